@@ -1,0 +1,35 @@
+package model
+
+// Header is one ordered key/value pair attached to a message. Values are bytes
+// because Kafka headers are bytes; RocketMQ properties are UTF-8 strings.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Message is the protocol-neutral view of one message. Front-ends translate
+// their wire formats into it when a cross-protocol conversion is needed; the
+// storage engine never sees it (it stores payloads in their native format).
+type Message struct {
+	Topic     TopicName
+	Queue     int32
+	Offset    QueueOffset
+	Key       []byte
+	Tags      string
+	Headers   []Header
+	Body      []byte
+	BornTime  int64 // producer timestamp, ms since epoch
+	StoreTime int64 // broker append time, ms since epoch
+	Producer  string
+	Flags     uint32
+}
+
+// Header returns the value of the first header named key.
+func (m *Message) Header(key string) ([]byte, bool) {
+	for _, h := range m.Headers {
+		if h.Key == key {
+			return h.Value, true
+		}
+	}
+	return nil, false
+}

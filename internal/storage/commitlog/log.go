@@ -1,0 +1,468 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+// SyncMode is the durability policy of a log.
+type SyncMode int
+
+const (
+	// SyncAsync acknowledges appends once they are in the page cache and
+	// syncs every FlushInterval.
+	SyncAsync SyncMode = iota
+	// SyncAlways acknowledges an append only after fsync; concurrent appends
+	// share one fsync.
+	SyncAlways
+)
+
+// Options configures a Log.
+type Options struct {
+	Dir           string
+	SegmentSize   int64
+	Mode          SyncMode
+	FlushInterval time.Duration // async mode
+	Term          model.Term
+	Logger        *slog.Logger
+	Now           func() time.Time
+	// BeforeRoll is asked before a new segment is created; an error refuses
+	// the append (the disk guard plugs in here).
+	BeforeRoll func() error
+	// OnVisible is called, outside any lock, when the visible end advances.
+	OnVisible func(end model.LogPos)
+	// OnSynced is called after each fsync with the position synced and the
+	// time it took.
+	OnSynced func(end model.LogPos, took time.Duration)
+}
+
+// Entry is one record to append. The log fills Pos, Size and Index; the
+// Assigner fills BaseOffset.
+type Entry struct {
+	Format     model.PayloadFormat
+	Flags      uint16
+	Queue      model.QueueID
+	BaseOffset model.QueueOffset
+	Count      uint32
+	Timestamp  int64
+	StoreTime  int64
+	TagHash    uint64
+	Keys       []Key
+	Payload    []byte
+
+	Pos   model.LogPos
+	Size  uint32
+	Index model.Index
+}
+
+// Assigner is called under the log's append lock, in log order, once the
+// entry's position and index are known and before it is written. It assigns
+// queue offsets and records index entries, so offsets are assigned in exactly
+// one place.
+type Assigner interface {
+	Assign(e *Entry)
+}
+
+// Recovery says where a scan of the tail starts: a record boundary below
+// which indexes are known to be complete, and the index of the record there.
+type Recovery struct {
+	Pos       model.LogPos
+	NextIndex model.Index
+}
+
+// Log is a commit log. Appends are serialised; reads are lock-free.
+type Log struct {
+	opts Options
+	log  *slog.Logger
+
+	mu        sync.Mutex // serialises appends, rolls and truncation
+	active    *segment
+	nextIndex model.Index
+	closed    bool
+
+	segs    atomic.Pointer[[]*segment] // immutable, replaced on change
+	written atomic.Int64               // end of written data
+	synced  atomic.Int64               // end of fsynced data
+
+	syncMu  sync.Mutex
+	syncGen chan struct{} // closed and replaced after each sync
+	kick    chan struct{}
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Open opens or creates the log in opts.Dir, scans the tail from rec.Pos,
+// calls visit for every valid record found, truncates a torn or corrupt tail,
+// and starts the syncer.
+func Open(opts Options, rec Recovery, visit func(pos model.LogPos, r *Record) error) (*Log, error) {
+	if opts.SegmentSize < HeaderSize*2 {
+		return nil, fmt.Errorf("%w: segment size %d", model.ErrInvalidConfig, opts.SegmentSize)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Term == 0 {
+		opts.Term = 1
+	}
+	if opts.FlushInterval <= 0 {
+		opts.FlushInterval = time.Second
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create log dir: %w", err)
+	}
+	l := &Log{
+		opts:    opts,
+		log:     opts.Logger.With("component", "commitlog"),
+		syncGen: make(chan struct{}),
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+	}
+	if err := l.recover(rec, visit); err != nil {
+		l.closeSegments()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	go l.syncLoop(ctx)
+	return l, nil
+}
+
+func (l *Log) segments() []*segment { return *l.segs.Load() }
+
+func (l *Log) setSegments(s []*segment) { l.segs.Store(&s) }
+
+// NextIndex is the index the next appended record gets.
+func (l *Log) NextIndex() model.Index {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nextIndex
+}
+
+// Start is the position of the oldest byte still stored.
+func (l *Log) Start() model.LogPos { return l.segments()[0].base }
+
+// End is the end of the written data.
+func (l *Log) End() model.LogPos { return model.LogPos(l.written.Load()) }
+
+// Synced is the end of the data known to be on disk.
+func (l *Log) Synced() model.LogPos { return model.LogPos(l.synced.Load()) }
+
+// Visible is the end of what readers may see: the synced end in sync mode,
+// the written end otherwise. On a single node it is the high watermark.
+func (l *Log) Visible() model.LogPos {
+	if l.opts.Mode == SyncAlways {
+		return l.Synced()
+	}
+	return l.End()
+}
+
+// SegmentCount returns the number of segment files.
+func (l *Log) SegmentCount() int { return len(l.segments()) }
+
+// Size returns the bytes stored.
+func (l *Log) Size() int64 { return int64(l.End() - l.Start()) }
+
+// Append writes entries in order and returns the end position of the last
+// one. It does not wait for durability; call WaitSynced for that.
+func (l *Log) Append(entries []*Entry, a Assigner) (model.LogPos, error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return 0, model.ErrClosed
+	}
+	now := l.opts.Now().UnixMilli()
+	var err error
+	for _, e := range entries {
+		n := Len(e.Keys, len(e.Payload))
+		if int64(n) > l.opts.SegmentSize || n > 1<<31 {
+			err = fmt.Errorf("%w: record of %d bytes exceeds segment size %d", model.ErrMessageTooLarge, n, l.opts.SegmentSize)
+			break
+		}
+		s := l.active
+		off := s.used.Load()
+		if off+int64(n) > int64(len(s.data)) {
+			if err = l.rollLocked(); err != nil {
+				break
+			}
+			s = l.active
+			off = 0
+		}
+		if e.StoreTime == 0 {
+			e.StoreTime = now
+		}
+		if e.Timestamp == 0 {
+			e.Timestamp = e.StoreTime
+		}
+		e.Pos = s.base + model.LogPos(off)
+		e.Size = uint32(n)
+		e.Index = l.nextIndex
+		if a != nil {
+			a.Assign(e)
+		}
+		h := Header{
+			Format: e.Format, Flags: e.Flags, Queue: e.Queue, Term: l.opts.Term, Index: e.Index,
+			BaseOffset: e.BaseOffset, Count: e.Count, Timestamp: e.Timestamp, StoreTime: e.StoreTime, TagHash: e.TagHash,
+		}
+		Encode(s.data[off:off+int64(n)], &h, e.Keys, e.Payload)
+		s.used.Store(off + int64(n))
+		if e.StoreTime > s.lastTime.Load() {
+			s.lastTime.Store(e.StoreTime)
+		}
+		l.nextIndex++
+		l.written.Store(int64(e.Pos) + int64(n))
+	}
+	end := model.LogPos(l.written.Load())
+	l.mu.Unlock()
+	if l.opts.Mode == SyncAlways {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	} else if l.opts.OnVisible != nil {
+		l.opts.OnVisible(end)
+	}
+	return end, err
+}
+
+// rollLocked seals the active segment and starts a new one.
+func (l *Log) rollLocked() error {
+	if l.opts.BeforeRoll != nil {
+		if err := l.opts.BeforeRoll(); err != nil {
+			return err
+		}
+	}
+	old := l.active
+	if err := old.seal(); err != nil {
+		return err
+	}
+	s, err := createSegment(l.opts.Dir, old.end(), l.opts.SegmentSize)
+	if err != nil {
+		return err
+	}
+	segs := append(append([]*segment(nil), l.segments()...), s)
+	l.setSegments(segs)
+	l.active = s
+	return nil
+}
+
+// WaitSynced blocks until the log is durable up to end, the context ends or
+// the log closes.
+func (l *Log) WaitSynced(ctx context.Context, end model.LogPos) error {
+	for {
+		l.syncMu.Lock()
+		ch := l.syncGen
+		l.syncMu.Unlock()
+		if l.Synced() >= end {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.done:
+			if l.Synced() >= end {
+				return nil
+			}
+			return model.ErrClosed
+		}
+	}
+}
+
+func (l *Log) syncLoop(ctx context.Context) {
+	defer close(l.done)
+	var tick <-chan time.Time
+	if l.opts.Mode == SyncAsync {
+		t := time.NewTicker(l.opts.FlushInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			l.syncOnce()
+			return
+		case <-l.kick:
+		case <-tick:
+		}
+		l.syncOnce()
+	}
+}
+
+// syncOnce fsyncs everything written so far and publishes the new end.
+func (l *Log) syncOnce() {
+	target := l.written.Load()
+	if target <= l.synced.Load() {
+		return
+	}
+	l.mu.Lock()
+	s := l.active
+	ok := s != nil && s.acquire()
+	l.mu.Unlock()
+	if !ok {
+		return
+	}
+	start := time.Now()
+	err := s.sync()
+	s.release()
+	if err != nil {
+		// Without a successful fsync nothing more may be acknowledged.
+		l.log.Error("fsync failed; appends stay unacknowledged", "err", err)
+		return
+	}
+	l.synced.Store(target)
+	if l.opts.OnSynced != nil {
+		l.opts.OnSynced(model.LogPos(target), time.Since(start))
+	}
+	l.syncMu.Lock()
+	close(l.syncGen)
+	l.syncGen = make(chan struct{})
+	l.syncMu.Unlock()
+	if l.opts.Mode == SyncAlways && l.opts.OnVisible != nil {
+		l.opts.OnVisible(model.LogPos(target))
+	}
+}
+
+// Sync forces an fsync of everything written so far.
+func (l *Log) Sync() { l.syncOnce() }
+
+// Close syncs and closes the log. Readers holding views keep their mappings
+// until they release them.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	l.cancel()
+	<-l.done
+	l.closeSegments()
+	return nil
+}
+
+func (l *Log) closeSegments() {
+	p := l.segs.Load()
+	if p == nil {
+		return
+	}
+	for _, s := range *p {
+		s.release()
+	}
+}
+
+// View is a reference to one segment that keeps its mapping alive.
+type View struct {
+	s *segment
+}
+
+// Acquire returns a view of the segment holding pos. Release it when done.
+func (l *Log) Acquire(pos model.LogPos) (View, error) {
+	for try := 0; try < 3; try++ {
+		segs := l.segments()
+		i := sort.Search(len(segs), func(i int) bool { return segs[i].base > pos }) - 1
+		if i < 0 {
+			return View{}, fmt.Errorf("%w: position %d before log start %d", model.ErrOffsetOutOfRange, pos, segs[0].base)
+		}
+		s := segs[i]
+		if s.acquire() {
+			return View{s: s}, nil
+		}
+	}
+	return View{}, fmt.Errorf("%w: segment at %d was deleted", model.ErrOffsetOutOfRange, pos)
+}
+
+// Bytes returns [pos, pos+n) if it lies in this view's segment.
+func (v View) Bytes(pos model.LogPos, n int) ([]byte, bool) {
+	off := int64(pos - v.s.base)
+	if off < 0 || off+int64(n) > v.s.used.Load() {
+		return nil, false
+	}
+	return v.s.data[off : off+int64(n) : off+int64(n)], true
+}
+
+// Contains reports whether pos lies in the view's segment data.
+func (v View) Contains(pos model.LogPos) bool {
+	return pos >= v.s.base && pos < v.s.end()
+}
+
+// Release drops the view's reference.
+func (v View) Release() {
+	if v.s != nil {
+		v.s.release()
+	}
+}
+
+// ReadRecord decodes and verifies the record at pos.
+func (l *Log) ReadRecord(pos model.LogPos) (Record, View, error) {
+	v, err := l.Acquire(pos)
+	if err != nil {
+		return Record{}, View{}, err
+	}
+	off := int64(pos - v.s.base)
+	used := v.s.used.Load()
+	if off >= used {
+		v.Release()
+		return Record{}, View{}, fmt.Errorf("%w: position %d past segment data", model.ErrOffsetOutOfRange, pos)
+	}
+	r, err := Decode(v.s.data[off:used])
+	if err != nil {
+		v.Release()
+		return Record{}, View{}, err
+	}
+	return r, v, nil
+}
+
+// DeleteBefore deletes whole sealed segments that end at or before pos and
+// returns how many it deleted. The active segment is never deleted.
+func (l *Log) DeleteBefore(pos model.LogPos) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	segs := l.segments()
+	n := 0
+	for n < len(segs)-1 && segs[n].sealed.Load() && segs[n].end() <= pos && segs[n].end() <= l.Synced() {
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	var errs []error
+	for _, s := range segs[:n] {
+		if err := os.Remove(s.path); err != nil {
+			errs = append(errs, fmt.Errorf("delete segment: %w", err))
+		}
+		s.release()
+	}
+	l.setSegments(append([]*segment(nil), segs[n:]...))
+	return n, errors.Join(errs...)
+}
+
+// SegmentInfo describes one segment for retention decisions.
+type SegmentInfo struct {
+	Base, End model.LogPos
+	LastTime  int64
+	Sealed    bool
+}
+
+// Segments describes the segments in order.
+func (l *Log) Segments() []SegmentInfo {
+	segs := l.segments()
+	out := make([]SegmentInfo, len(segs))
+	for i, s := range segs {
+		out[i] = SegmentInfo{Base: s.base, End: s.end(), LastTime: s.lastTime.Load(), Sealed: s.sealed.Load()}
+	}
+	return out
+}

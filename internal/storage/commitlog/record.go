@@ -1,0 +1,198 @@
+package commitlog
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+// FormatVersion is the record format this package writes and the newest it reads.
+const FormatVersion = 1
+
+// HeaderSize is the fixed size of a record header.
+const HeaderSize = 72
+
+const keyEntryOverhead = 6 // u32 offset delta + u16 length
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Header is the decoded fixed part of a record.
+type Header struct {
+	Length     uint32
+	CRC        uint32
+	Version    uint8
+	Format     model.PayloadFormat
+	Flags      uint16
+	Queue      model.QueueID
+	Term       model.Term
+	Index      model.Index
+	BaseOffset model.QueueOffset
+	Count      uint32
+	KeysLen    uint32
+	Timestamp  int64
+	StoreTime  int64
+	TagHash    uint64
+}
+
+// Key is one message key or unique id of a record, at an offset delta from
+// the record's base offset.
+type Key struct {
+	Delta uint32
+	Key   []byte
+}
+
+// Record is a decoded record. Keys and Payload alias the input bytes.
+type Record struct {
+	Header
+	Keys    []byte // the raw keys block; iterate with EachKey
+	Payload []byte
+}
+
+// Len returns the encoded size of a record with these keys and payload.
+func Len(keys []Key, payloadLen int) int {
+	return HeaderSize + KeysLen(keys) + payloadLen
+}
+
+// KeysLen returns the encoded size of a keys block.
+func KeysLen(keys []Key) int {
+	n := 0
+	for _, k := range keys {
+		n += keyEntryOverhead + len(k.Key)
+	}
+	return n
+}
+
+// Encode writes a record into dst, which must be exactly Len(keys,
+// len(payload)) bytes long, fills in Length, KeysLen and CRC, and returns the
+// CRC. It is the only encoder: appends write straight into the mapped segment.
+func Encode(dst []byte, h *Header, keys []Key, payload []byte) uint32 {
+	h.Length = uint32(len(dst))
+	h.KeysLen = uint32(KeysLen(keys))
+	h.Version = FormatVersion
+	le := binary.LittleEndian
+	dst[8] = h.Version
+	dst[9] = byte(h.Format)
+	le.PutUint16(dst[10:], h.Flags)
+	le.PutUint32(dst[12:], uint32(h.Queue))
+	le.PutUint64(dst[16:], uint64(h.Term))
+	le.PutUint64(dst[24:], uint64(h.Index))
+	le.PutUint64(dst[32:], uint64(h.BaseOffset))
+	le.PutUint32(dst[40:], h.Count)
+	le.PutUint32(dst[44:], h.KeysLen)
+	le.PutUint64(dst[48:], uint64(h.Timestamp))
+	le.PutUint64(dst[56:], uint64(h.StoreTime))
+	le.PutUint64(dst[64:], h.TagHash)
+	p := HeaderSize
+	for _, k := range keys {
+		le.PutUint32(dst[p:], k.Delta)
+		le.PutUint16(dst[p+4:], uint16(len(k.Key)))
+		p += keyEntryOverhead
+		p += copy(dst[p:], k.Key)
+	}
+	copy(dst[p:], payload)
+	h.CRC = crc32.Checksum(dst[8:], castagnoli)
+	le.PutUint32(dst[4:], h.CRC)
+	// Length last: a reader that sees a non-zero length sees a whole record.
+	le.PutUint32(dst[0:], h.Length)
+	return h.CRC
+}
+
+// AppendRecord appends an encoded record to dst.
+func AppendRecord(dst []byte, h *Header, keys []Key, payload []byte) []byte {
+	n := Len(keys, len(payload))
+	start := len(dst)
+	dst = append(dst, make([]byte, n)...)
+	Encode(dst[start:], h, keys, payload)
+	return dst
+}
+
+// ErrEnd is returned by Decode when b starts with a zero length: the end of
+// the data in a segment.
+var ErrEnd = fmt.Errorf("end of log data")
+
+// DecodeHeader decodes and bounds-checks the fixed header at the start of b
+// without verifying the checksum.
+func DecodeHeader(b []byte) (Header, error) {
+	var h Header
+	if len(b) < 4 {
+		return h, fmt.Errorf("%w: %d bytes is shorter than a length", model.ErrCorruptRecord, len(b))
+	}
+	le := binary.LittleEndian
+	h.Length = le.Uint32(b)
+	if h.Length == 0 {
+		return h, ErrEnd
+	}
+	if h.Length < HeaderSize || int64(h.Length) > int64(len(b)) {
+		return h, fmt.Errorf("%w: length %d with %d bytes available", model.ErrCorruptRecord, h.Length, len(b))
+	}
+	h.CRC = le.Uint32(b[4:])
+	h.Version = b[8]
+	if h.Version != FormatVersion {
+		return h, fmt.Errorf("%w: record version %d", model.ErrUnsupportedVersion, h.Version)
+	}
+	h.Format = model.PayloadFormat(b[9])
+	h.Flags = le.Uint16(b[10:])
+	h.Queue = model.QueueID(le.Uint32(b[12:]))
+	h.Term = model.Term(le.Uint64(b[16:]))
+	h.Index = model.Index(le.Uint64(b[24:]))
+	h.BaseOffset = model.QueueOffset(le.Uint64(b[32:]))
+	h.Count = le.Uint32(b[40:])
+	h.KeysLen = le.Uint32(b[44:])
+	h.Timestamp = int64(le.Uint64(b[48:]))
+	h.StoreTime = int64(le.Uint64(b[56:]))
+	h.TagHash = le.Uint64(b[64:])
+	if uint64(h.KeysLen) > uint64(h.Length-HeaderSize) {
+		return h, fmt.Errorf("%w: keys block %d exceeds record", model.ErrCorruptRecord, h.KeysLen)
+	}
+	if h.BaseOffset < 0 {
+		return h, fmt.Errorf("%w: negative base offset", model.ErrCorruptRecord)
+	}
+	return h, nil
+}
+
+// Decode decodes the record at the start of b and verifies its checksum and
+// keys block. The returned slices alias b.
+func Decode(b []byte) (Record, error) {
+	h, err := DecodeHeader(b)
+	if err != nil {
+		return Record{Header: h}, err
+	}
+	if got := crc32.Checksum(b[8:h.Length], castagnoli); got != h.CRC {
+		return Record{Header: h}, fmt.Errorf("%w: crc %08x, stored %08x", model.ErrCorruptRecord, got, h.CRC)
+	}
+	r := Record{
+		Header:  h,
+		Keys:    b[HeaderSize : HeaderSize+h.KeysLen],
+		Payload: b[HeaderSize+h.KeysLen : h.Length],
+	}
+	if err := r.EachKey(func(Key) {}); err != nil {
+		return Record{Header: h}, err
+	}
+	return r, nil
+}
+
+// EachKey calls fn for each key in the record's keys block.
+func (r *Record) EachKey(fn func(Key)) error {
+	return eachKey(r.Keys, r.Count, fn)
+}
+
+func eachKey(b []byte, count uint32, fn func(Key)) error {
+	for len(b) > 0 {
+		if len(b) < keyEntryOverhead {
+			return fmt.Errorf("%w: truncated key entry", model.ErrCorruptRecord)
+		}
+		delta := binary.LittleEndian.Uint32(b)
+		n := int(binary.LittleEndian.Uint16(b[4:]))
+		if len(b) < keyEntryOverhead+n {
+			return fmt.Errorf("%w: key of %d bytes overruns block", model.ErrCorruptRecord, n)
+		}
+		if delta >= count && count > 0 {
+			return fmt.Errorf("%w: key delta %d beyond count %d", model.ErrCorruptRecord, delta, count)
+		}
+		fn(Key{Delta: delta, Key: b[keyEntryOverhead : keyEntryOverhead+n]})
+		b = b[keyEntryOverhead+n:]
+	}
+	return nil
+}
