@@ -45,6 +45,13 @@ type Options struct {
 	OnSynced func(end model.LogPos, took time.Duration)
 }
 
+// Flags in a record header.
+const (
+	// FlagControl marks a storage control record (queue create/delete). It
+	// belongs to no queue index.
+	FlagControl uint16 = 1 << 15
+)
+
 // Entry is one record to append. The log fills Pos, Size and Index; the
 // Assigner fills BaseOffset.
 type Entry struct {

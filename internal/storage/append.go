@@ -1,0 +1,196 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage/commitlog"
+	"github.com/rosettamq/rosetta/internal/storage/keyindex"
+	"github.com/rosettamq/rosetta/internal/storage/queueindex"
+)
+
+// Record is one record to append: a payload holding Count messages of one
+// queue. Append fills BaseOffset, Pos, Size, Index and StoreTime.
+type Record = commitlog.Entry
+
+// control record operations (payload byte 0)
+const (
+	opCreateQueue = 1
+	opDeleteQueue = 2
+)
+
+// AppendOptions modify one Append call.
+type AppendOptions struct {
+	// NoWait returns as soon as the records are written, without waiting for
+	// the durability policy (Kafka acks=0).
+	NoWait bool
+}
+
+// batchAssigner assigns offsets for one Append call under the log lock.
+type batchAssigner struct {
+	e  *Engine
+	qs []*queue
+	i  int
+}
+
+func (a *batchAssigner) Assign(r *commitlog.Entry) {
+	q := a.qs[a.i]
+	a.i++
+	a.e.index(q, r.Queue, r.Pos, r)
+}
+
+// index records a written (or replayed) data record in its queue and the key
+// index, and marks the queue for flushing and notification.
+func (e *Engine) index(q *queue, id model.QueueID, pos model.LogPos, r *commitlog.Entry) {
+	base, _ := q.idx.Assign(pos, r.Size, r.Count, r.Timestamp, r.TagHash)
+	r.BaseOffset = base
+	for _, k := range r.Keys {
+		if err := e.keys.Add(keyindex.Hash(k.Key), id, base+model.QueueOffset(k.Delta), r.StoreTime, pos); err != nil {
+			e.log.Warn("key index add failed", "queue", id, "err", err)
+		}
+	}
+	q.lastEnd.Store(int64(pos) + int64(r.Size))
+	e.pmu.Lock()
+	if !q.pendingFlush.Load() {
+		q.pendingFlush.Store(true)
+		e.flushPending = append(e.flushPending, q)
+	}
+	if !q.pendingNotify.Load() {
+		q.pendingNotify.Store(true)
+		e.notifyList = append(e.notifyList, q)
+	}
+	e.pmu.Unlock()
+}
+
+// Append writes records, assigning each the next offsets of its queue, and
+// returns once they are durable under the engine's policy.
+func (e *Engine) Append(ctx context.Context, recs []*Record) error {
+	return e.AppendWith(ctx, recs, AppendOptions{})
+}
+
+// AppendWith is Append with options.
+func (e *Engine) AppendWith(ctx context.Context, recs []*Record, opts AppendOptions) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	if e.diskFull.Load() {
+		e.stats.RefusedDiskFull.Add(1)
+		return model.ErrDiskFull
+	}
+	a := batchAssigner{e: e, qs: make([]*queue, len(recs))}
+	var bytes int64
+	var msgs int64
+	for i, r := range recs {
+		if r.Count == 0 {
+			return fmt.Errorf("%w: record with no messages", model.ErrCorruptRecord)
+		}
+		if r.Flags&commitlog.FlagControl != 0 {
+			return fmt.Errorf("%w: control flag on a data record", model.ErrCorruptRecord)
+		}
+		if n := len(r.Payload) + commitlog.KeysLen(r.Keys); n > e.cfg.MaxRecordSize {
+			return fmt.Errorf("%w: %d bytes, limit %d", model.ErrMessageTooLarge, n, e.cfg.MaxRecordSize)
+		}
+		q, err := e.queue(r.Queue)
+		if err != nil {
+			return err
+		}
+		a.qs[i] = q
+		bytes += int64(len(r.Payload))
+		msgs += int64(r.Count)
+	}
+	end, err := e.clog.Append(recs, &a)
+	written := a.i
+	if written > 0 {
+		e.stats.AppendedRecords.Add(int64(written))
+		e.stats.AppendedMessages.Add(msgs)
+		e.stats.AppendedBytes.Add(bytes)
+	}
+	if err != nil {
+		return fmt.Errorf("append: %w", err)
+	}
+	if opts.NoWait || e.cfg.Durability != DurabilitySync {
+		return nil
+	}
+	return e.clog.WaitSynced(ctx, end)
+}
+
+// CreateQueue creates an empty queue. Creating an existing queue is a no-op.
+func (e *Engine) CreateQueue(ctx context.Context, id model.QueueID) error {
+	if _, err := e.queue(id); err == nil {
+		return nil
+	}
+	return e.control(ctx, id, opCreateQueue)
+}
+
+// DeleteQueue deletes a queue and its index; its records in the log are
+// reclaimed with their segments.
+func (e *Engine) DeleteQueue(ctx context.Context, id model.QueueID) error {
+	if _, err := e.queue(id); err != nil {
+		return err
+	}
+	return e.control(ctx, id, opDeleteQueue)
+}
+
+func (e *Engine) control(ctx context.Context, id model.QueueID, op byte) error {
+	r := &commitlog.Entry{Format: model.FormatInternal, Flags: commitlog.FlagControl, Queue: id, Count: 1, Payload: []byte{op}}
+	end, err := e.clog.Append([]*commitlog.Entry{r}, controlAssigner{e})
+	if err != nil {
+		return fmt.Errorf("queue control: %w", err)
+	}
+	return e.clog.WaitSynced(ctx, end)
+}
+
+type controlAssigner struct{ e *Engine }
+
+func (c controlAssigner) Assign(r *commitlog.Entry) { c.e.applyControl(r.Queue, r.Payload) }
+
+// applyControl creates or deletes a queue; it runs under the log lock, or
+// during replay.
+func (e *Engine) applyControl(id model.QueueID, payload []byte) {
+	if len(payload) == 0 {
+		return
+	}
+	e.qmu.Lock()
+	defer e.qmu.Unlock()
+	switch payload[0] {
+	case opCreateQueue:
+		if _, ok := e.queues[id]; !ok {
+			e.queues[id] = &queue{idx: e.idx.Open(id, queueindex.State{})}
+		}
+	case opDeleteQueue:
+		if q, ok := e.queues[id]; ok {
+			delete(e.queues, id)
+			if err := q.idx.Delete(); err != nil {
+				e.log.Warn("delete queue index", "queue", id, "err", err)
+			}
+			q.wake()
+		}
+	}
+}
+
+// replay re-applies one recovered record.
+func (e *Engine) replay(pos model.LogPos, r *commitlog.Record) error {
+	if r.Flags&commitlog.FlagControl != 0 {
+		e.applyControl(r.Queue, r.Payload)
+		return nil
+	}
+	q := e.queues[r.Queue]
+	if q == nil {
+		return nil // a deleted queue
+	}
+	next := q.idx.NextOffset()
+	if r.BaseOffset < next {
+		return nil // already indexed before the checkpoint
+	}
+	if r.BaseOffset > next {
+		e.log.Error("offset gap while replaying; index continues at the record's offset",
+			"queue", r.Queue, "expected", next, "found", r.BaseOffset, "pos", pos)
+		q.idx.SetNext(r.BaseOffset)
+	}
+	ent := &commitlog.Entry{Queue: r.Queue, Count: r.Count, Timestamp: r.Timestamp, StoreTime: r.StoreTime,
+		TagHash: r.TagHash, Size: r.Length}
+	_ = r.EachKey(func(k commitlog.Key) { ent.Keys = append(ent.Keys, k) })
+	e.index(q, r.Queue, pos, ent)
+	return nil
+}

@@ -1,0 +1,375 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage/commitlog"
+	"github.com/rosettamq/rosetta/internal/storage/keyindex"
+	"github.com/rosettamq/rosetta/internal/storage/queueindex"
+)
+
+// Durability is the engine's fsync policy.
+type Durability = commitlog.SyncMode
+
+// Durability policies.
+const (
+	DurabilityAsync = commitlog.SyncAsync
+	DurabilitySync  = commitlog.SyncAlways
+)
+
+// Key is a message key or unique id stored with a record.
+type Key = commitlog.Key
+
+// Config configures an Engine. Zero values take the defaults of DefaultConfig.
+type Config struct {
+	Dir                string
+	SegmentSize        int64
+	Durability         Durability
+	FlushInterval      time.Duration // async fsync interval
+	IndexFlushInterval time.Duration // how often queue index tails are written out
+	CheckpointInterval time.Duration
+	IndexFileEntries   int64
+	MaxOpenIndexFiles  int
+	KeyIndexSlots      int
+	KeyIndexEntries    int
+	MaxRecordSize      int
+	RetentionTime      time.Duration // 0 keeps data forever (per-queue starts still apply)
+	RetentionBytes     int64         // 0: no size limit
+	RetentionInterval  time.Duration
+	MinFreeBytes       int64   // refuse writes when free space would drop below this
+	MinFreeRatio       float64 // or below this fraction of the disk
+	DiskCheckInterval  time.Duration
+	VerifyReads        bool // check each record's CRC32C when it is read
+	NodeID             model.NodeID
+	Logger             *slog.Logger
+	Now                func() time.Time
+	// Hooks for metrics.
+	OnSynced func(took time.Duration)
+}
+
+// DefaultConfig returns production defaults for dir.
+func DefaultConfig(dir string) Config {
+	return Config{
+		Dir:                dir,
+		SegmentSize:        1 << 30,
+		Durability:         DurabilityAsync,
+		FlushInterval:      200 * time.Millisecond,
+		IndexFlushInterval: 200 * time.Millisecond,
+		CheckpointInterval: 5 * time.Second,
+		IndexFileEntries:   1 << 18,
+		MaxOpenIndexFiles:  2048,
+		KeyIndexSlots:      1 << 20,
+		KeyIndexEntries:    4 << 20,
+		MaxRecordSize:      16 << 20,
+		RetentionInterval:  30 * time.Second,
+		MinFreeBytes:       1 << 30,
+		MinFreeRatio:       0.05,
+		DiskCheckInterval:  time.Second,
+		VerifyReads:        true,
+		NodeID:             1,
+	}
+}
+
+func (c *Config) fill() {
+	d := DefaultConfig(c.Dir)
+	if c.SegmentSize == 0 {
+		c.SegmentSize = d.SegmentSize
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = d.FlushInterval
+	}
+	if c.IndexFlushInterval == 0 {
+		c.IndexFlushInterval = d.IndexFlushInterval
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = d.CheckpointInterval
+	}
+	if c.IndexFileEntries == 0 {
+		c.IndexFileEntries = d.IndexFileEntries
+	}
+	if c.MaxOpenIndexFiles == 0 {
+		c.MaxOpenIndexFiles = d.MaxOpenIndexFiles
+	}
+	if c.KeyIndexSlots == 0 {
+		c.KeyIndexSlots = d.KeyIndexSlots
+	}
+	if c.KeyIndexEntries == 0 {
+		c.KeyIndexEntries = d.KeyIndexEntries
+	}
+	if c.MaxRecordSize == 0 {
+		c.MaxRecordSize = d.MaxRecordSize
+	}
+	if c.RetentionInterval == 0 {
+		c.RetentionInterval = d.RetentionInterval
+	}
+	if c.DiskCheckInterval == 0 {
+		c.DiskCheckInterval = d.DiskCheckInterval
+	}
+	if c.NodeID == 0 {
+		c.NodeID = d.NodeID
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch {
+	case c.Dir == "":
+		return fmt.Errorf("%w: data dir is empty", model.ErrInvalidConfig)
+	case c.SegmentSize < 64<<10:
+		return fmt.Errorf("%w: segment size %d below 64 KiB", model.ErrInvalidConfig, c.SegmentSize)
+	case int64(c.MaxRecordSize) > c.SegmentSize-commitlog.HeaderSize:
+		return fmt.Errorf("%w: max record size %d does not fit a segment of %d", model.ErrInvalidConfig, c.MaxRecordSize, c.SegmentSize)
+	case c.MinFreeRatio < 0 || c.MinFreeRatio >= 1:
+		return fmt.Errorf("%w: min free ratio %v", model.ErrInvalidConfig, c.MinFreeRatio)
+	}
+	return nil
+}
+
+// queue is the engine's state for one queue.
+type queue struct {
+	idx *queueindex.Queue
+
+	pendingFlush  atomic.Bool
+	pendingNotify atomic.Bool
+	lastEnd       atomic.Int64 // log end of the newest record, for notification
+
+	wmu     sync.Mutex
+	waiters []chan struct{} // signalled when new data becomes visible
+}
+
+// Engine is the storage engine of one replication group.
+type Engine struct {
+	cfg      Config
+	log      *slog.Logger
+	identity Identity
+
+	clog *commitlog.Log
+	idx  *queueindex.Store
+	keys *keyindex.Index
+
+	qmu    sync.RWMutex
+	queues map[model.QueueID]*queue
+
+	pmu          sync.Mutex // guards the two pending lists
+	flushPending []*queue
+	notifyList   []*queue
+
+	diskFull atomic.Bool
+	stats    Stats
+
+	ckptMu sync.Mutex // serialises checkpoints
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+}
+
+// Stats are counters the engine keeps for metrics.
+type Stats struct {
+	AppendedRecords  atomic.Int64
+	AppendedMessages atomic.Int64
+	AppendedBytes    atomic.Int64
+	ReadRecords      atomic.Int64
+	ReadBytes        atomic.Int64
+	Checkpoints      atomic.Int64
+	DeletedSegments  atomic.Int64
+	RefusedDiskFull  atomic.Int64
+}
+
+// Open opens or creates the engine in cfg.Dir and recovers it.
+func Open(cfg Config) (*Engine, error) {
+	cfg.fill()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	id, err := loadIdentity(cfg.Dir, cfg.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "storage"),
+		identity: id,
+		queues:   map[model.QueueID]*queue{},
+	}
+	start := time.Now()
+	if e.idx, err = queueindex.NewStore(filepath.Join(cfg.Dir, "index"), cfg.IndexFileEntries, cfg.MaxOpenIndexFiles); err != nil {
+		return nil, err
+	}
+	if e.keys, err = keyindex.Open(filepath.Join(cfg.Dir, "keys"), cfg.KeyIndexSlots, cfg.KeyIndexEntries); err != nil {
+		e.idx.Close()
+		return nil, err
+	}
+	ck, err := readCheckpoint(filepath.Join(cfg.Dir, checkpointName))
+	if err != nil {
+		e.keys.Close()
+		e.idx.Close()
+		return nil, err
+	}
+	for _, qs := range ck.Queues {
+		e.queues[qs.ID] = &queue{idx: e.idx.Open(qs.ID, qs.State)}
+	}
+	replayed := 0
+	e.clog, err = commitlog.Open(commitlog.Options{
+		Dir:           filepath.Join(cfg.Dir, "log"),
+		SegmentSize:   cfg.SegmentSize,
+		Mode:          cfg.Durability,
+		FlushInterval: cfg.FlushInterval,
+		Logger:        cfg.Logger,
+		Now:           cfg.Now,
+		BeforeRoll:    e.checkDiskNow,
+		OnVisible:     e.onVisible,
+		OnSynced: func(_ model.LogPos, took time.Duration) {
+			if cfg.OnSynced != nil {
+				cfg.OnSynced(took)
+			}
+		},
+	}, commitlog.Recovery{Pos: ck.LogPos}, func(pos model.LogPos, r *commitlog.Record) error {
+		replayed++
+		return e.replay(pos, r)
+	})
+	if err != nil {
+		e.keys.Close()
+		e.idx.Close()
+		return nil, err
+	}
+	if end := e.clog.End(); end < ck.LogPos {
+		// The log lost data the checkpoint had indexed (an async-mode power
+		// loss): drop index entries that point past the end.
+		e.log.Warn("log ends before checkpoint; truncating indexes", "end", end, "checkpoint", ck.LogPos)
+		for _, q := range e.queues {
+			if _, err := q.idx.TruncateFromPos(end); err != nil {
+				e.Close()
+				return nil, err
+			}
+		}
+	}
+	e.checkDisk()
+	e.log.Info("storage opened", "dir", cfg.Dir, "queues", len(e.queues), "log_start", e.clog.Start(),
+		"log_end", e.clog.End(), "replayed_records", replayed, "took", time.Since(start))
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	e.startBackground(ctx)
+	return e, nil
+}
+
+// Identity returns the persisted node identity.
+func (e *Engine) Identity() Identity { return e.identity }
+
+// Config returns the effective configuration.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() *Stats { return &e.stats }
+
+// Close stops background work, writes a final checkpoint and closes files.
+func (e *Engine) Close() error {
+	if !e.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	if e.cancel != nil {
+		e.cancel()
+	}
+	e.wg.Wait()
+	var err error
+	if e.clog != nil {
+		err = e.checkpoint()
+		e.clog.Close()
+	}
+	e.keys.Close()
+	e.idx.Close()
+	e.wakeAll()
+	return err
+}
+
+// startBackground starts the index flusher, checkpointer, retention and disk
+// guard loops; Close waits for them.
+func (e *Engine) startBackground(ctx context.Context) {
+	loop := func(every time.Duration, name string, fn func() error) {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					if err := fn(); err != nil {
+						e.log.Error("background task failed", "task", name, "err", err)
+					}
+				}
+			}
+		}()
+	}
+	loop(e.cfg.IndexFlushInterval, "index-flush", e.flushIndexes)
+	loop(e.cfg.CheckpointInterval, "checkpoint", e.checkpoint)
+	loop(e.cfg.RetentionInterval, "retention", func() error { _, err := e.EnforceRetention(); return err })
+	loop(e.cfg.DiskCheckInterval, "disk-guard", func() error { e.checkDisk(); return nil })
+}
+
+// QueueIDs returns the ids of every queue, sorted.
+func (e *Engine) QueueIDs() []model.QueueID {
+	e.qmu.RLock()
+	ids := make([]model.QueueID, 0, len(e.queues))
+	for id := range e.queues {
+		ids = append(ids, id)
+	}
+	e.qmu.RUnlock()
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+// QueueCount returns the number of queues.
+func (e *Engine) QueueCount() int {
+	e.qmu.RLock()
+	defer e.qmu.RUnlock()
+	return len(e.queues)
+}
+
+func (e *Engine) queue(id model.QueueID) (*queue, error) {
+	e.qmu.RLock()
+	q := e.queues[id]
+	e.qmu.RUnlock()
+	if q == nil {
+		return nil, fmt.Errorf("%w: %d", model.ErrUnknownQueue, id)
+	}
+	return q, nil
+}
+
+// LogStats describes the commit log.
+type LogStats struct {
+	Start, End, Synced model.LogPos
+	Segments           int
+	Bytes              int64
+	NextIndex          model.Index
+	OpenIndexFiles     int
+}
+
+// LogStats returns the commit log's current shape.
+func (e *Engine) LogStats() LogStats {
+	return LogStats{
+		Start: e.clog.Start(), End: e.clog.End(), Synced: e.clog.Synced(),
+		Segments: e.clog.SegmentCount(), Bytes: e.clog.Size(), NextIndex: e.clog.NextIndex(),
+		OpenIndexFiles: e.idx.OpenFiles(),
+	}
+}

@@ -1,0 +1,296 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage/commitlog"
+	"github.com/rosettamq/rosetta/internal/storage/keyindex"
+	"github.com/rosettamq/rosetta/internal/storage/queueindex"
+)
+
+// StoredRecord is one record as read back: its header, its keys block and its
+// payload exactly as stored. The slices alias the mapped log and are valid
+// until the ReadResult is released.
+type StoredRecord = commitlog.Record
+
+// ReadResult holds the records of one read and the references that keep their
+// bytes mapped. Call Release when the bytes have been sent.
+type ReadResult struct {
+	Records       []StoredRecord
+	NextOffset    model.QueueOffset // offset after the last returned message
+	HighWatermark model.QueueOffset // end of the visible data
+	StartOffset   model.QueueOffset // first readable offset
+	Bytes         int
+	views         []commitlog.View
+}
+
+// Release drops the result's references to the log.
+func (r *ReadResult) Release() {
+	for _, v := range r.views {
+		v.Release()
+	}
+	r.views = nil
+	r.Records = nil
+}
+
+// ReadOptions bound one read. At least one record is returned when one is
+// available, even if it is larger than MaxBytes, so a consumer never stalls.
+type ReadOptions struct {
+	MaxBytes   int
+	MaxRecords int
+}
+
+// Offsets returns a queue's first readable offset, its high watermark (end
+// of the visible data) and its log end offset (including records not yet
+// durable in sync mode).
+func (e *Engine) Offsets(id model.QueueID) (start, hw, end model.QueueOffset, err error) {
+	q, err := e.queue(id)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	start = q.idx.StartOffset()
+	end = q.idx.NextOffset()
+	hw = q.idx.VisibleEnd(e.clog.Visible())
+	return start, hw, end, nil
+}
+
+// Read returns stored records of queue id from offset. The first record may
+// begin before offset when it holds several messages (a Kafka batch). Reading
+// at the high watermark returns no records; reading outside [start, hw] is
+// model.ErrOffsetOutOfRange.
+func (e *Engine) Read(id model.QueueID, offset model.QueueOffset, opts ReadOptions) (*ReadResult, error) {
+	q, err := e.queue(id)
+	if err != nil {
+		return nil, err
+	}
+	visible := e.clog.Visible()
+	res := &ReadResult{StartOffset: q.idx.StartOffset(), HighWatermark: q.idx.VisibleEnd(visible), NextOffset: offset}
+	if offset < res.StartOffset || offset > res.HighWatermark {
+		return res, fmt.Errorf("%w: offset %d not in [%d, %d]", model.ErrOffsetOutOfRange, offset, res.StartOffset, res.HighWatermark)
+	}
+	if offset == res.HighWatermark {
+		return res, nil
+	}
+	maxRecords := opts.MaxRecords
+	if maxRecords <= 0 {
+		maxRecords = 1 << 20
+	}
+	no, first, err := q.idx.Lookup(offset)
+	if err != nil {
+		return res, err
+	}
+	entries := []queueindex.Entry{first}
+	var cur commitlog.View
+	for len(res.Records) < maxRecords {
+		if len(entries) == 0 {
+			entries, err = q.idx.Entries(no, min(64, maxRecords-len(res.Records)), entries[:0])
+			if err != nil || len(entries) == 0 {
+				break
+			}
+		}
+		ent := entries[0]
+		if ent.Pos+model.LogPos(ent.Size) > visible {
+			break
+		}
+		if len(res.Records) > 0 && opts.MaxBytes > 0 && res.Bytes+int(ent.Size) > opts.MaxBytes {
+			break
+		}
+		rec, v, err := e.readEntry(id, ent, cur)
+		if err != nil {
+			res.Release()
+			return res, err
+		}
+		if v != cur {
+			res.views = append(res.views, v)
+			cur = v
+		}
+		res.Records = append(res.Records, rec)
+		res.Bytes += int(ent.Size)
+		res.NextOffset = ent.End()
+		entries = entries[1:]
+		no++
+	}
+	e.stats.ReadRecords.Add(int64(len(res.Records)))
+	e.stats.ReadBytes.Add(int64(res.Bytes))
+	return res, nil
+}
+
+// readEntry decodes the record an index entry points at, reusing cur when it
+// covers the position, and checks that it is the record the index promised.
+func (e *Engine) readEntry(id model.QueueID, ent queueindex.Entry, cur commitlog.View) (StoredRecord, commitlog.View, error) {
+	v := cur
+	b, ok := []byte(nil), false
+	if v != (commitlog.View{}) {
+		b, ok = v.Bytes(ent.Pos, int(ent.Size))
+	}
+	if !ok {
+		var err error
+		if v, err = e.clog.Acquire(ent.Pos); err != nil {
+			return StoredRecord{}, cur, err
+		}
+		if b, ok = v.Bytes(ent.Pos, int(ent.Size)); !ok {
+			v.Release()
+			return StoredRecord{}, cur, fmt.Errorf("%w: index points past segment data at %d", model.ErrCorruptRecord, ent.Pos)
+		}
+	}
+	var rec StoredRecord
+	var err error
+	if e.cfg.VerifyReads {
+		rec, err = commitlog.Decode(b)
+	} else {
+		rec.Header, err = commitlog.DecodeHeader(b)
+		if err == nil {
+			rec.Keys = b[commitlog.HeaderSize : commitlog.HeaderSize+rec.KeysLen]
+			rec.Payload = b[commitlog.HeaderSize+rec.KeysLen : rec.Length]
+		}
+	}
+	if err == nil && (rec.Queue != id || rec.BaseOffset != ent.BaseOffset || rec.Length != ent.Size || rec.Count != ent.Count) {
+		err = fmt.Errorf("%w: record at %d is queue %d offset %d, index expected queue %d offset %d",
+			model.ErrCorruptRecord, ent.Pos, rec.Queue, rec.BaseOffset, id, ent.BaseOffset)
+	}
+	if err != nil {
+		if v != cur {
+			v.Release()
+		}
+		e.log.Error("refusing to serve a bad record", "queue", id, "pos", ent.Pos, "err", err)
+		return StoredRecord{}, cur, err
+	}
+	return rec, v, nil
+}
+
+// OffsetForTime returns the first offset whose message timestamp is >= ts, or
+// the high watermark when there is none.
+func (e *Engine) OffsetForTime(id model.QueueID, ts int64) (model.QueueOffset, error) {
+	q, err := e.queue(id)
+	if err != nil {
+		return 0, err
+	}
+	_, ent, err := q.idx.LookupTime(ts)
+	if errors.Is(err, model.ErrOffsetOutOfRange) {
+		return q.idx.VisibleEnd(e.clog.Visible()), nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return max(ent.BaseOffset, q.idx.StartOffset()), nil
+}
+
+// LookupKey returns candidate locations of messages stored with key, newest
+// first, with store times in [from, to] (to <= 0: no bound). Callers read the
+// candidates and compare keys.
+func (e *Engine) LookupKey(key []byte, max int, from, to int64) []keyindex.Hit {
+	return e.keys.Lookup(keyindex.Hash(key), max, from, to)
+}
+
+// SetStartOffset moves a queue's first readable offset forward (retention by
+// topic policy, Kafka DeleteRecords).
+func (e *Engine) SetStartOffset(id model.QueueID, offset model.QueueOffset) error {
+	q, err := e.queue(id)
+	if err != nil {
+		return err
+	}
+	return q.idx.SetStart(offset)
+}
+
+// Wait blocks until any of the watched queues has visible data at or past its
+// offset, the context ends, or the engine closes. It never polls: appends wake
+// it once their records are visible.
+func (e *Engine) Wait(ctx context.Context, watches map[model.QueueID]model.QueueOffset) error {
+	ch := make(chan struct{}, 1)
+	qs := make([]*queue, 0, len(watches))
+	defer func() {
+		for _, q := range qs {
+			q.removeWaiter(ch)
+		}
+	}()
+	for id := range watches {
+		q, err := e.queue(id)
+		if err != nil {
+			return err
+		}
+		q.addWaiter(ch)
+		qs = append(qs, q)
+	}
+	for {
+		visible := e.clog.Visible()
+		for id, off := range watches {
+			q, err := e.queue(id)
+			if err != nil {
+				return err
+			}
+			if q.idx.VisibleEnd(visible) > off {
+				return nil
+			}
+		}
+		if e.closed.Load() {
+			return model.ErrClosed
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (q *queue) addWaiter(ch chan struct{}) {
+	q.wmu.Lock()
+	q.waiters = append(q.waiters, ch)
+	q.wmu.Unlock()
+}
+
+func (q *queue) removeWaiter(ch chan struct{}) {
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	for i, w := range q.waiters {
+		if w == ch {
+			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			return
+		}
+	}
+}
+
+// wake signals every waiter of the queue.
+func (q *queue) wake() {
+	q.wmu.Lock()
+	for _, w := range q.waiters {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+	q.wmu.Unlock()
+}
+
+// onVisible wakes the waiters of queues whose newest record is now visible.
+func (e *Engine) onVisible(end model.LogPos) {
+	e.pmu.Lock()
+	keep := e.notifyList[:0]
+	var ready []*queue
+	for _, q := range e.notifyList {
+		if q.lastEnd.Load() <= int64(end) {
+			q.pendingNotify.Store(false)
+			ready = append(ready, q)
+		} else {
+			keep = append(keep, q)
+		}
+	}
+	clear(e.notifyList[len(keep):])
+	e.notifyList = keep
+	e.pmu.Unlock()
+	for _, q := range ready {
+		q.wake()
+	}
+}
+
+// wakeAll wakes every waiter (shutdown).
+func (e *Engine) wakeAll() {
+	e.qmu.RLock()
+	defer e.qmu.RUnlock()
+	for _, q := range e.queues {
+		q.wake()
+	}
+}
