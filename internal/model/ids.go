@@ -44,7 +44,7 @@ type PayloadFormat uint8
 
 // Payload formats known to Rosetta.
 const (
-	FormatRaw          PayloadFormat = 0 // one opaque message body
+	FormatMessage      PayloadFormat = 0 // one message in Rosetta's neutral encoding
 	FormatKafkaBatchV2 PayloadFormat = 1 // a Kafka record batch, magic 2
 	FormatRocketMQ     PayloadFormat = 2 // a RocketMQ message in its stored layout
 	FormatInternal     PayloadFormat = 3 // broker state records (offsets, …)
@@ -52,8 +52,8 @@ const (
 
 func (f PayloadFormat) String() string {
 	switch f {
-	case FormatRaw:
-		return "raw"
+	case FormatMessage:
+		return "message"
 	case FormatKafkaBatchV2:
 		return "kafka-v2"
 	case FormatRocketMQ:

@@ -1,0 +1,267 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/meta"
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage"
+)
+
+// Options configure a Broker.
+type Options struct {
+	MaxQueuesPerTopic      int
+	DefaultQueues          int
+	AutoCreateTopics       bool
+	OffsetSnapshotInterval time.Duration
+	RetentionInterval      time.Duration
+	Logger                 *slog.Logger
+	Now                    func() time.Time
+}
+
+// DefaultOptions returns the broker defaults.
+func DefaultOptions() Options {
+	return Options{
+		MaxQueuesPerTopic:      10000,
+		DefaultQueues:          8,
+		AutoCreateTopics:       true,
+		OffsetSnapshotInterval: 30 * time.Second,
+		RetentionInterval:      30 * time.Second,
+	}
+}
+
+// Broker is the domain core shared by every front-end.
+type Broker struct {
+	opts   Options
+	log    *slog.Logger
+	engine *storage.Engine
+	meta   meta.Store
+
+	topicMu sync.RWMutex // guards topics and byQueue; held across topic changes
+	topics  map[string]*Topic
+	byQueue map[model.QueueID]QueueRef
+
+	offsets *offsetStore
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// offsetsTopic is the internal topic that holds consumer offset commits.
+var offsetsTopic = model.TopicName{Tenant: "system", Namespace: "internal", Topic: "consumer_offsets"}
+
+// New builds the broker over an open engine and metadata store, loads topics
+// and offsets, and starts its background work.
+func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Options) (*Broker, error) {
+	d := DefaultOptions()
+	if opts.MaxQueuesPerTopic <= 0 {
+		opts.MaxQueuesPerTopic = d.MaxQueuesPerTopic
+	}
+	if opts.DefaultQueues <= 0 {
+		opts.DefaultQueues = d.DefaultQueues
+	}
+	if opts.OffsetSnapshotInterval <= 0 {
+		opts.OffsetSnapshotInterval = d.OffsetSnapshotInterval
+	}
+	if opts.RetentionInterval <= 0 {
+		opts.RetentionInterval = d.RetentionInterval
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	b := &Broker{
+		opts:    opts,
+		log:     opts.Logger.With("component", "broker"),
+		engine:  engine,
+		meta:    store,
+		topics:  map[string]*Topic{},
+		byQueue: map[model.QueueID]QueueRef{},
+	}
+	if err := b.loadTopics(ctx); err != nil {
+		return nil, fmt.Errorf("load topics: %w", err)
+	}
+	t, err := b.Topic(offsetsTopic)
+	if errors.Is(err, model.ErrUnknownTopic) {
+		t, err = b.createTopic(ctx, offsetsTopic, 1, TopicConfig{RetentionMs: -1}, true)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("offsets topic: %w", err)
+	}
+	b.offsets = newOffsetStore(engine, store, t.Queues[0], b.log)
+	if err := b.offsets.load(ctx); err != nil {
+		return nil, fmt.Errorf("load offsets: %w", err)
+	}
+	bctx, cancel := context.WithCancel(context.Background())
+	b.cancel = cancel
+	b.every(bctx, opts.OffsetSnapshotInterval, "offset-snapshot", b.offsets.snapshot)
+	b.every(bctx, opts.RetentionInterval, "topic-retention", b.enforceTopicRetention)
+	return b, nil
+}
+
+func (b *Broker) every(ctx context.Context, d time.Duration, name string, fn func(context.Context) error) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := fn(ctx); err != nil && ctx.Err() == nil {
+					b.log.Error("background task failed", "task", name, "err", err)
+				}
+			}
+		}
+	}()
+}
+
+// Close stops background work and writes a final offset snapshot. The engine
+// and the metadata store belong to the caller.
+func (b *Broker) Close() error {
+	b.cancel()
+	b.wg.Wait()
+	return b.offsets.snapshot(context.Background())
+}
+
+// Engine exposes the storage engine (for admin and metrics).
+func (b *Broker) Engine() *storage.Engine { return b.engine }
+
+// EnsureTopic returns a topic, creating it with the default queue count when
+// auto-creation is on.
+func (b *Broker) EnsureTopic(ctx context.Context, name model.TopicName) (*Topic, error) {
+	t, err := b.Topic(name)
+	if err == nil || !errors.Is(err, model.ErrUnknownTopic) || !b.opts.AutoCreateTopics {
+		return t, err
+	}
+	t, err = b.CreateTopic(ctx, name, b.opts.DefaultQueues, TopicConfig{})
+	if errors.Is(err, model.ErrTopicExists) {
+		return b.Topic(name)
+	}
+	return t, err
+}
+
+// Append writes records to queue index of a topic. Each record's Queue is set
+// from the topic; offsets come back in the records.
+func (b *Broker) Append(ctx context.Context, name model.TopicName, index int32, recs []*storage.Record, opts storage.AppendOptions) error {
+	id, t, err := b.QueueID(name, index)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		r.Queue = id
+		if max := t.Config.MaxMessageBytes; max > 0 && len(r.Payload) > int(max) {
+			return fmt.Errorf("%w: %d bytes, topic limit %d", model.ErrMessageTooLarge, len(r.Payload), max)
+		}
+	}
+	return b.engine.AppendWith(ctx, recs, opts)
+}
+
+// AppendMessages encodes messages in the neutral format and appends them,
+// one record each, returning their offsets.
+func (b *Broker) AppendMessages(ctx context.Context, name model.TopicName, index int32, msgs []model.Message) ([]model.QueueOffset, error) {
+	recs := make([]*storage.Record, len(msgs))
+	now := b.opts.Now().UnixMilli()
+	for i := range msgs {
+		m := &msgs[i]
+		if m.BornTime == 0 {
+			m.BornTime = now
+		}
+		r := &storage.Record{Format: model.FormatMessage, Count: 1, Timestamp: m.BornTime, Payload: EncodeMessage(nil, m)}
+		if len(m.Key) > 0 {
+			r.Keys = []storage.Key{{Key: m.Key}}
+		}
+		if m.Tags != "" {
+			r.TagHash = TagHash(m.Tags)
+		}
+		recs[i] = r
+	}
+	if err := b.Append(ctx, name, index, recs, storage.AppendOptions{}); err != nil {
+		return nil, err
+	}
+	offs := make([]model.QueueOffset, len(recs))
+	for i, r := range recs {
+		offs[i] = r.BaseOffset
+	}
+	return offs, nil
+}
+
+// TagHash is the filter hash stored with a record's tag.
+func TagHash(tag string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(tag); i++ {
+		h ^= uint64(tag[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// Read reads stored records of a topic's queue; see storage.Engine.Read.
+func (b *Broker) Read(name model.TopicName, index int32, offset model.QueueOffset, opts storage.ReadOptions) (*storage.ReadResult, error) {
+	id, _, err := b.QueueID(name, index)
+	if err != nil {
+		return nil, err
+	}
+	return b.engine.Read(id, offset, opts)
+}
+
+// Offsets returns a queue's start offset, high watermark and log end offset.
+func (b *Broker) Offsets(name model.TopicName, index int32) (start, hw, end model.QueueOffset, err error) {
+	id, _, err := b.QueueID(name, index)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return b.engine.Offsets(id)
+}
+
+// Watch is one queue position a long poll waits on.
+type Watch struct {
+	Topic  model.TopicName
+	Index  int32
+	Offset model.QueueOffset
+}
+
+// Wait parks until one of the watched queues has data past its offset or ctx
+// ends (the caller's long-poll timeout).
+func (b *Broker) Wait(ctx context.Context, watches []Watch) error {
+	m := make(map[model.QueueID]model.QueueOffset, len(watches))
+	for _, w := range watches {
+		id, _, err := b.QueueID(w.Topic, w.Index)
+		if err != nil {
+			return err
+		}
+		m[id] = w.Offset
+	}
+	return b.engine.Wait(ctx, m)
+}
+
+// enforceTopicRetention moves queue start offsets past messages older than
+// their topic's retention.ms; the engine then reclaims whole segments.
+func (b *Broker) enforceTopicRetention(ctx context.Context) error {
+	now := b.opts.Now().UnixMilli()
+	var errs []error
+	for _, t := range b.Topics(false) {
+		if t.Config.RetentionMs <= 0 {
+			continue
+		}
+		for _, id := range t.Queues {
+			off, err := b.engine.OffsetForTime(id, now-t.Config.RetentionMs)
+			if err == nil {
+				err = b.engine.SetStartOffset(id, off)
+			}
+			if err != nil && !errors.Is(err, model.ErrUnknownQueue) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

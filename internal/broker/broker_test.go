@@ -1,0 +1,196 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/meta"
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage"
+)
+
+type fixture struct {
+	dir    string
+	engine *storage.Engine
+	meta   *meta.BoltStore
+	b      *Broker
+}
+
+func open(t *testing.T, dir string) *fixture {
+	t.Helper()
+	c := storage.DefaultConfig(filepath.Join(dir, "data"))
+	c.SegmentSize = 1 << 20
+	c.MaxRecordSize = 256 << 10
+	c.MinFreeBytes, c.MinFreeRatio = 0, 0
+	c.Durability = storage.DurabilitySync
+	e, err := storage.Open(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := meta.OpenBolt(filepath.Join(dir, "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(context.Background(), e, m, Options{AutoCreateTopics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{dir: dir, engine: e, meta: m, b: b}
+}
+
+func (f *fixture) close(t *testing.T) {
+	t.Helper()
+	if err := f.b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.engine.Close()
+	f.meta.Close()
+}
+
+func TestTopicsMessagesOffsetsSurviveRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	f := open(t, dir)
+	name, _ := model.ParseTopicName("orders")
+	if _, err := f.b.CreateTopic(ctx, name, 4, TopicConfig{MessageType: MessageTypeNormal}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.b.CreateTopic(ctx, name, 4, TopicConfig{}); !errors.Is(err, model.ErrTopicExists) {
+		t.Fatalf("duplicate create: %v", err)
+	}
+	for i := 0; i < 50; i++ {
+		offs, err := f.b.AppendMessages(ctx, name, int32(i%4), []model.Message{{Key: []byte(fmt.Sprint("k", i)), Tags: "A", Body: []byte(fmt.Sprint("body", i))}})
+		if err != nil || offs[0] != model.QueueOffset(i/4) {
+			t.Fatalf("append %d: %v %v", i, offs, err)
+		}
+	}
+	if err := f.b.CommitOffsets(ctx, "g1", name, map[int32]OffsetCommit{0: {Offset: 5, Metadata: "m"}, 2: {Offset: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.b.GrowTopic(ctx, name, 6); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.b.GrowTopic(ctx, name, 3); !errors.Is(err, model.ErrInvalidQueueCount) {
+		t.Fatalf("shrink: %v", err)
+	}
+	f.close(t)
+
+	f = open(t, dir)
+	defer f.close(t)
+	tp, err := f.b.Topic(name)
+	if err != nil || tp.QueueCount() != 6 {
+		t.Fatalf("topic after restart: %+v %v", tp, err)
+	}
+	got, _ := f.b.FetchOffsets("g1", name)
+	if len(got) != 2 || got[0].Offset != 5 || got[0].Metadata != "m" || got[2].Offset != 7 {
+		t.Fatalf("offsets after restart: %+v", got)
+	}
+	if none, _ := f.b.FetchOffsets("nobody", name); len(none) != 0 {
+		t.Fatalf("unknown group has offsets: %v", none)
+	}
+	res, err := f.b.Read(name, 1, 0, storage.ReadOptions{})
+	if err != nil || len(res.Records) != 13 {
+		t.Fatalf("read: %v %d", err, len(res.Records))
+	}
+	m, err := DecodeMessage(res.Records[2].Payload)
+	if err != nil || string(m.Body) != "body9" || m.Tags != "A" {
+		t.Fatalf("message: %+v %v", m, err)
+	}
+	res.Release()
+	if err := f.b.DeleteTopic(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.b.Read(name, 0, 0, storage.ReadOptions{}); !errors.Is(err, model.ErrUnknownTopic) {
+		t.Fatalf("read deleted: %v", err)
+	}
+}
+
+func TestOffsetSnapshotAndReplay(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	f := open(t, dir)
+	name, _ := model.ParseTopicName("t")
+	_, _ = f.b.CreateTopic(ctx, name, 1, TopicConfig{})
+	for i := 0; i < 10; i++ {
+		_ = f.b.CommitOffsets(ctx, "g", name, map[int32]OffsetCommit{0: {Offset: model.QueueOffset(i)}})
+	}
+	if err := f.b.offsets.snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.b.CommitOffsets(ctx, "g", name, map[int32]OffsetCommit{0: {Offset: 42}})
+	_ = f.b.CommitOffsets(ctx, "h", name, map[int32]OffsetCommit{0: {Offset: 1}})
+	_ = f.b.DeleteGroupOffsets(ctx, "h")
+	// Stop without the final snapshot: the replay must rebuild the newest commits.
+	f.b.cancel()
+	f.b.wg.Wait()
+	f.engine.Close()
+	f.meta.Close()
+	f = open(t, dir)
+	defer f.close(t)
+	got, _ := f.b.FetchOffsets("g", name)
+	if got[0].Offset != 42 {
+		t.Fatalf("offset %d", got[0].Offset)
+	}
+	if h, _ := f.b.FetchOffsets("h", name); len(h) != 0 {
+		t.Fatalf("deleted group has %v", h)
+	}
+}
+
+func TestAutoCreateAndWait(t *testing.T) {
+	ctx := context.Background()
+	f := open(t, t.TempDir())
+	defer f.close(t)
+	name, _ := model.ParseTopicName("tenant1/ns1/auto")
+	tp, err := f.b.EnsureTopic(ctx, name)
+	if err != nil || tp.QueueCount() != 8 {
+		t.Fatalf("auto create: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		done <- f.b.Wait(wctx, []Watch{{Topic: name, Index: 3}})
+	}()
+	time.Sleep(10 * time.Millisecond)
+	if _, err := f.b.AppendMessages(ctx, name, 3, []model.Message{{Body: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := f.b.Topics(false); len(got) != 1 || got[0].FullName != "tenant1/ns1/auto" {
+		t.Fatalf("topics: %v", got)
+	}
+}
+
+func FuzzDecodeOffsetRecord(f *testing.F) {
+	f.Add(encodeOffsetRecord(opCommit, "group", []OffsetCommit{{Queue: 1, Offset: 2, Metadata: "m"}}, 3))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		op, g, cs, now, err := decodeOffsetRecord(b)
+		if err != nil {
+			return
+		}
+		again := encodeOffsetRecord(op, g, cs, now)
+		op2, g2, cs2, now2, err := decodeOffsetRecord(again)
+		if err != nil || op2 != op || g2 != g || len(cs2) != len(cs) || now2 != now {
+			t.Fatal("unstable")
+		}
+	})
+}
+
+func FuzzDecodeGroupSnapshot(f *testing.F) {
+	f.Add(encodeGroupSnapshot(map[model.QueueID]Committed{1: {Offset: 3, Metadata: "x"}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		g, err := decodeGroupSnapshot(b)
+		if err != nil {
+			return
+		}
+		if _, err := decodeGroupSnapshot(encodeGroupSnapshot(g)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,0 +1,104 @@
+package broker
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+// messageVersion is the version byte of the neutral message encoding.
+const messageVersion = 1
+
+// EncodeMessage appends the neutral encoding of m (model.FormatMessage) to
+// dst. Layout, little endian:
+//
+//	version u8 | flags u32 | born time i64 |
+//	key (u32 len, bytes) | tags (u16 len, bytes) | producer (u16 len, bytes) |
+//	header count u16 | count × { key (u16 len, bytes) | value (u32 len, bytes) } |
+//	body (u32 len, bytes)
+func EncodeMessage(dst []byte, m *model.Message) []byte {
+	le := binary.LittleEndian
+	dst = append(dst, messageVersion)
+	dst = le.AppendUint32(dst, m.Flags)
+	dst = le.AppendUint64(dst, uint64(m.BornTime))
+	dst = le.AppendUint32(dst, uint32(len(m.Key)))
+	dst = append(dst, m.Key...)
+	dst = le.AppendUint16(dst, uint16(len(m.Tags)))
+	dst = append(dst, m.Tags...)
+	dst = le.AppendUint16(dst, uint16(len(m.Producer)))
+	dst = append(dst, m.Producer...)
+	dst = le.AppendUint16(dst, uint16(len(m.Headers)))
+	for _, h := range m.Headers {
+		dst = le.AppendUint16(dst, uint16(len(h.Key)))
+		dst = append(dst, h.Key...)
+		dst = le.AppendUint32(dst, uint32(len(h.Value)))
+		dst = append(dst, h.Value...)
+	}
+	dst = le.AppendUint32(dst, uint32(len(m.Body)))
+	return append(dst, m.Body...)
+}
+
+type msgReader struct {
+	b   []byte
+	err error
+}
+
+func (r *msgReader) take(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(r.b) {
+		r.err = fmt.Errorf("%w: message field of %d bytes overruns %d", model.ErrCorruptRecord, n, len(r.b))
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *msgReader) u16() int {
+	b := r.take(2)
+	if b == nil {
+		return 0
+	}
+	return int(binary.LittleEndian.Uint16(b))
+}
+
+func (r *msgReader) u32() uint32 {
+	b := r.take(4)
+	if b == nil {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(b)
+}
+
+// DecodeMessage decodes a neutral message. Byte fields alias b.
+func DecodeMessage(b []byte) (model.Message, error) {
+	var m model.Message
+	r := &msgReader{b: b}
+	if v := r.take(1); v == nil || v[0] != messageVersion {
+		if r.err != nil {
+			return m, r.err
+		}
+		return m, fmt.Errorf("%w: message version %d", model.ErrUnsupportedVersion, v[0])
+	}
+	m.Flags = r.u32()
+	if t := r.take(8); t != nil {
+		m.BornTime = int64(binary.LittleEndian.Uint64(t))
+	}
+	m.Key = r.take(int(r.u32()))
+	m.Tags = string(r.take(r.u16()))
+	m.Producer = string(r.take(r.u16()))
+	n := r.u16()
+	for i := 0; i < n && r.err == nil; i++ {
+		k := string(r.take(r.u16()))
+		v := r.take(int(r.u32()))
+		m.Headers = append(m.Headers, model.Header{Key: k, Value: v})
+	}
+	m.Body = r.take(int(r.u32()))
+	if r.err == nil && len(r.b) != 0 {
+		r.err = fmt.Errorf("%w: %d trailing bytes after message", model.ErrCorruptRecord, len(r.b))
+	}
+	return m, r.err
+}

@@ -1,0 +1,315 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/rosettamq/rosetta/internal/meta"
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+// Message types a topic may be restricted to (RocketMQ 5 topic types).
+const (
+	MessageTypeNormal      = "normal"
+	MessageTypeFIFO        = "fifo"
+	MessageTypeDelay       = "delay"
+	MessageTypeTransaction = "transaction"
+	MessageTypeMixed       = "mixed"
+)
+
+// TopicConfig is the per-topic configuration. Zero values mean "broker
+// default".
+type TopicConfig struct {
+	RetentionMs     int64             `json:"retention_ms,omitempty"`    // -1 keeps forever
+	RetentionBytes  int64             `json:"retention_bytes,omitempty"` // per queue; -1 unlimited
+	MaxMessageBytes int32             `json:"max_message_bytes,omitempty"`
+	MessageType     string            `json:"message_type,omitempty"`
+	CleanupPolicy   string            `json:"cleanup_policy,omitempty"`  // delete | compact
+	TimestampType   string            `json:"timestamp_type,omitempty"`  // CreateTime | LogAppendTime
+	Extra           map[string]string `json:"extra,omitempty"`           // other settings, kept verbatim
+}
+
+// Validate checks a topic configuration.
+func (c TopicConfig) Validate() error {
+	switch c.MessageType {
+	case "", MessageTypeNormal, MessageTypeFIFO, MessageTypeDelay, MessageTypeTransaction, MessageTypeMixed:
+	default:
+		return fmt.Errorf("%w: message type %q", model.ErrInvalidConfig, c.MessageType)
+	}
+	switch c.CleanupPolicy {
+	case "", "delete", "compact", "compact,delete", "delete,compact":
+	default:
+		return fmt.Errorf("%w: cleanup policy %q", model.ErrInvalidConfig, c.CleanupPolicy)
+	}
+	switch c.TimestampType {
+	case "", "CreateTime", "LogAppendTime":
+	default:
+		return fmt.Errorf("%w: timestamp type %q", model.ErrInvalidConfig, c.TimestampType)
+	}
+	if c.MaxMessageBytes < 0 {
+		return fmt.Errorf("%w: max message bytes %d", model.ErrInvalidConfig, c.MaxMessageBytes)
+	}
+	return nil
+}
+
+// Topic is a topic's metadata: its name, its queues (index i is Kafka
+// partition i and RocketMQ queue id i) and its configuration.
+type Topic struct {
+	Name      model.TopicName `json:"-"`
+	FullName  string          `json:"name"`
+	Queues    []model.QueueID `json:"queues"`
+	Config    TopicConfig     `json:"config"`
+	CreatedMs int64           `json:"created_ms"`
+	Internal  bool            `json:"internal,omitempty"`
+	revision  int64
+}
+
+// QueueCount is the number of queues.
+func (t *Topic) QueueCount() int { return len(t.Queues) }
+
+func topicKey(n model.TopicName) string { return "topics/" + n.String() }
+
+const queueIDKey = "ids/queue"
+
+// allocateQueueIDs reserves n fresh queue ids with a compare-and-swap on the
+// counter key.
+func (b *Broker) allocateQueueIDs(ctx context.Context, n int) ([]model.QueueID, error) {
+	for {
+		var next uint64 = 1
+		var rev int64
+		kv, err := b.meta.Get(ctx, queueIDKey)
+		switch {
+		case err == nil:
+			if next, err = strconv.ParseUint(string(kv.Value), 10, 32); err != nil {
+				return nil, fmt.Errorf("queue id counter: %w", err)
+			}
+			rev = kv.Revision
+		case !errors.Is(err, meta.ErrNotFound):
+			return nil, err
+		}
+		if next+uint64(n) >= 1<<32 {
+			return nil, fmt.Errorf("%w: queue ids exhausted", model.ErrInvalidQueueCount)
+		}
+		_, err = b.meta.Txn(ctx, []meta.Compare{{Key: queueIDKey, Revision: rev}},
+			[]meta.Op{{Key: queueIDKey, Value: []byte(strconv.FormatUint(next+uint64(n), 10))}})
+		if errors.Is(err, meta.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		ids := make([]model.QueueID, n)
+		for i := range ids {
+			ids[i] = model.QueueID(next + uint64(i))
+		}
+		return ids, nil
+	}
+}
+
+// CreateTopic creates a topic with n queues.
+func (b *Broker) CreateTopic(ctx context.Context, name model.TopicName, n int, cfg TopicConfig) (*Topic, error) {
+	return b.createTopic(ctx, name, n, cfg, false)
+}
+
+func (b *Broker) createTopic(ctx context.Context, name model.TopicName, n int, cfg TopicConfig, internal bool) (*Topic, error) {
+	if n <= 0 || n > b.opts.MaxQueuesPerTopic {
+		return nil, fmt.Errorf("%w: %d queues (1..%d)", model.ErrInvalidQueueCount, n, b.opts.MaxQueuesPerTopic)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b.topicMu.Lock()
+	defer b.topicMu.Unlock()
+	if _, ok := b.topics[name.String()]; ok {
+		return nil, fmt.Errorf("%w: %s", model.ErrTopicExists, name)
+	}
+	ids, err := b.allocateQueueIDs(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		if err := b.engine.CreateQueue(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	t := &Topic{Name: name, FullName: name.String(), Queues: ids, Config: cfg, CreatedMs: b.opts.Now().UnixMilli(), Internal: internal}
+	if err := b.saveTopicLocked(ctx, t, 0); err != nil {
+		return nil, err
+	}
+	b.log.Info("topic created", "topic", name.String(), "queues", n)
+	return t, nil
+}
+
+// saveTopicLocked writes t if its stored revision is still rev.
+func (b *Broker) saveTopicLocked(ctx context.Context, t *Topic, rev int64) error {
+	v, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	nrev, err := b.meta.Txn(ctx, []meta.Compare{{Key: topicKey(t.Name), Revision: rev}}, []meta.Op{{Key: topicKey(t.Name), Value: v}})
+	if errors.Is(err, meta.ErrConflict) {
+		return fmt.Errorf("%w: %s", model.ErrTopicExists, t.Name)
+	}
+	if err != nil {
+		return err
+	}
+	t.revision = nrev
+	b.topics[t.Name.String()] = t
+	for i, id := range t.Queues {
+		b.byQueue[id] = QueueRef{Topic: t, Index: int32(i)}
+	}
+	return nil
+}
+
+// QueueRef names one queue of a topic.
+type QueueRef struct {
+	Topic *Topic
+	Index int32
+}
+
+// Topic returns a topic by name.
+func (b *Broker) Topic(name model.TopicName) (*Topic, error) {
+	b.topicMu.RLock()
+	defer b.topicMu.RUnlock()
+	t, ok := b.topics[name.String()]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", model.ErrUnknownTopic, name)
+	}
+	return t, nil
+}
+
+// Topics lists the topics (internal ones only when asked), sorted by name.
+func (b *Broker) Topics(includeInternal bool) []*Topic {
+	b.topicMu.RLock()
+	out := make([]*Topic, 0, len(b.topics))
+	for _, t := range b.topics {
+		if includeInternal || !t.Internal {
+			out = append(out, t)
+		}
+	}
+	b.topicMu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].FullName < out[j].FullName })
+	return out
+}
+
+// DeleteTopic deletes a topic and its queues.
+func (b *Broker) DeleteTopic(ctx context.Context, name model.TopicName) error {
+	b.topicMu.Lock()
+	defer b.topicMu.Unlock()
+	t, ok := b.topics[name.String()]
+	if !ok {
+		return fmt.Errorf("%w: %s", model.ErrUnknownTopic, name)
+	}
+	if _, err := b.meta.Txn(ctx, nil, []meta.Op{{Key: topicKey(name), Delete: true}}); err != nil {
+		return err
+	}
+	delete(b.topics, name.String())
+	for _, id := range t.Queues {
+		delete(b.byQueue, id)
+		if err := b.engine.DeleteQueue(ctx, id); err != nil && !errors.Is(err, model.ErrUnknownQueue) {
+			b.log.Warn("delete queue", "topic", name.String(), "queue", id, "err", err)
+		}
+	}
+	b.log.Info("topic deleted", "topic", name.String())
+	return nil
+}
+
+// GrowTopic raises a topic's queue count to n. Queue counts never shrink.
+func (b *Broker) GrowTopic(ctx context.Context, name model.TopicName, n int) (*Topic, error) {
+	b.topicMu.Lock()
+	defer b.topicMu.Unlock()
+	t, ok := b.topics[name.String()]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", model.ErrUnknownTopic, name)
+	}
+	if n <= len(t.Queues) || n > b.opts.MaxQueuesPerTopic {
+		return nil, fmt.Errorf("%w: %s has %d queues, asked for %d", model.ErrInvalidQueueCount, name, len(t.Queues), n)
+	}
+	ids, err := b.allocateQueueIDs(ctx, n-len(t.Queues))
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		if err := b.engine.CreateQueue(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	nt := *t
+	nt.Queues = append(append([]model.QueueID(nil), t.Queues...), ids...)
+	if err := b.saveTopicLocked(ctx, &nt, t.revision); err != nil {
+		return nil, err
+	}
+	return &nt, nil
+}
+
+// UpdateTopicConfig replaces a topic's configuration.
+func (b *Broker) UpdateTopicConfig(ctx context.Context, name model.TopicName, cfg TopicConfig) (*Topic, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b.topicMu.Lock()
+	defer b.topicMu.Unlock()
+	t, ok := b.topics[name.String()]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", model.ErrUnknownTopic, name)
+	}
+	nt := *t
+	nt.Config = cfg
+	if err := b.saveTopicLocked(ctx, &nt, t.revision); err != nil {
+		return nil, err
+	}
+	return &nt, nil
+}
+
+// QueueID resolves a topic's queue index to its storage queue id.
+func (b *Broker) QueueID(name model.TopicName, index int32) (model.QueueID, *Topic, error) {
+	t, err := b.Topic(name)
+	if err != nil {
+		return 0, nil, err
+	}
+	if index < 0 || int(index) >= len(t.Queues) {
+		return 0, t, fmt.Errorf("%w: %s queue %d of %d", model.ErrUnknownQueue, name, index, len(t.Queues))
+	}
+	return t.Queues[index], t, nil
+}
+
+// loadTopics reads every topic from the metadata store, and deletes storage
+// queues that no topic owns (left by a crash in the middle of a create).
+func (b *Broker) loadTopics(ctx context.Context) error {
+	kvs, err := b.meta.List(ctx, "topics/")
+	if err != nil {
+		return err
+	}
+	b.topicMu.Lock()
+	defer b.topicMu.Unlock()
+	for _, kv := range kvs {
+		var t Topic
+		if err := json.Unmarshal(kv.Value, &t); err != nil {
+			return fmt.Errorf("topic %s: %w", kv.Key, err)
+		}
+		if t.Name, err = model.ParseTopicName(t.FullName); err != nil {
+			return fmt.Errorf("topic %s: %w", kv.Key, err)
+		}
+		t.revision = kv.Revision
+		b.topics[t.FullName] = &t
+		for i, id := range t.Queues {
+			b.byQueue[id] = QueueRef{Topic: &t, Index: int32(i)}
+			if err := b.engine.CreateQueue(ctx, id); err != nil {
+				return err
+			}
+		}
+	}
+	for _, id := range b.engine.QueueIDs() {
+		if _, ok := b.byQueue[id]; !ok {
+			b.log.Warn("deleting storage queue that no topic owns", "queue", id)
+			if err := b.engine.DeleteQueue(ctx, id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
