@@ -1,0 +1,104 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rosettamq/rosetta/internal/app"
+	"github.com/rosettamq/rosetta/internal/bench"
+)
+
+func benchCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "bench", Short: "Load generators (storage today; protocols as they land)"}
+	var o bench.StorageOptions
+	var size string
+	st := &cobra.Command{
+		Use:   "storage",
+		Short: "Append to the storage engine directly and report msgs/s, MB/s, latency, CPU/msg and RSS",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if size != "" {
+				b, err := app.ParseByteSize(size)
+				if err != nil {
+					return err
+				}
+				o.SegmentSize = int64(b)
+			}
+			r, err := bench.Storage(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			r.Print(cmd.OutOrStdout())
+			return nil
+		},
+	}
+	f := st.Flags()
+	f.StringVar(&o.Dir, "dir", "", "data directory (default: a temporary one, removed afterwards)")
+	f.BoolVar(&o.Sync, "sync", false, "sync durability (fsync before acknowledging; group commit)")
+	f.Int64Var(&o.Messages, "messages", 2_000_000, "messages to append")
+	f.IntVar(&o.Size, "size", 100, "bytes per message")
+	f.IntVar(&o.MsgsPerRecord, "msgs-per-record", 1, "messages per stored record (a Kafka batch)")
+	f.IntVar(&o.RecordsPerCall, "batch", 1, "records per append call")
+	f.IntVar(&o.Queues, "queues", 16, "queues to spread appends over")
+	f.IntVar(&o.Appenders, "appenders", 1, "concurrent appenders")
+	f.StringVar(&size, "segment-size", "", "segment size (default 1GiB)")
+	f.BoolVar(&o.Keys, "keys", false, "give each record a key (key index on)")
+	f.BoolVar(&o.KeepData, "keep", false, "keep the data directory")
+	f.BoolVar(&o.CrashAtEnd, "crash", false, "SIGKILL the process after the workload (prepares a restart benchmark)")
+
+	var rdir string
+	var rsync bool
+	restart := &cobra.Command{
+		Use:   "restart",
+		Short: "Time opening an existing data dir until the first write is accepted",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := bench.Restart(cmd.Context(), rdir, rsync)
+			if err != nil {
+				return err
+			}
+			r.Print(cmd.OutOrStdout())
+			return nil
+		},
+	}
+	restart.Flags().StringVar(&rdir, "dir", "", "data directory written by `bench storage --keep|--crash`")
+	restart.Flags().BoolVar(&rsync, "sync", false, "open in sync durability")
+
+	var ddir string
+	var dsize string
+	disk := &cobra.Command{
+		Use:   "disk",
+		Short: "Measure sequential write bandwidth with fdatasync per MiB",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := app.ParseByteSize(dsize)
+			if err != nil {
+				return err
+			}
+			r, err := bench.Disk(ddir, int64(b))
+			if err != nil {
+				return err
+			}
+			r.Print(cmd.OutOrStdout())
+			return nil
+		},
+	}
+	disk.Flags().StringVar(&ddir, "dir", os.TempDir(), "directory on the disk to measure")
+	disk.Flags().StringVar(&dsize, "size", "1GiB", "bytes to write")
+
+	var idleQueues int
+	idle := &cobra.Command{
+		Use:   "idle-queues",
+		Short: "Report heap bytes per idle queue",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			per, err := bench.IdleQueueMemory(cmd.Context(), idleQueues)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "idle queues    %d, %.0f heap bytes per queue\n", idleQueues, per)
+			return nil
+		},
+	}
+	idle.Flags().IntVar(&idleQueues, "queues", 50000, "queues to create")
+	cmd.AddCommand(st, restart, disk, idle)
+	return cmd
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/rosettamq/rosetta/internal/app"
+)
+
+func serveCmd() *cobra.Command {
+	var configPath string
+	defaults := app.DefaultConfig()
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a Rosetta node (embedded single-node default: data in ./data)",
+		Long: `Run a Rosetta node.
+
+Configuration comes from defaults, then the YAML file given by --config, then
+ROSETTA_* environment variables, then flags. Every setting has all three
+forms: the YAML path storage.durability is the flag --storage.durability and
+the variable ROSETTA_STORAGE_DURABILITY.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			overrides := map[string]string{}
+			cmd.Flags().Visit(func(f *pflag.Flag) {
+				if f.Name != "config" {
+					overrides[f.Name] = f.Value.String()
+				}
+			})
+			cfg, err := app.LoadConfig(configPath, os.Environ(), overrides)
+			if err != nil {
+				return err
+			}
+			log, err := app.NewLogger(cfg.Log, os.Stderr)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			a, err := app.New(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			log.Info("rosetta started", "version", app.Version, "data_dir", cfg.DataDir, "durability", cfg.Storage.Durability)
+			return a.Run(ctx, nil)
+		},
+	}
+	cmd.Flags().StringVar(&configPath, "config", "", "YAML configuration file")
+	for _, k := range app.Knobs() {
+		help := fmt.Sprintf("%s (env %s)", k.Help, k.Env)
+		cmd.Flags().String(k.Path, k.Get(&defaults), strings.TrimSpace(help))
+	}
+	return cmd
+}

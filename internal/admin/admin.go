@@ -1,0 +1,137 @@
+// Package admin is Rosetta's HTTP plane: Prometheus metrics, health checks,
+// pprof and (later) the REST API and web console. It reads the broker; it
+// never touches storage directly or speaks a messaging protocol.
+package admin
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/pprof"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+)
+
+// Metrics are the collectors that other components feed directly.
+type Metrics struct {
+	Registry     *prometheus.Registry
+	FsyncSeconds prometheus.Histogram
+}
+
+// NewMetrics creates a registry with Go and process collectors and the
+// histograms components observe into.
+func NewMetrics() *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := &Metrics{
+		Registry: reg,
+		FsyncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "rosetta", Subsystem: "storage", Name: "fsync_seconds",
+			Help:    "Time taken by each commit-log fsync.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
+		}),
+	}
+	reg.MustRegister(m.FsyncSeconds)
+	return m
+}
+
+// Handler returns the admin HTTP handler for b.
+func Handler(b *broker.Broker, m *Metrics, log *slog.Logger) http.Handler {
+	m.Registry.MustRegister(newStorageCollector(b))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		u, err := b.Engine().DiskUsage()
+		status := map[string]any{"status": "ok", "disk_full": u.Full, "free_bytes": u.Free}
+		if err != nil {
+			status["status"] = "degraded"
+			status["error"] = err.Error()
+		} else if u.Full {
+			status["status"] = "read-only"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(status)
+	})
+	mux.HandleFunc("GET /api/v1/topics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(b.Topics(false))
+	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+// storageCollector reads the engine's counters at scrape time.
+type storageCollector struct {
+	b     *broker.Broker
+	descs map[string]*prometheus.Desc
+}
+
+func newStorageCollector(b *broker.Broker) *storageCollector {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("rosetta_storage_"+name, help, nil, nil)
+	}
+	return &storageCollector{b: b, descs: map[string]*prometheus.Desc{
+		"records":    d("appended_records_total", "Records appended to the commit log."),
+		"messages":   d("appended_messages_total", "Messages appended (a batch record holds several)."),
+		"bytes":      d("appended_bytes_total", "Payload bytes appended."),
+		"read_recs":  d("read_records_total", "Records read."),
+		"read_bytes": d("read_bytes_total", "Record bytes read."),
+		"refused":    d("disk_full_refusals_total", "Appends refused by the disk guard."),
+		"ckpts":      d("checkpoints_total", "Checkpoints written."),
+		"deleted":    d("deleted_segments_total", "Segments deleted by retention."),
+		"segments":   d("segments", "Commit-log segment files."),
+		"log_bytes":  d("log_bytes", "Bytes held in the commit log."),
+		"queues":     d("queues", "Queues in the engine."),
+		"idx_files":  d("open_index_files", "Queue index files open."),
+		"disk_free":  d("disk_free_bytes", "Free bytes on the data disk."),
+		"disk_total": d("disk_total_bytes", "Size of the data disk."),
+		"disk_full":  d("disk_full", "1 while writes are refused for lack of disk space."),
+	}}
+}
+
+func (c *storageCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c *storageCollector) Collect(ch chan<- prometheus.Metric) {
+	e := c.b.Engine()
+	s := e.Stats()
+	counter := func(k string, v int64) {
+		ch <- prometheus.MustNewConstMetric(c.descs[k], prometheus.CounterValue, float64(v))
+	}
+	gauge := func(k string, v float64) {
+		ch <- prometheus.MustNewConstMetric(c.descs[k], prometheus.GaugeValue, v)
+	}
+	counter("records", s.AppendedRecords.Load())
+	counter("messages", s.AppendedMessages.Load())
+	counter("bytes", s.AppendedBytes.Load())
+	counter("read_recs", s.ReadRecords.Load())
+	counter("read_bytes", s.ReadBytes.Load())
+	counter("refused", s.RefusedDiskFull.Load())
+	counter("ckpts", s.Checkpoints.Load())
+	counter("deleted", s.DeletedSegments.Load())
+	ls := e.LogStats()
+	gauge("segments", float64(ls.Segments))
+	gauge("log_bytes", float64(ls.Bytes))
+	gauge("queues", float64(e.QueueCount()))
+	gauge("idx_files", float64(ls.OpenIndexFiles))
+	if u, err := e.DiskUsage(); err == nil {
+		gauge("disk_free", float64(u.Free))
+		gauge("disk_total", float64(u.Total))
+		full := 0.0
+		if u.Full {
+			full = 1
+		}
+		gauge("disk_full", full)
+	}
+}

@@ -1,0 +1,288 @@
+package app
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+// ByteSize is a size in bytes that also parses "64MiB", "1GiB", "512k".
+type ByteSize int64
+
+// ParseByteSize parses a byte size with an optional unit (k, KiB, KB, M, MiB,
+// MB, G, GiB, GB, T, TiB, TB; all powers of 1024).
+func ParseByteSize(s string) (ByteSize, error) {
+	t := strings.TrimSpace(s)
+	i := len(t)
+	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') {
+		i--
+	}
+	n, err := strconv.ParseFloat(strings.TrimSpace(t[:i]), 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: byte size %q", model.ErrInvalidConfig, s)
+	}
+	mult := map[string]float64{"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
+		"g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}[strings.ToLower(strings.TrimSpace(t[i:]))]
+	if mult == 0 {
+		return 0, fmt.Errorf("%w: byte size unit in %q", model.ErrInvalidConfig, s)
+	}
+	return ByteSize(n * mult), nil
+}
+
+func (b ByteSize) String() string {
+	for _, u := range []struct {
+		n    int64
+		name string
+	}{{1 << 40, "TiB"}, {1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if int64(b) >= u.n && int64(b)%u.n == 0 {
+			return fmt.Sprintf("%d%s", int64(b)/u.n, u.name)
+		}
+	}
+	return strconv.FormatInt(int64(b), 10)
+}
+
+// UnmarshalYAML accepts numbers and strings with units.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseByteSize(n.Value)
+	*b = v
+	return err
+}
+
+// Config is the whole configuration tree. Every leaf is a knob: settable in
+// the YAML file by its path, by an environment variable ROSETTA_<PATH> and by
+// the flag --<path>, in that order of precedence (flags win).
+type Config struct {
+	DataDir         string        `yaml:"data_dir" help:"directory for all data (commit log, indexes, metadata)"`
+	NodeID          int           `yaml:"node_id" help:"this node's id (1 on a single node)"`
+	Log             LogConfig     `yaml:"log"`
+	Listen          ListenConfig  `yaml:"listen"`
+	Storage         StorageConfig `yaml:"storage"`
+	Broker          BrokerConfig  `yaml:"broker"`
+	Limits          LimitsConfig  `yaml:"limits"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"how long a graceful shutdown may take"`
+}
+
+// LogConfig configures logging.
+type LogConfig struct {
+	Level  string `yaml:"level" help:"debug, info, warn or error"`
+	Format string `yaml:"format" help:"text or json"`
+}
+
+// ListenConfig holds listener addresses; an empty address disables one.
+type ListenConfig struct {
+	HTTP            string `yaml:"http" help:"admin HTTP address: /metrics, /healthz, /debug/pprof"`
+	Kafka           string `yaml:"kafka" help:"Kafka protocol address"`
+	KafkaAdvertised string `yaml:"kafka_advertised" help:"host:port Kafka clients are told to connect to (default: the listener's)"`
+	Remoting        string `yaml:"remoting" help:"RocketMQ remoting (name server and broker) address"`
+	GRPC            string `yaml:"grpc" help:"RocketMQ 5 gRPC address"`
+}
+
+// StorageConfig configures the storage engine.
+type StorageConfig struct {
+	Durability         string        `yaml:"durability" help:"sync (acknowledge after fsync, group commit) or async (fsync every flush_interval)"`
+	FlushInterval      time.Duration `yaml:"flush_interval" help:"async mode: fsync interval"`
+	SegmentSize        ByteSize      `yaml:"segment_size" help:"commit-log segment file size"`
+	MaxRecordSize      ByteSize      `yaml:"max_record_size" help:"largest record (message or batch) accepted"`
+	CheckpointInterval time.Duration `yaml:"checkpoint_interval" help:"how often index state is checkpointed (bounds recovery time)"`
+	RetentionTime      time.Duration `yaml:"retention_time" help:"delete segments older than this (0 keeps them; topics may set retention.ms)"`
+	RetentionBytes     ByteSize      `yaml:"retention_bytes" help:"keep at most this many commit-log bytes (0: no limit)"`
+	MinFreeBytes       ByteSize      `yaml:"min_free_bytes" help:"refuse writes when free disk space falls below this"`
+	MinFreeRatio       float64       `yaml:"min_free_ratio" help:"or below this fraction of the disk"`
+	VerifyReads        bool          `yaml:"verify_reads" help:"check each record's CRC32C when it is read"`
+	MaxOpenIndexFiles  int           `yaml:"max_open_index_files" help:"queue index files kept open at once"`
+}
+
+// BrokerConfig configures the broker core.
+type BrokerConfig struct {
+	AutoCreateTopics  bool `yaml:"auto_create_topics" help:"create unknown topics on first use"`
+	DefaultQueues     int  `yaml:"default_queues" help:"queues (partitions) of an auto-created topic"`
+	MaxQueuesPerTopic int  `yaml:"max_queues_per_topic" help:"upper bound on a topic's queue count"`
+}
+
+// LimitsConfig bounds what clients may make the broker hold.
+type LimitsConfig struct {
+	MaxFrameBytes      ByteSize `yaml:"max_frame_bytes" help:"largest request frame accepted on any protocol"`
+	MaxInflightPerConn int      `yaml:"max_inflight_per_conn" help:"requests in flight per connection"`
+	MaxBytesInFlight   ByteSize `yaml:"max_bytes_in_flight" help:"request bytes held by the whole broker at once"`
+}
+
+// DefaultConfig is the embedded single-node default: data in ./data, every
+// listener on its standard port.
+func DefaultConfig() Config {
+	return Config{
+		DataDir: "./data",
+		NodeID:  1,
+		Log:     LogConfig{Level: "info", Format: "text"},
+		Listen:  ListenConfig{HTTP: ":8080", Kafka: ":9092", Remoting: ":9876", GRPC: ":8081"},
+		Storage: StorageConfig{
+			Durability:         "sync",
+			FlushInterval:      200 * time.Millisecond,
+			SegmentSize:        1 << 30,
+			MaxRecordSize:      16 << 20,
+			CheckpointInterval: 5 * time.Second,
+			MinFreeBytes:       1 << 30,
+			MinFreeRatio:       0.05,
+			VerifyReads:        true,
+			MaxOpenIndexFiles:  2048,
+		},
+		Broker:          BrokerConfig{AutoCreateTopics: true, DefaultQueues: 8, MaxQueuesPerTopic: 10000},
+		Limits:          LimitsConfig{MaxFrameBytes: 100 << 20, MaxInflightPerConn: 64, MaxBytesInFlight: 512 << 20},
+		ShutdownTimeout: 5 * time.Second,
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	bad := func(f string, a ...any) error {
+		return fmt.Errorf("%w: "+f, append([]any{model.ErrInvalidConfig}, a...)...)
+	}
+	switch {
+	case c.DataDir == "":
+		return bad("data_dir is empty")
+	case c.NodeID <= 0:
+		return bad("node_id must be positive")
+	case c.Storage.Durability != "sync" && c.Storage.Durability != "async":
+		return bad("storage.durability %q: want sync or async", c.Storage.Durability)
+	case c.Storage.SegmentSize < 1<<20:
+		return bad("storage.segment_size %v below 1MiB", c.Storage.SegmentSize)
+	case c.Storage.MaxRecordSize <= 0 || int64(c.Storage.MaxRecordSize) > int64(c.Storage.SegmentSize)/2:
+		return bad("storage.max_record_size %v must be positive and at most half a segment", c.Storage.MaxRecordSize)
+	case c.Log.Format != "text" && c.Log.Format != "json":
+		return bad("log.format %q: want text or json", c.Log.Format)
+	case c.Broker.DefaultQueues <= 0 || c.Broker.DefaultQueues > c.Broker.MaxQueuesPerTopic:
+		return bad("broker.default_queues %d", c.Broker.DefaultQueues)
+	case c.Limits.MaxFrameBytes <= 0 || c.Limits.MaxInflightPerConn <= 0 || c.Limits.MaxBytesInFlight < c.Limits.MaxFrameBytes:
+		return bad("limits: frames, in-flight requests and bytes must be positive, bytes in flight >= max frame")
+	case c.ShutdownTimeout <= 0:
+		return bad("shutdown_timeout must be positive")
+	}
+	if _, err := parseLevel(c.Log.Level); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Knob is one configuration leaf.
+type Knob struct {
+	Path  string // dotted YAML path, also the flag name
+	Env   string
+	Help  string
+	field func(c *Config) reflect.Value
+}
+
+// Get renders the knob's value in c.
+func (k Knob) Get(c *Config) string {
+	v := k.field(c)
+	if d, ok := v.Interface().(time.Duration); ok {
+		return d.String()
+	}
+	return fmt.Sprint(v.Interface())
+}
+
+// Set parses s into the knob's field in c.
+func (k Knob) Set(c *Config, s string) error {
+	v := k.field(c)
+	var err error
+	switch v.Interface().(type) {
+	case string:
+		v.SetString(s)
+	case bool:
+		var b bool
+		b, err = strconv.ParseBool(s)
+		v.SetBool(b)
+	case int:
+		var n int64
+		n, err = strconv.ParseInt(s, 10, 0)
+		v.SetInt(n)
+	case float64:
+		var f float64
+		f, err = strconv.ParseFloat(s, 64)
+		v.SetFloat(f)
+	case time.Duration:
+		var d time.Duration
+		d, err = time.ParseDuration(s)
+		v.SetInt(int64(d))
+	case ByteSize:
+		var b ByteSize
+		b, err = ParseByteSize(s)
+		v.SetInt(int64(b))
+	default:
+		err = fmt.Errorf("unsupported knob type %s", v.Type())
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s=%q: %v", model.ErrInvalidConfig, k.Path, s, err)
+	}
+	return nil
+}
+
+// Knobs lists every configuration leaf, sorted by path.
+func Knobs() []Knob {
+	var out []Knob
+	var walk func(t reflect.Type, prefix string, idx []int)
+	walk = func(t reflect.Type, prefix string, idx []int) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			path := prefix + name
+			fi := append(append([]int(nil), idx...), i)
+			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
+				walk(f.Type, path+".", fi)
+				continue
+			}
+			out = append(out, Knob{
+				Path:  path,
+				Env:   "ROSETTA_" + strings.ToUpper(strings.ReplaceAll(path, ".", "_")),
+				Help:  f.Tag.Get("help"),
+				field: func(c *Config) reflect.Value { return reflect.ValueOf(c).Elem().FieldByIndex(fi) },
+			})
+		}
+	}
+	walk(reflect.TypeOf(Config{}), "", nil)
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// LoadConfig builds the configuration: defaults, then the YAML file (if
+// path is not empty), then ROSETTA_* environment variables, then the flag
+// values in overrides (path → value).
+func LoadConfig(path string, environ []string, overrides map[string]string) (Config, error) {
+	c := DefaultConfig()
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return c, fmt.Errorf("read config: %w", err)
+		}
+		dec := yaml.NewDecoder(strings.NewReader(string(b)))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && err.Error() != "EOF" {
+			return c, fmt.Errorf("%w: %s: %v", model.ErrInvalidConfig, path, err)
+		}
+	}
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	for _, k := range Knobs() {
+		if v, ok := env[k.Env]; ok {
+			if err := k.Set(&c, v); err != nil {
+				return c, err
+			}
+		}
+		if v, ok := overrides[k.Path]; ok {
+			if err := k.Set(&c, v); err != nil {
+				return c, err
+			}
+		}
+	}
+	return c, c.Validate()
+}
