@@ -28,9 +28,9 @@ type TopicConfig struct {
 	RetentionBytes  int64             `json:"retention_bytes,omitempty"` // per queue; -1 unlimited
 	MaxMessageBytes int32             `json:"max_message_bytes,omitempty"`
 	MessageType     string            `json:"message_type,omitempty"`
-	CleanupPolicy   string            `json:"cleanup_policy,omitempty"`  // delete | compact
-	TimestampType   string            `json:"timestamp_type,omitempty"`  // CreateTime | LogAppendTime
-	Extra           map[string]string `json:"extra,omitempty"`           // other settings, kept verbatim
+	CleanupPolicy   string            `json:"cleanup_policy,omitempty"` // delete | compact
+	TimestampType   string            `json:"timestamp_type,omitempty"` // CreateTime | LogAppendTime
+	Extra           map[string]string `json:"extra,omitempty"`          // other settings, kept verbatim
 }
 
 // Validate checks a topic configuration.

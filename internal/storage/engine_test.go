@@ -36,7 +36,9 @@ func openEngine(t *testing.T, c Config) *Engine {
 	return e
 }
 
-func msg(q, i int) []byte { return []byte(fmt.Sprintf("q%d-m%06d-%s", q, i, bytes.Repeat([]byte("z"), i%97))) }
+func msg(q, i int) []byte {
+	return []byte(fmt.Sprintf("q%d-m%06d-%s", q, i, bytes.Repeat([]byte("z"), i%97)))
+}
 
 func appendN(t *testing.T, e *Engine, q model.QueueID, from, n int) {
 	t.Helper()

@@ -13,7 +13,9 @@ import (
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
-type seqAssigner struct{ next map[model.QueueID]model.QueueOffset }
+type seqAssigner struct {
+	next map[model.QueueID]model.QueueOffset
+}
 
 func (a *seqAssigner) Assign(e *Entry) {
 	e.BaseOffset = a.next[e.Queue]
@@ -29,7 +31,9 @@ func openTest(t *testing.T, dir string, seg int64, mode SyncMode, rec Recovery, 
 	return l
 }
 
-func payload(i int) []byte { return []byte(fmt.Sprintf("payload-%06d-%s", i, bytes.Repeat([]byte{'x'}, i%50))) }
+func payload(i int) []byte {
+	return []byte(fmt.Sprintf("payload-%06d-%s", i, bytes.Repeat([]byte{'x'}, i%50)))
+}
 
 func TestAppendReadAcrossSegments(t *testing.T) {
 	dir := t.TempDir()

@@ -107,9 +107,9 @@ type file struct {
 	capacity uint32
 }
 
-func (f *file) count() uint32       { return binary.LittleEndian.Uint32(f.data[16:]) }
-func (f *file) setCount(n uint32)   { binary.LittleEndian.PutUint32(f.data[16:], n) }
-func (f *file) lastPos() int64      { return int64(binary.LittleEndian.Uint64(f.data[48:])) }
+func (f *file) count() uint32        { return binary.LittleEndian.Uint32(f.data[16:]) }
+func (f *file) setCount(n uint32)    { binary.LittleEndian.PutUint32(f.data[16:], n) }
+func (f *file) lastPos() int64       { return int64(binary.LittleEndian.Uint64(f.data[48:])) }
 func (f *file) slot(i uint32) []byte { return f.data[headerSize+4*int(i):] }
 func (f *file) entry(n uint32) []byte {
 	return f.data[headerSize+4*int(f.slots)+entrySize*int(n):]
