@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -13,7 +14,7 @@ import (
 func benchCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Load generators (storage today; protocols as they land)"}
 	var o bench.StorageOptions
-	var size string
+	var size, cpuProfile string
 	st := &cobra.Command{
 		Use:   "storage",
 		Short: "Append to the storage engine directly and report msgs/s, MB/s, latency, CPU/msg and RSS",
@@ -24,6 +25,17 @@ func benchCmd() *cobra.Command {
 					return err
 				}
 				o.SegmentSize = int64(b)
+			}
+			if cpuProfile != "" {
+				pf, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer pf.Close()
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
 			}
 			r, err := bench.Storage(cmd.Context(), o)
 			if err != nil {
@@ -44,6 +56,7 @@ func benchCmd() *cobra.Command {
 	f.IntVar(&o.Appenders, "appenders", 1, "concurrent appenders")
 	f.StringVar(&size, "segment-size", "", "segment size (default 1GiB)")
 	f.BoolVar(&o.Keys, "keys", false, "give each record a key (key index on)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
 	f.BoolVar(&o.KeepData, "keep", false, "keep the data directory")
 	f.BoolVar(&o.CrashAtEnd, "crash", false, "SIGKILL the process after the workload (prepares a restart benchmark)")
 

@@ -23,7 +23,8 @@ type Report struct {
 	Elapsed   time.Duration
 	CPU       time.Duration
 	Latencies []time.Duration // per operation
-	RSSBytes  int64
+	RSSBytes  int64           // resident, including mapped log pages
+	AnonBytes int64           // resident anonymous memory (heap, stacks)
 	PeakRSS   int64
 	Extra     []string
 }
@@ -36,10 +37,10 @@ func cpuTime() time.Duration {
 }
 
 // rss returns the current and peak resident set size from /proc.
-func rss() (cur, peak int64) {
+func rss() (cur, peak, anon int64) {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
@@ -52,9 +53,11 @@ func rss() (cur, peak int64) {
 			cur = n << 10
 		case "VmHWM:":
 			peak = n << 10
+		case "RssAnon:":
+			anon = n << 10
 		}
 	}
-	return cur, peak
+	return cur, peak, anon
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {
@@ -82,7 +85,8 @@ func (r *Report) Print(w io.Writer) {
 	if r.Messages > 0 {
 		fmt.Fprintf(w, "cpu            %.2f s total, %.3f CPU-s per million msgs\n", r.CPU.Seconds(), r.CPU.Seconds()/float64(r.Messages)*1e6)
 	}
-	fmt.Fprintf(w, "rss            %.1f MiB now, %.1f MiB peak\n", float64(r.RSSBytes)/(1<<20), float64(r.PeakRSS)/(1<<20))
+	fmt.Fprintf(w, "rss            %.1f MiB now (%.1f MiB anonymous, the rest mapped log pages), %.1f MiB peak\n",
+		float64(r.RSSBytes)/(1<<20), float64(r.AnonBytes)/(1<<20), float64(r.PeakRSS)/(1<<20))
 	for _, e := range r.Extra {
 		fmt.Fprintln(w, e)
 	}

@@ -119,14 +119,14 @@ func Storage(ctx context.Context, o StorageOptions) (*Report, error) {
 		e.Close()
 		return nil, err
 	}
-	cur, peak := rss()
+	cur, peak, anon := rss()
 	r := &Report{
 		Name: fmt.Sprintf("storage append: %d B msgs, %d msgs/record, %d records/call, %d queues, %d appenders, %s",
 			o.Size, o.MsgsPerRecord, o.RecordsPerCall, o.Queues, o.Appenders, map[bool]string{true: "sync", false: "async"}[o.Sync]),
 		Records:  calls * int64(o.RecordsPerCall),
 		Messages: calls * int64(o.RecordsPerCall*o.MsgsPerRecord),
 		Bytes:    calls * int64(o.RecordsPerCall) * int64(len(payload)),
-		Elapsed:  elapsed, CPU: cpu, RSSBytes: cur, PeakRSS: peak,
+		Elapsed:  elapsed, CPU: cpu, RSSBytes: cur, PeakRSS: peak, AnonBytes: anon,
 	}
 	for _, l := range lats {
 		r.Latencies = append(r.Latencies, l...)
@@ -163,9 +163,9 @@ func Restart(ctx context.Context, dir string, syncMode bool) (*Report, error) {
 		return nil, err
 	}
 	accepting := time.Since(start)
-	cur, peak := rss()
+	cur, peak, anon := rss()
 	ls := e.LogStats()
-	r := &Report{Name: "storage restart", Elapsed: accepting, CPU: cpuTime() - cpu0, RSSBytes: cur, PeakRSS: peak,
+	r := &Report{Name: "storage restart", Elapsed: accepting, CPU: cpuTime() - cpu0, RSSBytes: cur, PeakRSS: peak, AnonBytes: anon,
 		Extra: []string{
 			fmt.Sprintf("opened in      %v", opened.Round(time.Millisecond)),
 			fmt.Sprintf("first write    %v after start", accepting.Round(time.Millisecond)),

@@ -94,6 +94,8 @@ type Log struct {
 	mu        sync.Mutex // serialises appends, rolls and truncation
 	active    *segment
 	nextIndex model.Index
+	stage     []byte // staging buffer for encoding records
+	failed    error  // sticky write error
 	closed    bool
 
 	segs    atomic.Pointer[[]*segment] // immutable, replaced on change
@@ -190,22 +192,34 @@ func (l *Log) Append(entries []*Entry, a Assigner) (model.LogPos, error) {
 		l.mu.Unlock()
 		return 0, model.ErrClosed
 	}
+	if l.failed != nil {
+		l.mu.Unlock()
+		return 0, l.failed
+	}
 	now := l.opts.Now().UnixMilli()
 	var err error
+	// Records are encoded into a staging buffer and written with one pwrite
+	// per segment touched: cheaper per byte than faulting in mapped pages.
+	// Readers see them through the mapping once written advances.
+	s := l.active
+	stageAt := s.used.Load()
+	buf := l.stage[:0]
 	for _, e := range entries {
 		n := Len(e.Keys, len(e.Payload))
 		if int64(n) > l.opts.SegmentSize || n > 1<<31 {
 			err = fmt.Errorf("%w: record of %d bytes exceeds segment size %d", model.ErrMessageTooLarge, n, l.opts.SegmentSize)
 			break
 		}
-		s := l.active
-		off := s.used.Load()
-		if off+int64(n) > int64(len(s.data)) {
+		if stageAt+int64(len(buf))+int64(n) > int64(len(s.data)) {
+			if err = l.writeStage(s, stageAt, buf); err != nil {
+				break
+			}
+			buf = buf[:0]
 			if err = l.rollLocked(); err != nil {
 				break
 			}
 			s = l.active
-			off = 0
+			stageAt = 0
 		}
 		if e.StoreTime == 0 {
 			e.StoreTime = now
@@ -213,7 +227,7 @@ func (l *Log) Append(entries []*Entry, a Assigner) (model.LogPos, error) {
 		if e.Timestamp == 0 {
 			e.Timestamp = e.StoreTime
 		}
-		e.Pos = s.base + model.LogPos(off)
+		e.Pos = s.base + model.LogPos(stageAt) + model.LogPos(len(buf))
 		e.Size = uint32(n)
 		e.Index = l.nextIndex
 		if a != nil {
@@ -223,13 +237,20 @@ func (l *Log) Append(entries []*Entry, a Assigner) (model.LogPos, error) {
 			Format: e.Format, Flags: e.Flags, Queue: e.Queue, Term: l.opts.Term, Index: e.Index,
 			BaseOffset: e.BaseOffset, Count: e.Count, Timestamp: e.Timestamp, StoreTime: e.StoreTime, TagHash: e.TagHash,
 		}
-		Encode(s.data[off:off+int64(n)], &h, e.Keys, e.Payload)
-		s.used.Store(off + int64(n))
+		buf = append(buf, make([]byte, n)...)
+		Encode(buf[len(buf)-n:], &h, e.Keys, e.Payload)
 		if e.StoreTime > s.lastTime.Load() {
 			s.lastTime.Store(e.StoreTime)
 		}
 		l.nextIndex++
-		l.written.Store(int64(e.Pos) + int64(n))
+	}
+	if werr := l.writeStage(s, stageAt, buf); werr != nil && err == nil {
+		err = werr
+	}
+	if cap(buf) <= maxStageRetained {
+		l.stage = buf[:0]
+	} else {
+		l.stage = nil
 	}
 	end := model.LogPos(l.written.Load())
 	l.mu.Unlock()
@@ -242,6 +263,27 @@ func (l *Log) Append(entries []*Entry, a Assigner) (model.LogPos, error) {
 		l.opts.OnVisible(end)
 	}
 	return end, err
+}
+
+// maxStageRetained bounds the staging buffer kept between appends.
+const maxStageRetained = 4 << 20
+
+// writeStage writes staged records at off in segment s and publishes them.
+func (l *Log) writeStage(s *segment, off int64, buf []byte) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	if _, err := s.f.WriteAt(buf, off); err != nil {
+		// Offsets were already assigned to these records, so the log cannot
+		// simply go on: the error is sticky and every later append fails
+		// until the process restarts and recovery rebuilds a consistent tail.
+		l.failed = fmt.Errorf("write segment: %w", err)
+		l.log.Error("commit log write failed; refusing further appends", "err", err)
+		return l.failed
+	}
+	s.used.Store(off + int64(len(buf)))
+	l.written.Store(int64(s.base) + off + int64(len(buf)))
+	return nil
 }
 
 // rollLocked seals the active segment and starts a new one.
