@@ -1,0 +1,3 @@
+// Package lint holds tests that keep the code base's shape: imports point
+// down the layers (front-ends → broker → storage → model) and nothing else.
+package lint

@@ -1,0 +1,152 @@
+package lint
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/rosettamq/rosetta"
+
+// protocolLibs are the packages only front-ends may use.
+var protocolLibs = []string{
+	"github.com/twmb/franz-go",
+	"github.com/IBM/sarama",
+	"github.com/apache/rocketmq-client-go",
+	"github.com/apache/rocketmq-clients",
+	"google.golang.org/grpc",
+}
+
+// rule says which project packages a layer may import (by path prefix under
+// internal/) and whether protocol libraries are allowed.
+type rule struct {
+	allowed   []string
+	protocols bool
+}
+
+var frontEnd = rule{allowed: []string{"model", "broker", "meta"}, protocols: true}
+
+// rules maps a package directory prefix to its rule; the longest prefix wins.
+var rules = map[string]rule{
+	"internal/model":    {allowed: nil},
+	"internal/storage":  {allowed: []string{"model", "storage"}},
+	"internal/meta":     {allowed: []string{"model"}},
+	"internal/broker":   {allowed: []string{"model", "storage", "meta", "broker"}},
+	"internal/kafka":    frontEnd,
+	"internal/remoting": frontEnd,
+	"internal/grpcv5":   frontEnd,
+	"internal/admin":    {allowed: []string{"model", "broker", "meta"}},
+	"internal/bench":    {allowed: []string{"model", "storage", "broker", "meta", "bench", "kafka", "remoting", "grpcv5"}, protocols: true},
+	"internal/app":      {allowed: []string{"model", "storage", "meta", "broker", "kafka", "remoting", "grpcv5", "admin", "app"}, protocols: true},
+	"internal/lint":     {allowed: nil},
+	"cmd":               {allowed: []string{"app", "bench", "model"}, protocols: true},
+}
+
+func ruleFor(dir string) (rule, string, bool) {
+	best := ""
+	for p := range rules {
+		if (dir == p || strings.HasPrefix(dir, p+"/")) && len(p) > len(best) {
+			best = p
+		}
+	}
+	r, ok := rules[best]
+	return r, best, ok
+}
+
+// TestImportsPointDown fails when a non-test file imports across layers.
+func TestImportsPointDown(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found at %s", root)
+	}
+	fset := token.NewFileSet()
+	checked := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); name == "node_modules" || name == "testdata" || strings.HasPrefix(name, ".") && path != root {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		rel = filepath.ToSlash(rel)
+		r, layer, ok := ruleFor(rel)
+		if !ok {
+			t.Errorf("%s: package directory %s has no layering rule; add one to internal/lint", path, rel)
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		checked++
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if strings.HasPrefix(p, module+"/") {
+				target := strings.TrimPrefix(p, module+"/")
+				target = strings.TrimPrefix(target, "internal/")
+				top := strings.Split(target, "/")[0]
+				if !contains(r.allowed, top) {
+					t.Errorf("%s (layer %s) imports %s: not allowed (may import %v)", rel, layer, p, r.allowed)
+				}
+				continue
+			}
+			if !r.protocols {
+				for _, lib := range protocolLibs {
+					if strings.HasPrefix(p, lib) {
+						t.Errorf("%s (layer %s) imports protocol library %s", rel, layer, p)
+					}
+				}
+			}
+			if layer == "internal/model" && strings.Contains(strings.Split(p, "/")[0], ".") {
+				t.Errorf("internal/model must use the standard library only, imports %s", p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked == 0 {
+		t.Fatal("no files checked")
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRuleCatchesViolation makes sure the checker is not vacuous.
+func TestRuleCatchesViolation(t *testing.T) {
+	r, _, _ := ruleFor("internal/storage/commitlog")
+	if contains(r.allowed, "broker") {
+		t.Fatal("storage may not import broker")
+	}
+	r, _, _ = ruleFor("internal/broker")
+	if r.protocols {
+		t.Fatal("broker may not import protocol libraries")
+	}
+	r, _, _ = ruleFor("internal/kafka/handlers")
+	if contains(r.allowed, "storage") || contains(r.allowed, "remoting") {
+		t.Fatal("front-ends may not import storage or each other")
+	}
+}
