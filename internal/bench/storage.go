@@ -66,11 +66,13 @@ func Storage(ctx context.Context, o StorageOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	for q := 1; q <= o.Queues; q++ {
-		if err := e.CreateQueue(ctx, model.QueueID(q)); err != nil {
-			e.Close()
-			return nil, err
-		}
+	ids := make([]model.QueueID, o.Queues)
+	for i := range ids {
+		ids[i] = model.QueueID(i + 1)
+	}
+	if err := e.CreateQueues(ctx, ids); err != nil {
+		e.Close()
+		return nil, err
 	}
 	payload := make([]byte, o.Size*o.MsgsPerRecord)
 	_, _ = rand.Read(payload)
@@ -189,10 +191,14 @@ func IdleQueueMemory(ctx context.Context, n int) (float64, error) {
 	var m0, m1 runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&m0)
+	ids := make([]model.QueueID, n)
+	for i := range ids {
+		ids[i] = model.QueueID(i + 1)
+	}
+	if err := e.CreateQueues(ctx, ids); err != nil {
+		return 0, err
+	}
 	for q := 1; q <= n; q++ {
-		if err := e.CreateQueue(ctx, model.QueueID(q)); err != nil {
-			return 0, err
-		}
 		if err := e.Append(ctx, []*storage.Record{{Queue: model.QueueID(q), Count: 1, Payload: []byte("x")}}); err != nil {
 			return 0, err
 		}

@@ -131,10 +131,8 @@ func (b *Broker) createTopic(ctx context.Context, name model.TopicName, n int, c
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range ids {
-		if err := b.engine.CreateQueue(ctx, id); err != nil {
-			return nil, err
-		}
+	if err := b.engine.CreateQueues(ctx, ids); err != nil {
+		return nil, err
 	}
 	t := &Topic{Name: name, FullName: name.String(), Queues: ids, Config: cfg, CreatedMs: b.opts.Now().UnixMilli(), Internal: internal}
 	if err := b.saveTopicLocked(ctx, t, 0); err != nil {
@@ -233,10 +231,8 @@ func (b *Broker) GrowTopic(ctx context.Context, name model.TopicName, n int) (*T
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range ids {
-		if err := b.engine.CreateQueue(ctx, id); err != nil {
-			return nil, err
-		}
+	if err := b.engine.CreateQueues(ctx, ids); err != nil {
+		return nil, err
 	}
 	nt := *t
 	nt.Queues = append(append([]model.QueueID(nil), t.Queues...), ids...)
@@ -298,9 +294,9 @@ func (b *Broker) loadTopics(ctx context.Context) error {
 		b.topics[t.FullName] = &t
 		for i, id := range t.Queues {
 			b.byQueue[id] = QueueRef{Topic: &t, Index: int32(i)}
-			if err := b.engine.CreateQueue(ctx, id); err != nil {
-				return err
-			}
+		}
+		if err := b.engine.CreateQueues(ctx, t.Queues); err != nil {
+			return err
 		}
 	}
 	for _, id := range b.engine.QueueIDs() {

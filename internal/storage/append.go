@@ -40,6 +40,12 @@ func (a *batchAssigner) Assign(r *commitlog.Entry) {
 	a.e.index(q, r.Queue, r.Pos, r)
 }
 
+// Done marks the queues touched by the call for flushing and notification,
+// once per call rather than once per record.
+func (a *batchAssigner) Done() {
+	a.e.markPending(a.qs[:a.i])
+}
+
 // index records a written (or replayed) data record in its queue and the key
 // index, and marks the queue for flushing and notification.
 func (e *Engine) index(q *queue, id model.QueueID, pos model.LogPos, r *commitlog.Entry) {
@@ -51,14 +57,27 @@ func (e *Engine) index(q *queue, id model.QueueID, pos model.LogPos, r *commitlo
 		}
 	}
 	q.lastEnd.Store(int64(pos) + int64(r.Size))
+}
+
+// markPending puts queues on the index-flush and notification lists. It runs
+// before the records that touched them are published, so the visibility
+// change that publishes them always finds them on the notification list.
+func (e *Engine) markPending(qs []*queue) {
 	e.pmu.Lock()
-	if !q.pendingFlush.Load() {
-		q.pendingFlush.Store(true)
-		e.flushPending = append(e.flushPending, q)
-	}
-	if !q.pendingNotify.Load() {
-		q.pendingNotify.Store(true)
-		e.notifyList = append(e.notifyList, q)
+	var last *queue
+	for _, q := range qs {
+		if q == last {
+			continue
+		}
+		last = q
+		if !q.pendingFlush.Load() {
+			q.pendingFlush.Store(true)
+			e.flushPending = append(e.flushPending, q)
+		}
+		if !q.pendingNotify.Load() {
+			q.pendingNotify.Store(true)
+			e.notifyList = append(e.notifyList, q)
+		}
 	}
 	e.pmu.Unlock()
 }
@@ -117,10 +136,18 @@ func (e *Engine) AppendWith(ctx context.Context, recs []*Record, opts AppendOpti
 
 // CreateQueue creates an empty queue. Creating an existing queue is a no-op.
 func (e *Engine) CreateQueue(ctx context.Context, id model.QueueID) error {
-	if _, err := e.queue(id); err == nil {
-		return nil
+	return e.CreateQueues(ctx, []model.QueueID{id})
+}
+
+// CreateQueues creates empty queues with one durable log write.
+func (e *Engine) CreateQueues(ctx context.Context, ids []model.QueueID) error {
+	var missing []model.QueueID
+	for _, id := range ids {
+		if _, err := e.queue(id); err != nil {
+			missing = append(missing, id)
+		}
 	}
-	return e.control(ctx, id, opCreateQueue)
+	return e.control(ctx, missing, opCreateQueue)
 }
 
 // DeleteQueue deletes a queue and its index; its records in the log are
@@ -129,21 +156,31 @@ func (e *Engine) DeleteQueue(ctx context.Context, id model.QueueID) error {
 	if _, err := e.queue(id); err != nil {
 		return err
 	}
-	return e.control(ctx, id, opDeleteQueue)
+	return e.control(ctx, []model.QueueID{id}, opDeleteQueue)
 }
 
-func (e *Engine) control(ctx context.Context, id model.QueueID, op byte) error {
-	r := &commitlog.Entry{Format: model.FormatInternal, Flags: commitlog.FlagControl, Queue: id, Count: 1, Payload: []byte{op}}
-	end, err := e.clog.Append([]*commitlog.Entry{r}, controlAssigner{e})
+// control writes queue control records and waits until they are durable,
+// whatever the durability policy: queue creation and deletion are rare and
+// must never be lost.
+func (e *Engine) control(ctx context.Context, ids []model.QueueID, op byte) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	recs := make([]*commitlog.Entry, len(ids))
+	for i, id := range ids {
+		recs[i] = &commitlog.Entry{Format: model.FormatInternal, Flags: commitlog.FlagControl, Queue: id, Count: 1, Payload: []byte{op}}
+	}
+	end, err := e.clog.Append(recs, controlAssigner{e})
 	if err != nil {
 		return fmt.Errorf("queue control: %w", err)
 	}
-	return e.clog.WaitSynced(ctx, end)
+	return e.clog.SyncTo(ctx, end)
 }
 
 type controlAssigner struct{ e *Engine }
 
 func (c controlAssigner) Assign(r *commitlog.Entry) { c.e.applyControl(r.Queue, r.Payload) }
+func (c controlAssigner) Done()                     {}
 
 // applyControl creates or deletes a queue; it runs under the log lock, or
 // during replay.
@@ -192,5 +229,6 @@ func (e *Engine) replay(pos model.LogPos, r *commitlog.Record) error {
 		TagHash: r.TagHash, Size: r.Length}
 	_ = r.EachKey(func(k commitlog.Key) { ent.Keys = append(ent.Keys, k) })
 	e.index(q, r.Queue, pos, ent)
+	e.markPending([]*queue{q})
 	return nil
 }

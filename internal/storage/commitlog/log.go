@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -77,6 +78,9 @@ type Entry struct {
 // one place.
 type Assigner interface {
 	Assign(e *Entry)
+	// Done is called under the append lock after the last Assign of a call
+	// and before its final bytes are published.
+	Done()
 }
 
 // Recovery says where a scan of the tail starts: a record boundary below
@@ -237,12 +241,17 @@ func (l *Log) Append(entries []*Entry, a Assigner) (model.LogPos, error) {
 			Format: e.Format, Flags: e.Flags, Queue: e.Queue, Term: l.opts.Term, Index: e.Index,
 			BaseOffset: e.BaseOffset, Count: e.Count, Timestamp: e.Timestamp, StoreTime: e.StoreTime, TagHash: e.TagHash,
 		}
-		buf = append(buf, make([]byte, n)...)
+		// Encode writes every byte of the record, so the grown tail needs no
+		// clearing.
+		buf = slices.Grow(buf, n)[:len(buf)+n]
 		Encode(buf[len(buf)-n:], &h, e.Keys, e.Payload)
 		if e.StoreTime > s.lastTime.Load() {
 			s.lastTime.Store(e.StoreTime)
 		}
 		l.nextIndex++
+	}
+	if a != nil {
+		a.Done()
 	}
 	if werr := l.writeStage(s, stageAt, buf); werr != nil && err == nil {
 		err = werr
@@ -328,6 +337,16 @@ func (l *Log) WaitSynced(ctx context.Context, end model.LogPos) error {
 			return model.ErrClosed
 		}
 	}
+}
+
+// SyncTo asks for an fsync now, whatever the mode, and waits until the log
+// is durable up to end.
+func (l *Log) SyncTo(ctx context.Context, end model.LogPos) error {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	return l.WaitSynced(ctx, end)
 }
 
 func (l *Log) syncLoop(ctx context.Context) {

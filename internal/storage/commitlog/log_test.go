@@ -17,6 +17,8 @@ type seqAssigner struct {
 	next map[model.QueueID]model.QueueOffset
 }
 
+func (a *seqAssigner) Done() {}
+
 func (a *seqAssigner) Assign(e *Entry) {
 	e.BaseOffset = a.next[e.Queue]
 	a.next[e.Queue] += model.QueueOffset(e.Count)
@@ -115,6 +117,7 @@ func TestGroupCommitConcurrent(t *testing.T) {
 type assignFunc func(*Entry)
 
 func (f assignFunc) Assign(e *Entry) { f(e) }
+func (f assignFunc) Done()           {}
 
 // TestTornTail damages the end of the last segment in several ways; recovery
 // must keep every record before the damage and drop the rest.
