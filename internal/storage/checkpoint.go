@@ -131,7 +131,7 @@ func (e *Engine) checkpoint() error {
 	e.ckptMu.Lock()
 	defer e.ckptMu.Unlock()
 	pos := e.clog.End() // every record before pos has its index entries in memory
-	if err := e.flushIndexes(); err != nil {
+	if err := e.flushIndexes(1); err != nil {
 		return err
 	}
 	e.clog.Sync()
@@ -177,17 +177,28 @@ func syncFS(dir string) error {
 }
 
 // flushIndexes writes the in-memory index tails of queues appended to since
-// the last flush.
-func (e *Engine) flushIndexes() error {
+// the last flush that hold at least minEntries entries; the others stay on
+// the list for a later flush or the next checkpoint. Writing small tails less
+// often keeps file opens and writes per queue low when there are very many
+// queues.
+func (e *Engine) flushIndexes(minEntries int) error {
 	e.pmu.Lock()
 	list := e.flushPending
 	e.flushPending = nil
+	keep := list[:0:0]
+	var todo []*queue
 	for _, q := range list {
-		q.pendingFlush.Store(false)
+		if q.idx.TailLen() >= minEntries {
+			q.pendingFlush.Store(false)
+			todo = append(todo, q)
+		} else {
+			keep = append(keep, q)
+		}
 	}
+	e.flushPending = append(e.flushPending, keep...)
 	e.pmu.Unlock()
 	var errs []error
-	for _, q := range list {
+	for _, q := range todo {
 		if err := q.idx.Flush(); err != nil {
 			errs = append(errs, err)
 		}

@@ -179,6 +179,10 @@ type Engine struct {
 	closed atomic.Bool
 }
 
+// flushChunk is the number of index entries a queue collects before the
+// periodic flusher writes them out (checkpoints write every tail).
+const flushChunk = 64
+
 // Stats are counters the engine keeps for metrics.
 type Stats struct {
 	AppendedRecords  atomic.Int64
@@ -321,7 +325,7 @@ func (e *Engine) startBackground(ctx context.Context) {
 			}
 		}()
 	}
-	loop(e.cfg.IndexFlushInterval, "index-flush", e.flushIndexes)
+	loop(e.cfg.IndexFlushInterval, "index-flush", func() error { return e.flushIndexes(flushChunk) })
 	loop(e.cfg.CheckpointInterval, "checkpoint", e.checkpoint)
 	loop(e.cfg.RetentionInterval, "retention", func() error { _, err := e.EnforceRetention(); return err })
 	loop(e.cfg.DiskCheckInterval, "disk-guard", func() error { e.checkDisk(); return nil })

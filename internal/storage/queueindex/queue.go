@@ -161,12 +161,23 @@ func (q *Queue) Flush() error {
 	q.mu.Lock()
 	rest := copy(q.tail, q.tail[n:])
 	q.tail = q.tail[:rest]
-	if rest == 0 && cap(q.tail) > 256 {
-		q.tail = nil
+	if rest == 0 && (n < hotQueueEntries || cap(q.tail) > 4*hotQueueEntries) {
+		q.tail = nil // a quiet queue gives its buffer back
 	}
 	q.flushed += int64(n)
 	q.mu.Unlock()
 	return nil
+}
+
+// hotQueueEntries is the flush size above which a queue keeps its tail
+// buffer between flushes.
+const hotQueueEntries = 64
+
+// TailLen is the number of entries not yet written to the files.
+func (q *Queue) TailLen() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.tail)
 }
 
 // Release drops the memory of an idle queue's tail buffer.
