@@ -11,6 +11,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
+	"github.com/rosettamq/rosetta/internal/task"
 )
 
 // Options configure a Broker.
@@ -107,22 +108,7 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 }
 
 func (b *Broker) every(ctx context.Context, d time.Duration, name string, fn func(context.Context) error) {
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := fn(ctx); err != nil && ctx.Err() == nil {
-					b.log.Error("background task failed", "task", name, "err", err)
-				}
-			}
-		}
-	}()
+	task.Every(ctx, &b.wg, d, fn, func(err error) { b.log.Error("background task failed", "task", name, "err", err) })
 }
 
 // Close stops background work and writes a final offset snapshot. The engine

@@ -29,21 +29,22 @@ type rule struct {
 	protocols bool
 }
 
-var frontEnd = rule{allowed: []string{"model", "broker", "meta"}, protocols: true}
+var frontEnd = rule{allowed: []string{"model", "broker", "meta", "task"}, protocols: true}
 
 // rules maps a package directory prefix to its rule; the longest prefix wins.
 var rules = map[string]rule{
 	"internal/model":    {allowed: nil},
-	"internal/storage":  {allowed: []string{"model", "storage"}},
+	"internal/storage":  {allowed: []string{"model", "storage", "task"}},
 	"internal/meta":     {allowed: []string{"model"}},
-	"internal/broker":   {allowed: []string{"model", "storage", "meta", "broker"}},
+	"internal/broker":   {allowed: []string{"model", "storage", "meta", "broker", "task"}},
 	"internal/kafka":    frontEnd,
 	"internal/remoting": frontEnd,
 	"internal/grpcv5":   frontEnd,
 	"internal/admin":    {allowed: []string{"model", "broker", "meta"}},
 	"internal/bench":    {allowed: []string{"model", "storage", "broker", "meta", "bench", "kafka", "remoting", "grpcv5"}, protocols: true},
-	"internal/app":      {allowed: []string{"model", "storage", "meta", "broker", "kafka", "remoting", "grpcv5", "admin", "app"}, protocols: true},
+	"internal/app":      {allowed: []string{"task", "model", "storage", "meta", "broker", "kafka", "remoting", "grpcv5", "admin", "app"}, protocols: true},
 	"internal/lint":     {allowed: nil},
+	"internal/task":     {allowed: nil},
 	"cmd":               {allowed: []string{"app", "bench", "model"}, protocols: true},
 }
 

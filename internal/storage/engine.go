@@ -15,6 +15,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/storage/commitlog"
 	"github.com/rosettamq/rosetta/internal/storage/keyindex"
 	"github.com/rosettamq/rosetta/internal/storage/queueindex"
+	"github.com/rosettamq/rosetta/internal/task"
 )
 
 // Durability is the engine's fsync policy.
@@ -308,22 +309,8 @@ func (e *Engine) Close() error {
 // guard loops; Close waits for them.
 func (e *Engine) startBackground(ctx context.Context) {
 	loop := func(every time.Duration, name string, fn func() error) {
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					if err := fn(); err != nil {
-						e.log.Error("background task failed", "task", name, "err", err)
-					}
-				}
-			}
-		}()
+		task.Every(ctx, &e.wg, every, func(context.Context) error { return fn() },
+			func(err error) { e.log.Error("background task failed", "task", name, "err", err) })
 	}
 	loop(e.cfg.IndexFlushInterval, "index-flush", func() error { return e.flushIndexes(flushChunk) })
 	loop(e.cfg.CheckpointInterval, "checkpoint", e.checkpoint)

@@ -180,28 +180,26 @@ func (q *Queue) TailLen() int {
 	return len(q.tail)
 }
 
-// Release drops the memory of an idle queue's tail buffer.
-func (q *Queue) Release() {
-	q.mu.Lock()
-	if len(q.tail) == 0 {
-		q.tail = nil
+// eachFileChunk splits the entries [no, no+len(b)/EntrySize) by index file
+// and calls fn with each file's first entry number, the chunk's first entry
+// number and the chunk's bytes.
+func (q *Queue) eachFileChunk(no int64, b []byte, fn func(fileFirst, no int64, chunk []byte) error) error {
+	per := q.store.perFile
+	for len(b) > 0 {
+		fileFirst := no / per * per
+		room := (fileFirst + per - no) * EntrySize
+		chunk := b[:min(int64(len(b)), room)]
+		if err := fn(fileFirst, no, chunk); err != nil {
+			return err
+		}
+		no += int64(len(chunk)) / EntrySize
+		b = b[len(chunk):]
 	}
-	q.mu.Unlock()
+	return nil
 }
 
 func (q *Queue) writeEntries(from int64, buf []byte) error {
-	per := q.store.perFile
-	for len(buf) > 0 {
-		fileFirst := from / per * per
-		room := (fileFirst + per - from) * EntrySize
-		chunk := buf[:min(int64(len(buf)), room)]
-		if err := q.writeFile(fileFirst, from, chunk); err != nil {
-			return err
-		}
-		from += int64(len(chunk)) / EntrySize
-		buf = buf[len(chunk):]
-	}
-	return nil
+	return q.eachFileChunk(from, buf, q.writeFile)
 }
 
 func (q *Queue) writeFile(fileFirst, from int64, chunk []byte) error {
@@ -277,11 +275,7 @@ func (q *Queue) readEntryLocked(no int64) (Entry, error) {
 }
 
 func (q *Queue) readFileEntries(no int64, dst []byte) error {
-	per := q.store.perFile
-	for len(dst) > 0 {
-		fileFirst := no / per * per
-		room := (fileFirst + per - no) * EntrySize
-		chunk := dst[:min(int64(len(dst)), room)]
+	return q.eachFileChunk(no, dst, func(fileFirst, no int64, chunk []byte) error {
 		cf, err := q.store.fds.get(q.filePath(fileFirst), false)
 		if err != nil {
 			return fmt.Errorf("open index file: %w", err)
@@ -291,10 +285,8 @@ func (q *Queue) readFileEntries(no int64, dst []byte) error {
 		if err != nil {
 			return fmt.Errorf("read index: %w", err)
 		}
-		no += int64(len(chunk)) / EntrySize
-		dst = dst[len(chunk):]
-	}
-	return nil
+		return nil
+	})
 }
 
 // total is the number past the last entry.
