@@ -21,6 +21,8 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/admin"
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/groups"
+	"github.com/rosettamq/rosetta/internal/kafka"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
@@ -79,6 +81,7 @@ type App struct {
 	engine  *storage.Engine
 	meta    *meta.BoltStore
 	broker  *broker.Broker
+	groups  *groups.Coordinator
 	metrics *admin.Metrics
 
 	mu        sync.Mutex
@@ -115,6 +118,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		a.engine.Close()
 		return nil, err
 	}
+	a.groups = groups.New(groups.Options{Logger: log})
 	return a, nil
 }
 
@@ -148,27 +152,50 @@ func (a *App) listen(name, addr string) (net.Listener, error) {
 // accepting, in-flight work drains, state is checkpointed and files close,
 // all within the configured shutdown timeout.
 func (a *App) Run(ctx context.Context, ready func()) error {
-	g, gctx := errgroup.WithContext(ctx)
-	var servers []*http.Server
+	// Open every listener first, so a port in use fails before anything runs.
+	var httpL, kafkaL net.Listener
+	var err error
 	if a.cfg.Listen.HTTP != "" {
-		l, err := a.listen("http", a.cfg.Listen.HTTP)
-		if err != nil {
-			a.close()
-			return err
+		if httpL, err = a.listen("http", a.cfg.Listen.HTTP); err != nil {
+			return errors.Join(err, a.close())
 		}
-		srv := &http.Server{Handler: admin.Handler(a.broker, a.metrics, a.log), ReadHeaderTimeout: 10 * time.Second}
-		servers = append(servers, srv)
+	}
+	if a.cfg.Listen.Kafka != "" {
+		if kafkaL, err = a.listen("kafka", a.cfg.Listen.Kafka); err != nil {
+			if httpL != nil {
+				httpL.Close()
+			}
+			return errors.Join(err, a.close())
+		}
+	}
+	for _, name := range []string{"remoting", "grpc"} {
+		if addr := a.listenAddr(name); addr != "" {
+			a.log.Info("protocol front-end not built yet; listener skipped", "listener", name, "addr", addr)
+		}
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	var httpSrv *http.Server
+	if httpL != nil {
+		httpSrv = &http.Server{Handler: admin.Handler(a.broker, a.metrics, a.log), ReadHeaderTimeout: 10 * time.Second}
 		g.Go(func() error {
-			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := httpSrv.Serve(httpL); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("http: %w", err)
 			}
 			return nil
 		})
 	}
-	for _, name := range []string{"kafka", "remoting", "grpc"} {
-		if addr := a.listenAddr(name); addr != "" {
-			a.log.Info("protocol front-end not built yet; listener skipped", "listener", name, "addr", addr)
-		}
+	if kafkaL != nil {
+		srv := kafka.NewServer(a.broker, a.groups, kafka.Options{
+			NodeID:             int32(a.cfg.NodeID),
+			AdvertisedAddr:     a.cfg.Listen.KafkaAdvertised,
+			ClusterID:          string(a.engine.Identity().ClusterID),
+			MaxFrameBytes:      int32(a.cfg.Limits.MaxFrameBytes),
+			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
+			MaxBytesInFlight:   int64(a.cfg.Limits.MaxBytesInFlight),
+			Logger:             a.log,
+		})
+		g.Go(func() error { return srv.Serve(gctx, kafkaL) })
 	}
 	if ready != nil {
 		ready()
@@ -178,10 +205,10 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 	a.log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
-	for _, s := range servers {
-		_ = s.Shutdown(sctx)
+	if httpSrv != nil {
+		_ = httpSrv.Shutdown(sctx)
 	}
-	err := g.Wait()
+	err = g.Wait()
 	if cerr := a.close(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
@@ -204,6 +231,7 @@ func (a *App) listenAddr(name string) string {
 // close releases everything in reverse order of construction.
 func (a *App) close() error {
 	var errs []error
+	a.groups.Close()
 	errs = append(errs, a.broker.Close())
 	errs = append(errs, a.meta.Close())
 	errs = append(errs, a.engine.Close())

@@ -11,8 +11,29 @@ import (
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
+	"github.com/rosettamq/rosetta/internal/storage/commitlog"
 	"github.com/rosettamq/rosetta/internal/task"
 )
+
+// Record is one record to append (re-exported so front-ends need not import
+// storage).
+type Record = storage.Record
+
+// ReadResult holds read records; Release it when their bytes are sent.
+type ReadResult = storage.ReadResult
+
+// StoredRecord is one record as stored.
+type StoredRecord = storage.StoredRecord
+
+// ReadOptions bound a read.
+type ReadOptions = storage.ReadOptions
+
+// AppendOptions modify an append.
+type AppendOptions = storage.AppendOptions
+
+// FlagPayloadOffset marks a payload that starts with its own big-endian base
+// offset (a Kafka record batch); storage writes the assigned offset there.
+const FlagPayloadOffset = commitlog.FlagPayloadOffset
 
 // Options configure a Broker.
 type Options struct {
@@ -119,6 +140,36 @@ func (b *Broker) Close() error {
 	return b.offsets.snapshot(context.Background())
 }
 
+// Meta is the metadata store (for components that keep their own keys, such
+// as producer id allocation).
+func (b *Broker) Meta() meta.Store { return b.meta }
+
+// ReadQueue reads a queue by storage id (for state rebuilt from the log).
+func (b *Broker) ReadQueue(id model.QueueID, offset model.QueueOffset, opts ReadOptions) (*ReadResult, error) {
+	return b.engine.Read(id, offset, opts)
+}
+
+// QueueOffsets returns a queue's start offset and high watermark by id.
+func (b *Broker) QueueOffsets(id model.QueueID) (start, hw model.QueueOffset, err error) {
+	start, hw, _, err = b.engine.Offsets(id)
+	return start, hw, err
+}
+
+// DefaultQueues is the queue count of auto-created topics.
+func (b *Broker) DefaultQueues() int { return b.opts.DefaultQueues }
+
+// AutoCreateTopics says whether unknown topics are created on first use.
+func (b *Broker) AutoCreateTopics() bool { return b.opts.AutoCreateTopics }
+
+// DataDir is the storage directory.
+func (b *Broker) DataDir() string { return b.engine.Config().Dir }
+
+// DiskSpace returns the data disk's total and free bytes.
+func (b *Broker) DiskSpace() (total, free int64, err error) {
+	u, err := b.engine.DiskUsage()
+	return u.Total, u.Free, err
+}
+
 // Engine exposes the storage engine (for admin and metrics).
 func (b *Broker) Engine() *storage.Engine { return b.engine }
 
@@ -150,6 +201,12 @@ func (b *Broker) Append(ctx context.Context, name model.TopicName, index int32, 
 		}
 	}
 	return b.engine.AppendWith(ctx, recs, opts)
+}
+
+// WaitDurable waits until records ending at or before end are durable under
+// the storage durability policy (a Kafka acks=all produce waits here).
+func (b *Broker) WaitDurable(ctx context.Context, end model.LogPos) error {
+	return b.engine.WaitDurable(ctx, end)
 }
 
 // AppendMessages encodes messages in the neutral format and appends them,
@@ -207,6 +264,40 @@ func (b *Broker) Offsets(name model.TopicName, index int32) (start, hw, end mode
 		return 0, 0, 0, err
 	}
 	return b.engine.Offsets(id)
+}
+
+// OffsetForTime returns the first offset of a queue whose timestamp is at or
+// after ts (the high watermark when there is none).
+func (b *Broker) OffsetForTime(name model.TopicName, index int32, ts int64) (model.QueueOffset, error) {
+	id, _, err := b.QueueID(name, index)
+	if err != nil {
+		return 0, err
+	}
+	return b.engine.OffsetForTime(id, ts)
+}
+
+// OffsetOfMaxTimestamp returns the first offset holding the queue's largest
+// timestamp and that timestamp, or (-1, -1) for an empty queue.
+func (b *Broker) OffsetOfMaxTimestamp(name model.TopicName, index int32) (model.QueueOffset, int64, error) {
+	id, _, err := b.QueueID(name, index)
+	if err != nil {
+		return 0, -1, err
+	}
+	return b.engine.OffsetOfMaxTimestamp(id)
+}
+
+// SetStartOffset deletes a queue's records before offset (Kafka
+// DeleteRecords); it returns the new start offset.
+func (b *Broker) SetStartOffset(name model.TopicName, index int32, offset model.QueueOffset) (model.QueueOffset, error) {
+	id, _, err := b.QueueID(name, index)
+	if err != nil {
+		return 0, err
+	}
+	if err := b.engine.SetStartOffset(id, offset); err != nil {
+		return 0, err
+	}
+	start, _, _, err := b.engine.Offsets(id)
+	return start, err
 }
 
 // Watch is one queue position a long poll waits on.

@@ -34,8 +34,9 @@ type OffsetCommit struct {
 }
 
 const (
-	opCommit      = 1
-	opDeleteGroup = 2
+	opCommit        = 1
+	opDeleteGroup   = 2
+	opDeleteOffsets = 3
 
 	offsetsGroupPrefix = "offsets/groups/"
 	offsetsAppliedKey  = "offsets/applied"
@@ -106,7 +107,7 @@ func decodeOffsetRecord(b []byte) (op byte, group string, commits []OffsetCommit
 		c.Metadata = string(r.take(r.u16()))
 		commits = append(commits, c)
 	}
-	if r.err == nil && (op != opCommit && op != opDeleteGroup) {
+	if r.err == nil && (op != opCommit && op != opDeleteGroup && op != opDeleteOffsets) {
 		r.err = fmt.Errorf("%w: offset record op %d", model.ErrCorruptRecord, op)
 	}
 	return op, group, commits, now, r.err
@@ -137,6 +138,17 @@ func (s *offsetStore) applyLocked(op byte, group string, commits []OffsetCommit,
 		return
 	}
 	g := s.groups[group]
+	if op == opDeleteOffsets {
+		for _, c := range commits {
+			if old, ok := g[c.Queue]; ok && old.recordOffset < at {
+				delete(g, c.Queue)
+			}
+		}
+		if len(g) == 0 {
+			delete(s.groups, group)
+		}
+		return
+	}
 	if g == nil {
 		g = map[model.QueueID]Committed{}
 		s.groups[group] = g
@@ -328,6 +340,40 @@ func (b *Broker) FetchOffsets(group string, name model.TopicName) (map[int32]Com
 // DeleteGroupOffsets forgets every offset of a group.
 func (b *Broker) DeleteGroupOffsets(ctx context.Context, group string) error {
 	return b.offsets.write(ctx, opDeleteGroup, group, nil, b.opts.Now().UnixMilli())
+}
+
+// FetchAllOffsets returns every committed offset of a group, by topic and
+// queue index.
+func (b *Broker) FetchAllOffsets(group string) map[*Topic]map[int32]Committed {
+	all := b.offsets.fetch(group)
+	out := map[*Topic]map[int32]Committed{}
+	b.topicMu.RLock()
+	defer b.topicMu.RUnlock()
+	for id, c := range all {
+		ref, ok := b.byQueue[id]
+		if !ok {
+			continue
+		}
+		t := b.topics[ref.Topic.FullName]
+		if out[t] == nil {
+			out[t] = map[int32]Committed{}
+		}
+		out[t][ref.Index] = c
+	}
+	return out
+}
+
+// DeleteOffsets forgets a group's offsets for some queues of a topic.
+func (b *Broker) DeleteOffsets(ctx context.Context, group string, name model.TopicName, indexes []int32) error {
+	var commits []OffsetCommit
+	for _, idx := range indexes {
+		id, _, err := b.QueueID(name, idx)
+		if err != nil {
+			return err
+		}
+		commits = append(commits, OffsetCommit{Queue: id})
+	}
+	return b.offsets.write(ctx, opDeleteOffsets, group, commits, b.opts.Now().UnixMilli())
 }
 
 // OffsetGroups lists the groups with committed offsets.

@@ -134,6 +134,15 @@ func (e *Engine) AppendWith(ctx context.Context, recs []*Record, opts AppendOpti
 	return e.clog.WaitSynced(ctx, end)
 }
 
+// WaitDurable waits until everything up to end (a record's Pos+Size) is
+// durable under the engine's policy: fsynced in sync mode, at once in async.
+func (e *Engine) WaitDurable(ctx context.Context, end model.LogPos) error {
+	if e.cfg.Durability != DurabilitySync {
+		return nil
+	}
+	return e.clog.WaitSynced(ctx, end)
+}
+
 // CreateQueue creates an empty queue. Creating an existing queue is a no-op.
 func (e *Engine) CreateQueue(ctx context.Context, id model.QueueID) error {
 	return e.CreateQueues(ctx, []model.QueueID{id})

@@ -178,6 +178,24 @@ func (e *Engine) OffsetForTime(id model.QueueID, ts int64) (model.QueueOffset, e
 	return max(ent.BaseOffset, q.idx.StartOffset()), nil
 }
 
+// OffsetOfMaxTimestamp returns the first offset whose record carries the
+// queue's largest timestamp, and that timestamp; (-1, -1) when empty.
+func (e *Engine) OffsetOfMaxTimestamp(id model.QueueID) (model.QueueOffset, int64, error) {
+	q, err := e.queue(id)
+	if err != nil {
+		return 0, 0, err
+	}
+	maxTS := q.idx.MaxTime()
+	_, ent, err := q.idx.LookupTime(maxTS)
+	if errors.Is(err, model.ErrOffsetOutOfRange) {
+		return -1, -1, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	return max(ent.BaseOffset, q.idx.StartOffset()), maxTS, nil
+}
+
 // LookupKey returns candidate locations of messages stored with key, newest
 // first, with store times in [from, to] (to <= 0: no bound). Callers read the
 // candidates and compare keys.

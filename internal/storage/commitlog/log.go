@@ -51,6 +51,10 @@ const (
 	// FlagControl marks a storage control record (queue create/delete). It
 	// belongs to no queue index.
 	FlagControl uint16 = 1 << 15
+	// FlagPayloadOffset says the payload begins with its own base offset as
+	// a big-endian int64 (a Kafka record batch): the log writes the
+	// assigned base offset there.
+	FlagPayloadOffset uint16 = 1 << 14
 )
 
 // Entry is one record to append. The log fills Pos, Size and Index; the

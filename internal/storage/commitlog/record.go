@@ -92,6 +92,9 @@ func Encode(dst []byte, h *Header, keys []Key, payload []byte) uint32 {
 		p += copy(dst[p:], k.Key)
 	}
 	copy(dst[p:], payload)
+	if h.Flags&FlagPayloadOffset != 0 && len(payload) >= 8 {
+		binary.BigEndian.PutUint64(dst[p:], uint64(h.BaseOffset))
+	}
 	h.CRC = crc32.Checksum(dst[8:], castagnoli)
 	le.PutUint32(dst[4:], h.CRC)
 	// Length last: a reader that sees a non-zero length sees a whole record.
@@ -169,6 +172,9 @@ func Decode(b []byte) (Record, error) {
 	}
 	if err := r.EachKey(func(Key) {}); err != nil {
 		return Record{Header: h}, err
+	}
+	if h.Flags&FlagPayloadOffset != 0 && (len(r.Payload) < 8 || int64(binary.BigEndian.Uint64(r.Payload)) != int64(h.BaseOffset)) {
+		return Record{Header: h}, fmt.Errorf("%w: payload base offset differs from the header's", model.ErrCorruptRecord)
 	}
 	return r, nil
 }

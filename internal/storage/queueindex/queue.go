@@ -103,6 +103,13 @@ func (q *Queue) NextOffset() model.QueueOffset {
 	return q.next
 }
 
+// MaxTime is the largest timestamp appended so far.
+func (q *Queue) MaxTime() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.maxTime
+}
+
 // StartOffset is the first readable offset.
 func (q *Queue) StartOffset() model.QueueOffset {
 	q.mu.Lock()

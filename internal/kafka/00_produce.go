@@ -1,0 +1,201 @@
+package kafka
+
+// Produce (key 0), versions 0-11 advertised.
+//
+// Version notes: min version 0 is advertised because librdkafka < 2.11.1
+// turns compression off otherwise; v0-2 bodies (magic 0/1 message sets) get
+// UNSUPPORTED_FOR_MESSAGE_FORMAT. Record batches are validated (framing,
+// magic 2, CRC32C, record count) but never decompressed or re-encoded: each
+// batch is stored as received, with its base offset rewritten by storage.
+// acks=0 sends no response; acks=1 answers once written; acks=all waits for
+// the durability policy (fsync with group commit in sync mode). Idempotent
+// batches are deduplicated per producer and partition: a retried batch gets
+// its original offset, a gap gets OUT_OF_ORDER_SEQUENCE_NUMBER.
+// LogAppendTime topics get the append time and a recomputed CRC.
+//
+// Not implemented: transactional batches (no transaction coordinator yet:
+// INVALID_TXN_STATE); per-record errors (KIP-467) only name the batch.
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/producers"
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
+	req := kreq.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	s := rc.srv()
+	var maxEnd model.LogPos
+	for _, rt := range req.Topics {
+		tr := kmsg.ProduceResponseTopic{Topic: rt.Topic}
+		name, nerr := topicName(rt.Topic)
+		var t *broker.Topic
+		if nerr == nil {
+			t, nerr = s.broker.Topic(name)
+		}
+		for _, rp := range rt.Partitions {
+			pr := kmsg.ProduceResponseTopicPartition{Partition: rp.Partition, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
+			if nerr != nil {
+				pr.ErrorCode = errorCode(nerr)
+				tr.Partitions = append(tr.Partitions, pr)
+				continue
+			}
+			end, err := s.producePartition(rc, t, rp.Partition, rp.Records, &pr)
+			if err != nil {
+				pr.ErrorCode = errorCode(err)
+				pr.ErrorMessage = errorMessage(err)
+				rc.conn.log.Debug("produce refused", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+			} else if end > maxEnd {
+				maxEnd = end
+			}
+			tr.Partitions = append(tr.Partitions, pr)
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	r := reply{resp: resp, none: req.Acks == 0}
+	if req.Acks == -1 && maxEnd > 0 {
+		timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+		r.await = func() {
+			ctx, cancel := context.WithTimeout(rc.ctx(), max(timeout, time.Second))
+			defer cancel()
+			if err := s.broker.WaitDurable(ctx, maxEnd); err != nil {
+				code := errorCode(err)
+				for i := range resp.Topics {
+					for j := range resp.Topics[i].Partitions {
+						if resp.Topics[i].Partitions[j].ErrorCode == 0 {
+							resp.Topics[i].Partitions[j].ErrorCode = code
+						}
+					}
+				}
+			}
+		}
+	}
+	return r
+}
+
+// producePartition appends the batches for one partition and fills pr; it
+// returns the log end of what it wrote (for the durability wait).
+func (s *Server) producePartition(rc *reqCtx, t *broker.Topic, partition int32, records []byte, pr *kmsg.ProduceResponseTopicPartition) (model.LogPos, error) {
+	if partition < 0 || int(partition) >= len(t.Queues) {
+		return 0, model.ErrUnknownQueue
+	}
+	batches, hdrs, err := splitBatches(records)
+	if err != nil {
+		return 0, err
+	}
+	if max := t.Config.MaxMessageBytes; max > 0 {
+		for _, b := range batches {
+			if len(b) > int(max) {
+				return 0, model.ErrMessageTooLarge
+			}
+		}
+	}
+	for _, h := range hdrs {
+		if h.Attributes&attrTransactional != 0 || h.Attributes&attrControl != 0 {
+			return 0, errTransactionsUnsupported
+		}
+	}
+	logAppend := t.Config.TimestampType == "LogAppendTime"
+	now := time.Now().UnixMilli()
+	recs := make([]*broker.Record, len(batches))
+	for i, b := range batches {
+		if logAppend {
+			setLogAppendTime(b, now)
+			hdrs[i].MaxTimestamp = now
+		}
+		recs[i] = &broker.Record{Format: model.FormatKafkaBatchV2, Flags: broker.FlagPayloadOffset,
+			Count: uint32(hdrs[i].NumRecords), Timestamp: hdrs[i].MaxTimestamp, Payload: b}
+	}
+	queue := t.Queues[partition]
+	pid := hdrs[0].ProducerID
+	if pid >= 0 {
+		return s.produceIdempotent(rc, t, partition, queue, recs, hdrs, pr, logAppend, now)
+	}
+	if err := s.broker.Append(rc.ctx(), t.Name, partition, recs, broker.AppendOptions{NoWait: true}); err != nil {
+		return 0, err
+	}
+	fillProduced(pr, recs, logAppend, now)
+	return recs[len(recs)-1].Pos + model.LogPos(recs[len(recs)-1].Size), nil
+}
+
+func fillProduced(pr *kmsg.ProduceResponseTopicPartition, recs []*broker.Record, logAppend bool, now int64) {
+	pr.BaseOffset = int64(recs[0].BaseOffset)
+	if logAppend {
+		pr.LogAppendTime = now
+	}
+}
+
+// produceIdempotent checks each batch's sequence against the producer's
+// state, skips retried duplicates, and records what it wrote.
+func (s *Server) produceIdempotent(rc *reqCtx, t *broker.Topic, partition int32, queue model.QueueID, recs []*broker.Record,
+	hdrs []batchHeader, pr *kmsg.ProduceResponseTopicPartition, logAppend bool, now int64) (model.LogPos, error) {
+	pid := hdrs[0].ProducerID
+	st := s.producers.Acquire(queue, pid)
+	defer st.Unlock()
+	var toWrite []*broker.Record
+	var toHdr []batchHeader
+	dupOffset := model.QueueOffset(-1)
+	for i, h := range hdrs {
+		if h.ProducerID != pid {
+			return 0, &batchError{reason: "batches of several producers in one partition"}
+		}
+		last := h.BaseSequence + h.LastOffsetDelta
+		off, dup, err := st.Check(h.ProducerEpoch, h.BaseSequence, last)
+		if err != nil {
+			return 0, err
+		}
+		if dup {
+			if i == 0 {
+				dupOffset = off
+			}
+			continue
+		}
+		toWrite = append(toWrite, recs[i])
+		toHdr = append(toHdr, h)
+	}
+	if len(toWrite) == 0 {
+		pr.BaseOffset = int64(dupOffset)
+		return 0, nil
+	}
+	if err := s.broker.Append(rc.ctx(), t.Name, partition, toWrite, broker.AppendOptions{NoWait: true}); err != nil {
+		return 0, err
+	}
+	for i, r := range toWrite {
+		h := toHdr[i]
+		st.Record(producers.Batch{Epoch: h.ProducerEpoch, FirstSeq: h.BaseSequence, LastSeq: h.BaseSequence + h.LastOffsetDelta, BaseOffset: r.BaseOffset})
+	}
+	fillProduced(pr, toWrite, logAppend, now)
+	if dupOffset >= 0 {
+		pr.BaseOffset = int64(dupOffset)
+	}
+	last := toWrite[len(toWrite)-1]
+	return last.Pos + model.LogPos(last.Size), nil
+}
+
+// setLogAppendTime stamps a batch with the broker's time, as Kafka does for
+// LogAppendTime topics, and recomputes its CRC.
+func setLogAppendTime(b []byte, now int64) {
+	attrs := binary.BigEndian.Uint16(b[21:]) | attrLogAppendTime
+	binary.BigEndian.PutUint16(b[21:], attrs)
+	binary.BigEndian.PutUint64(b[35:], uint64(now))
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32c))
+}
+
+var errTransactionsUnsupported = &kafkaCodeError{code: kerr.InvalidTxnState.Code, msg: "transactional produce is not supported yet"}
+
+// kafkaCodeError carries a Kafka code decided by a handler.
+type kafkaCodeError struct {
+	code int16
+	msg  string
+}
+
+func (e *kafkaCodeError) Error() string { return e.msg }

@@ -1,0 +1,71 @@
+package kafka
+
+// ListOffsets (key 2), versions 0-7.
+//
+// Version notes: timestamp -2 is the log start offset, -1 the high watermark
+// (read_uncommitted) or last stable offset (read_committed, equal while no
+// transactions exist), -3 (KIP-734) the offset of the largest timestamp, and
+// any other value the first offset whose timestamp is at or after it (the
+// answer may be the first offset of the batch holding it). v0's
+// MaxNumOffsets answers with at most one offset. Leader epochs are -1.
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+func handleListOffsets(rc *reqCtx, kreq kmsg.Request) reply {
+	req := kreq.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	s := rc.srv()
+	for _, rt := range req.Topics {
+		tr := kmsg.ListOffsetsResponseTopic{Topic: rt.Topic}
+		name, nerr := topicName(rt.Topic)
+		var t *broker.Topic
+		if nerr == nil {
+			t, nerr = s.broker.Topic(name)
+		}
+		for _, rp := range rt.Partitions {
+			pr := kmsg.ListOffsetsResponseTopicPartition{Partition: rp.Partition, Timestamp: -1, Offset: -1, LeaderEpoch: -1}
+			if nerr != nil {
+				pr.ErrorCode = errorCode(nerr)
+			} else if off, ts, err := s.listOffset(t, rp.Partition, rp.Timestamp); err != nil {
+				pr.ErrorCode = errorCode(err)
+			} else {
+				pr.Offset, pr.Timestamp = int64(off), ts
+				if req.Version == 0 {
+					pr.OldStyleOffsets = []int64{int64(off)}
+				}
+			}
+			tr.Partitions = append(tr.Partitions, pr)
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	return reply{resp: resp}
+}
+
+func (s *Server) listOffset(t *broker.Topic, partition int32, ts int64) (model.QueueOffset, int64, error) {
+	start, hw, _, err := s.broker.Offsets(t.Name, partition)
+	if err != nil {
+		return 0, -1, err
+	}
+	switch ts {
+	case -2:
+		return start, -1, nil
+	case -1:
+		return hw, -1, nil
+	case -3:
+		off, maxTS, err := s.broker.OffsetOfMaxTimestamp(t.Name, partition)
+		return off, maxTS, err
+	}
+	off, err := s.broker.OffsetForTime(t.Name, partition, ts)
+	if err != nil {
+		return 0, -1, err
+	}
+	if off >= hw {
+		return -1, -1, nil
+	}
+	return off, ts, nil
+}

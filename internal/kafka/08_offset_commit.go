@@ -1,0 +1,61 @@
+package kafka
+
+// OffsetCommit (key 8), versions 0-8.
+//
+// Version notes: members commit with their generation, checked against the
+// group; generation -1 commits (simple consumers, admin tools) are accepted
+// while the group has no members. v0 commits are stored like the others.
+// Commits are durable under the storage durability policy before the answer.
+// Retention time (v2-4) and leader epochs are accepted and ignored.
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
+	req := kreq.(*kmsg.OffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	s := rc.srv()
+	gerr := s.groups.CheckCommit(req.Group, req.MemberID, deref(req.InstanceID), req.Generation)
+	if req.Version == 0 || (req.Generation < 0 && req.MemberID == "") {
+		gerr = nil
+	}
+	for _, rt := range req.Topics {
+		tr := kmsg.OffsetCommitResponseTopic{Topic: rt.Topic}
+		err := gerr
+		var t *broker.Topic
+		if err == nil {
+			var name model.TopicName
+			if name, err = topicName(rt.Topic); err == nil {
+				t, err = s.broker.Topic(name)
+			}
+		}
+		commits := map[int32]broker.OffsetCommit{}
+		perPartition := map[int32]error{}
+		for _, rp := range rt.Partitions {
+			switch {
+			case err != nil:
+				perPartition[rp.Partition] = err
+			case rp.Partition < 0 || int(rp.Partition) >= len(t.Queues):
+				perPartition[rp.Partition] = model.ErrUnknownQueue
+			default:
+				commits[rp.Partition] = broker.OffsetCommit{Offset: model.QueueOffset(rp.Offset), Metadata: deref(rp.Metadata)}
+			}
+		}
+		if len(commits) > 0 {
+			if cerr := s.broker.CommitOffsets(rc.ctx(), req.Group, t.Name, commits); cerr != nil {
+				for p := range commits {
+					perPartition[p] = cerr
+				}
+			}
+		}
+		for _, rp := range rt.Partitions {
+			tr.Partitions = append(tr.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: rp.Partition, ErrorCode: errorCode(perPartition[rp.Partition])})
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	return reply{resp: resp}
+}

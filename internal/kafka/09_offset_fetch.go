@@ -1,0 +1,110 @@
+package kafka
+
+// OffsetFetch (key 9), versions 0-8.
+//
+// Version notes: a group with no commits returns offset -1 for every asked
+// partition and no error. Null topics (v2+) return every committed offset of
+// the group. v8 batches several groups. Leader epochs are -1.
+//
+// Not implemented: require_stable (v7+) waits, since no transactions exist.
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+type fetchedPartition struct {
+	partition int32
+	offset    int64
+	metadata  *string
+	err       error
+}
+
+// fetchGroupOffsets answers one group's topics (nil: all committed).
+func (s *Server) fetchGroupOffsets(group string, topics map[string][]int32, all bool) map[string][]fetchedPartition {
+	out := map[string][]fetchedPartition{}
+	if all {
+		for t, parts := range s.broker.FetchAllOffsets(group) {
+			name := t.Name.Short()
+			for p, c := range parts {
+				md := c.Metadata
+				out[name] = append(out[name], fetchedPartition{partition: p, offset: int64(c.Offset), metadata: &md})
+			}
+		}
+		return out
+	}
+	for topic, parts := range topics {
+		name, err := topicName(topic)
+		var committed map[int32]modelCommitted
+		if err == nil {
+			committed, err = s.committed(group, name)
+		}
+		for _, p := range parts {
+			fp := fetchedPartition{partition: p, offset: -1}
+			if err != nil && !isUnknownTopic(err) {
+				fp.err = err
+			} else if c, ok := committed[p]; ok {
+				md := c.metadata
+				fp.offset, fp.metadata = c.offset, &md
+			}
+			out[topic] = append(out[topic], fp)
+		}
+	}
+	return out
+}
+
+type modelCommitted struct {
+	offset   int64
+	metadata string
+}
+
+func (s *Server) committed(group string, name model.TopicName) (map[int32]modelCommitted, error) {
+	got, err := s.broker.FetchOffsets(group, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]modelCommitted, len(got))
+	for p, c := range got {
+		out[p] = modelCommitted{offset: int64(c.Offset), metadata: c.Metadata}
+	}
+	return out, nil
+}
+
+func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) reply {
+	req := kreq.(*kmsg.OffsetFetchRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	s := rc.srv()
+	if req.Version >= 8 {
+		for _, g := range req.Groups {
+			topics := map[string][]int32{}
+			for _, t := range g.Topics {
+				topics[t.Topic] = t.Partitions
+			}
+			rg := kmsg.OffsetFetchResponseGroup{Group: g.Group}
+			for topic, parts := range s.fetchGroupOffsets(g.Group, topics, g.Topics == nil) {
+				rt := kmsg.OffsetFetchResponseGroupTopic{Topic: topic}
+				for _, p := range parts {
+					rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseGroupTopicPartition{
+						Partition: p.partition, Offset: p.offset, LeaderEpoch: -1, Metadata: p.metadata, ErrorCode: errorCode(p.err)})
+				}
+				rg.Topics = append(rg.Topics, rt)
+			}
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return reply{resp: resp}
+	}
+	topics := map[string][]int32{}
+	for _, t := range req.Topics {
+		topics[t.Topic] = t.Partitions
+	}
+	for topic, parts := range s.fetchGroupOffsets(req.Group, topics, req.Topics == nil && req.Version >= 2) {
+		rt := kmsg.OffsetFetchResponseTopic{Topic: topic}
+		for _, p := range parts {
+			rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseTopicPartition{
+				Partition: p.partition, Offset: p.offset, LeaderEpoch: -1, Metadata: p.metadata, ErrorCode: errorCode(p.err)})
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return reply{resp: resp}
+}

@@ -1,0 +1,15 @@
+package kafka
+
+// Heartbeat (key 12), versions 0-4.
+//
+// Version notes: REBALANCE_IN_PROGRESS tells a member to rejoin; v3+ carries
+// the static instance id.
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+func handleHeartbeat(rc *reqCtx, kreq kmsg.Request) reply {
+	req := kreq.(*kmsg.HeartbeatRequest)
+	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	resp.ErrorCode = errorCode(rc.srv().groups.Heartbeat(req.Group, req.MemberID, deref(req.InstanceID), req.Generation))
+	return reply{resp: resp}
+}

@@ -1,0 +1,31 @@
+package kafka
+
+// LeaveGroup (key 13), versions 0-5.
+//
+// Version notes: v0-2 name one member; v3+ leave in batches by member id or
+// static instance id, with a per-member error.
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/groups"
+)
+
+func handleLeaveGroup(rc *reqCtx, kreq kmsg.Request) reply {
+	req := kreq.(*kmsg.LeaveGroupRequest)
+	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	if req.Version < 3 {
+		errs := rc.srv().groups.Leave(req.Group, []groups.LeaveMember{{MemberID: req.MemberID}})
+		resp.ErrorCode = errorCode(errs[0])
+		return reply{resp: resp}
+	}
+	leaving := make([]groups.LeaveMember, len(req.Members))
+	for i, m := range req.Members {
+		leaving[i] = groups.LeaveMember{MemberID: m.MemberID, InstanceID: deref(m.InstanceID)}
+	}
+	errs := rc.srv().groups.Leave(req.Group, leaving)
+	for i, m := range req.Members {
+		resp.Members = append(resp.Members, kmsg.LeaveGroupResponseMember{MemberID: m.MemberID, InstanceID: m.InstanceID, ErrorCode: errorCode(errs[i])})
+	}
+	return reply{resp: resp}
+}

@@ -1,0 +1,25 @@
+package kafka
+
+// SyncGroup (key 14), versions 0-5.
+//
+// Version notes: the leader's assignments are opaque bytes handed to each
+// member; followers wait for the leader. v5 echoes the protocol type and name.
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+func handleSyncGroup(rc *reqCtx, kreq kmsg.Request) reply {
+	req := kreq.(*kmsg.SyncGroupRequest)
+	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+	assignments := make(map[string][]byte, len(req.GroupAssignment))
+	for _, a := range req.GroupAssignment {
+		assignments[a.MemberID] = a.MemberAssignment
+	}
+	a, proto, err := rc.srv().groups.Sync(rc.ctx(), req.Group, req.MemberID, deref(req.InstanceID), req.Generation, assignments)
+	resp.ErrorCode = errorCode(err)
+	resp.MemberAssignment = a
+	if err == nil {
+		resp.ProtocolType = req.ProtocolType
+		resp.Protocol = strp(proto)
+	}
+	return reply{resp: resp}
+}

@@ -1,0 +1,80 @@
+package kafka
+
+// CreateTopics (key 19), versions 0-7.
+//
+// Version notes: any replication factor (including -1 and > 1) is accepted on
+// a single node so tools that hard-code RF=3 work; the topic has one replica.
+// NumPartitions -1 takes the broker default; manual assignments set the
+// partition count. validate_only checks everything and creates nothing.
+// v5+ answers with the partition count, replication factor and configs.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+)
+
+func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
+	req := kreq.(*kmsg.CreateTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	s := rc.srv()
+	for _, rt := range req.Topics {
+		tr := kmsg.CreateTopicsResponseTopic{Topic: rt.Topic, NumPartitions: -1, ReplicationFactor: -1, TopicID: [16]byte{}}
+		n := int(rt.NumPartitions)
+		if len(rt.ReplicaAssignment) > 0 {
+			n = len(rt.ReplicaAssignment)
+		}
+		if n == -1 {
+			n = s.broker.DefaultQueues()
+		}
+		var cfg broker.TopicConfig
+		var err error
+		for _, c := range rt.Configs {
+			if err = applyConfig(&cfg, c.Name, c.Value); err != nil {
+				break
+			}
+		}
+		name, nerr := topicName(rt.Topic)
+		switch {
+		case nerr != nil:
+			err = nerr
+		case err == nil && (rt.ReplicationFactor == 0 || rt.ReplicationFactor < -1):
+			tr.ErrorCode = kerr.InvalidReplicationFactor.Code
+		case err == nil && n <= 0:
+			tr.ErrorCode = kerr.InvalidPartitions.Code
+		case err == nil && cfg.Validate() != nil:
+			err = cfg.Validate()
+		case err == nil && req.ValidateOnly:
+			if _, terr := s.broker.Topic(name); terr == nil {
+				tr.ErrorCode = kerr.TopicAlreadyExists.Code
+			}
+		case err == nil:
+			var t *broker.Topic
+			if t, err = s.broker.CreateTopic(rc.ctx(), name, n, cfg); err == nil {
+				tr.TopicID = topicID(t)
+			}
+		}
+		if err != nil {
+			tr.ErrorCode = errorCode(err)
+			tr.ErrorMessage = errorMessage(err)
+		}
+		if tr.ErrorCode == 0 {
+			tr.NumPartitions, tr.ReplicationFactor = int32(n), 1
+			for _, dc := range describeTopicConfig(&cfg) {
+				v := dc.value
+				tr.Configs = append(tr.Configs, kmsg.CreateTopicsResponseTopicConfig{Name: dc.name, Value: &v,
+					Source: sourceOf(dc.isDefault)})
+			}
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	return reply{resp: resp}
+}
+
+func sourceOf(isDefault bool) int8 {
+	if isDefault {
+		return int8(kmsg.ConfigSourceDefaultConfig)
+	}
+	return int8(kmsg.ConfigSourceDynamicTopicConfig)
+}

@@ -1,0 +1,60 @@
+package kafka
+
+// DeleteTopics (key 20), versions 0-6.
+//
+// Version notes: v6 may name topics by id; ids are matched against the
+// stable ids Metadata reports.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func handleDeleteTopics(rc *reqCtx, kreq kmsg.Request) reply {
+	req := kreq.(*kmsg.DeleteTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	s := rc.srv()
+	type target struct {
+		name *string
+		id   [16]byte
+	}
+	var targets []target
+	if req.Version >= 6 {
+		for _, t := range req.Topics {
+			targets = append(targets, target{name: t.Topic, id: t.TopicID})
+		}
+	} else {
+		for _, n := range req.TopicNames {
+			n := n
+			targets = append(targets, target{name: &n})
+		}
+	}
+	for _, tg := range targets {
+		r := kmsg.DeleteTopicsResponseTopic{Topic: tg.name, TopicID: tg.id}
+		if tg.name == nil {
+			for _, t := range s.broker.Topics(false) {
+				if topicID(t) == tg.id {
+					r.Topic = strp(kafkaName(t))
+					break
+				}
+			}
+			if r.Topic == nil {
+				r.ErrorCode = kerr.UnknownTopicID.Code
+				resp.Topics = append(resp.Topics, r)
+				continue
+			}
+		}
+		name, err := topicName(*r.Topic)
+		if err == nil {
+			if t, terr := s.broker.Topic(name); terr == nil && t.Internal {
+				r.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				resp.Topics = append(resp.Topics, r)
+				continue
+			}
+			err = s.broker.DeleteTopic(rc.ctx(), name)
+		}
+		r.ErrorCode = errorCode(err)
+		resp.Topics = append(resp.Topics, r)
+	}
+	return reply{resp: resp}
+}

@@ -1,0 +1,73 @@
+package kafka
+
+// AlterConfigs (key 33), versions 0-2.
+//
+// Version notes: replaces a topic's whole configuration with the given keys
+// (Kafka's non-incremental semantics). validate_only checks without writing.
+// Broker resources are read-only here (INVALID_REQUEST); a bad value is
+// INVALID_CONFIG with a message naming the key.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+)
+
+func handleAlterConfigs(rc *reqCtx, kreq kmsg.Request) reply {
+	req := kreq.(*kmsg.AlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	for _, r := range req.Resources {
+		rr := kmsg.AlterConfigsResponseResource{ResourceType: r.ResourceType, ResourceName: r.ResourceName}
+		if r.ResourceType != kmsg.ConfigResourceTypeTopic {
+			rr.ErrorCode = kerr.InvalidRequest.Code
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
+		err := rc.srv().alterTopicConfig(rc, r.ResourceName, req.ValidateOnly, func(c *broker.TopicConfig) error {
+			*c = broker.TopicConfig{}
+			for _, e := range r.Configs {
+				if err := applyConfig(c, e.Name, e.Value); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		rr.ErrorCode = errorCode(err)
+		rr.ErrorMessage = errorMessage(err)
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return reply{resp: resp}
+}
+
+// alterTopicConfig applies change to a copy of a topic's configuration,
+// validates it and stores it unless validateOnly.
+func (s *Server) alterTopicConfig(rc *reqCtx, topic string, validateOnly bool, change func(*broker.TopicConfig) error) error {
+	name, err := topicName(topic)
+	if err != nil {
+		return err
+	}
+	t, err := s.broker.Topic(name)
+	if err != nil {
+		return err
+	}
+	cfg := t.Config
+	if cfg.Extra != nil {
+		extra := make(map[string]string, len(cfg.Extra))
+		for k, v := range cfg.Extra {
+			extra[k] = v
+		}
+		cfg.Extra = extra
+	}
+	if err := change(&cfg); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if validateOnly {
+		return nil
+	}
+	_, err = s.broker.UpdateTopicConfig(rc.ctx(), name, cfg)
+	return err
+}

@@ -1,0 +1,38 @@
+package kafka
+
+// CreatePartitions (key 37), versions 0-3.
+//
+// Version notes: partition counts only grow; a smaller or equal count is
+// INVALID_PARTITIONS. Manual assignments are accepted and ignored (one
+// node).
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func handleCreatePartitions(rc *reqCtx, kreq kmsg.Request) reply {
+	req := kreq.(*kmsg.CreatePartitionsRequest)
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	s := rc.srv()
+	for _, rt := range req.Topics {
+		r := kmsg.CreatePartitionsResponseTopic{Topic: rt.Topic}
+		name, err := topicName(rt.Topic)
+		if err == nil {
+			if req.ValidateOnly {
+				t, terr := s.broker.Topic(name)
+				switch {
+				case terr != nil:
+					err = terr
+				case int(rt.Count) <= t.QueueCount():
+					err = errInvalidPartitions
+				}
+			} else {
+				_, err = s.broker.GrowTopic(rc.ctx(), name, int(rt.Count))
+			}
+		}
+		r.ErrorCode = errorCode(err)
+		r.ErrorMessage = errorMessage(err)
+		resp.Topics = append(resp.Topics, r)
+	}
+	return reply{resp: resp}
+}

@@ -1,0 +1,38 @@
+package kafka
+
+// OffsetDelete (key 47), version 0.
+//
+// Version notes: removes a group's committed offsets for the given
+// partitions; refused with GROUP_SUBSCRIBED_TO_TOPIC... is not checked: the
+// group must simply have no members (NON_EMPTY_GROUP otherwise).
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func handleOffsetDelete(rc *reqCtx, kreq kmsg.Request) reply {
+	req := kreq.(*kmsg.OffsetDeleteRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	s := rc.srv()
+	if d := s.groups.Describe(req.Group); len(d.Members) > 0 {
+		resp.ErrorCode = kerr.NonEmptyGroup.Code
+		return reply{resp: resp}
+	}
+	for _, rt := range req.Topics {
+		tr := kmsg.OffsetDeleteResponseTopic{Topic: rt.Topic}
+		name, err := topicName(rt.Topic)
+		var parts []int32
+		for _, p := range rt.Partitions {
+			parts = append(parts, p.Partition)
+		}
+		if err == nil {
+			err = s.broker.DeleteOffsets(rc.ctx(), req.Group, name, parts)
+		}
+		for _, p := range rt.Partitions {
+			tr.Partitions = append(tr.Partitions, kmsg.OffsetDeleteResponseTopicPartition{Partition: p.Partition, ErrorCode: errorCode(err)})
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	return reply{resp: resp}
+}

@@ -1,0 +1,47 @@
+package kafka
+
+// DescribeProducers (key 61), version 0.
+//
+// Version notes: lists the idempotent producers seen on each partition since
+// start (or loaded from the log since), with their epoch, last sequence and
+// the offset of their last batch. No transactions: CurrentTxnStartOffset
+// is -1.
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+)
+
+func handleDescribeProducers(rc *reqCtx, kreq kmsg.Request) reply {
+	req := kreq.(*kmsg.DescribeProducersRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+	s := rc.srv()
+	for _, rt := range req.Topics {
+		tr := kmsg.DescribeProducersResponseTopic{Topic: rt.Topic}
+		name, nerr := topicName(rt.Topic)
+		var t *broker.Topic
+		if nerr == nil {
+			t, nerr = s.broker.Topic(name)
+		}
+		for _, p := range rt.Partitions {
+			pr := kmsg.DescribeProducersResponseTopicPartition{Partition: p}
+			switch {
+			case nerr != nil:
+				pr.ErrorCode = errorCode(nerr)
+			case p < 0 || int(p) >= len(t.Queues):
+				pr.ErrorCode = errorCode(errUnknownPartition)
+			default:
+				for pid, b := range s.producers.Describe(t.Queues[p]) {
+					pr.ActiveProducers = append(pr.ActiveProducers, kmsg.DescribeProducersResponseTopicPartitionActiveProducer{
+						ProducerID: pid, ProducerEpoch: int32(b.Epoch), LastSequence: b.LastSeq,
+						LastTimestamp: -1, CoordinatorEpoch: -1, CurrentTxnStartOffset: -1,
+					})
+				}
+			}
+			tr.Partitions = append(tr.Partitions, pr)
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	return reply{resp: resp}
+}

@@ -1,0 +1,142 @@
+package kafka
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+// topicConfigKey is one Kafka topic config that maps onto Rosetta's topic
+// configuration. Other keys are kept verbatim in TopicConfig.Extra.
+type topicConfigKey struct {
+	name  string
+	def   string
+	ctype kmsg.ConfigType
+	get   func(c *broker.TopicConfig) (string, bool) // value, explicitly set
+	set   func(c *broker.TopicConfig, v *string) error
+}
+
+func int64Key(name, def string, field func(c *broker.TopicConfig) *int64) topicConfigKey {
+	return topicConfigKey{name: name, def: def, ctype: kmsg.ConfigTypeLong,
+		get: func(c *broker.TopicConfig) (string, bool) {
+			if v := *field(c); v != 0 {
+				return strconv.FormatInt(v, 10), true
+			}
+			return def, false
+		},
+		set: func(c *broker.TopicConfig, v *string) error {
+			if v == nil {
+				*field(c) = 0
+				return nil
+			}
+			n, err := strconv.ParseInt(*v, 10, 64)
+			if err != nil || n < -1 {
+				return fmt.Errorf("%w: %s=%q", model.ErrInvalidConfig, name, *v)
+			}
+			if n == 0 && name == "retention.ms" {
+				n = 1 // 0 means "default" internally; Kafka's 0 is "delete at once"
+			}
+			*field(c) = n
+			return nil
+		}}
+}
+
+func stringKey(name, def string, field func(c *broker.TopicConfig) *string) topicConfigKey {
+	return topicConfigKey{name: name, def: def, ctype: kmsg.ConfigTypeString,
+		get: func(c *broker.TopicConfig) (string, bool) {
+			if v := *field(c); v != "" {
+				return v, true
+			}
+			return def, false
+		},
+		set: func(c *broker.TopicConfig, v *string) error {
+			if v == nil {
+				*field(c) = ""
+				return nil
+			}
+			*field(c) = *v
+			return nil
+		}}
+}
+
+var topicConfigKeys = []topicConfigKey{
+	int64Key("retention.ms", "-1", func(c *broker.TopicConfig) *int64 { return &c.RetentionMs }),
+	int64Key("retention.bytes", "-1", func(c *broker.TopicConfig) *int64 { return &c.RetentionBytes }),
+	{name: "max.message.bytes", def: "1048588", ctype: kmsg.ConfigTypeInt,
+		get: func(c *broker.TopicConfig) (string, bool) {
+			if c.MaxMessageBytes > 0 {
+				return strconv.Itoa(int(c.MaxMessageBytes)), true
+			}
+			return "1048588", false
+		},
+		set: func(c *broker.TopicConfig, v *string) error {
+			if v == nil {
+				c.MaxMessageBytes = 0
+				return nil
+			}
+			n, err := strconv.ParseInt(*v, 10, 32)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("%w: max.message.bytes=%q", model.ErrInvalidConfig, *v)
+			}
+			c.MaxMessageBytes = int32(n)
+			return nil
+		}},
+	stringKey("message.timestamp.type", "CreateTime", func(c *broker.TopicConfig) *string { return &c.TimestampType }),
+	stringKey("cleanup.policy", "delete", func(c *broker.TopicConfig) *string { return &c.CleanupPolicy }),
+	stringKey("rocketmq.message.type", "normal", func(c *broker.TopicConfig) *string { return &c.MessageType }),
+}
+
+func findConfigKey(name string) *topicConfigKey {
+	for i := range topicConfigKeys {
+		if topicConfigKeys[i].name == name {
+			return &topicConfigKeys[i]
+		}
+	}
+	return nil
+}
+
+// applyConfig sets (or, with a nil value, clears) one Kafka config.
+func applyConfig(c *broker.TopicConfig, name string, value *string) error {
+	if k := findConfigKey(name); k != nil {
+		return k.set(c, value)
+	}
+	if value == nil {
+		delete(c.Extra, name)
+		return nil
+	}
+	if c.Extra == nil {
+		c.Extra = map[string]string{}
+	}
+	c.Extra[name] = *value
+	return nil
+}
+
+// describedConfig is one config entry as DescribeConfigs shows it.
+type describedConfig struct {
+	name, value string
+	isDefault   bool
+	ctype       kmsg.ConfigType
+}
+
+// describeTopicConfig lists a topic's configs, defaults included.
+func describeTopicConfig(c *broker.TopicConfig) []describedConfig {
+	var out []describedConfig
+	for _, k := range topicConfigKeys {
+		v, set := k.get(c)
+		out = append(out, describedConfig{name: k.name, value: v, isDefault: !set, ctype: k.ctype})
+	}
+	var extra []string
+	for k := range c.Extra {
+		extra = append(extra, k)
+	}
+	sort.Strings(extra)
+	for _, k := range extra {
+		out = append(out, describedConfig{name: k, value: c.Extra[k], ctype: kmsg.ConfigTypeString})
+	}
+	return out
+}

@@ -1,0 +1,223 @@
+package kafka
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// conn is one client connection: a reader, a processor and a writer.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	log    *slog.Logger
+	reqs   chan *request
+	resps  chan *request
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// request is one request moving through the connection.
+type request struct {
+	hdr   requestHeader
+	body  []byte
+	size  int64 // bytes reserved from the budget
+	reply reply
+}
+
+// reply is a handler's answer.
+type reply struct {
+	resp kmsg.Response
+	// await, when set, runs in the writer before resp is encoded: it waits
+	// for the durability the client asked for and may set error codes.
+	await func()
+	// none means the client expects no response (produce with acks=0).
+	none bool
+	// closeConn asks for the connection to be closed after this request.
+	closeConn bool
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	return &conn{
+		s: s, nc: nc,
+		log:   s.log.With("client", nc.RemoteAddr().String()),
+		reqs:  make(chan *request, s.opts.MaxInflightPerConn),
+		resps: make(chan *request, s.opts.MaxInflightPerConn),
+	}
+}
+
+func (c *conn) serve(ctx context.Context) {
+	c.ctx, c.cancel = context.WithCancel(ctx)
+	defer c.cancel()
+	done := make(chan struct{}, 2)
+	go func() { c.process(); done <- struct{}{} }()
+	go func() { c.write(); done <- struct{}{} }()
+	c.read()
+	close(c.reqs)
+	<-done
+	<-done
+	c.nc.Close()
+}
+
+// read frames requests. A frame's size is checked before anything is
+// allocated, and its bytes are reserved from the broker-wide budget.
+func (c *conn) read() {
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	var sizeBuf [4]byte
+	for {
+		if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil {
+				c.log.Debug("read failed", "err", err)
+			}
+			return
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < 10 || size > c.s.opts.MaxFrameBytes {
+			c.log.Warn("closing connection: bad frame size", "size", size, "limit", c.s.opts.MaxFrameBytes)
+			return
+		}
+		if !c.s.budget.acquire(int64(size), c.ctx.Done()) {
+			return
+		}
+		frame := make([]byte, size)
+		if _, err := io.ReadFull(r, frame); err != nil {
+			c.s.budget.release(int64(size))
+			return
+		}
+		hdr, body, err := parseRequestHeader(frame, flexibleRequest)
+		if err != nil {
+			c.s.budget.release(int64(size))
+			c.log.Warn("closing connection: malformed request header", "err", err)
+			return
+		}
+		select {
+		case c.reqs <- &request{hdr: hdr, body: body, size: int64(size)}:
+		case <-c.ctx.Done():
+			c.s.budget.release(int64(size))
+			return
+		}
+	}
+}
+
+// process runs handlers in request order.
+func (c *conn) process() {
+	defer close(c.resps)
+	for req := range c.reqs {
+		req.reply = c.dispatch(req)
+		req.body = nil
+		c.s.budget.release(req.size)
+		if req.reply.closeConn {
+			c.nc.Close()
+		}
+		select {
+		case c.resps <- req:
+		case <-c.ctx.Done():
+		}
+		if req.reply.closeConn {
+			for r := range c.reqs { // drain what the reader already queued
+				c.s.budget.release(r.size)
+			}
+			return
+		}
+	}
+}
+
+// write sends responses in request order, batching what is ready.
+func (c *conn) write() {
+	defer c.cancel()
+	w := bufio.NewWriterSize(c.nc, 64<<10)
+	var buf []byte
+	for req := range c.resps {
+		if req.reply.await != nil {
+			req.reply.await()
+		}
+		if req.reply.resp != nil && !req.reply.none {
+			buf = encodeResponse(buf[:0], req.hdr, req.reply.resp)
+			_ = c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if _, err := w.Write(buf); err != nil {
+				c.drain()
+				return
+			}
+		}
+		if len(c.resps) == 0 {
+			if err := w.Flush(); err != nil {
+				c.drain()
+				return
+			}
+		}
+		if cap(buf) > 1<<20 {
+			buf = nil
+		}
+	}
+	_ = w.Flush()
+}
+
+func (c *conn) drain() {
+	c.nc.Close()
+	for req := range c.resps {
+		if req.reply.await != nil {
+			req.reply.await()
+		}
+	}
+}
+
+// encodeResponse frames a response: size, header, body. ApiVersions always
+// uses response header v0 (KIP-511).
+func encodeResponse(dst []byte, hdr requestHeader, resp kmsg.Response) []byte {
+	dst = append(dst, 0, 0, 0, 0)
+	dst = appendResponseHeader(dst, hdr.CorrelationID, resp.IsFlexible() && hdr.Key != apiVersionsKey)
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst, uint32(len(dst)-4))
+	return dst
+}
+
+// dispatch decodes the body and runs the handler for the request's key.
+func (c *conn) dispatch(req *request) reply {
+	h := lookupHandler(req.hdr.Key)
+	if h == nil {
+		c.log.Warn("closing connection: unknown API key", "api", req.hdr.Key, "version", req.hdr.Version, "client_id", req.hdr.ClientID)
+		return reply{closeConn: true}
+	}
+	if req.hdr.Version < h.min || req.hdr.Version > h.max {
+		if req.hdr.Key == apiVersionsKey {
+			return reply{resp: apiVersionsDowngrade()}
+		}
+		c.log.Warn("closing connection: unsupported API version", "api", kmsg.NameForKey(req.hdr.Key),
+			"version", req.hdr.Version, "supported", [2]int16{h.min, h.max}, "client_id", req.hdr.ClientID)
+		return reply{closeConn: true}
+	}
+	kreq := kmsg.RequestForKey(req.hdr.Key)
+	kreq.SetVersion(req.hdr.Version)
+	if err := kreq.ReadFrom(req.body); err != nil {
+		c.log.Warn("closing connection: malformed request", "api", kmsg.NameForKey(req.hdr.Key), "version", req.hdr.Version, "err", err)
+		return reply{closeConn: true}
+	}
+	rc := &reqCtx{conn: c, hdr: req.hdr}
+	return h.fn(rc, kreq)
+}
+
+// reqCtx is what a handler gets besides its request.
+type reqCtx struct {
+	conn *conn
+	hdr  requestHeader
+}
+
+func (r *reqCtx) ctx() context.Context { return r.conn.ctx }
+func (r *reqCtx) srv() *Server         { return r.conn.s }
+
+// flexibleRequest reports whether a request uses header v2.
+func flexibleRequest(key, version int16) bool {
+	req := kmsg.RequestForKey(key)
+	if req == nil {
+		return false
+	}
+	req.SetVersion(version)
+	return req.IsFlexible()
+}

@@ -1,0 +1,95 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/rosettamq/rosetta/internal/broker/groups"
+	"github.com/rosettamq/rosetta/internal/broker/producers"
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+// errorCode maps a core error to its Kafka error code. It is the only place
+// where Rosetta errors become Kafka codes.
+func errorCode(err error) int16 {
+	var be *batchError
+	var ke *kafkaCodeError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ke):
+		return ke.code
+	case errors.As(err, &be):
+		if be.unsupported {
+			return kerr.UnsupportedForMessageFormat.Code
+		}
+		if be.corrupt {
+			return kerr.CorruptMessage.Code
+		}
+		return kerr.InvalidRecord.Code
+	case errors.Is(err, model.ErrUnknownTopic), errors.Is(err, model.ErrUnknownQueue):
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, model.ErrTopicExists):
+		return kerr.TopicAlreadyExists.Code
+	case errors.Is(err, model.ErrInvalidTopic):
+		return kerr.InvalidTopicException.Code
+	case errors.Is(err, model.ErrInvalidQueueCount):
+		return kerr.InvalidPartitions.Code
+	case errors.Is(err, model.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, model.ErrMessageTooLarge):
+		return kerr.MessageTooLarge.Code
+	case errors.Is(err, model.ErrCorruptRecord):
+		return kerr.CorruptMessage.Code
+	case errors.Is(err, model.ErrDiskFull):
+		return kerr.KafkaStorageError.Code
+	case errors.Is(err, model.ErrInvalidConfig):
+		return kerr.InvalidConfig.Code
+	case errors.Is(err, model.ErrClosed), errors.Is(err, context.Canceled):
+		return kerr.NotLeaderForPartition.Code // retriable: the node is going away
+	case errors.Is(err, context.DeadlineExceeded):
+		return kerr.RequestTimedOut.Code
+	case errors.Is(err, groups.ErrUnknownMember):
+		return kerr.UnknownMemberID.Code
+	case errors.Is(err, groups.ErrIllegalGeneration):
+		return kerr.IllegalGeneration.Code
+	case errors.Is(err, groups.ErrRebalanceInProgress):
+		return kerr.RebalanceInProgress.Code
+	case errors.Is(err, groups.ErrInconsistentProtocol):
+		return kerr.InconsistentGroupProtocol.Code
+	case errors.Is(err, groups.ErrInvalidSessionTimeout):
+		return kerr.InvalidSessionTimeout.Code
+	case errors.Is(err, groups.ErrGroupNotEmpty):
+		return kerr.NonEmptyGroup.Code
+	case errors.Is(err, groups.ErrGroupNotFound):
+		return kerr.GroupIDNotFound.Code
+	case errors.Is(err, groups.ErrFencedInstance):
+		return kerr.FencedInstanceID.Code
+	case errors.Is(err, groups.ErrInvalidGroupID):
+		return kerr.InvalidGroupID.Code
+	case errors.Is(err, producers.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, producers.ErrInvalidEpoch):
+		return kerr.InvalidProducerEpoch.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// errorMessage is the message sent with codes that carry one.
+func errorMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}
+
+func isUnknownTopic(err error) bool { return errors.Is(err, model.ErrUnknownTopic) }
+
+var (
+	errUnknownPartition  = fmt.Errorf("%w: no such partition", model.ErrUnknownQueue)
+	errInvalidPartitions = fmt.Errorf("%w: partition count must grow", model.ErrInvalidQueueCount)
+)

@@ -1,0 +1,71 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// handlerFunc answers one decoded request.
+type handlerFunc func(rc *reqCtx, req kmsg.Request) reply
+
+// apiHandler is one row of the dispatch table; the same table produces the
+// ApiVersions answer, so what is advertised is exactly what is served.
+type apiHandler struct {
+	key      int16
+	min, max int16
+	fn       handlerFunc
+}
+
+const apiVersionsKey = 18
+
+// handlerTable lists every supported API key with its version range. Version
+// notes live in each handler's file.
+func handlerTable() []apiHandler {
+	return []apiHandler{
+		{0, 0, 11, handleProduce},
+		{1, 4, 12, handleFetch},
+		{2, 0, 7, handleListOffsets},
+		{3, 0, 12, handleMetadata},
+		{8, 0, 8, handleOffsetCommit},
+		{9, 0, 8, handleOffsetFetch},
+		{10, 0, 4, handleFindCoordinator},
+		{11, 0, 9, handleJoinGroup},
+		{12, 0, 4, handleHeartbeat},
+		{13, 0, 5, handleLeaveGroup},
+		{14, 0, 5, handleSyncGroup},
+		{15, 0, 5, handleDescribeGroups},
+		{16, 0, 4, handleListGroups},
+		{18, 0, 4, handleApiVersions},
+		{19, 0, 7, handleCreateTopics},
+		{20, 0, 6, handleDeleteTopics},
+		{21, 0, 2, handleDeleteRecords},
+		{22, 0, 4, handleInitProducerID},
+		{23, 0, 4, handleOffsetForLeaderEpoch},
+		{32, 0, 4, handleDescribeConfigs},
+		{33, 0, 2, handleAlterConfigs},
+		{35, 0, 4, handleDescribeLogDirs},
+		{37, 0, 3, handleCreatePartitions},
+		{42, 0, 2, handleDeleteGroups},
+		{44, 0, 1, handleIncrementalAlterConfigs},
+		{47, 0, 0, handleOffsetDelete},
+		{60, 0, 1, handleDescribeCluster},
+		{61, 0, 0, handleDescribeProducers},
+	}
+}
+
+// handlersByKey is the table indexed by key; built once per process in
+// lookupHandler's first call would be global state, so it is a plain array
+// filled from handlerTable at package level without init().
+var handlersByKey = func() (out [128]*apiHandler) {
+	for _, h := range handlerTable() {
+		h := h
+		out[h.key] = &h
+	}
+	return out
+}()
+
+func lookupHandler(key int16) *apiHandler {
+	if key < 0 || int(key) >= len(handlersByKey) {
+		return nil
+	}
+	return handlersByKey[key]
+}

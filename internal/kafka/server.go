@@ -1,0 +1,198 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/groups"
+	"github.com/rosettamq/rosetta/internal/broker/producers"
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+// Options configure the Kafka front-end.
+type Options struct {
+	NodeID             int32
+	AdvertisedAddr     string // host:port told to clients; empty: the address each client connected to
+	ClusterID          string
+	MaxFrameBytes      int32
+	MaxInflightPerConn int
+	MaxBytesInFlight   int64
+	Logger             *slog.Logger
+}
+
+// Server is the Kafka listener.
+type Server struct {
+	opts      Options
+	log       *slog.Logger
+	broker    *broker.Broker
+	groups    *groups.Coordinator
+	producers *producers.Manager
+	budget    *byteBudget
+	sessions  *fetchSessions
+
+	mu    sync.Mutex
+	conns map[*conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// NewServer builds the front-end over a broker and a group coordinator.
+func NewServer(b *broker.Broker, g *groups.Coordinator, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.NodeID == 0 {
+		opts.NodeID = 1
+	}
+	if opts.MaxFrameBytes <= 0 {
+		opts.MaxFrameBytes = 100 << 20
+	}
+	if opts.MaxInflightPerConn <= 0 {
+		opts.MaxInflightPerConn = 64
+	}
+	if opts.MaxBytesInFlight < int64(opts.MaxFrameBytes) {
+		opts.MaxBytesInFlight = int64(opts.MaxFrameBytes) * 4
+	}
+	s := &Server{
+		opts: opts, log: opts.Logger.With("proto", "kafka"), broker: b, groups: g,
+		budget: newByteBudget(opts.MaxBytesInFlight), sessions: newFetchSessions(),
+		conns: map[*conn]struct{}{},
+	}
+	s.producers = producers.New(b.Meta(), s.loadProducerBatches)
+	return s
+}
+
+// producerScanRecords bounds how far back the producer-state rebuild reads.
+const producerScanRecords = 4096
+
+// loadProducerBatches rebuilds a producer's newest batches in a queue from
+// the stored record batches (after a restart).
+func (s *Server) loadProducerBatches(queue model.QueueID, pid int64) []producers.Batch {
+	start, hw, err := s.broker.QueueOffsets(queue)
+	if err != nil || hw == start {
+		return nil
+	}
+	off := max(start, hw-producerScanRecords)
+	var out []producers.Batch
+	for off < hw {
+		res, err := s.broker.ReadQueue(queue, off, broker.ReadOptions{MaxBytes: 4 << 20})
+		if err != nil || len(res.Records) == 0 {
+			if res != nil {
+				res.Release()
+			}
+			break
+		}
+		for _, r := range res.Records {
+			if r.Format != model.FormatKafkaBatchV2 || len(r.Payload) < batchHeaderSize {
+				continue
+			}
+			h := readBatchHeader(r.Payload)
+			if h.ProducerID == pid {
+				out = append(out, producers.Batch{Epoch: h.ProducerEpoch, FirstSeq: h.BaseSequence,
+					LastSeq: h.BaseSequence + h.LastOffsetDelta, BaseOffset: r.BaseOffset})
+			}
+		}
+		off = res.NextOffset
+		res.Release()
+	}
+	return out
+}
+
+// Serve accepts connections until ctx ends, then closes them and waits.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	var err error
+	for {
+		nc, aerr := l.Accept()
+		if aerr != nil {
+			if ctx.Err() == nil && !errors.Is(aerr, net.ErrClosed) {
+				err = fmt.Errorf("kafka accept: %w", aerr)
+			}
+			break
+		}
+		c := newConn(s, nc)
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.serve(ctx)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+	s.mu.Lock()
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return err
+}
+
+// advertised returns the host and port clients should use: the configured
+// address, or the local address of the client's own connection.
+func (s *Server) advertised(local net.Addr) (string, int32) {
+	addr := s.opts.AdvertisedAddr
+	if addr == "" && local != nil {
+		addr = local.String()
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "localhost", 9092
+	}
+	p, _ := strconv.Atoi(port)
+	return host, int32(p)
+}
+
+// byteBudget bounds the request bytes held by the whole front-end.
+type byteBudget struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	avail int64
+}
+
+func newByteBudget(n int64) *byteBudget {
+	b := &byteBudget{avail: n}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+// acquire blocks until n bytes are free (back-pressure, not OOM).
+func (b *byteBudget) acquire(n int64, done <-chan struct{}) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.avail < n {
+		select {
+		case <-done:
+			return false
+		default:
+		}
+		waitCond(b.cond, 50*time.Millisecond)
+	}
+	b.avail -= n
+	return true
+}
+
+func (b *byteBudget) release(n int64) {
+	b.mu.Lock()
+	b.avail += n
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
+
+// waitCond waits on c for at most d (so a closed connection is noticed).
+func waitCond(c *sync.Cond, d time.Duration) {
+	t := time.AfterFunc(d, c.Broadcast)
+	c.Wait()
+	t.Stop()
+}
