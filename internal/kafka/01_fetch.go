@@ -66,7 +66,9 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 			t, nerr = s.broker.Topic(name)
 		}
 		for _, rp := range rt.Partitions {
-			pr := kmsg.FetchResponseTopicPartition{Partition: rp.Partition, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1, PreferredReadReplica: -1}
+			// Records are never null: librdkafka 2.0 rejects a null record set.
+			pr := kmsg.FetchResponseTopicPartition{Partition: rp.Partition, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1,
+				PreferredReadReplica: -1, RecordBatches: []byte{}}
 			if nerr != nil {
 				pr.ErrorCode = errorCode(nerr)
 				tr.Partitions = append(tr.Partitions, pr)
@@ -122,7 +124,9 @@ func (s *Server) fetchPartition(t *broker.Topic, partition int32, offset model.Q
 			return 0, err
 		}
 	}
-	pr.RecordBatches = out
+	if out != nil {
+		pr.RecordBatches = out
+	}
 	return len(out), nil
 }
 
