@@ -75,3 +75,7 @@ func TestKcat(t *testing.T) {
 		t.Fatalf("second group run re-read %d bytes", len(again))
 	}
 }
+
+func runQuiet(name string, args ...string) error {
+	return exec.Command(name, args...).Run()
+}
