@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -112,6 +114,38 @@ func benchCmd() *cobra.Command {
 		},
 	}
 	idle.Flags().IntVar(&idleQueues, "queues", 50000, "queues to create")
-	cmd.AddCommand(st, restart, disk, idle)
+	cmd.AddCommand(st, restart, disk, idle, kafkaBenchCmd())
+	return cmd
+}
+
+func kafkaBenchCmd() *cobra.Command {
+	var o bench.KafkaOptions
+	cmd := &cobra.Command{Use: "kafka", Short: "Kafka workloads driven with franz-go against a running node"}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&o.Brokers, "brokers", "127.0.0.1:9092", "seed brokers")
+	pf.StringVar(&o.Topic, "topic", "bench", "topic (created if missing)")
+	pf.IntVar(&o.Partitions, "partitions", 16, "partitions when creating the topic")
+	pf.IntVar(&o.Size, "size", 100, "bytes per record value")
+	pf.Int64Var(&o.Messages, "messages", 2_000_000, "records")
+	pf.DurationVar(&o.Linger, "linger", 5*time.Millisecond, "producer linger")
+	pf.Int32Var(&o.BatchBytes, "batch-bytes", 1<<20, "producer max batch bytes")
+	pf.StringVar(&o.Acks, "acks", "all", "all, leader or none")
+	pf.StringVar(&o.Compression, "compression", "none", "none, gzip, snappy, lz4 or zstd")
+	pf.IntVar(&o.BrokerPID, "broker-pid", 0, "the broker's pid, to report its CPU and RSS")
+	run := func(fn func(context.Context, bench.KafkaOptions) (*bench.Report, error)) func(*cobra.Command, []string) error {
+		return func(c *cobra.Command, _ []string) error {
+			r, err := fn(c.Context(), o)
+			if err != nil {
+				return err
+			}
+			r.Print(c.OutOrStdout())
+			return nil
+		}
+	}
+	produce := &cobra.Command{Use: "produce", Short: "Produce as fast as acknowledged", RunE: run(bench.KafkaProduce)}
+	e2e := &cobra.Command{Use: "e2e", Short: "End-to-end latency at a fixed rate", RunE: run(bench.KafkaEndToEnd)}
+	e2e.Flags().IntVar(&o.Rate, "rate", 50000, "messages per second")
+	consume := &cobra.Command{Use: "consume", Short: "Catch-up read of a topic from the start", RunE: run(bench.KafkaConsume)}
+	cmd.AddCommand(produce, e2e, consume)
 	return cmd
 }
