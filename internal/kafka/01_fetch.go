@@ -1,6 +1,6 @@
 package kafka
 
-// Fetch (key 1), versions 4-12.
+// Fetch (key 1), versions 4-16.
 //
 // Version notes: stored record batches are returned as stored (Kafka batches
 // byte for byte; messages written by other protocols converted to one-record
@@ -11,14 +11,17 @@ package kafka
 // always returned whole (KIP-74). read_committed sees the last stable offset,
 // which equals the high watermark while no transactions exist.
 //
-// Not implemented: incremental fetch sessions (KIP-227): the broker answers
-// session id 0, which tells clients to send full requests; preferred read
-// replicas; topic ids (v13+).
+// Incremental fetch sessions (KIP-227, v7+) are kept broker-wide (see
+// fetch_sessions.go). v13+ names topics by id.
+//
+// Not implemented: preferred read replicas; KIP-951 leader endpoints (v16
+// answers none, since the leader never moves).
 
 import (
 	"context"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker"
@@ -28,24 +31,98 @@ import (
 func handleFetch(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.FetchRequest)
 	s := rc.srv()
+	if req.Version >= 13 {
+		s.resolveTopicIDs(req)
+	}
+	// KIP-227: work out which partitions this request covers.
+	var sess *fetchSession
+	incremental := false
+	switch {
+	case req.Version < 7 || req.SessionEpoch == -1:
+		if req.Version >= 7 && req.SessionID != 0 {
+			s.sessions.remove(req.SessionID)
+		}
+	case req.SessionEpoch == 0:
+		if req.SessionID != 0 {
+			s.sessions.remove(req.SessionID)
+		}
+		sess = s.sessions.create()
+		sess.mu.Lock()
+		sess.update(req, s.topicNameForID)
+		sess.mu.Unlock()
+	default:
+		var code int16
+		sess, code = s.sessions.lookup(req.SessionID, req.SessionEpoch)
+		if code != 0 {
+			resp := req.ResponseKind().(*kmsg.FetchResponse)
+			resp.ErrorCode = code
+			return reply{resp: resp}
+		}
+		incremental = true
+		sess.mu.Lock()
+		if sess.epoch != req.SessionEpoch { // raced with another request
+			sess.mu.Unlock()
+			resp := req.ResponseKind().(*kmsg.FetchResponse)
+			resp.ErrorCode = kerr.InvalidFetchSessionEpoch.Code
+			return reply{resp: resp}
+		}
+		sess.update(req, s.topicNameForID)
+		sess.mu.Unlock()
+	}
+	work := req
+	if sess != nil {
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		work = sess.asRequest(req)
+	}
+	finish := func(resp *kmsg.FetchResponse) reply {
+		if sess != nil {
+			sess.filter(resp, incremental)
+			resp.SessionID = sess.id
+			sess.epoch = req.SessionEpoch + 1 // epochs wrap past MaxInt32 to 1
+			if sess.epoch <= 0 {
+				sess.epoch = 1
+			}
+		}
+		return reply{resp: resp}
+	}
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	for {
-		resp, total, watches := s.fetchOnce(req)
+		resp, total, watches := s.fetchOnce(work)
 		if total >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(watches) == 0 || !time.Now().Before(deadline) {
-			return reply{resp: resp}
+			return finish(resp)
 		}
 		ctx, cancel := context.WithDeadline(rc.ctx(), deadline)
 		err := s.broker.Wait(ctx, watches)
 		cancel()
 		if err != nil {
-			if rc.ctx().Err() != nil {
-				return reply{resp: resp}
+			if rc.ctx().Err() == nil {
+				// Timed out (or a topic changed): answer with what there is now.
+				resp, _, _ = s.fetchOnce(work)
 			}
-			// Timed out (or a topic changed): answer with what there is now.
-			resp, _, _ = s.fetchOnce(req)
-			return reply{resp: resp}
+			return finish(resp)
 		}
 	}
+}
+
+// resolveTopicIDs fills in topic names for v13+ requests, which name topics
+// by id.
+func (s *Server) resolveTopicIDs(req *kmsg.FetchRequest) {
+	for i := range req.Topics {
+		if req.Topics[i].Topic == "" {
+			req.Topics[i].Topic = s.topicNameForID(req.Topics[i].TopicID)
+		}
+	}
+}
+
+// topicNameForID maps a topic id to its Kafka name ("" if unknown).
+func (s *Server) topicNameForID(id [16]byte) string {
+	for _, t := range s.broker.Topics(true) {
+		if topicID(t) == id {
+			return kafkaName(t)
+		}
+	}
+	return ""
 }
 
 // fetchOnce reads every requested partition once. It returns the response,
@@ -64,6 +141,12 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 		var t *broker.Topic
 		if nerr == nil {
 			t, nerr = s.broker.Topic(name)
+		}
+		if req.Version >= 13 && rt.Topic == "" {
+			nerr = errUnknownTopicID
+		}
+		if t != nil {
+			tr.TopicID = topicID(t)
 		}
 		for _, rp := range rt.Partitions {
 			// Records are never null: librdkafka 2.0 rejects a null record set.
@@ -129,8 +212,3 @@ func (s *Server) fetchPartition(t *broker.Topic, partition int32, offset model.Q
 	}
 	return len(out), nil
 }
-
-// fetchSessions is the placeholder for KIP-227 session state.
-type fetchSessions struct{}
-
-func newFetchSessions() *fetchSessions { return &fetchSessions{} }

@@ -22,7 +22,7 @@ const apiVersionsKey = 18
 func handlerTable() []apiHandler {
 	return []apiHandler{
 		{0, 0, 11, handleProduce},
-		{1, 4, 12, handleFetch},
+		{1, 4, 16, handleFetch},
 		{2, 0, 7, handleListOffsets},
 		{3, 0, 12, handleMetadata},
 		{8, 0, 8, handleOffsetCommit},
