@@ -14,7 +14,8 @@ package kafka
 // LogAppendTime topics get the append time and a recomputed CRC.
 //
 // Not implemented: transactional batches (no transaction coordinator yet:
-// INVALID_TXN_STATE); per-record errors (KIP-467) only name the batch.
+// INVALID_TXN_STATE); per-record errors (KIP-467) name the batch, not the
+// record inside it, since batches are never decompressed.
 
 import (
 	"context"
@@ -53,6 +54,10 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 			if err != nil {
 				pr.ErrorCode = errorCode(err)
 				pr.ErrorMessage = errorMessage(err)
+				if pr.ErrorCode == kerr.InvalidRecord.Code {
+					// KIP-467: name the offending batch (its index in the request).
+					pr.RecordErrors = []kmsg.ProduceResponseTopicPartitionRecordError{{RelativeOffset: 0, ErrorMessage: pr.ErrorMessage}}
+				}
 				rc.conn.log.Debug("produce refused", "topic", rt.Topic, "partition", rp.Partition, "err", err)
 			} else if end > maxEnd {
 				maxEnd = end
