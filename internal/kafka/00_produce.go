@@ -56,7 +56,7 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 				pr.ErrorMessage = errorMessage(err)
 				if pr.ErrorCode == kerr.InvalidRecord.Code {
 					// KIP-467: name the offending batch (its index in the request).
-					pr.RecordErrors = []kmsg.ProduceResponseTopicPartitionRecordError{{RelativeOffset: 0, ErrorMessage: pr.ErrorMessage}}
+					pr.ErrorRecords = []kmsg.ProduceResponseTopicPartitionErrorRecord{{RelativeOffset: 0, ErrorMessage: pr.ErrorMessage}}
 				}
 				rc.conn.log.Debug("produce refused", "topic", rt.Topic, "partition", rp.Partition, "err", err)
 			} else if end > maxEnd {
