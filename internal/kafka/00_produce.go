@@ -38,11 +38,7 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 	var maxEnd model.LogPos
 	for _, rt := range req.Topics {
 		tr := kmsg.ProduceResponseTopic{Topic: rt.Topic}
-		name, nerr := topicName(rt.Topic)
-		var t *broker.Topic
-		if nerr == nil {
-			t, nerr = s.broker.Topic(name)
-		}
+		t, nerr := s.lookupTopic(rt.Topic)
 		for _, rp := range rt.Partitions {
 			pr := kmsg.ProduceResponseTopicPartition{Partition: rp.Partition, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
 			if nerr != nil {

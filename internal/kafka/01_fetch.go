@@ -137,11 +137,7 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 	var watches []broker.Watch
 	for _, rt := range req.Topics {
 		tr := kmsg.FetchResponseTopic{Topic: rt.Topic, TopicID: rt.TopicID}
-		name, nerr := topicName(rt.Topic)
-		var t *broker.Topic
-		if nerr == nil {
-			t, nerr = s.broker.Topic(name)
-		}
+		t, nerr := s.lookupTopic(rt.Topic)
 		if req.Version >= 13 && rt.Topic == "" {
 			nerr = errUnknownTopicID
 		}

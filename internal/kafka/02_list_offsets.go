@@ -22,11 +22,7 @@ func handleListOffsets(rc *reqCtx, kreq kmsg.Request) reply {
 	s := rc.srv()
 	for _, rt := range req.Topics {
 		tr := kmsg.ListOffsetsResponseTopic{Topic: rt.Topic}
-		name, nerr := topicName(rt.Topic)
-		var t *broker.Topic
-		if nerr == nil {
-			t, nerr = s.broker.Topic(name)
-		}
+		t, nerr := s.lookupTopic(rt.Topic)
 		for _, rp := range rt.Partitions {
 			pr := kmsg.ListOffsetsResponseTopicPartition{Partition: rp.Partition, Timestamp: -1, Offset: -1, LeaderEpoch: -1}
 			if nerr != nil {

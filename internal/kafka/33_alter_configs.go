@@ -18,13 +18,7 @@ func handleAlterConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 	for _, r := range req.Resources {
-		rr := kmsg.AlterConfigsResponseResource{ResourceType: r.ResourceType, ResourceName: r.ResourceName}
-		if r.ResourceType != kmsg.ConfigResourceTypeTopic {
-			rr.ErrorCode = kerr.InvalidRequest.Code
-			resp.Resources = append(resp.Resources, rr)
-			continue
-		}
-		err := rc.srv().alterTopicConfig(rc, r.ResourceName, req.ValidateOnly, func(c *broker.TopicConfig) error {
+		code, msg := rc.srv().alterResource(rc, r.ResourceType, r.ResourceName, req.ValidateOnly, func(c *broker.TopicConfig) error {
 			*c = broker.TopicConfig{}
 			for _, e := range r.Configs {
 				if err := applyConfig(c, e.Name, e.Value); err != nil {
@@ -33,11 +27,20 @@ func handleAlterConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 			}
 			return nil
 		})
-		rr.ErrorCode = errorCode(err)
-		rr.ErrorMessage = errorMessage(err)
-		resp.Resources = append(resp.Resources, rr)
+		resp.Resources = append(resp.Resources, kmsg.AlterConfigsResponseResource{
+			ResourceType: r.ResourceType, ResourceName: r.ResourceName, ErrorCode: code, ErrorMessage: msg})
 	}
 	return reply{resp: resp}
+}
+
+// alterResource applies a config change to one resource and returns the
+// answer's code and message. Only topics can be altered.
+func (s *Server) alterResource(rc *reqCtx, typ kmsg.ConfigResourceType, name string, validateOnly bool, change func(*broker.TopicConfig) error) (int16, *string) {
+	if typ != kmsg.ConfigResourceTypeTopic {
+		return kerr.InvalidRequest.Code, nil
+	}
+	err := s.alterTopicConfig(rc, name, validateOnly, change)
+	return errorCode(err), errorMessage(err)
 }
 
 // alterTopicConfig applies change to a copy of a topic's configuration,

@@ -18,13 +18,7 @@ func handleIncrementalAlterConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	for _, r := range req.Resources {
-		rr := kmsg.IncrementalAlterConfigsResponseResource{ResourceType: r.ResourceType, ResourceName: r.ResourceName}
-		if r.ResourceType != kmsg.ConfigResourceTypeTopic {
-			rr.ErrorCode = kerr.InvalidRequest.Code
-			resp.Resources = append(resp.Resources, rr)
-			continue
-		}
-		err := rc.srv().alterTopicConfig(rc, r.ResourceName, req.ValidateOnly, func(c *broker.TopicConfig) error {
+		code, msg := rc.srv().alterResource(rc, r.ResourceType, r.ResourceName, req.ValidateOnly, func(c *broker.TopicConfig) error {
 			for _, e := range r.Configs {
 				var err error
 				switch e.Op {
@@ -43,9 +37,8 @@ func handleIncrementalAlterConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 			}
 			return nil
 		})
-		rr.ErrorCode = errorCode(err)
-		rr.ErrorMessage = errorMessage(err)
-		resp.Resources = append(resp.Resources, rr)
+		resp.Resources = append(resp.Resources, kmsg.IncrementalAlterConfigsResponseResource{
+			ResourceType: r.ResourceType, ResourceName: r.ResourceName, ErrorCode: code, ErrorMessage: msg})
 	}
 	return reply{resp: resp}
 }

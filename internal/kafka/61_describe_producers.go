@@ -9,8 +9,6 @@ package kafka
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/rosettamq/rosetta/internal/broker"
 )
 
 func handleDescribeProducers(rc *reqCtx, kreq kmsg.Request) reply {
@@ -19,11 +17,7 @@ func handleDescribeProducers(rc *reqCtx, kreq kmsg.Request) reply {
 	s := rc.srv()
 	for _, rt := range req.Topics {
 		tr := kmsg.DescribeProducersResponseTopic{Topic: rt.Topic}
-		name, nerr := topicName(rt.Topic)
-		var t *broker.Topic
-		if nerr == nil {
-			t, nerr = s.broker.Topic(name)
-		}
+		t, nerr := s.lookupTopic(rt.Topic)
 		for _, p := range rt.Partitions {
 			pr := kmsg.DescribeProducersResponseTopicPartition{Partition: p}
 			switch {

@@ -14,6 +14,15 @@ func topicName(s string) (model.TopicName, error) {
 	return model.ParseTopicName(s)
 }
 
+// lookupTopic resolves a Kafka topic name to an existing topic.
+func (s *Server) lookupTopic(name string) (*broker.Topic, error) {
+	n, err := topicName(name)
+	if err != nil {
+		return nil, err
+	}
+	return s.broker.Topic(n)
+}
+
 // kafkaName is the name Kafka clients see.
 func kafkaName(t *broker.Topic) string { return t.Name.Short() }
 
