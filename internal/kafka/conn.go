@@ -28,7 +28,8 @@ type conn struct {
 type request struct {
 	hdr   requestHeader
 	body  []byte
-	size  int64 // bytes reserved from the budget
+	frame []byte // a pooled frame to recycle once handled
+	size  int64  // bytes reserved from the budget
 	reply reply
 }
 
@@ -86,7 +87,17 @@ func (c *conn) read() {
 		if !c.s.budget.acquire(int64(size), c.ctx.Done()) {
 			return
 		}
-		frame := make([]byte, size)
+		// Peek at the API key: produce frames come from the pool.
+		pooled := false
+		if key, err := r.Peek(2); err == nil && key[0] == 0 && key[1] == produceKey {
+			pooled = true
+		}
+		var frame []byte
+		if pooled {
+			frame = c.s.frames.get(int(size))
+		} else {
+			frame = make([]byte, size)
+		}
 		if _, err := io.ReadFull(r, frame); err != nil {
 			c.s.budget.release(int64(size))
 			return
@@ -97,8 +108,12 @@ func (c *conn) read() {
 			c.log.Warn("closing connection: malformed request header", "err", err)
 			return
 		}
+		req := &request{hdr: hdr, body: body, size: int64(size)}
+		if pooled {
+			req.frame = frame
+		}
 		select {
-		case c.reqs <- &request{hdr: hdr, body: body, size: int64(size)}:
+		case c.reqs <- req:
 		case <-c.ctx.Done():
 			c.s.budget.release(int64(size))
 			return
@@ -112,6 +127,10 @@ func (c *conn) process() {
 	for req := range c.reqs {
 		req.reply = c.dispatch(req)
 		req.body = nil
+		if req.frame != nil {
+			c.s.frames.put(req.frame)
+			req.frame = nil
+		}
 		c.s.budget.release(req.size)
 		if req.reply.closeConn {
 			c.nc.Close()

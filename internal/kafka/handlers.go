@@ -15,7 +15,10 @@ type apiHandler struct {
 	fn       handlerFunc
 }
 
-const apiVersionsKey = 18
+const (
+	produceKey     = 0
+	apiVersionsKey = 18
+)
 
 // handlerTable lists every supported API key with its version range. Version
 // notes live in each handler's file.

@@ -36,6 +36,7 @@ type Server struct {
 	producers *producers.Manager
 	budget    *byteBudget
 	sessions  *fetchSessions
+	frames    framePool
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}

@@ -78,7 +78,7 @@ func TestCrashChild(t *testing.T) {
 				recs := make([]*storage.Record, n)
 				q := model.QueueID(1 + rng.IntN(crashQueues))
 				for j := range recs {
-					p := make([]byte, 16+rng.IntN(3000))
+					p := make([]byte, 16+rng.IntN(9000)) // both staged and directly written payloads
 					for k := range p {
 						p[k] = byte(rng.Uint32())
 					}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -102,8 +105,8 @@ type Log struct {
 	mu        sync.Mutex // serialises appends, rolls and truncation
 	active    *segment
 	nextIndex model.Index
-	stage     []byte // staging buffer for encoding records
-	failed    error  // sticky write error
+	batch     batchWriter // reused by each append (under mu)
+	failed    error       // sticky write error
 	closed    bool
 
 	segs    atomic.Pointer[[]*segment] // immutable, replaced on change
@@ -206,28 +209,28 @@ func (l *Log) Append(entries []*Entry, a Assigner) (model.LogPos, error) {
 	}
 	now := l.opts.Now().UnixMilli()
 	var err error
-	// Records are encoded into a staging buffer and written with one pwrite
-	// per segment touched: cheaper per byte than faulting in mapped pages.
-	// Readers see them through the mapping once written advances.
+	// Small records are encoded into a staging buffer; large payloads are
+	// written straight from the caller's memory. One pwritev per segment
+	// touched writes it all: cheaper per byte than faulting in mapped pages.
+	// Readers see the records through the mapping once written advances.
 	s := l.active
-	stageAt := s.used.Load()
-	buf := l.stage[:0]
+	w := &l.batch
+	w.reset(s.used.Load())
 	for _, e := range entries {
 		n := Len(e.Keys, len(e.Payload))
 		if int64(n) > l.opts.SegmentSize || n > 1<<31 {
 			err = fmt.Errorf("%w: record of %d bytes exceeds segment size %d", model.ErrMessageTooLarge, n, l.opts.SegmentSize)
 			break
 		}
-		if stageAt+int64(len(buf))+int64(n) > int64(len(s.data)) {
-			if err = l.writeStage(s, stageAt, buf); err != nil {
+		if w.end()+int64(n) > int64(len(s.data)) {
+			if err = l.writeBatch(s, w); err != nil {
 				break
 			}
-			buf = buf[:0]
 			if err = l.rollLocked(); err != nil {
 				break
 			}
 			s = l.active
-			stageAt = 0
+			w.reset(0)
 		}
 		if e.StoreTime == 0 {
 			e.StoreTime = now
@@ -235,7 +238,7 @@ func (l *Log) Append(entries []*Entry, a Assigner) (model.LogPos, error) {
 		if e.Timestamp == 0 {
 			e.Timestamp = e.StoreTime
 		}
-		e.Pos = s.base + model.LogPos(stageAt) + model.LogPos(len(buf))
+		e.Pos = s.base + model.LogPos(w.end())
 		e.Size = uint32(n)
 		e.Index = l.nextIndex
 		if a != nil {
@@ -245,10 +248,7 @@ func (l *Log) Append(entries []*Entry, a Assigner) (model.LogPos, error) {
 			Format: e.Format, Flags: e.Flags, Queue: e.Queue, Term: l.opts.Term, Index: e.Index,
 			BaseOffset: e.BaseOffset, Count: e.Count, Timestamp: e.Timestamp, StoreTime: e.StoreTime, TagHash: e.TagHash,
 		}
-		// Encode writes every byte of the record, so the grown tail needs no
-		// clearing.
-		buf = slices.Grow(buf, n)[:len(buf)+n]
-		Encode(buf[len(buf)-n:], &h, e.Keys, e.Payload)
+		w.add(&h, e.Keys, e.Payload, n)
 		if e.StoreTime > s.lastTime.Load() {
 			s.lastTime.Store(e.StoreTime)
 		}
@@ -257,14 +257,10 @@ func (l *Log) Append(entries []*Entry, a Assigner) (model.LogPos, error) {
 	if a != nil {
 		a.Done()
 	}
-	if werr := l.writeStage(s, stageAt, buf); werr != nil && err == nil {
+	if werr := l.writeBatch(s, w); werr != nil && err == nil {
 		err = werr
 	}
-	if cap(buf) <= maxStageRetained {
-		l.stage = buf[:0]
-	} else {
-		l.stage = nil
-	}
+	w.release()
 	end := model.LogPos(l.written.Load())
 	l.mu.Unlock()
 	if l.opts.Mode == SyncAlways {
@@ -281,12 +277,82 @@ func (l *Log) Append(entries []*Entry, a Assigner) (model.LogPos, error) {
 // maxStageRetained bounds the staging buffer kept between appends.
 const maxStageRetained = 4 << 20
 
-// writeStage writes staged records at off in segment s and publishes them.
-func (l *Log) writeStage(s *segment, off int64, buf []byte) error {
-	if len(buf) == 0 {
+// extPayload is the smallest payload written from the caller's memory
+// rather than copied into the staging buffer.
+const extPayload = 4 << 10
+
+// batchWriter collects the bytes of one append to one segment: a staging
+// buffer for headers and small records, and references to large payloads,
+// each placed after a prefix of the staging buffer.
+type batchWriter struct {
+	at    int64 // segment offset where the batch starts
+	buf   []byte
+	ext   []extPiece
+	size  int64 // bytes in the batch
+	iovec [][]byte
+}
+
+type extPiece struct {
+	after int // bytes of buf that precede it
+	b     []byte
+}
+
+func (w *batchWriter) reset(at int64) {
+	w.at, w.buf, w.ext, w.size = at, w.buf[:0], w.ext[:0], 0
+}
+
+func (w *batchWriter) end() int64 { return w.at + w.size }
+
+// add encodes one record of n bytes.
+func (w *batchWriter) add(h *Header, keys []Key, payload []byte, n int) {
+	if len(payload) < extPayload {
+		// Encode writes every byte, so the grown tail needs no clearing.
+		w.buf = slices.Grow(w.buf, n)[:len(w.buf)+n]
+		Encode(w.buf[len(w.buf)-n:], h, keys, payload)
+	} else {
+		hl := HeadLen(h, keys, payload)
+		w.buf = slices.Grow(w.buf, hl)[:len(w.buf)+hl]
+		rest := EncodeHead(w.buf[len(w.buf)-hl:], h, keys, payload)
+		w.ext = append(w.ext, extPiece{after: len(w.buf), b: rest})
+	}
+	w.size += int64(n)
+}
+
+// vectors returns the batch as write vectors.
+func (w *batchWriter) vectors() [][]byte {
+	iov := w.iovec[:0]
+	from := 0
+	for _, x := range w.ext {
+		if x.after > from {
+			iov = append(iov, w.buf[from:x.after])
+		}
+		iov = append(iov, x.b)
+		from = x.after
+	}
+	if from < len(w.buf) {
+		iov = append(iov, w.buf[from:])
+	}
+	w.iovec = iov
+	return iov
+}
+
+// release drops references to callers' payloads and oversized buffers.
+func (w *batchWriter) release() {
+	clear(w.ext)
+	w.ext = w.ext[:0]
+	clear(w.iovec)
+	w.iovec = w.iovec[:0]
+	if cap(w.buf) > maxStageRetained {
+		w.buf = nil
+	}
+}
+
+// writeBatch writes the batch at its offset in segment s and publishes it.
+func (l *Log) writeBatch(s *segment, w *batchWriter) error {
+	if w.size == 0 {
 		return nil
 	}
-	if _, err := s.f.WriteAt(buf, off); err != nil {
+	if err := pwritevAll(s.f, w.vectors(), w.at); err != nil {
 		// Offsets were already assigned to these records, so the log cannot
 		// simply go on: the error is sticky and every later append fails
 		// until the process restarts and recovery rebuilds a consistent tail.
@@ -294,8 +360,34 @@ func (l *Log) writeStage(s *segment, off int64, buf []byte) error {
 		l.log.Error("commit log write failed; refusing further appends", "err", err)
 		return l.failed
 	}
-	s.used.Store(off + int64(len(buf)))
-	l.written.Store(int64(s.base) + off + int64(len(buf)))
+	s.used.Store(w.at + w.size)
+	l.written.Store(int64(s.base) + w.at + w.size)
+	return nil
+}
+
+// pwritevAll writes every vector at off, resuming after short writes.
+func pwritevAll(f *os.File, iov [][]byte, off int64) error {
+	const iovMax = 1024
+	for len(iov) > 0 {
+		chunk := iov[:min(len(iov), iovMax)]
+		n, err := unix.Pwritev(int(f.Fd()), chunk, off)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrShortWrite
+		}
+		off += int64(n)
+		for n > 0 && len(iov) > 0 {
+			if n >= len(iov[0]) {
+				n -= len(iov[0])
+				iov = iov[1:]
+			} else {
+				iov[0] = iov[0][n:]
+				n = 0
+			}
+		}
+	}
 	return nil
 }
 

@@ -66,9 +66,51 @@ func KeysLen(keys []Key) int {
 
 // Encode writes a record into dst, which must be exactly Len(keys,
 // len(payload)) bytes long, fills in Length, KeysLen and CRC, and returns the
-// CRC. It is the only encoder: appends write straight into the mapped segment.
+// CRC.
 func Encode(dst []byte, h *Header, keys []Key, payload []byte) uint32 {
 	h.Length = uint32(len(dst))
+	p := encodePrefix(dst, h, keys)
+	copy(dst[p:], payload)
+	if h.Flags&FlagPayloadOffset != 0 && len(payload) >= 8 {
+		binary.BigEndian.PutUint64(dst[p:], uint64(h.BaseOffset))
+	}
+	h.CRC = crc32.Checksum(dst[8:], castagnoli)
+	encodeSuffix(dst, h)
+	return h.CRC
+}
+
+// HeadLen is the size EncodeHead writes: header, keys, and the payload's
+// patched base offset when it carries one.
+func HeadLen(h *Header, keys []Key, payload []byte) int {
+	n := HeaderSize + KeysLen(keys)
+	if h.Flags&FlagPayloadOffset != 0 && len(payload) >= 8 {
+		n += 8
+	}
+	return n
+}
+
+// EncodeHead writes a record's header and keys (and its patched base
+// offset, see HeadLen) into dst for a record whose payload is written
+// separately from the caller's memory; it returns the part of the payload
+// that must follow dst on disk. The CRC covers the whole record.
+func EncodeHead(dst []byte, h *Header, keys []Key, payload []byte) []byte {
+	h.Length = uint32(HeaderSize + KeysLen(keys) + len(payload))
+	p := encodePrefix(dst, h, keys)
+	rest := payload
+	if h.Flags&FlagPayloadOffset != 0 && len(payload) >= 8 {
+		binary.BigEndian.PutUint64(dst[p:], uint64(h.BaseOffset))
+		p += 8
+		rest = payload[8:]
+	}
+	crc := crc32.Update(0, castagnoli, dst[8:p])
+	h.CRC = crc32.Update(crc, castagnoli, rest)
+	encodeSuffix(dst, h)
+	return rest
+}
+
+// encodePrefix writes the fixed header fields (all but length and CRC) and
+// the keys block, and returns where the payload begins.
+func encodePrefix(dst []byte, h *Header, keys []Key) int {
 	h.KeysLen = uint32(KeysLen(keys))
 	h.Version = FormatVersion
 	le := binary.LittleEndian
@@ -91,15 +133,13 @@ func Encode(dst []byte, h *Header, keys []Key, payload []byte) uint32 {
 		p += keyEntryOverhead
 		p += copy(dst[p:], k.Key)
 	}
-	copy(dst[p:], payload)
-	if h.Flags&FlagPayloadOffset != 0 && len(payload) >= 8 {
-		binary.BigEndian.PutUint64(dst[p:], uint64(h.BaseOffset))
-	}
-	h.CRC = crc32.Checksum(dst[8:], castagnoli)
-	le.PutUint32(dst[4:], h.CRC)
-	// Length last: a reader that sees a non-zero length sees a whole record.
-	le.PutUint32(dst[0:], h.Length)
-	return h.CRC
+	return p
+}
+
+// encodeSuffix writes the CRC and, last, the length.
+func encodeSuffix(dst []byte, h *Header) {
+	binary.LittleEndian.PutUint32(dst[4:], h.CRC)
+	binary.LittleEndian.PutUint32(dst[0:], h.Length)
 }
 
 // AppendRecord appends an encoded record to dst.
