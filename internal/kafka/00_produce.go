@@ -114,7 +114,10 @@ func (s *Server) producePartition(rc *reqCtx, t *broker.Topic, partition int32, 
 			hdrs[i].MaxTimestamp = now
 		}
 		recs[i] = &broker.Record{Format: model.FormatKafkaBatchV2, Flags: broker.FlagPayloadOffset,
-			Count: uint32(hdrs[i].NumRecords), Timestamp: hdrs[i].MaxTimestamp, Payload: b}
+			Count: uint32(hdrs[i].NumRecords), Timestamp: hdrs[i].MaxTimestamp, Payload: b,
+			// The batch CRC (verified by splitBatches, recomputed by
+			// setLogAppendTime) covers b[21:]: storage combines it.
+			PayloadTailFrom: batchCRCFrom, PayloadTailCRC: binary.BigEndian.Uint32(b[17:])}
 	}
 	queue := t.Queues[partition]
 	pid := hdrs[0].ProducerID

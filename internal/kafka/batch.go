@@ -14,6 +14,9 @@ import (
 // batchHeaderSize is the fixed part of a record batch (magic 2).
 const batchHeaderSize = 61
 
+// batchCRCFrom is where the bytes covered by a batch's CRC begin.
+const batchCRCFrom = 21
+
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
 // batchHeader is the fixed header of a record batch v2.
@@ -88,7 +91,7 @@ func splitBatches(b []byte) ([][]byte, []batchHeader, error) {
 			return nil, nil, &batchError{reason: fmt.Sprintf("batch length %d with %d bytes", h.Length, len(b)), corrupt: true}
 		}
 		batch := b[:total]
-		if crc32.Checksum(batch[21:], crc32c) != h.CRC {
+		if crc32.Checksum(batch[batchCRCFrom:], crc32c) != h.CRC {
 			return nil, nil, &batchError{reason: "record batch CRC mismatch", corrupt: true}
 		}
 		if h.NumRecords <= 0 || h.LastOffsetDelta != h.NumRecords-1 {

@@ -73,6 +73,12 @@ type Entry struct {
 	TagHash    uint64
 	Keys       []Key
 	Payload    []byte
+	// PayloadTailFrom and PayloadTailCRC: when the caller has verified the
+	// CRC-32C of Payload[PayloadTailFrom:] (Kafka batches carry one), the
+	// log combines it into the record checksum instead of reading those
+	// bytes again.
+	PayloadTailFrom int
+	PayloadTailCRC  uint32
 
 	Pos   model.LogPos
 	Size  uint32
@@ -247,6 +253,7 @@ func (l *Log) Append(entries []*Entry, a Assigner) (model.LogPos, error) {
 		h := Header{
 			Format: e.Format, Flags: e.Flags, Queue: e.Queue, Term: l.opts.Term, Index: e.Index,
 			BaseOffset: e.BaseOffset, Count: e.Count, Timestamp: e.Timestamp, StoreTime: e.StoreTime, TagHash: e.TagHash,
+			TailFrom: e.PayloadTailFrom, TailCRC: e.PayloadTailCRC,
 		}
 		w.add(&h, e.Keys, e.Payload, n)
 		if e.StoreTime > s.lastTime.Load() {

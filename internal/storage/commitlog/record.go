@@ -34,6 +34,13 @@ type Header struct {
 	Timestamp  int64
 	StoreTime  int64
 	TagHash    uint64
+
+	// Encode-time hint, never stored: when TailFrom > 8, TailCRC is the
+	// CRC-32C of payload[TailFrom:], already verified by the caller, and the
+	// record's checksum is combined from it instead of reading those bytes
+	// again.
+	TailFrom int
+	TailCRC  uint32
 }
 
 // Key is one message key or unique id of a record, at an offset delta from
@@ -74,7 +81,12 @@ func Encode(dst []byte, h *Header, keys []Key, payload []byte) uint32 {
 	if h.Flags&FlagPayloadOffset != 0 && len(payload) >= 8 {
 		binary.BigEndian.PutUint64(dst[p:], uint64(h.BaseOffset))
 	}
-	h.CRC = crc32.Checksum(dst[8:], castagnoli)
+	if h.TailFrom > 8 && h.TailFrom <= len(payload) {
+		crc := crc32.Update(0, castagnoli, dst[8:p+h.TailFrom])
+		h.CRC = crcCombine(crc, h.TailCRC, int64(len(payload)-h.TailFrom))
+	} else {
+		h.CRC = crc32.Checksum(dst[8:], castagnoli)
+	}
 	encodeSuffix(dst, h)
 	return h.CRC
 }
@@ -103,7 +115,13 @@ func EncodeHead(dst []byte, h *Header, keys []Key, payload []byte) []byte {
 		rest = payload[8:]
 	}
 	crc := crc32.Update(0, castagnoli, dst[8:p])
-	h.CRC = crc32.Update(crc, castagnoli, rest)
+	skip := len(payload) - len(rest)
+	if h.TailFrom > skip && h.TailFrom <= len(payload) {
+		crc = crc32.Update(crc, castagnoli, payload[skip:h.TailFrom])
+		h.CRC = crcCombine(crc, h.TailCRC, int64(len(payload)-h.TailFrom))
+	} else {
+		h.CRC = crc32.Update(crc, castagnoli, rest)
+	}
 	encodeSuffix(dst, h)
 	return rest
 }
