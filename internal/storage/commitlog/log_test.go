@@ -2,11 +2,11 @@ package commitlog
 
 import (
 	"bytes"
-	"encoding/binary"
-	"hash/crc32"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"sync"
