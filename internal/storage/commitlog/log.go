@@ -111,14 +111,17 @@ type Log struct {
 	mu        sync.Mutex // serialises appends, rolls and truncation
 	active    *segment
 	nextIndex model.Index
-	batch     batchWriter // reused by each append (under mu)
-	failed    error       // sticky write error
+	batch     batchWriter  // reused by each append (under mu)
+	pend      pendingWrite // sync mode: published bytes the syncer writes
+	spare     []byte       // a pending buffer to reuse
+	failed    error        // sticky write error
 	closed    bool
 
 	segs    atomic.Pointer[[]*segment] // immutable, replaced on change
 	written atomic.Int64               // end of written data
 	synced  atomic.Int64               // end of fsynced data
 
+	syncRun sync.Mutex // serialises syncOnce
 	syncMu  sync.Mutex
 	syncGen chan struct{} // closed and replaced after each sync
 	kick    chan struct{}
@@ -229,7 +232,7 @@ func (l *Log) Append(entries []*Entry, a Assigner) (model.LogPos, error) {
 			break
 		}
 		if w.end()+int64(n) > int64(len(s.data)) {
-			if err = l.writeBatch(s, w); err != nil {
+			if err = l.commitBatch(s, w); err != nil {
 				break
 			}
 			if err = l.rollLocked(); err != nil {
@@ -264,7 +267,7 @@ func (l *Log) Append(entries []*Entry, a Assigner) (model.LogPos, error) {
 	if a != nil {
 		a.Done()
 	}
-	if werr := l.writeBatch(s, w); werr != nil && err == nil {
+	if werr := l.commitBatch(s, w); werr != nil && err == nil {
 		err = werr
 	}
 	w.release()
@@ -354,18 +357,76 @@ func (w *batchWriter) release() {
 	}
 }
 
+// maxDeferredBatch bounds the batches that sync mode leaves for the syncer
+// to write.
+const maxDeferredBatch = 256 << 10
+
+// pendingWrite is bytes of the active segment that are published (offsets
+// assigned, counted in written) but not yet in the file. Only sync mode uses
+// it: readers see nothing past the synced end there, so the syncer can write
+// everything pending with one pwrite right before its fsync, instead of one
+// write per append.
+type pendingWrite struct {
+	s   *segment
+	at  int64
+	buf []byte
+}
+
+// commitBatch makes a batch part of the log: deferred to the syncer when it
+// is small, all in memory and the log is in sync mode; written now
+// otherwise (after whatever is pending, to keep the file in order).
+func (l *Log) commitBatch(s *segment, w *batchWriter) error {
+	if w.size == 0 {
+		return nil
+	}
+	if l.opts.Mode == SyncAlways && len(w.ext) == 0 && w.size <= maxDeferredBatch {
+		if len(l.pend.buf) > 0 && (l.pend.s != s || l.pend.at+int64(len(l.pend.buf)) != w.at) {
+			if err := l.flushPendingLocked(); err != nil {
+				return err
+			}
+		}
+		if len(l.pend.buf) == 0 {
+			l.pend.s, l.pend.at = s, w.at
+		}
+		l.pend.buf = append(l.pend.buf, w.buf...)
+		s.used.Store(w.at + w.size)
+		l.written.Store(int64(s.base) + w.at + w.size)
+		return nil
+	}
+	if err := l.flushPendingLocked(); err != nil {
+		return err
+	}
+	return l.writeBatch(s, w)
+}
+
+// flushPendingLocked writes the pending bytes now.
+func (l *Log) flushPendingLocked() error {
+	if len(l.pend.buf) == 0 {
+		return nil
+	}
+	if err := pwritevAll(l.pend.s.f, [][]byte{l.pend.buf}, l.pend.at); err != nil {
+		return l.fail(err)
+	}
+	l.pend.buf, l.pend.s = l.pend.buf[:0], nil
+	return nil
+}
+
+// fail records a sticky write error. Offsets were already assigned to the
+// records being written, so the log cannot simply go on: every later append
+// fails until the process restarts and recovery rebuilds a consistent tail.
+func (l *Log) fail(err error) error {
+	l.failed = fmt.Errorf("write segment: %w", err)
+	l.log.Error("commit log write failed; refusing further appends", "err", err)
+	return l.failed
+}
+
 // writeBatch writes the batch at its offset in segment s and publishes it.
 func (l *Log) writeBatch(s *segment, w *batchWriter) error {
 	if w.size == 0 {
 		return nil
 	}
 	if err := pwritevAll(s.f, w.vectors(), w.at); err != nil {
-		// Offsets were already assigned to these records, so the log cannot
-		// simply go on: the error is sticky and every later append fails
-		// until the process restarts and recovery rebuilds a consistent tail.
-		l.failed = fmt.Errorf("write segment: %w", err)
-		l.log.Error("commit log write failed; refusing further appends", "err", err)
-		return l.failed
+		return l.fail(err)
 	}
 	s.used.Store(w.at + w.size)
 	l.written.Store(int64(s.base) + w.at + w.size)
@@ -404,6 +465,9 @@ func (l *Log) rollLocked() error {
 		if err := l.opts.BeforeRoll(); err != nil {
 			return err
 		}
+	}
+	if err := l.flushPendingLocked(); err != nil {
+		return err
 	}
 	old := l.active
 	if err := old.seal(); err != nil {
@@ -472,22 +536,48 @@ func (l *Log) syncLoop(ctx context.Context) {
 	}
 }
 
-// syncOnce fsyncs everything written so far and publishes the new end.
+// syncOnce writes what is pending, fsyncs everything written so far and
+// publishes the new end. Runs are serialised, so the synced end only grows
+// and never passes bytes another run has yet to write.
 func (l *Log) syncOnce() {
+	l.syncRun.Lock()
+	defer l.syncRun.Unlock()
+	l.mu.Lock()
 	target := l.written.Load()
 	if target <= l.synced.Load() {
+		l.mu.Unlock()
 		return
 	}
-	l.mu.Lock()
+	p := l.pend
+	l.pend = pendingWrite{buf: l.spare[:0]}
+	l.spare = nil
 	s := l.active
+	if p.s != nil {
+		s = p.s // pending bytes always belong to the active segment
+	}
 	ok := s != nil && s.acquire()
 	l.mu.Unlock()
 	if !ok {
 		return
 	}
+	defer s.release()
 	start := time.Now()
+	if len(p.buf) > 0 {
+		if err := pwritevAll(s.f, [][]byte{p.buf}, p.at); err != nil {
+			l.mu.Lock()
+			l.fail(err)
+			l.mu.Unlock()
+			return
+		}
+	}
 	err := s.sync()
-	s.release()
+	if cap(p.buf) <= maxStageRetained {
+		l.mu.Lock()
+		if l.spare == nil {
+			l.spare = p.buf[:0]
+		}
+		l.mu.Unlock()
+	}
 	if err != nil {
 		// Without a successful fsync nothing more may be acknowledged.
 		l.log.Error("fsync failed; appends stay unacknowledged", "err", err)

@@ -151,8 +151,13 @@ func (l *Log) scan(pos model.LogPos, expect model.Index, visit func(model.LogPos
 // boundary, and returns the index the next record will get. Used by recovery
 // and, in cluster mode, to cut a follower's divergent tail.
 func (l *Log) TruncateTo(pos model.LogPos) (model.Index, error) {
+	l.syncRun.Lock()
+	defer l.syncRun.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.flushPendingLocked(); err != nil {
+		return 0, err
+	}
 	if pos >= l.End() {
 		return l.nextIndex, nil
 	}
