@@ -7,8 +7,9 @@
 // LogPos of its first byte (20 decimal digits, ".log"). Positions are
 // contiguous across segments: a segment ends where the next one begins. A
 // record never spans two segments. The active segment is preallocated to the
-// configured size (so a full disk can never turn a memory-mapped write into a
-// fault) and memory-mapped; unused space is zero. A sealed segment is
+// configured size (so a full disk never fails a write into space the log
+// already counts on) and memory-mapped for reading; records are written with
+// pwrite/pwritev. Unused space is zero. A sealed segment is
 // truncated to the bytes it holds.
 //
 // # Record format, version 1 (little endian)
