@@ -66,6 +66,7 @@ type Broker struct {
 
 	topicMu sync.RWMutex // guards topics and byQueue; held across topic changes
 	topics  map[string]*Topic
+	byID    map[[16]byte]*Topic
 	byQueue map[model.QueueID]QueueRef
 
 	offsets *offsetStore
@@ -105,6 +106,7 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 		engine:  engine,
 		meta:    store,
 		topics:  map[string]*Topic{},
+		byID:    map[[16]byte]*Topic{},
 		byQueue: map[model.QueueID]QueueRef{},
 	}
 	if err := b.loadTopics(ctx); err != nil {

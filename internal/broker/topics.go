@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,6 +65,7 @@ type Topic struct {
 	Queues    []model.QueueID `json:"queues"`
 	Config    TopicConfig     `json:"config"`
 	CreatedMs int64           `json:"created_ms"`
+	ID        [16]byte        `json:"id"` // stable UUID (Kafka topic id)
 	Internal  bool            `json:"internal,omitempty"`
 	revision  int64
 }
@@ -135,6 +137,7 @@ func (b *Broker) createTopic(ctx context.Context, name model.TopicName, n int, c
 		return nil, err
 	}
 	t := &Topic{Name: name, FullName: name.String(), Queues: ids, Config: cfg, CreatedMs: b.opts.Now().UnixMilli(), Internal: internal}
+	t.ID = newTopicID()
 	if err := b.saveTopicLocked(ctx, t, 0); err != nil {
 		return nil, err
 	}
@@ -157,10 +160,31 @@ func (b *Broker) saveTopicLocked(ctx context.Context, t *Topic, rev int64) error
 	}
 	t.revision = nrev
 	b.topics[t.Name.String()] = t
+	b.byID[t.ID] = t
 	for i, id := range t.Queues {
 		b.byQueue[id] = QueueRef{Topic: t, Index: int32(i)}
 	}
 	return nil
+}
+
+// newTopicID returns a random version-4 UUID.
+func newTopicID() [16]byte {
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	id[6] = id[6]&0x0f | 0x40
+	id[8] = id[8]&0x3f | 0x80
+	return id
+}
+
+// TopicByID returns a topic by its id.
+func (b *Broker) TopicByID(id [16]byte) (*Topic, error) {
+	b.topicMu.RLock()
+	defer b.topicMu.RUnlock()
+	t, ok := b.byID[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: id %x", model.ErrUnknownTopic, id)
+	}
+	return t, nil
 }
 
 // QueueRef names one queue of a topic.
@@ -206,6 +230,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, name model.TopicName) error {
 		return err
 	}
 	delete(b.topics, name.String())
+	delete(b.byID, t.ID)
 	for _, id := range t.Queues {
 		delete(b.byQueue, id)
 		if err := b.engine.DeleteQueue(ctx, id); err != nil && !errors.Is(err, model.ErrUnknownQueue) {
@@ -291,7 +316,11 @@ func (b *Broker) loadTopics(ctx context.Context) error {
 			return fmt.Errorf("topic %s: %w", kv.Key, err)
 		}
 		t.revision = kv.Revision
+		if t.ID == ([16]byte{}) {
+			t.ID = newTopicID()
+		}
 		b.topics[t.FullName] = &t
+		b.byID[t.ID] = &t
 		for i, id := range t.Queues {
 			b.byQueue[id] = QueueRef{Topic: &t, Index: int32(i)}
 		}

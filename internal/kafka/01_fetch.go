@@ -117,12 +117,11 @@ func (s *Server) resolveTopicIDs(req *kmsg.FetchRequest) {
 
 // topicNameForID maps a topic id to its Kafka name ("" if unknown).
 func (s *Server) topicNameForID(id [16]byte) string {
-	for _, t := range s.broker.Topics(true) {
-		if topicID(t) == id {
-			return kafkaName(t)
-		}
+	t, err := s.broker.TopicByID(id)
+	if err != nil {
+		return ""
 	}
-	return ""
+	return kafkaName(t)
 }
 
 // fetchOnce reads every requested partition once. It returns the response,

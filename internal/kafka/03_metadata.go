@@ -3,7 +3,7 @@ package kafka
 // Metadata (key 3), versions 0-12.
 //
 // Version notes: one broker (this node) leads every partition; replicas and
-// ISR are this node. Topic ids are stable UUIDs derived from the topic. The
+// ISR are this node. Topic ids are random UUIDs stored with the topic. The
 // leader epoch is -1, which tells KIP-320 clients not to validate epochs. v0
 // with no topics and v1+ with null topics mean "all topics". Unknown topics
 // are created when auto-creation is on and the request allows it (v4+ flag;

@@ -32,11 +32,8 @@ func handleDeleteTopics(rc *reqCtx, kreq kmsg.Request) reply {
 	for _, tg := range targets {
 		r := kmsg.DeleteTopicsResponseTopic{Topic: tg.name, TopicID: tg.id}
 		if tg.name == nil {
-			for _, t := range s.broker.Topics(false) {
-				if topicID(t) == tg.id {
-					r.Topic = strp(kafkaName(t))
-					break
-				}
+			if t, err := s.broker.TopicByID(tg.id); err == nil {
+				r.Topic = strp(kafkaName(t))
 			}
 			if r.Topic == nil {
 				r.ErrorCode = kerr.UnknownTopicID.Code

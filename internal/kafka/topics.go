@@ -1,9 +1,6 @@
 package kafka
 
 import (
-	"crypto/sha256"
-	"fmt"
-
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -26,15 +23,7 @@ func (s *Server) lookupTopic(name string) (*broker.Topic, error) {
 // kafkaName is the name Kafka clients see.
 func kafkaName(t *broker.Topic) string { return t.Name.Short() }
 
-// topicID derives a stable topic UUID from the topic's name and creation
-// time, so a re-created topic gets a new id.
-func topicID(t *broker.Topic) [16]byte {
-	h := sha256.Sum256([]byte(fmt.Sprintf("%s@%d", t.FullName, t.CreatedMs)))
-	var id [16]byte
-	copy(id[:], h[:16])
-	id[6] = id[6]&0x0f | 0x40 // version 4 layout
-	id[8] = id[8]&0x3f | 0x80
-	return id
-}
+// topicID is the topic's stable UUID.
+func topicID(t *broker.Topic) [16]byte { return t.ID }
 
 func strp(s string) *string { return &s }
