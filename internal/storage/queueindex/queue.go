@@ -117,13 +117,6 @@ func (q *Queue) StartOffset() model.QueueOffset {
 	return q.start
 }
 
-// Dirty reports whether entries wait to be written to the files.
-func (q *Queue) Dirty() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.tail) > 0
-}
-
 // Append adds an entry at the end; e.BaseOffset must equal NextOffset. It
 // returns the number of unflushed entries.
 func (q *Queue) Append(e Entry) int {
