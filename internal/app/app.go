@@ -22,6 +22,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/admin"
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/groups"
+	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/kafka"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
@@ -76,13 +77,14 @@ func (c Config) StorageConfig(log *slog.Logger) storage.Config {
 
 // App is a running Rosetta node.
 type App struct {
-	cfg     Config
-	log     *slog.Logger
-	engine  *storage.Engine
-	meta    *meta.BoltStore
-	broker  *broker.Broker
-	groups  *groups.Coordinator
-	metrics *admin.Metrics
+	cfg       Config
+	log       *slog.Logger
+	engine    *storage.Engine
+	meta      *meta.BoltStore
+	broker    *broker.Broker
+	groups    *groups.Coordinator
+	producers *producers.Manager
+	metrics   *admin.Metrics
 
 	mu        sync.Mutex
 	listeners map[string]net.Listener
@@ -98,13 +100,25 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	}
 	a := &App{cfg: cfg, log: log, metrics: admin.NewMetrics(), listeners: map[string]net.Listener{}}
 	sc := cfg.StorageConfig(log)
-	sc.OnSynced = func(took time.Duration) { a.metrics.FsyncSeconds.Observe(took.Seconds()) }
+	sc.OnSynced = func(took time.Duration) {
+		a.metrics.FsyncSeconds.Observe(took.Seconds())
+		if cfg.Hooks.AfterSync != nil {
+			cfg.Hooks.AfterSync()
+		}
+	}
 	var err error
-	if a.engine, err = storage.Open(sc); err != nil {
+	if a.meta, err = meta.OpenBolt(filepath.Join(cfg.DataDir, "meta.db")); err != nil {
 		return nil, err
 	}
-	if a.meta, err = meta.OpenBolt(filepath.Join(cfg.DataDir, "meta.db")); err != nil {
-		a.engine.Close()
+	// Producer state is checkpointed with the log and rebuilt from it.
+	a.producers = producers.New(a.meta, producers.Options{
+		Expiration: cfg.Broker.ProducerIDExpiration,
+		MaxStates:  cfg.Broker.MaxProducerStates,
+		Logger:     log,
+	})
+	sc.StateKeepers = append(sc.StateKeepers, a.producers)
+	if a.engine, err = storage.Open(sc); err != nil {
+		a.meta.Close()
 		return nil, err
 	}
 	a.broker, err = broker.New(ctx, a.engine, a.meta, broker.Options{
@@ -193,6 +207,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 			MaxFrameBytes:      int32(a.cfg.Limits.MaxFrameBytes),
 			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
 			MaxBytesInFlight:   int64(a.cfg.Limits.MaxBytesInFlight),
+			Producers:          a.producers,
 			Logger:             a.log,
 		})
 		g.Go(func() error { return srv.Serve(gctx, kafkaL) })

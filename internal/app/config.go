@@ -68,6 +68,18 @@ type Config struct {
 	Broker          BrokerConfig  `yaml:"broker"`
 	Limits          LimitsConfig  `yaml:"limits"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"how long a graceful shutdown may take"`
+
+	// Hooks inject faults in tests; never set from a file, the environment
+	// or flags.
+	Hooks Hooks `yaml:"-"`
+}
+
+// Hooks are fault-injection points for tests.
+type Hooks struct {
+	// AfterSync runs after each commit-log fsync, before the appends it made
+	// durable are acknowledged (a slow disk: written, durable, not yet
+	// acknowledged).
+	AfterSync func()
 }
 
 // LogConfig configures logging.
@@ -105,6 +117,9 @@ type BrokerConfig struct {
 	AutoCreateTopics  bool `yaml:"auto_create_topics" help:"create unknown topics on first use"`
 	DefaultQueues     int  `yaml:"default_queues" help:"queues (partitions) of an auto-created topic"`
 	MaxQueuesPerTopic int  `yaml:"max_queues_per_topic" help:"upper bound on a topic's queue count"`
+
+	ProducerIDExpiration time.Duration `yaml:"producer_id_expiration" help:"forget an idempotent producer's sequence state after this long without a write (Kafka producer.id.expiration.ms)"`
+	MaxProducerStates    int           `yaml:"max_producer_states" help:"bound on idempotent (producer, partition) states held; past it the least recently used are forgotten"`
 }
 
 // LimitsConfig bounds what clients may make the broker hold.
@@ -133,7 +148,8 @@ func DefaultConfig() Config {
 			VerifyReads:        true,
 			MaxOpenIndexFiles:  2048,
 		},
-		Broker:          BrokerConfig{AutoCreateTopics: true, DefaultQueues: 8, MaxQueuesPerTopic: 10000},
+		Broker: BrokerConfig{AutoCreateTopics: true, DefaultQueues: 8, MaxQueuesPerTopic: 10000,
+			ProducerIDExpiration: 24 * time.Hour, MaxProducerStates: 500_000},
 		Limits:          LimitsConfig{MaxFrameBytes: 100 << 20, MaxInflightPerConn: 64, MaxBytesInFlight: 512 << 20},
 		ShutdownTimeout: 5 * time.Second,
 	}
@@ -161,6 +177,8 @@ func (c Config) Validate() error {
 		return bad("broker.default_queues %d", c.Broker.DefaultQueues)
 	case c.Limits.MaxFrameBytes <= 0 || c.Limits.MaxInflightPerConn <= 0 || c.Limits.MaxBytesInFlight < c.Limits.MaxFrameBytes:
 		return bad("limits: frames, in-flight requests and bytes must be positive, bytes in flight >= max frame")
+	case c.Broker.ProducerIDExpiration <= 0 || c.Broker.MaxProducerStates <= 0:
+		return bad("broker.producer_id_expiration and broker.max_producer_states must be positive")
 	case c.ShutdownTimeout <= 0:
 		return bad("shutdown_timeout must be positive")
 	}
@@ -231,6 +249,9 @@ func Knobs() []Knob {
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
 			name := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if name == "-" {
+				continue
+			}
 			path := prefix + name
 			fi := append(append([]int(nil), idx...), i)
 			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {

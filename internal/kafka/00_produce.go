@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -89,7 +90,7 @@ func (s *Server) producePartition(rc *reqCtx, t *broker.Topic, partition int32, 
 	if partition < 0 || int(partition) >= len(t.Queues) {
 		return 0, model.ErrUnknownQueue
 	}
-	batches, hdrs, err := splitBatches(records)
+	batches, hdrs, err := kbatch.Split(records)
 	if err != nil {
 		return 0, err
 	}
@@ -101,7 +102,7 @@ func (s *Server) producePartition(rc *reqCtx, t *broker.Topic, partition int32, 
 		}
 	}
 	for _, h := range hdrs {
-		if h.Attributes&attrTransactional != 0 || h.Attributes&attrControl != 0 {
+		if h.Attributes&kbatch.AttrTransactional != 0 || h.Attributes&kbatch.AttrControl != 0 {
 			return 0, errTransactionsUnsupported
 		}
 	}
@@ -115,9 +116,9 @@ func (s *Server) producePartition(rc *reqCtx, t *broker.Topic, partition int32, 
 		}
 		recs[i] = &broker.Record{Format: model.FormatKafkaBatchV2, Flags: broker.FlagPayloadOffset,
 			Count: uint32(hdrs[i].NumRecords), Timestamp: hdrs[i].MaxTimestamp, Payload: b,
-			// The batch CRC (verified by splitBatches, recomputed by
+			// The batch CRC (verified by kbatch.Split, recomputed by
 			// setLogAppendTime) covers b[21:]: storage combines it.
-			PayloadTailFrom: batchCRCFrom, PayloadTailCRC: binary.BigEndian.Uint32(b[17:])}
+			PayloadTailFrom: kbatch.CRCFrom, PayloadTailCRC: binary.BigEndian.Uint32(b[17:])}
 	}
 	queue := t.Queues[partition]
 	pid := hdrs[0].ProducerID
@@ -141,19 +142,18 @@ func fillProduced(pr *kmsg.ProduceResponseTopicPartition, recs []*broker.Record,
 // produceIdempotent checks each batch's sequence against the producer's
 // state, skips retried duplicates, and records what it wrote.
 func (s *Server) produceIdempotent(rc *reqCtx, t *broker.Topic, partition int32, queue model.QueueID, recs []*broker.Record,
-	hdrs []batchHeader, pr *kmsg.ProduceResponseTopicPartition, logAppend bool, now int64) (model.LogPos, error) {
+	hdrs []kbatch.Header, pr *kmsg.ProduceResponseTopicPartition, logAppend bool, now int64) (model.LogPos, error) {
 	pid := hdrs[0].ProducerID
 	st := s.producers.Acquire(queue, pid)
 	defer st.Unlock()
 	var toWrite []*broker.Record
-	var toHdr []batchHeader
+	var toHdr []kbatch.Header
 	dupOffset := model.QueueOffset(-1)
 	for i, h := range hdrs {
 		if h.ProducerID != pid {
-			return 0, &batchError{reason: "batches of several producers in one partition"}
+			return 0, &kbatch.Error{Reason: "batches of several producers in one partition"}
 		}
-		last := h.BaseSequence + h.LastOffsetDelta
-		off, dup, err := st.Check(h.ProducerEpoch, h.BaseSequence, last)
+		off, dup, err := st.Check(h.ProducerEpoch, h.BaseSequence, h.LastSequence())
 		if err != nil {
 			return 0, err
 		}
@@ -175,7 +175,7 @@ func (s *Server) produceIdempotent(rc *reqCtx, t *broker.Topic, partition int32,
 	}
 	for i, r := range toWrite {
 		h := toHdr[i]
-		st.Record(producers.Batch{Epoch: h.ProducerEpoch, FirstSeq: h.BaseSequence, LastSeq: h.BaseSequence + h.LastOffsetDelta, BaseOffset: r.BaseOffset})
+		st.Record(producers.Batch{Epoch: h.ProducerEpoch, FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), BaseOffset: r.BaseOffset}, now)
 	}
 	fillProduced(pr, toWrite, logAppend, now)
 	if dupOffset >= 0 {
@@ -188,10 +188,10 @@ func (s *Server) produceIdempotent(rc *reqCtx, t *broker.Topic, partition int32,
 // setLogAppendTime stamps a batch with the broker's time, as Kafka does for
 // LogAppendTime topics, and recomputes its CRC.
 func setLogAppendTime(b []byte, now int64) {
-	attrs := binary.BigEndian.Uint16(b[21:]) | attrLogAppendTime
+	attrs := binary.BigEndian.Uint16(b[21:]) | kbatch.AttrLogAppendTime
 	binary.BigEndian.PutUint16(b[21:], attrs)
 	binary.BigEndian.PutUint64(b[35:], uint64(now))
-	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32c))
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[kbatch.CRCFrom:], kbatch.CRC32C))
 }
 
 var errTransactionsUnsupported = &kafkaCodeError{code: kerr.InvalidTxnState.Code, msg: "transactional produce is not supported yet"}

@@ -5,13 +5,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
 func TestMessageBatchRoundTrip(t *testing.T) {
 	b := appendMessageBatch(nil, 42, 1000, &model.Message{Key: []byte("k"), Body: []byte("v"), Tags: "T",
 		Headers: []model.Header{{Key: "h", Value: []byte("1")}}})
-	bs, hs, err := splitBatches(b)
+	bs, hs, err := kbatch.Split(b)
 	if err != nil || len(bs) != 1 || hs[0].FirstOffset != 42 || hs[0].NumRecords != 1 {
 		t.Fatalf("%v %+v", err, hs)
 	}
@@ -25,13 +26,13 @@ func TestMessageBatchRoundTrip(t *testing.T) {
 	}
 }
 
-// FuzzSplitBatches: arbitrary produce payloads never panic the validator and
+// FuzzSplitBatches (kbatch.Split): arbitrary produce payloads never panic the validator and
 // accepted batches always lie within the input.
 func FuzzSplitBatches(f *testing.F) {
 	f.Add(appendMessageBatch(nil, 0, 1, &model.Message{Body: []byte("x")}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		bs, hs, err := splitBatches(b)
+		bs, hs, err := kbatch.Split(b)
 		if err != nil {
 			return
 		}

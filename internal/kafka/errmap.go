@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/rosettamq/rosetta/internal/broker/groups"
+	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -15,7 +16,7 @@ import (
 // errorCode maps a core error to its Kafka error code. It is the only place
 // where Rosetta errors become Kafka codes.
 func errorCode(err error) int16 {
-	var be *batchError
+	var be *kbatch.Error
 	var ke *kafkaCodeError
 	switch {
 	case err == nil:
@@ -23,10 +24,10 @@ func errorCode(err error) int16 {
 	case errors.As(err, &ke):
 		return ke.code
 	case errors.As(err, &be):
-		if be.unsupported {
+		if be.Unsupported {
 			return kerr.UnsupportedForMessageFormat.Code
 		}
-		if be.corrupt {
+		if be.Corrupt {
 			return kerr.CorruptMessage.Code
 		}
 		return kerr.InvalidRecord.Code

@@ -13,7 +13,6 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
-	"github.com/rosettamq/rosetta/internal/model"
 )
 
 // Options configure the Kafka front-end.
@@ -24,7 +23,10 @@ type Options struct {
 	MaxFrameBytes      int32
 	MaxInflightPerConn int
 	MaxBytesInFlight   int64
-	Logger             *slog.Logger
+	// Producers holds idempotent-producer state; the composition root makes
+	// it a storage state keeper so it survives crashes. Nil: in memory only.
+	Producers *producers.Manager
+	Logger    *slog.Logger
 }
 
 // Server is the Kafka listener.
@@ -65,44 +67,11 @@ func NewServer(b *broker.Broker, g *groups.Coordinator, opts Options) *Server {
 		budget: newByteBudget(opts.MaxBytesInFlight), sessions: newFetchSessions(),
 		conns: map[*conn]struct{}{},
 	}
-	s.producers = producers.New(b.Meta(), s.loadProducerBatches)
+	s.producers = opts.Producers
+	if s.producers == nil {
+		s.producers = producers.New(b.Meta(), producers.Options{Logger: opts.Logger})
+	}
 	return s
-}
-
-// producerScanRecords bounds how far back the producer-state rebuild reads.
-const producerScanRecords = 4096
-
-// loadProducerBatches rebuilds a producer's newest batches in a queue from
-// the stored record batches (after a restart).
-func (s *Server) loadProducerBatches(queue model.QueueID, pid int64) []producers.Batch {
-	start, hw, err := s.broker.QueueOffsets(queue)
-	if err != nil || hw == start {
-		return nil
-	}
-	off := max(start, hw-producerScanRecords)
-	var out []producers.Batch
-	for off < hw {
-		res, err := s.broker.ReadQueue(queue, off, broker.ReadOptions{MaxBytes: 4 << 20})
-		if err != nil || len(res.Records) == 0 {
-			if res != nil {
-				res.Release()
-			}
-			break
-		}
-		for _, r := range res.Records {
-			if r.Format != model.FormatKafkaBatchV2 || len(r.Payload) < batchHeaderSize {
-				continue
-			}
-			h := readBatchHeader(r.Payload)
-			if h.ProducerID == pid {
-				out = append(out, producers.Batch{Epoch: h.ProducerEpoch, FirstSeq: h.BaseSequence,
-					LastSeq: h.BaseSequence + h.LastOffsetDelta, BaseOffset: r.BaseOffset})
-			}
-		}
-		off = res.NextOffset
-		res.Release()
-	}
-	return out
 }
 
 // Serve accepts connections until ctx ends, then closes them and waits.

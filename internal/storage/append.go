@@ -225,6 +225,9 @@ func (e *Engine) replay(pos model.LogPos, r *commitlog.Record) error {
 	if q == nil {
 		return nil // a deleted queue
 	}
+	for _, k := range e.cfg.StateKeepers {
+		k.Replay(pos, r)
+	}
 	next := q.idx.NextOffset()
 	if r.BaseOffset < next {
 		return nil // already indexed before the checkpoint

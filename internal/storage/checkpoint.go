@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"sort"
 
 	"golang.org/x/sys/unix"
 
@@ -16,12 +17,16 @@ import (
 
 // The checkpoint file (little endian):
 //
-//	"RCKP" | version u32 (1) | log pos i64 | queue count u32 |
+//	"RCKP" | version u32 (2) | log pos i64 | queue count u32 |
 //	count × { queue id u32 | first i64 | flushed i64 | next i64 | start i64 | max time i64 } |
+//	section count u32 | count × { name len u16 | name | data len u32 | data } |   (version 2 only)
 //	crc32c u32 of everything before it
+//
+// Sections hold the snapshots of the engine's StateKeepers, taken at the
+// same checkpoint. Version 1 files (no sections) are still read.
 const (
 	checkpointName    = "checkpoint"
-	checkpointVersion = 1
+	checkpointVersion = 2
 	ckptQueueSize     = 44
 	ckptHeaderSize    = 20
 )
@@ -34,13 +39,21 @@ type queueCheckpoint struct {
 }
 
 type checkpointData struct {
-	LogPos model.LogPos
-	Queues []queueCheckpoint
+	LogPos   model.LogPos
+	Queues   []queueCheckpoint
+	Sections map[string][]byte // StateKeeper name → snapshot
 }
 
 func encodeCheckpoint(c checkpointData) []byte {
 	le := binary.LittleEndian
-	b := make([]byte, ckptHeaderSize+ckptQueueSize*len(c.Queues)+4)
+	size := ckptHeaderSize + ckptQueueSize*len(c.Queues) + 4 + 4
+	names := make([]string, 0, len(c.Sections))
+	for name, data := range c.Sections {
+		names = append(names, name)
+		size += 2 + len(name) + 4 + len(data)
+	}
+	sort.Strings(names)
+	b := make([]byte, size)
 	copy(b, ckptMagic[:])
 	le.PutUint32(b[4:], checkpointVersion)
 	le.PutUint64(b[8:], uint64(c.LogPos))
@@ -55,6 +68,15 @@ func encodeCheckpoint(c checkpointData) []byte {
 		le.PutUint64(b[p+36:], uint64(q.State.MaxTime))
 		p += ckptQueueSize
 	}
+	le.PutUint32(b[p:], uint32(len(names)))
+	p += 4
+	for _, name := range names {
+		le.PutUint16(b[p:], uint16(len(name)))
+		p += 2 + copy(b[p+2:], name)
+		data := c.Sections[name]
+		le.PutUint32(b[p:], uint32(len(data)))
+		p += 4 + copy(b[p+4:], data)
+	}
 	le.PutUint32(b[p:], crc32.Checksum(b[:p], castagnoli))
 	return b
 }
@@ -68,17 +90,24 @@ func decodeCheckpoint(b []byte) (checkpointData, error) {
 	if len(b) < ckptHeaderSize+4 || [4]byte(b[:4]) != ckptMagic {
 		return c, fmt.Errorf("%w: checkpoint header", model.ErrCorruptRecord)
 	}
-	if v := le.Uint32(b[4:]); v != checkpointVersion {
-		return c, fmt.Errorf("%w: checkpoint version %d", model.ErrUnsupportedVersion, v)
+	version := le.Uint32(b[4:])
+	if version != 1 && version != checkpointVersion {
+		return c, fmt.Errorf("%w: checkpoint version %d", model.ErrUnsupportedVersion, version)
 	}
-	n := int64(le.Uint32(b[16:]))
-	want := int64(ckptHeaderSize) + ckptQueueSize*n + 4
-	if int64(len(b)) != want {
-		return c, fmt.Errorf("%w: checkpoint of %d bytes, want %d", model.ErrCorruptRecord, len(b), want)
-	}
-	p := int(want - 4)
+	p := len(b) - 4
 	if crc32.Checksum(b[:p], castagnoli) != le.Uint32(b[p:]) {
 		return c, fmt.Errorf("%w: checkpoint checksum", model.ErrCorruptRecord)
+	}
+	n := int64(le.Uint32(b[16:]))
+	queuesEnd := int64(ckptHeaderSize) + ckptQueueSize*n
+	if version == 1 && int64(len(b)) != queuesEnd+4 || version > 1 && int64(len(b)) < queuesEnd+8 {
+		return c, fmt.Errorf("%w: checkpoint of %d bytes for %d queues", model.ErrCorruptRecord, len(b), n)
+	}
+	if version > 1 {
+		var err error
+		if c.Sections, err = decodeSections(b[queuesEnd:p]); err != nil {
+			return c, err
+		}
 	}
 	c.LogPos = model.LogPos(le.Uint64(b[8:]))
 	if c.LogPos < 0 {
@@ -101,6 +130,36 @@ func decodeCheckpoint(b []byte) (checkpointData, error) {
 		p += ckptQueueSize
 	}
 	return c, nil
+}
+
+// decodeSections parses the StateKeeper sections of a checkpoint.
+func decodeSections(b []byte) (map[string][]byte, error) {
+	le := binary.LittleEndian
+	bad := fmt.Errorf("%w: checkpoint sections", model.ErrCorruptRecord)
+	count := le.Uint32(b)
+	b = b[4:]
+	out := map[string][]byte{}
+	for i := uint32(0); i < count; i++ {
+		if len(b) < 2 {
+			return nil, bad
+		}
+		nl := int(le.Uint16(b))
+		if len(b) < 2+nl+4 {
+			return nil, bad
+		}
+		name := string(b[2 : 2+nl])
+		b = b[2+nl:]
+		dl := int64(le.Uint32(b))
+		if int64(len(b)-4) < dl {
+			return nil, bad
+		}
+		out[name] = b[4 : 4+dl : 4+dl]
+		b = b[4+dl:]
+	}
+	if len(b) != 0 {
+		return nil, bad
+	}
+	return out, nil
 }
 
 // readCheckpoint loads the checkpoint; a missing one is empty. A damaged one
@@ -131,12 +190,28 @@ func (e *Engine) checkpoint() error {
 	e.ckptMu.Lock()
 	defer e.ckptMu.Unlock()
 	pos := e.clog.End() // every record before pos has its index entries in memory
+	// State keepers capture after pos is read, so each snapshot reflects at
+	// least every record before pos; it may reflect later ones too, which
+	// replay tolerates. Syncing after the capture makes every record a
+	// snapshot reflects durable before the snapshot is.
+	var sections map[string][]byte
+	if len(e.cfg.StateKeepers) > 0 {
+		sections = make(map[string][]byte, len(e.cfg.StateKeepers))
+		for _, k := range e.cfg.StateKeepers {
+			data, err := k.Capture()
+			if err != nil {
+				return fmt.Errorf("checkpoint %s: %w", k.Name(), err)
+			}
+			sections[k.Name()] = data
+		}
+	}
+	captured := e.clog.End()
 	if err := e.flushIndexes(1); err != nil {
 		return err
 	}
 	e.clog.Sync()
-	if e.clog.Synced() < pos {
-		return fmt.Errorf("checkpoint: log not synced to %d", pos)
+	if e.clog.Synced() < captured {
+		return fmt.Errorf("checkpoint: log not synced to %d", captured)
 	}
 	e.qmu.RLock()
 	qs := make([]queueCheckpoint, 0, len(e.queues))
@@ -157,7 +232,7 @@ func (e *Engine) checkpoint() error {
 	if err := e.keys.Sync(); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(e.cfg.Dir, checkpointName), encodeCheckpoint(checkpointData{LogPos: pos, Queues: qs})); err != nil {
+	if err := writeFileAtomic(filepath.Join(e.cfg.Dir, checkpointName), encodeCheckpoint(checkpointData{LogPos: pos, Queues: qs, Sections: sections})); err != nil {
 		return err
 	}
 	e.stats.Checkpoints.Add(1)

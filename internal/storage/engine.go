@@ -53,6 +53,9 @@ type Config struct {
 	NodeID             model.NodeID
 	Logger             *slog.Logger
 	Now                func() time.Time
+	// StateKeepers are checkpointed with the engine and replay the log
+	// after the checkpoint on open.
+	StateKeepers []StateKeeper
 	// Hooks for metrics.
 	OnSynced func(took time.Duration)
 }
@@ -231,6 +234,11 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	for _, qs := range ck.Queues {
 		e.queues[qs.ID] = &queue{idx: e.idx.Open(qs.ID, qs.State)}
+	}
+	if err := restoreKeepers(cfg.StateKeepers, ck.Sections); err != nil {
+		e.keys.Close()
+		e.idx.Close()
+		return nil, err
 	}
 	replayed := 0
 	e.clog, err = commitlog.Open(commitlog.Options{

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strings"
@@ -17,7 +18,10 @@ import (
 	"github.com/rosettamq/rosetta/internal/app/apptest"
 )
 
-const crashDirEnv = "ROSETTA_KAFKA_CRASH_DIR"
+const (
+	crashDirEnv  = "ROSETTA_KAFKA_CRASH_DIR"
+	crashAddrEnv = "ROSETTA_KAFKA_CRASH_ADDR" // optional fixed listener address
+)
 
 // TestKafkaCrashChild runs a node for TestKafkaCrash until it is killed.
 func TestKafkaCrashChild(t *testing.T) {
@@ -28,6 +32,12 @@ func TestKafkaCrashChild(t *testing.T) {
 	cfg := apptest.TestConfig(dir)
 	cfg.Storage.Durability = "sync"
 	cfg.Listen.HTTP = ""
+	if addr := os.Getenv(crashAddrEnv); addr != "" {
+		cfg.Listen.Kafka = addr
+		// A slow disk: acknowledgements trail the written end, so a kill
+		// finds batches written but not acknowledged.
+		cfg.Hooks.AfterSync = func() { time.Sleep(time.Duration(rand.IntN(8)) * time.Millisecond) }
+	}
 	n := apptest.StartTestNode(t, cfg)
 	fmt.Printf("KAFKA_ADDR=%s\n", n.KafkaAddr())
 	select {} // until SIGKILL
@@ -35,8 +45,15 @@ func TestKafkaCrashChild(t *testing.T) {
 
 func startCrashChild(t *testing.T, dir string) (*exec.Cmd, string) {
 	t.Helper()
+	return startCrashChildAt(t, dir, "")
+}
+
+// startCrashChildAt starts a child node on dir listening on addr (an
+// ephemeral port when empty) and returns it with its Kafka address.
+func startCrashChildAt(t *testing.T, dir, addr string) (*exec.Cmd, string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKafkaCrashChild$", "-test.v=false")
-	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir)
+	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashAddrEnv+"="+addr)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

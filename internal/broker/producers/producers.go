@@ -2,19 +2,34 @@
 // (durable, never reused after a restart) and, per (producer, queue), the
 // sequence numbers of the last batches written, so a retried batch is
 // acknowledged with its original offset instead of being written twice and a
-// gap is refused. The state is derived from the log: after a restart it is
-// rebuilt lazily from the newest batches of a queue through a Loader.
+// gap is refused.
+//
+// The state is exactly as durable as the log, the way Kafka's producer
+// snapshots are: the Manager is a storage.StateKeeper, so its snapshot is
+// written into every engine checkpoint (after the log is synced past every
+// batch it reflects) and, on open, the engine replays every batch written
+// after that checkpoint through it. A batch written but not acknowledged when
+// the broker died is therefore known after the restart, however much other
+// producers wrote since. Producers idle longer than the expiration are
+// forgotten (Kafka's producer.id.expiration.ms), and the number of states is
+// bounded: past the bound the least recently used are dropped.
 package producers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
+	"time"
 
+	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage"
 )
 
 // Errors for sequence checks.
@@ -35,10 +50,6 @@ type Batch struct {
 	BaseOffset model.QueueOffset
 }
 
-// Loader returns a producer's newest batches in a queue, oldest first, read
-// from the log (used once per producer and queue after a restart).
-type Loader func(queue model.QueueID, pid int64) []Batch
-
 type key struct {
 	queue model.QueueID
 	pid   int64
@@ -47,15 +58,29 @@ type key struct {
 // State is the sequence state of one producer in one queue. Callers hold it
 // (Lock/Unlock) across check, append and record.
 type State struct {
-	mu      sync.Mutex
-	epoch   int16
-	batches []Batch
+	mu       sync.Mutex
+	epoch    int16
+	batches  []Batch
+	lastUsed int64 // unix ms of the newest batch written
+}
+
+// Options configure a Manager.
+type Options struct {
+	// Expiration forgets a producer's state after this long without a write
+	// (Kafka's producer.id.expiration.ms; default one day).
+	Expiration time.Duration
+	// MaxStates bounds the (producer, queue) states kept in memory; past it
+	// the least recently used are dropped (default 500,000).
+	MaxStates int
+	Logger    *slog.Logger
+	Now       func() time.Time
 }
 
 // Manager owns producer ids and states.
 type Manager struct {
 	store meta.Store
-	load  Loader
+	opts  Options
+	log   *slog.Logger
 
 	idMu   sync.Mutex
 	nextID int64
@@ -65,9 +90,23 @@ type Manager struct {
 	states map[key]*State
 }
 
+var _ storage.StateKeeper = (*Manager)(nil)
+
 // New returns a manager allocating ids through store.
-func New(store meta.Store, load Loader) *Manager {
-	return &Manager{store: store, load: load, states: map[key]*State{}}
+func New(store meta.Store, opts Options) *Manager {
+	if opts.Expiration <= 0 {
+		opts.Expiration = 24 * time.Hour
+	}
+	if opts.MaxStates <= 0 {
+		opts.MaxStates = 500_000
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Manager{store: store, opts: opts, log: opts.Logger.With("component", "producers"), states: map[key]*State{}}
 }
 
 const idKey = "ids/producer"
@@ -108,31 +147,67 @@ func (m *Manager) NewProducerID(ctx context.Context) (int64, error) {
 	return id, nil
 }
 
-// Acquire returns the locked state of a producer in a queue, loading it from
-// the log the first time. Release it with Unlock.
+// Acquire returns the locked state of a producer in a queue (empty for a
+// producer not seen, or forgotten). Release it with Unlock.
 func (m *Manager) Acquire(queue model.QueueID, pid int64) *State {
-	k := key{queue, pid}
-	m.mu.Lock()
-	st, ok := m.states[k]
-	if !ok {
-		st = &State{epoch: -1}
-		m.states[k] = st
-		st.mu.Lock()
-		m.mu.Unlock()
-		if m.load != nil {
-			st.batches = m.load(queue, pid)
-			if n := len(st.batches); n > 0 {
-				st.epoch = st.batches[n-1].Epoch
-				if n > keepBatches {
-					st.batches = st.batches[n-keepBatches:]
-				}
-			}
-		}
-		return st
-	}
-	m.mu.Unlock()
+	st := m.state(key{queue, pid})
 	st.mu.Lock()
 	return st
+}
+
+// state returns the state for k, creating it.
+func (m *Manager) state(k key) *State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st, ok := m.states[k]
+	if !ok {
+		if len(m.states) >= m.opts.MaxStates {
+			m.evictLocked()
+		}
+		st = &State{epoch: -1}
+		m.states[k] = st
+	}
+	return st
+}
+
+// evictLocked makes room: it drops expired states, then, if still at the
+// bound, the least recently used eighth. States in use are kept.
+func (m *Manager) evictLocked() {
+	m.expireLocked()
+	if len(m.states) < m.opts.MaxStates {
+		return
+	}
+	type aged struct {
+		k    key
+		used int64
+	}
+	all := make([]aged, 0, len(m.states))
+	for k, st := range m.states {
+		if st.mu.TryLock() {
+			all = append(all, aged{k, st.lastUsed})
+			st.mu.Unlock()
+		}
+	}
+	slices.SortFunc(all, func(a, b aged) int { return cmp.Compare(a.used, b.used) })
+	n := min(len(all), max(1, len(m.states)/8))
+	for _, a := range all[:n] {
+		delete(m.states, a.k)
+	}
+	m.log.Warn("producer state bound reached; least recently used producers forgotten",
+		"max_states", m.opts.MaxStates, "dropped", n)
+}
+
+// expireLocked drops the states of producers idle past the expiration.
+func (m *Manager) expireLocked() {
+	cutoff := m.opts.Now().Add(-m.opts.Expiration).UnixMilli()
+	for k, st := range m.states {
+		if st.mu.TryLock() {
+			if st.lastUsed < cutoff {
+				delete(m.states, k)
+			}
+			st.mu.Unlock()
+		}
+	}
 }
 
 // Unlock releases the state.
@@ -151,7 +226,7 @@ func (s *State) Check(epoch int16, firstSeq, lastSeq int32) (model.QueueOffset, 
 		return 0, false, nil
 	}
 	for _, b := range s.batches {
-		if b.Epoch == epoch && b.FirstSeq == firstSeq && b.LastSeq == lastSeq {
+		if b.FirstSeq == firstSeq && b.LastSeq == lastSeq {
 			return b.BaseOffset, true, nil
 		}
 	}
@@ -172,8 +247,8 @@ func nextSeq(s int32) int32 {
 	return s + 1
 }
 
-// Record remembers a written batch.
-func (s *State) Record(b Batch) {
+// Record remembers a written batch; usedAt is its store time (unix ms).
+func (s *State) Record(b Batch, usedAt int64) {
 	if b.Epoch > s.epoch {
 		s.epoch = b.Epoch
 		s.batches = s.batches[:0]
@@ -182,22 +257,67 @@ func (s *State) Record(b Batch) {
 	if len(s.batches) > keepBatches {
 		s.batches = append(s.batches[:0], s.batches[len(s.batches)-keepBatches:]...)
 	}
+	s.lastUsed = max(s.lastUsed, usedAt)
+}
+
+// has reports whether the state already reflects a batch: it is one of the
+// remembered batches, or older than the newest of its epoch.
+func (s *State) has(b Batch) bool {
+	if b.Epoch != s.epoch || len(s.batches) == 0 {
+		return b.Epoch < s.epoch
+	}
+	last := s.batches[len(s.batches)-1].LastSeq
+	// A distance below half the sequence space means "not after last"
+	// (sequences wrap at MaxInt32).
+	d := int64(last) - int64(b.LastSeq)
+	return d >= 0 && d < 1<<30
 }
 
 // Describe returns the newest batch per producer in a queue.
 func (m *Manager) Describe(queue model.QueueID) map[int64]Batch {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := map[int64]Batch{}
+	list := make(map[int64]*State)
 	for k, st := range m.states {
-		if k.queue != queue {
-			continue
+		if k.queue == queue {
+			list[k.pid] = st
 		}
+	}
+	m.mu.Unlock()
+	out := map[int64]Batch{}
+	for pid, st := range list {
 		st.mu.Lock()
 		if n := len(st.batches); n > 0 {
-			out[k.pid] = st.batches[n-1]
+			out[pid] = st.batches[n-1]
 		}
 		st.mu.Unlock()
 	}
 	return out
+}
+
+// Len returns the number of (producer, queue) states held.
+func (m *Manager) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.states)
+}
+
+// Name implements storage.StateKeeper.
+func (m *Manager) Name() string { return "kafka-producers" }
+
+// Replay implements storage.StateKeeper: it applies an idempotent Kafka
+// batch written after the checkpoint.
+func (m *Manager) Replay(_ model.LogPos, r *storage.ReplayedRecord) {
+	if r.Format != model.FormatKafkaBatchV2 || len(r.Payload) < kbatch.HeaderSize {
+		return
+	}
+	h := kbatch.ReadHeader(r.Payload)
+	if h.ProducerID < 0 || h.Attributes&kbatch.AttrControl != 0 {
+		return
+	}
+	b := Batch{Epoch: h.ProducerEpoch, FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), BaseOffset: r.BaseOffset}
+	st := m.Acquire(r.Queue, h.ProducerID)
+	defer st.Unlock()
+	if !st.has(b) {
+		st.Record(b, r.StoreTime)
+	}
 }

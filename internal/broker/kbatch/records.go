@@ -1,0 +1,251 @@
+package kbatch
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/snappy"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// ErrMalformed marks a batch whose records cannot be decoded.
+var ErrMalformed = errors.New("malformed record batch")
+
+// RecordHeader is one header of a record.
+type RecordHeader struct {
+	Key   string
+	Value []byte
+}
+
+// Record is one record of a batch. Byte fields alias the batch (or its
+// decompressed records) and are valid during the callback only.
+type Record struct {
+	OffsetDelta int32
+	Timestamp   int64 // absolute: the batch's max timestamp for LogAppendTime batches
+	Key         []byte
+	KeyNull     bool
+	Value       []byte
+	Headers     []RecordHeader
+}
+
+// Reader decodes the records of batches, decompressing as needed. It is
+// safe for concurrent use; the broker keeps one.
+type Reader struct {
+	// MaxDecompressed bounds a batch's decompressed size (a guard against
+	// compression bombs).
+	MaxDecompressed int
+
+	zstdOnce sync.Once
+	zstd     *zstd.Decoder
+	zstdErr  error
+}
+
+// NewReader returns a reader that refuses batches decompressing to more
+// than maxDecompressed bytes.
+func NewReader(maxDecompressed int) *Reader {
+	return &Reader{MaxDecompressed: maxDecompressed}
+}
+
+// Records calls fn for each record of batch, in order, until fn returns
+// false. withHeaders decodes record headers too (skipped otherwise).
+func (rd *Reader) Records(batch []byte, withHeaders bool, fn func(*Record) bool) error {
+	if len(batch) < HeaderSize {
+		return fmt.Errorf("%w: %d bytes", ErrMalformed, len(batch))
+	}
+	h := ReadHeader(batch)
+	body := batch[HeaderSize:]
+	if h.Codec() != CodecNone {
+		var err error
+		if body, err = rd.decompress(h.Codec(), body); err != nil {
+			return err
+		}
+	}
+	logAppend := h.Attributes&AttrLogAppendTime != 0
+	d := decoder{b: body}
+	var r Record
+	for i := int32(0); i < h.NumRecords; i++ {
+		n := d.varint()
+		if d.err != nil || n < 0 || n > int64(len(d.b)) {
+			return fmt.Errorf("%w: record %d length %d", ErrMalformed, i, n)
+		}
+		rec := decoder{b: d.b[:n]}
+		d.b = d.b[n:]
+		rec.byte() // attributes
+		tsDelta := rec.varint()
+		r.OffsetDelta = int32(rec.varint())
+		r.Timestamp = h.FirstTimestamp + tsDelta
+		if logAppend {
+			r.Timestamp = h.MaxTimestamp
+		}
+		r.Key, r.KeyNull = rec.bytes()
+		r.Value, _ = rec.bytes()
+		r.Headers = r.Headers[:0]
+		if withHeaders {
+			nh := rec.varint()
+			if nh < 0 || nh > int64(len(rec.b)) {
+				return fmt.Errorf("%w: record %d has %d headers", ErrMalformed, i, nh)
+			}
+			for j := int64(0); j < nh && rec.err == nil; j++ {
+				k, _ := rec.bytes()
+				v, _ := rec.bytes()
+				r.Headers = append(r.Headers, RecordHeader{Key: string(k), Value: v})
+			}
+		}
+		if rec.err != nil {
+			return fmt.Errorf("%w: record %d: %v", ErrMalformed, i, rec.err)
+		}
+		if !fn(&r) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// decompress inflates a batch's records section.
+func (rd *Reader) decompress(codec int, in []byte) ([]byte, error) {
+	limit := rd.MaxDecompressed
+	if limit <= 0 {
+		limit = 64 << 20
+	}
+	var r io.Reader
+	switch codec {
+	case CodecGzip:
+		zr, err := gzip.NewReader(bytes.NewReader(in))
+		if err != nil {
+			return nil, fmt.Errorf("%w: gzip: %v", ErrMalformed, err)
+		}
+		defer zr.Close()
+		r = zr
+	case CodecSnappy:
+		return decodeSnappy(in, limit)
+	case CodecLZ4:
+		r = lz4.NewReader(bytes.NewReader(in))
+	case CodecZstd:
+		rd.zstdOnce.Do(func() {
+			rd.zstd, rd.zstdErr = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(uint64(limit)))
+		})
+		if rd.zstdErr != nil {
+			return nil, rd.zstdErr
+		}
+		out, err := rd.zstd.DecodeAll(in, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%w: zstd: %v", ErrMalformed, err)
+		}
+		if len(out) > limit {
+			return nil, fmt.Errorf("%w: decompresses past %d bytes", ErrMalformed, limit)
+		}
+		return out, nil
+	default:
+		return nil, fmt.Errorf("%w: codec %d", ErrMalformed, codec)
+	}
+	out, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: codec %d: %v", ErrMalformed, codec, err)
+	}
+	if len(out) > limit {
+		return nil, fmt.Errorf("%w: decompresses past %d bytes", ErrMalformed, limit)
+	}
+	return out, nil
+}
+
+// xerialMagic starts snappy data in the framing Java producers use.
+var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
+
+// decodeSnappy decodes a raw snappy block or xerial-framed chunks.
+func decodeSnappy(in []byte, limit int) ([]byte, error) {
+	if !bytes.HasPrefix(in, xerialMagic) {
+		return snappyBlock(nil, in, limit)
+	}
+	if len(in) < 16 {
+		return nil, fmt.Errorf("%w: xerial snappy header", ErrMalformed)
+	}
+	in = in[16:] // magic, version, compatible version
+	var out []byte
+	for len(in) > 0 {
+		if len(in) < 4 {
+			return nil, fmt.Errorf("%w: xerial snappy chunk length", ErrMalformed)
+		}
+		n := int(binary.BigEndian.Uint32(in))
+		if n < 0 || n > len(in)-4 {
+			return nil, fmt.Errorf("%w: xerial snappy chunk of %d bytes", ErrMalformed, n)
+		}
+		var err error
+		if out, err = snappyBlock(out, in[4:4+n], limit); err != nil {
+			return nil, err
+		}
+		in = in[4+n:]
+	}
+	return out, nil
+}
+
+// snappyBlock appends one decoded snappy block to dst.
+func snappyBlock(dst, block []byte, limit int) ([]byte, error) {
+	n, err := snappy.DecodedLen(block)
+	if err != nil || n < 0 || len(dst)+n > limit {
+		return nil, fmt.Errorf("%w: snappy block", ErrMalformed)
+	}
+	out, err := snappy.Decode(nil, block)
+	if err != nil {
+		return nil, fmt.Errorf("%w: snappy: %v", ErrMalformed, err)
+	}
+	return append(dst, out...), nil
+}
+
+// decoder reads varints and length-prefixed bytes with a sticky error.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.fail()
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// bytes reads a varint length and that many bytes; length -1 is null.
+func (d *decoder) bytes() ([]byte, bool) {
+	n := d.varint()
+	if d.err != nil {
+		return nil, false
+	}
+	if n < 0 {
+		return nil, true
+	}
+	if n > int64(len(d.b)) {
+		d.fail()
+		return nil, false
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v, false
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = io.ErrUnexpectedEOF
+	}
+}

@@ -1,0 +1,117 @@
+package kbatch
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"testing"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/snappy"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// testBatch builds a batch of records with the given timestamps (nil keys
+// where key is empty), compressed with codec.
+func testBatch(t testing.TB, codec int, keys []string, ts []int64) []byte {
+	var recs []byte
+	for i := range ts {
+		r := kmsg.Record{TimestampDelta64: ts[i] - ts[0], OffsetDelta: int32(i), Value: []byte("value"),
+			Headers: []kmsg.Header{{Key: "h", Value: []byte{byte(i)}}}}
+		if keys[i] != "" {
+			r.Key = []byte(keys[i])
+		}
+		r.Length = int32(len(r.AppendTo(nil)) - 1)
+		recs = r.AppendTo(recs)
+	}
+	recs = compress(t, codec, recs)
+	maxTS := ts[0]
+	for _, x := range ts {
+		maxTS = max(maxTS, x)
+	}
+	b := kmsg.RecordBatch{Magic: 2, Attributes: int16(codec), LastOffsetDelta: int32(len(ts) - 1), FirstTimestamp: ts[0],
+		MaxTimestamp: maxTS, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(len(ts)), Records: recs}
+	enc := b.AppendTo(nil)
+	binary.BigEndian.PutUint32(enc[8:], uint32(len(enc)-12))
+	binary.BigEndian.PutUint32(enc[17:], crc32.Checksum(enc[CRCFrom:], CRC32C))
+	return enc
+}
+
+func compress(t testing.TB, codec int, in []byte) []byte {
+	var buf bytes.Buffer
+	switch codec {
+	case CodecNone:
+		return in
+	case CodecGzip:
+		w := gzip.NewWriter(&buf)
+		w.Write(in)
+		w.Close()
+	case CodecSnappy:
+		return snappy.Encode(nil, in)
+	case CodecLZ4:
+		w := lz4.NewWriter(&buf)
+		w.Write(in)
+		w.Close()
+	case CodecZstd:
+		w, _ := zstd.NewWriter(nil)
+		return w.EncodeAll(in, nil)
+	}
+	return buf.Bytes()
+}
+
+func TestRecordsEveryCodec(t *testing.T) {
+	rd := NewReader(1 << 20)
+	ts := []int64{1234, 999999999999, 5000}
+	keys := []string{"a", "", "c"}
+	for codec := CodecNone; codec <= CodecZstd; codec++ {
+		b := testBatch(t, codec, keys, ts)
+		if _, _, err := Split(b); err != nil {
+			t.Fatalf("codec %d: %v", codec, err)
+		}
+		var got []int64
+		var nulls []bool
+		err := rd.Records(b, true, func(r *Record) bool {
+			got = append(got, r.Timestamp)
+			nulls = append(nulls, r.KeyNull)
+			if string(r.Value) != "value" || len(r.Headers) != 1 || r.Headers[0].Value[0] != byte(r.OffsetDelta) {
+				t.Fatalf("codec %d record %d: %+v", codec, r.OffsetDelta, r)
+			}
+			return true
+		})
+		if err != nil || len(got) != 3 || got[1] != ts[1] || got[2] != ts[2] || nulls[0] || !nulls[1] {
+			t.Fatalf("codec %d: %v %v %v", codec, err, got, nulls)
+		}
+	}
+}
+
+func TestXerialSnappy(t *testing.T) {
+	raw := []byte("hello hello hello hello")
+	framed := append([]byte(nil), xerialMagic...)
+	framed = append(framed, 0, 0, 0, 1, 0, 0, 0, 1)
+	for _, chunk := range [][]byte{raw[:10], raw[10:]} {
+		enc := snappy.Encode(nil, chunk)
+		framed = binary.BigEndian.AppendUint32(framed, uint32(len(enc)))
+		framed = append(framed, enc...)
+	}
+	out, err := decodeSnappy(framed, 1<<20)
+	if err != nil || string(out) != string(raw) {
+		t.Fatalf("%q %v", out, err)
+	}
+}
+
+// FuzzRecords: arbitrary batch bytes never panic the record reader, and the
+// decompression bound holds.
+func FuzzRecords(f *testing.F) {
+	for codec := CodecNone; codec <= CodecZstd; codec++ {
+		f.Add(testBatch(f, codec, []string{"k", ""}, []int64{1, 2}))
+	}
+	rd := NewReader(1 << 16)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_ = rd.Records(b, true, func(r *Record) bool { return true })
+		if len(b) >= HeaderSize {
+			_, _, _ = Split(b)
+		}
+	})
+}
