@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
@@ -70,6 +71,7 @@ type Broker struct {
 	byQueue map[model.QueueID]QueueRef
 
 	offsets *offsetStore
+	batches *kbatch.Reader // looks into Kafka batches (exact time lookups)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -108,6 +110,7 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 		topics:  map[string]*Topic{},
 		byID:    map[[16]byte]*Topic{},
 		byQueue: map[model.QueueID]QueueRef{},
+		batches: kbatch.NewReader(maxDecompressedBatch),
 	}
 	if err := b.loadTopics(ctx); err != nil {
 		return nil, fmt.Errorf("load topics: %w", err)
@@ -268,26 +271,6 @@ func (b *Broker) Offsets(name model.TopicName, index int32) (start, hw, end mode
 	return b.engine.Offsets(id)
 }
 
-// OffsetForTime returns the first offset of a queue whose timestamp is at or
-// after ts (the high watermark when there is none).
-func (b *Broker) OffsetForTime(name model.TopicName, index int32, ts int64) (model.QueueOffset, error) {
-	id, _, err := b.QueueID(name, index)
-	if err != nil {
-		return 0, err
-	}
-	return b.engine.OffsetForTime(id, ts)
-}
-
-// OffsetOfMaxTimestamp returns the first offset holding the queue's largest
-// timestamp and that timestamp, or (-1, -1) for an empty queue.
-func (b *Broker) OffsetOfMaxTimestamp(name model.TopicName, index int32) (model.QueueOffset, int64, error) {
-	id, _, err := b.QueueID(name, index)
-	if err != nil {
-		return 0, -1, err
-	}
-	return b.engine.OffsetOfMaxTimestamp(id)
-}
-
 // SetStartOffset deletes a queue's records before offset (Kafka
 // DeleteRecords); it returns the new start offset.
 func (b *Broker) SetStartOffset(name model.TopicName, index int32, offset model.QueueOffset) (model.QueueOffset, error) {
@@ -307,20 +290,52 @@ type Watch struct {
 	Topic  model.TopicName
 	Index  int32
 	Offset model.QueueOffset
+	// MaxBytes caps what this queue counts towards WaitBytes (the fetch's
+	// partition limit); 0 counts any data as enough.
+	MaxBytes int
 }
 
 // Wait parks until one of the watched queues has data past its offset or ctx
 // ends (the caller's long-poll timeout).
 func (b *Broker) Wait(ctx context.Context, watches []Watch) error {
-	m := make(map[model.QueueID]model.QueueOffset, len(watches))
-	for _, w := range watches {
+	return b.WaitBytes(ctx, watches, 1)
+}
+
+// WaitBytes parks until the watched queues together hold at least minBytes
+// of visible data past their offsets (each counted up to its MaxBytes), or
+// ctx ends. It never polls: appends to a watched queue wake it, and it then
+// counts again from the index.
+func (b *Broker) WaitBytes(ctx context.Context, watches []Watch, minBytes int) error {
+	ids := make([]model.QueueID, len(watches))
+	for i, w := range watches {
 		id, _, err := b.QueueID(w.Topic, w.Index)
 		if err != nil {
 			return err
 		}
-		m[id] = w.Offset
+		ids[i] = id
 	}
-	return b.engine.Wait(ctx, m)
+	waitAt := make(map[model.QueueID]model.QueueOffset, len(watches))
+	for {
+		total := 0
+		for i, w := range watches {
+			limit := w.MaxBytes
+			if limit <= 0 {
+				limit = minBytes
+			}
+			n, hw, err := b.engine.VisibleBytes(ids[i], w.Offset, limit)
+			if err != nil {
+				return err
+			}
+			total += n
+			waitAt[ids[i]] = max(hw, w.Offset)
+		}
+		if total >= minBytes {
+			return nil
+		}
+		if err := b.engine.Wait(ctx, waitAt); err != nil {
+			return err
+		}
+	}
 }
 
 // enforceTopicRetention moves queue start offsets past messages older than

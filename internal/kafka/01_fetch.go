@@ -6,8 +6,9 @@ package kafka
 // byte for byte; messages written by other protocols converted to one-record
 // batches). The first batch may begin before the fetch offset; clients skip
 // the records before it, as with Kafka. Long polling honours MaxWaitMillis and
-// MinBytes without polling: the request parks until an append makes data
-// visible. Partition and response byte limits apply, but the first batch is
+// MinBytes without polling: the request parks until MinBytes are visible
+// across its partitions (each counted up to its partition limit, from the
+// index) or MaxWait passes; appends wake it to count again. Partition and response byte limits apply, but the first batch is
 // always returned whole (KIP-74). read_committed sees the last stable offset,
 // which equals the high watermark while no transactions exist.
 //
@@ -86,23 +87,20 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 		return reply{resp: resp}
 	}
-	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
-	for {
-		resp, total, watches := s.fetchOnce(work)
-		if total >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(watches) == 0 || !time.Now().Before(deadline) {
-			return finish(resp)
-		}
-		ctx, cancel := context.WithDeadline(rc.ctx(), deadline)
-		err := s.broker.Wait(ctx, watches)
-		cancel()
-		if err != nil {
-			if rc.ctx().Err() == nil {
-				// Timed out (or a topic changed): answer with what there is now.
-				resp, _, _ = s.fetchOnce(work)
-			}
-			return finish(resp)
-		}
+	resp, total, watches := s.fetchOnce(work)
+	if total >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(watches) == 0 {
+		return finish(resp)
 	}
+	// Park until MinBytes are there across the partitions or MaxWait passes;
+	// appends wake the wait, which counts bytes from the index, and the
+	// records are read once, at the end.
+	ctx, cancel := context.WithTimeout(rc.ctx(), time.Duration(req.MaxWaitMillis)*time.Millisecond)
+	_ = s.broker.WaitBytes(ctx, watches, int(req.MinBytes))
+	cancel()
+	if rc.ctx().Err() == nil {
+		resp, _, _ = s.fetchOnce(work)
+	}
+	return finish(resp)
 }
 
 // resolveTopicIDs fills in topic names for v13+ requests, which name topics
@@ -159,8 +157,9 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 			n, err := s.fetchPartition(t, rp.Partition, model.QueueOffset(rp.FetchOffset), budget, total == 0, &pr)
 			if err != nil {
 				pr.ErrorCode = errorCode(err)
-			} else if n == 0 && pr.HighWatermark >= 0 && rp.FetchOffset >= pr.HighWatermark {
-				watches = append(watches, broker.Watch{Topic: t.Name, Index: rp.Partition, Offset: model.QueueOffset(rp.FetchOffset)})
+			} else {
+				watches = append(watches, broker.Watch{Topic: t.Name, Index: rp.Partition,
+					Offset: model.QueueOffset(rp.FetchOffset), MaxBytes: int(rp.PartitionMaxBytes)})
 			}
 			total += n
 			tr.Partitions = append(tr.Partitions, pr)

@@ -5,8 +5,9 @@ package kafka
 // Version notes: timestamp -2 is the log start offset, -1 the high watermark
 // (read_uncommitted) or last stable offset (read_committed, equal while no
 // transactions exist), -3 (KIP-734) the offset of the largest timestamp, and
-// any other value the first offset whose timestamp is at or after it (the
-// answer may be the first offset of the batch holding it). v0's
+// any other value the first offset whose record timestamp is at or after it
+// with that record's timestamp (exact inside multi-record batches: the
+// broker's time lookup decodes the one batch concerned). v0's
 // MaxNumOffsets answers with at most one offset. Leader epochs are -1.
 
 import (
@@ -56,12 +57,12 @@ func (s *Server) listOffset(t *broker.Topic, partition int32, ts int64) (model.Q
 		off, maxTS, err := s.broker.OffsetOfMaxTimestamp(t.Name, partition)
 		return off, maxTS, err
 	}
-	off, err := s.broker.OffsetForTime(t.Name, partition, ts)
+	off, found, err := s.broker.OffsetForTime(t.Name, partition, ts)
 	if err != nil {
 		return 0, -1, err
 	}
-	if off >= hw {
+	if off >= hw || found < 0 {
 		return -1, -1, nil
 	}
-	return off, ts, nil
+	return off, found, nil
 }

@@ -213,6 +213,40 @@ func (e *Engine) SetStartOffset(id model.QueueID, offset model.QueueOffset) erro
 	return q.idx.SetStart(offset)
 }
 
+// VisibleBytes returns how many stored bytes of queue id are visible from
+// offset on, counting whole records and stopping once limit is reached, and
+// the queue's high watermark. It reads index entries only, not the log.
+func (e *Engine) VisibleBytes(id model.QueueID, offset model.QueueOffset, limit int) (int, model.QueueOffset, error) {
+	q, err := e.queue(id)
+	if err != nil {
+		return 0, 0, err
+	}
+	visible := e.clog.Visible()
+	hw := q.idx.VisibleEnd(visible)
+	if offset >= hw || limit <= 0 {
+		return 0, hw, nil
+	}
+	no, _, err := q.idx.Lookup(max(offset, q.idx.StartOffset()))
+	if err != nil {
+		return 0, hw, err
+	}
+	total := 0
+	var buf []queueindex.Entry
+	for total < limit {
+		if buf, err = q.idx.Entries(no, 64, buf[:0]); err != nil || len(buf) == 0 {
+			return total, hw, err
+		}
+		for _, ent := range buf {
+			if ent.Pos+model.LogPos(ent.Size) > visible || total >= limit {
+				return total, hw, nil
+			}
+			total += int(ent.Size)
+			no++
+		}
+	}
+	return total, hw, nil
+}
+
 // Wait blocks until any of the watched queues has visible data at or past its
 // offset, the context ends, or the engine closes. It never polls: appends wake
 // it once their records are visible.
