@@ -132,7 +132,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		a.engine.Close()
 		return nil, err
 	}
-	a.groups = groups.New(groups.Options{Logger: log})
+	a.groups = groups.New(groups.Options{Logger: log,
+		MinSessionTimeout: cfg.Broker.GroupMinSessionTimeout, MaxSessionTimeout: cfg.Broker.GroupMaxSessionTimeout})
 	return a, nil
 }
 

@@ -120,6 +120,9 @@ type BrokerConfig struct {
 
 	ProducerIDExpiration time.Duration `yaml:"producer_id_expiration" help:"forget an idempotent producer's sequence state after this long without a write (Kafka producer.id.expiration.ms)"`
 	MaxProducerStates    int           `yaml:"max_producer_states" help:"bound on idempotent (producer, partition) states held; past it the least recently used are forgotten"`
+
+	GroupMinSessionTimeout time.Duration `yaml:"group_min_session_timeout" help:"shortest consumer group session timeout a member may ask for (Kafka group.min.session.timeout.ms)"`
+	GroupMaxSessionTimeout time.Duration `yaml:"group_max_session_timeout" help:"longest consumer group session timeout a member may ask for (Kafka group.max.session.timeout.ms)"`
 }
 
 // LimitsConfig bounds what clients may make the broker hold.
@@ -149,7 +152,8 @@ func DefaultConfig() Config {
 			MaxOpenIndexFiles:  2048,
 		},
 		Broker: BrokerConfig{AutoCreateTopics: true, DefaultQueues: 8, MaxQueuesPerTopic: 10000,
-			ProducerIDExpiration: 24 * time.Hour, MaxProducerStates: 500_000},
+			ProducerIDExpiration: 24 * time.Hour, MaxProducerStates: 500_000,
+			GroupMinSessionTimeout: 6 * time.Second, GroupMaxSessionTimeout: 30 * time.Minute},
 		Limits:          LimitsConfig{MaxFrameBytes: 100 << 20, MaxInflightPerConn: 64, MaxBytesInFlight: 512 << 20},
 		ShutdownTimeout: 5 * time.Second,
 	}
@@ -177,6 +181,8 @@ func (c Config) Validate() error {
 		return bad("broker.default_queues %d", c.Broker.DefaultQueues)
 	case c.Limits.MaxFrameBytes <= 0 || c.Limits.MaxInflightPerConn <= 0 || c.Limits.MaxBytesInFlight < c.Limits.MaxFrameBytes:
 		return bad("limits: frames, in-flight requests and bytes must be positive, bytes in flight >= max frame")
+	case c.Broker.GroupMinSessionTimeout <= 0 || c.Broker.GroupMaxSessionTimeout < c.Broker.GroupMinSessionTimeout:
+		return bad("broker.group_min_session_timeout must be positive and at most broker.group_max_session_timeout")
 	case c.Broker.ProducerIDExpiration <= 0 || c.Broker.MaxProducerStates <= 0:
 		return bad("broker.producer_id_expiration and broker.max_producer_states must be positive")
 	case c.ShutdownTimeout <= 0:

@@ -145,6 +145,13 @@ func (b *Broker) Close() error {
 	return b.offsets.snapshot(context.Background())
 }
 
+// OffsetsTopic is the internal topic holding consumer offset commits (Kafka
+// clients know it as __consumer_offsets).
+func (b *Broker) OffsetsTopic() *Topic {
+	t, _ := b.Topic(offsetsTopic)
+	return t
+}
+
 // Meta is the metadata store (for components that keep their own keys, such
 // as producer id allocation).
 func (b *Broker) Meta() meta.Store { return b.meta }

@@ -13,14 +13,21 @@ package kafka
 // its original offset, a gap gets OUT_OF_ORDER_SEQUENCE_NUMBER.
 // LogAppendTime topics get the append time and a recomputed CRC.
 //
+// Topics with cleanup.policy=compact refuse records without a key: their
+// batches (and only theirs) are decoded, and the partition gets
+// INVALID_RECORD naming each offending record's index in its batch (KIP-467).
+// Other invalid batches are named as a whole (index 0).
+//
 // Not implemented: transactional batches (no transaction coordinator yet:
-// INVALID_TXN_STATE); per-record errors (KIP-467) name the batch, not the
-// record inside it, since batches are never decompressed.
+// INVALID_TXN_STATE).
 
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"hash/crc32"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -51,8 +58,14 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 			if err != nil {
 				pr.ErrorCode = errorCode(err)
 				pr.ErrorMessage = errorMessage(err)
-				if pr.ErrorCode == kerr.InvalidRecord.Code {
-					// KIP-467: name the offending batch (its index in the request).
+				var re *recordErrors
+				if errors.As(err, &re) {
+					// KIP-467: name each offending record by its index in the batch.
+					for _, i := range re.indexes {
+						pr.ErrorRecords = append(pr.ErrorRecords, kmsg.ProduceResponseTopicPartitionErrorRecord{RelativeOffset: i, ErrorMessage: pr.ErrorMessage})
+					}
+				} else if pr.ErrorCode == kerr.InvalidRecord.Code {
+					// KIP-467: the batch as a whole is invalid.
 					pr.ErrorRecords = []kmsg.ProduceResponseTopicPartitionErrorRecord{{RelativeOffset: 0, ErrorMessage: pr.ErrorMessage}}
 				}
 				rc.conn.log.Debug("produce refused", "topic", rt.Topic, "partition", rp.Partition, "err", err)
@@ -90,6 +103,9 @@ func (s *Server) producePartition(rc *reqCtx, t *broker.Topic, partition int32, 
 	if partition < 0 || int(partition) >= len(t.Queues) {
 		return 0, model.ErrUnknownQueue
 	}
+	if t.Internal {
+		return 0, fmt.Errorf("%w: cannot append to internal topic %s", model.ErrInvalidTopic, kafkaName(t))
+	}
 	batches, hdrs, err := kbatch.Split(records)
 	if err != nil {
 		return 0, err
@@ -104,6 +120,11 @@ func (s *Server) producePartition(rc *reqCtx, t *broker.Topic, partition int32, 
 	for _, h := range hdrs {
 		if h.Attributes&kbatch.AttrTransactional != 0 || h.Attributes&kbatch.AttrControl != 0 {
 			return 0, errTransactionsUnsupported
+		}
+	}
+	if strings.Contains(t.Config.CleanupPolicy, "compact") {
+		if err := s.checkKeyed(batches, t, partition); err != nil {
+			return 0, err
 		}
 	}
 	logAppend := t.Config.TimestampType == "LogAppendTime"
@@ -184,6 +205,39 @@ func (s *Server) produceIdempotent(rc *reqCtx, t *broker.Topic, partition int32,
 	last := toWrite[len(toWrite)-1]
 	return last.Pos + model.LogPos(last.Size), nil
 }
+
+// checkKeyed refuses batches for a compacted topic that hold records without
+// a key, naming each such record (only these topics' batches are decoded).
+func (s *Server) checkKeyed(batches [][]byte, t *broker.Topic, partition int32) error {
+	var bad []int32
+	for _, b := range batches {
+		i := int32(0)
+		err := s.batches.Records(b, false, func(r *kbatch.Record) bool {
+			if r.KeyNull {
+				bad = append(bad, i)
+			}
+			i++
+			return true
+		})
+		if err != nil {
+			return &kbatch.Error{Reason: err.Error(), Corrupt: true}
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return &recordErrors{indexes: bad,
+		msg: fmt.Sprintf("compacted topic cannot accept a record without a key in topic partition %s-%d", kafkaName(t), partition)}
+}
+
+// recordErrors refuses a partition's records, naming the offending ones
+// (INVALID_RECORD with KIP-467 record errors).
+type recordErrors struct {
+	indexes []int32
+	msg     string
+}
+
+func (e *recordErrors) Error() string { return e.msg }
 
 // setLogAppendTime stamps a batch with the broker's time, as Kafka does for
 // LogAppendTime topics, and recomputes its CRC.

@@ -7,7 +7,8 @@ package kafka
 // leader epoch is -1, which tells KIP-320 clients not to validate epochs. v0
 // with no topics and v1+ with null topics mean "all topics". Unknown topics
 // are created when auto-creation is on and the request allows it (v4+ flag;
-// always for v0-3, as Kafka does).
+// always for v0-3, as Kafka does). A request for all topics lists
+// __consumer_offsets too, flagged internal.
 //
 // Not implemented: authorized operations (always -2147483648 = not asked).
 
@@ -33,7 +34,7 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 	var topics []*broker.Topic
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
-		topics = s.broker.Topics(false)
+		topics = append(s.broker.Topics(false), s.broker.OffsetsTopic())
 	} else {
 		autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
 		for _, rt := range req.Topics {
@@ -41,7 +42,7 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 				resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: kerr.UnknownTopicID.Code, TopicID: rt.TopicID})
 				continue
 			}
-			name, err := topicName(*rt.Topic)
+			name, err := s.topicName(*rt.Topic)
 			if err != nil {
 				resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: kerr.InvalidTopicException.Code, Topic: rt.Topic})
 				continue

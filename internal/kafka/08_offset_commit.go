@@ -29,7 +29,7 @@ func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 		var t *broker.Topic
 		if err == nil {
 			var name model.TopicName
-			if name, err = topicName(rt.Topic); err == nil {
+			if name, err = s.topicName(rt.Topic); err == nil {
 				t, err = s.broker.Topic(name)
 			}
 		}

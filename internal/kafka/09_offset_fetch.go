@@ -35,7 +35,7 @@ func (s *Server) fetchGroupOffsets(group string, topics map[string][]int32, all 
 		return out
 	}
 	for topic, parts := range topics {
-		name, err := topicName(topic)
+		name, err := s.topicName(topic)
 		var committed map[int32]modelCommitted
 		if err == nil {
 			committed, err = s.committed(group, name)

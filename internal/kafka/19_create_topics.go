@@ -2,11 +2,16 @@ package kafka
 
 // CreateTopics (key 19), versions 0-7.
 //
-// Version notes: any replication factor (including -1 and > 1) is accepted on
-// a single node so tools that hard-code RF=3 work; the topic has one replica.
-// NumPartitions -1 takes the broker default; manual assignments set the
-// partition count. validate_only checks everything and creates nothing.
-// v5+ answers with the partition count, replication factor and configs.
+// Version notes: any positive replication factor (or -1) is accepted on a
+// single node so tools that hard-code RF=3 work; the topic has one replica.
+// 0 or below -1 is INVALID_REPLICATION_FACTOR. NumPartitions -1 takes the
+// broker default, 0 or below -1 is INVALID_PARTITIONS; manual assignments set
+// the partition count. Names outside [a-zA-Z0-9._-] (a '/' separates a
+// namespace), longer than 249 or "." / ".." are INVALID_TOPIC_EXCEPTION; a
+// name given twice in one request is INVALID_REQUEST (answered once); an
+// unknown config or an unparsable value is INVALID_CONFIG. validate_only
+// applies every check and creates nothing. v5+ answers with the partition
+// count, replication factor and configs.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -19,8 +24,21 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	s := rc.srv()
+	seen := map[string]int{}
+	for _, rt := range req.Topics {
+		seen[rt.Topic]++
+	}
 	for _, rt := range req.Topics {
 		tr := kmsg.CreateTopicsResponseTopic{Topic: rt.Topic, NumPartitions: -1, ReplicationFactor: -1, TopicID: [16]byte{}}
+		if c := seen[rt.Topic]; c != 1 {
+			if c > 1 { // a repeated name is answered once
+				seen[rt.Topic] = 0
+				tr.ErrorCode = kerr.InvalidRequest.Code
+				tr.ErrorMessage = strp("topic named more than once in the request")
+				resp.Topics = append(resp.Topics, tr)
+			}
+			continue
+		}
 		n := int(rt.NumPartitions)
 		if len(rt.ReplicaAssignment) > 0 {
 			n = len(rt.ReplicaAssignment)
@@ -35,7 +53,7 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 				break
 			}
 		}
-		name, nerr := topicName(rt.Topic)
+		name, nerr := s.newKafkaTopicName(rt.Topic)
 		switch {
 		case nerr != nil:
 			err = nerr

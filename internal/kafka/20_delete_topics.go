@@ -41,7 +41,7 @@ func handleDeleteTopics(rc *reqCtx, kreq kmsg.Request) reply {
 				continue
 			}
 		}
-		name, err := topicName(*r.Topic)
+		name, err := s.topicName(*r.Topic)
 		if err == nil {
 			if t, terr := s.broker.Topic(name); terr == nil && t.Internal {
 				r.ErrorCode = kerr.TopicAuthorizationFailed.Code

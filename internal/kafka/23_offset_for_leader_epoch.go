@@ -19,7 +19,7 @@ func handleOffsetForLeaderEpoch(rc *reqCtx, kreq kmsg.Request) reply {
 	s := rc.srv()
 	for _, rt := range req.Topics {
 		tr := kmsg.OffsetForLeaderEpochResponseTopic{Topic: rt.Topic}
-		name, nerr := topicName(rt.Topic)
+		name, nerr := s.topicName(rt.Topic)
 		for _, rp := range rt.Partitions {
 			pr := kmsg.OffsetForLeaderEpochResponseTopicPartition{Partition: rp.Partition, LeaderEpoch: -1, EndOffset: -1}
 			switch {

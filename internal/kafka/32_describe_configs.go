@@ -26,7 +26,7 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 		var entries []describedConfig
 		switch r.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
-			name, err := topicName(r.ResourceName)
+			name, err := s.topicName(r.ResourceName)
 			if err == nil {
 				t, terr := s.broker.Topic(name)
 				if terr == nil {

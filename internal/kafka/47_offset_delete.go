@@ -21,7 +21,7 @@ func handleOffsetDelete(rc *reqCtx, kreq kmsg.Request) reply {
 	}
 	for _, rt := range req.Topics {
 		tr := kmsg.OffsetDeleteResponseTopic{Topic: rt.Topic}
-		name, err := topicName(rt.Topic)
+		name, err := s.topicName(rt.Topic)
 		var parts []int32
 		for _, p := range rt.Partitions {
 			parts = append(parts, p.Partition)

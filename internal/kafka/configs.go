@@ -100,10 +100,19 @@ func findConfigKey(name string) *topicConfigKey {
 	return nil
 }
 
-// applyConfig sets (or, with a nil value, clears) one Kafka config.
+// applyConfig sets (or, with a nil value, clears) one Kafka config. Names
+// Kafka does not know, and values Kafka would not parse, are INVALID_CONFIG;
+// known configs Rosetta does not enforce are validated and kept verbatim.
 func applyConfig(c *broker.TopicConfig, name string, value *string) error {
 	if k := findConfigKey(name); k != nil {
 		return k.set(c, value)
+	}
+	check, known := unenforcedConfigs[name]
+	if !known {
+		return fmt.Errorf("%w: unknown topic config %q", model.ErrInvalidConfig, name)
+	}
+	if value != nil && !check(*value) {
+		return fmt.Errorf("%w: %s=%q", model.ErrInvalidConfig, name, *value)
 	}
 	if value == nil {
 		delete(c.Extra, name)

@@ -18,9 +18,12 @@ import (
 func errorCode(err error) int16 {
 	var be *kbatch.Error
 	var ke *kafkaCodeError
+	var re *recordErrors
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &re):
+		return kerr.InvalidRecord.Code
 	case errors.As(err, &ke):
 		return ke.code
 	case errors.As(err, &be):

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/groups"
+	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
 )
 
@@ -36,6 +37,7 @@ type Server struct {
 	broker    *broker.Broker
 	groups    *groups.Coordinator
 	producers *producers.Manager
+	batches   *kbatch.Reader // decodes batches of compacted topics
 	budget    *byteBudget
 	sessions  *fetchSessions
 	frames    framePool
@@ -65,7 +67,8 @@ func NewServer(b *broker.Broker, g *groups.Coordinator, opts Options) *Server {
 	s := &Server{
 		opts: opts, log: opts.Logger.With("proto", "kafka"), broker: b, groups: g,
 		budget: newByteBudget(opts.MaxBytesInFlight), sessions: newFetchSessions(),
-		conns: map[*conn]struct{}{},
+		batches: kbatch.NewReader(int(opts.MaxFrameBytes) * 4),
+		conns:   map[*conn]struct{}{},
 	}
 	s.producers = opts.Producers
 	if s.producers == nil {

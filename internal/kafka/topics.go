@@ -1,19 +1,41 @@
 package kafka
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
+// consumerOffsetsName is the name Kafka clients know the internal offsets
+// topic by. It is listed (internal) in Metadata, so regex subscriptions that
+// leave internal topics out behave as on Kafka; it cannot be produced to,
+// and fetching from it returns nothing (commits are stored in Rosetta's own
+// format, not Kafka's).
+const consumerOffsetsName = "__consumer_offsets"
+
 // topicName parses a Kafka topic name: "orders" is public/default/orders;
 // "ns/orders" and "tenant/ns/orders" name other namespaces.
-func topicName(s string) (model.TopicName, error) {
-	return model.ParseTopicName(s)
+func (s *Server) topicName(name string) (model.TopicName, error) {
+	if name == consumerOffsetsName {
+		return s.broker.OffsetsTopic().Name, nil
+	}
+	return model.ParseTopicName(name)
+}
+
+// newKafkaTopicName parses the name of a topic a Kafka client creates, which
+// must also be a legal Kafka name: RocketMQ's '%' (system topics) is refused.
+func (s *Server) newKafkaTopicName(name string) (model.TopicName, error) {
+	if strings.Contains(name, "%") {
+		return model.TopicName{}, fmt.Errorf("%w: %q: character '%%' is not allowed", model.ErrInvalidTopic, name)
+	}
+	return s.topicName(name)
 }
 
 // lookupTopic resolves a Kafka topic name to an existing topic.
 func (s *Server) lookupTopic(name string) (*broker.Topic, error) {
-	n, err := topicName(name)
+	n, err := s.topicName(name)
 	if err != nil {
 		return nil, err
 	}
@@ -21,7 +43,12 @@ func (s *Server) lookupTopic(name string) (*broker.Topic, error) {
 }
 
 // kafkaName is the name Kafka clients see.
-func kafkaName(t *broker.Topic) string { return t.Name.Short() }
+func kafkaName(t *broker.Topic) string {
+	if t.Internal && t.Name.Topic == "consumer_offsets" {
+		return consumerOffsetsName
+	}
+	return t.Name.Short()
+}
 
 // topicID is the topic's stable UUID.
 func topicID(t *broker.Topic) [16]byte { return t.ID }

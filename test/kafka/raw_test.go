@@ -87,3 +87,24 @@ func TestIdempotentDuplicateAndGap(t *testing.T) {
 		t.Fatalf("end offset: %v %+v", err, lr)
 	}
 }
+
+// keyedBatch builds an uncompressed batch with one record per key ("" is a
+// null key).
+func keyedBatch(keys []string) []byte {
+	var recs []byte
+	for i, k := range keys {
+		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte("v")}
+		if k != "" {
+			r.Key = []byte(k)
+		}
+		r.Length = int32(len(r.AppendTo(nil)) - 1)
+		recs = r.AppendTo(recs)
+	}
+	now := time.Now().UnixMilli()
+	b := kmsg.RecordBatch{Magic: 2, PartitionLeaderEpoch: -1, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
+		LastOffsetDelta: int32(len(keys) - 1), NumRecords: int32(len(keys)), FirstTimestamp: now, MaxTimestamp: now, Records: recs}
+	enc := b.AppendTo(nil)
+	binary.BigEndian.PutUint32(enc[8:], uint32(len(enc)-12))
+	binary.BigEndian.PutUint32(enc[17:], crc32.Checksum(enc[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return enc
+}

@@ -101,7 +101,7 @@ type Coordinator struct {
 // New returns a coordinator.
 func New(opts Options) *Coordinator {
 	if opts.MinSessionTimeout <= 0 {
-		opts.MinSessionTimeout = 1 * time.Second
+		opts.MinSessionTimeout = 6 * time.Second
 	}
 	if opts.MaxSessionTimeout <= 0 {
 		opts.MaxSessionTimeout = 30 * time.Minute
