@@ -123,6 +123,9 @@ type BrokerConfig struct {
 
 	GroupMinSessionTimeout time.Duration `yaml:"group_min_session_timeout" help:"shortest consumer group session timeout a member may ask for (Kafka group.min.session.timeout.ms)"`
 	GroupMaxSessionTimeout time.Duration `yaml:"group_max_session_timeout" help:"longest consumer group session timeout a member may ask for (Kafka group.max.session.timeout.ms)"`
+
+	GroupConsumerSessionTimeout    time.Duration `yaml:"group_consumer_session_timeout" help:"session timeout of consumer-protocol (KIP-848) group members (Kafka group.consumer.session.timeout.ms)"`
+	GroupConsumerHeartbeatInterval time.Duration `yaml:"group_consumer_heartbeat_interval" help:"heartbeat interval told to consumer-protocol (KIP-848) group members (Kafka group.consumer.heartbeat.interval.ms)"`
 }
 
 // LimitsConfig bounds what clients may make the broker hold.
@@ -153,7 +156,8 @@ func DefaultConfig() Config {
 		},
 		Broker: BrokerConfig{AutoCreateTopics: true, DefaultQueues: 8, MaxQueuesPerTopic: 10000,
 			ProducerIDExpiration: 24 * time.Hour, MaxProducerStates: 500_000,
-			GroupMinSessionTimeout: 6 * time.Second, GroupMaxSessionTimeout: 30 * time.Minute},
+			GroupMinSessionTimeout: 6 * time.Second, GroupMaxSessionTimeout: 30 * time.Minute,
+			GroupConsumerSessionTimeout: 45 * time.Second, GroupConsumerHeartbeatInterval: 5 * time.Second},
 		Limits:          LimitsConfig{MaxFrameBytes: 100 << 20, MaxInflightPerConn: 64, MaxBytesInFlight: 512 << 20},
 		ShutdownTimeout: 5 * time.Second,
 	}
@@ -183,6 +187,8 @@ func (c Config) Validate() error {
 		return bad("limits: frames, in-flight requests and bytes must be positive, bytes in flight >= max frame")
 	case c.Broker.GroupMinSessionTimeout <= 0 || c.Broker.GroupMaxSessionTimeout < c.Broker.GroupMinSessionTimeout:
 		return bad("broker.group_min_session_timeout must be positive and at most broker.group_max_session_timeout")
+	case c.Broker.GroupConsumerHeartbeatInterval <= 0 || c.Broker.GroupConsumerSessionTimeout <= c.Broker.GroupConsumerHeartbeatInterval:
+		return bad("broker.group_consumer_heartbeat_interval must be positive and below broker.group_consumer_session_timeout")
 	case c.Broker.ProducerIDExpiration <= 0 || c.Broker.MaxProducerStates <= 0:
 		return bad("broker.producer_id_expiration and broker.max_producer_states must be positive")
 	case c.ShutdownTimeout <= 0:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
@@ -69,6 +70,8 @@ type Broker struct {
 	topics  map[string]*Topic
 	byID    map[[16]byte]*Topic
 	byQueue map[model.QueueID]QueueRef
+
+	topicsVersion atomic.Uint64
 
 	offsets *offsetStore
 	batches *kbatch.Reader // looks into Kafka batches (exact time lookups)

@@ -161,6 +161,7 @@ func (b *Broker) saveTopicLocked(ctx context.Context, t *Topic, rev int64) error
 	t.revision = nrev
 	b.topics[t.Name.String()] = t
 	b.byID[t.ID] = t
+	b.topicsVersion.Add(1)
 	for i, id := range t.Queues {
 		b.byQueue[id] = QueueRef{Topic: t, Index: int32(i)}
 	}
@@ -204,6 +205,10 @@ func (b *Broker) Topic(name model.TopicName) (*Topic, error) {
 	return t, nil
 }
 
+// TopicsVersion changes whenever a topic is created, deleted or changed
+// (consumer groups watch it to notice new and grown topics).
+func (b *Broker) TopicsVersion() uint64 { return b.topicsVersion.Load() }
+
 // Topics lists the topics (internal ones only when asked), sorted by name.
 func (b *Broker) Topics(includeInternal bool) []*Topic {
 	b.topicMu.RLock()
@@ -231,6 +236,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, name model.TopicName) error {
 	}
 	delete(b.topics, name.String())
 	delete(b.byID, t.ID)
+	b.topicsVersion.Add(1)
 	for _, id := range t.Queues {
 		delete(b.byQueue, id)
 		if err := b.engine.DeleteQueue(ctx, id); err != nil && !errors.Is(err, model.ErrUnknownQueue) {

@@ -1,10 +1,13 @@
 package kafka
 
-// OffsetCommit (key 8), versions 0-8.
+// OffsetCommit (key 8), versions 0-9.
 //
 // Version notes: members commit with their generation, checked against the
 // group; generation -1 commits (simple consumers, admin tools) are accepted
-// while the group has no members. v0 commits are stored like the others.
+// while the group has no members. For consumer-protocol (KIP-848) groups the
+// generation is the member epoch: the current epoch, or an older one for
+// partitions the member still owns since that epoch (STALE_MEMBER_EPOCH
+// otherwise; UNKNOWN_MEMBER_ID for a member not in the group). v0 commits are stored like the others.
 // Commits are durable under the storage durability policy before the answer.
 // Retention time (v2-4) and leader epochs are accepted and ignored.
 
@@ -12,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -19,7 +23,17 @@ func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.OffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	s := rc.srv()
-	gerr := s.groups.CheckCommit(req.Group, req.MemberID, deref(req.InstanceID), req.Generation)
+	var parts []groups.TopicPartitions
+	for _, rt := range req.Topics {
+		if t, err := s.lookupTopic(rt.Topic); err == nil {
+			tp := groups.TopicPartitions{Topic: topicID(t)}
+			for _, rp := range rt.Partitions {
+				tp.Partitions = append(tp.Partitions, rp.Partition)
+			}
+			parts = append(parts, tp)
+		}
+	}
+	gerr := s.groups.CheckCommit(req.Group, req.MemberID, deref(req.InstanceID), req.Generation, parts)
 	if req.Version == 0 || (req.Generation < 0 && req.MemberID == "") {
 		gerr = nil
 	}

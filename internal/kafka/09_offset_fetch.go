@@ -1,10 +1,13 @@
 package kafka
 
-// OffsetFetch (key 9), versions 0-8.
+// OffsetFetch (key 9), versions 0-9.
 //
 // Version notes: a group with no commits returns offset -1 for every asked
 // partition and no error. Null topics (v2+) return every committed offset of
-// the group. v8 batches several groups. Leader epochs are -1.
+// the group. v8 batches several groups. v9 names the member of a
+// consumer-protocol group: an unknown member is UNKNOWN_MEMBER_ID, an epoch
+// newer than the member's STALE_MEMBER_EPOCH (group-level error). Leader
+// epochs are -1.
 //
 // Not implemented: require_stable (v7+) waits, since no transactions exist.
 
@@ -82,6 +85,11 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) reply {
 				topics[t.Topic] = t.Partitions
 			}
 			rg := kmsg.OffsetFetchResponseGroup{Group: g.Group}
+			if err := s.groups.CheckOffsetFetch(g.Group, deref(g.MemberID), g.MemberEpoch); err != nil {
+				rg.ErrorCode = errorCode(err)
+				resp.Groups = append(resp.Groups, rg)
+				continue
+			}
 			for topic, parts := range s.fetchGroupOffsets(g.Group, topics, g.Topics == nil) {
 				rt := kmsg.OffsetFetchResponseGroupTopic{Topic: topic}
 				for _, p := range parts {

@@ -3,7 +3,8 @@ package kafka
 // DescribeGroups (key 15), versions 0-5.
 //
 // Version notes: unknown groups are described as Dead with no error, as
-// Kafka does. Authorized operations are not computed.
+// Kafka does; so are consumer-protocol (KIP-848) groups, which Kafka describes
+// only through ConsumerGroupDescribe (key 69). Authorized operations are not computed.
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 

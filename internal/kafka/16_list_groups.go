@@ -1,11 +1,15 @@
 package kafka
 
-// ListGroups (key 16), versions 0-4.
+// ListGroups (key 16), versions 0-5.
 //
-// Version notes: v4 filters by state; groups with committed offsets but no
-// members are listed as Empty (they exist for OffsetFetch).
+// Version notes: v4 filters by state, v5 by type and names each group's type
+// ("classic" or "consumer"); groups with committed offsets but no members are
+// listed as Empty classic groups (they exist for OffsetFetch). Filters match
+// case-insensitively, as Kafka's do.
 
 import (
+	"strings"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -13,26 +17,28 @@ func handleListGroups(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.ListGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	seen := map[string]bool{}
-	want := func(state string) bool {
-		if len(req.StatesFilter) == 0 {
+	match := func(filter []string, v string) bool {
+		if len(filter) == 0 {
 			return true
 		}
-		for _, f := range req.StatesFilter {
-			if f == state {
+		for _, f := range filter {
+			if strings.EqualFold(f, v) {
 				return true
 			}
 		}
 		return false
 	}
+	want := func(state, typ string) bool { return match(req.StatesFilter, state) && match(req.TypesFilter, typ) }
 	for _, d := range rc.srv().groups.List() {
 		seen[d.Group] = true
-		if want(string(d.State)) {
-			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: d.Group, ProtocolType: d.ProtocolType, GroupState: string(d.State)})
+		if want(string(d.State), d.Type) {
+			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: d.Group, ProtocolType: d.ProtocolType,
+				GroupState: string(d.State), GroupType: d.Type})
 		}
 	}
 	for _, g := range rc.srv().broker.OffsetGroups() {
-		if !seen[g] && want("Empty") {
-			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: g, ProtocolType: "consumer", GroupState: "Empty"})
+		if !seen[g] && want("Empty", "classic") {
+			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: g, ProtocolType: "consumer", GroupState: "Empty", GroupType: "classic"})
 		}
 	}
 	return reply{resp: resp}

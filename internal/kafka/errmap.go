@@ -74,6 +74,18 @@ func errorCode(err error) int16 {
 		return kerr.FencedInstanceID.Code
 	case errors.Is(err, groups.ErrInvalidGroupID):
 		return kerr.InvalidGroupID.Code
+	case errors.Is(err, groups.ErrInvalidRequest):
+		return kerr.InvalidRequest.Code
+	case errors.Is(err, groups.ErrFencedMemberEpoch):
+		return kerr.FencedMemberEpoch.Code
+	case errors.Is(err, groups.ErrStaleMemberEpoch):
+		return kerr.StaleMemberEpoch.Code
+	case errors.Is(err, groups.ErrUnsupportedAssignor):
+		return kerr.UnsupportedAssignor.Code
+	case errors.Is(err, groups.ErrUnreleasedInstanceID):
+		return kerr.UnreleasedInstanceID.Code
+	case errors.Is(err, groups.ErrInvalidRegex):
+		return kerr.InvalidRegularExpression.Code
 	case errors.Is(err, producers.ErrOutOfOrderSequence):
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, producers.ErrInvalidEpoch):

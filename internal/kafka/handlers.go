@@ -28,15 +28,15 @@ func handlerTable() []apiHandler {
 		{1, 4, 16, handleFetch},
 		{2, 0, 7, handleListOffsets},
 		{3, 0, 12, handleMetadata},
-		{8, 0, 8, handleOffsetCommit},
-		{9, 0, 8, handleOffsetFetch},
+		{8, 0, 9, handleOffsetCommit},
+		{9, 0, 9, handleOffsetFetch},
 		{10, 0, 4, handleFindCoordinator},
 		{11, 0, 9, handleJoinGroup},
 		{12, 0, 4, handleHeartbeat},
 		{13, 0, 5, handleLeaveGroup},
 		{14, 0, 5, handleSyncGroup},
 		{15, 0, 5, handleDescribeGroups},
-		{16, 0, 4, handleListGroups},
+		{16, 0, 5, handleListGroups},
 		{18, 0, 4, handleApiVersions},
 		{19, 0, 7, handleCreateTopics},
 		{20, 0, 6, handleDeleteTopics},
@@ -55,6 +55,8 @@ func handlerTable() []apiHandler {
 		{47, 0, 0, handleOffsetDelete},
 		{60, 0, 1, handleDescribeCluster},
 		{61, 0, 0, handleDescribeProducers},
+		{68, 0, 1, handleConsumerGroupHeartbeat},
+		{69, 0, 1, handleConsumerGroupDescribe},
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -83,8 +84,14 @@ type Options struct {
 	// InitialRebalanceDelay lets more members join an empty group before
 	// its first generation (Kafka's group.initial.rebalance.delay.ms).
 	InitialRebalanceDelay time.Duration
-	Logger                *slog.Logger
-	Now                   func() time.Time
+	// ConsumerSessionTimeout and ConsumerHeartbeatInterval apply to
+	// consumer-protocol (KIP-848) groups, where the broker sets them
+	// (Kafka's group.consumer.session.timeout.ms, default 45 s, and
+	// group.consumer.heartbeat.interval.ms, default 5 s).
+	ConsumerSessionTimeout    time.Duration
+	ConsumerHeartbeatInterval time.Duration
+	Logger                    *slog.Logger
+	Now                       func() time.Time
 }
 
 // Coordinator holds every group.
@@ -92,10 +99,11 @@ type Coordinator struct {
 	opts Options
 	log  *slog.Logger
 
-	mu     sync.Mutex
-	groups map[string]*group
-	nextID uint64
-	closed bool
+	mu      sync.Mutex
+	groups  map[string]*group         // classic groups
+	cgroups map[string]*consumerGroup // consumer-protocol groups; an id is in one map at most
+	nextID  atomic.Uint64
+	closed  bool
 }
 
 // New returns a coordinator.
@@ -106,13 +114,20 @@ func New(opts Options) *Coordinator {
 	if opts.MaxSessionTimeout <= 0 {
 		opts.MaxSessionTimeout = 30 * time.Minute
 	}
+	if opts.ConsumerSessionTimeout <= 0 {
+		opts.ConsumerSessionTimeout = 45 * time.Second
+	}
+	if opts.ConsumerHeartbeatInterval <= 0 {
+		opts.ConsumerHeartbeatInterval = 5 * time.Second
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Coordinator{opts: opts, log: opts.Logger.With("component", "groups"), groups: map[string]*group{}}
+	return &Coordinator{opts: opts, log: opts.Logger.With("component", "groups"), groups: map[string]*group{},
+		cgroups: map[string]*consumerGroup{}}
 }
 
 type member struct {
@@ -156,17 +171,22 @@ func (c *Coordinator) group(id string, create bool) *group {
 	defer c.mu.Unlock()
 	g := c.groups[id]
 	if g == nil && create {
+		if cg := c.cgroups[id]; cg != nil {
+			if len(cg.members) > 0 {
+				return nil // a consumer group: not joinable as classic
+			}
+			delete(c.cgroups, id) // an empty consumer group converts
+		}
 		g = &group{c: c, id: id, state: Empty, members: map[string]*member{}, instances: map[string]string{}}
 		c.groups[id] = g
 	}
 	return g
 }
 
+// newMemberID makes a member id; it takes no lock, since it runs under a
+// group's lock (lock order: Coordinator.mu before group.mu).
 func (c *Coordinator) newMemberID(clientID string) string {
-	c.mu.Lock()
-	c.nextID++
-	n := c.nextID
-	c.mu.Unlock()
+	n := c.nextID.Add(1)
 	if clientID == "" {
 		clientID = "member"
 	}

@@ -152,7 +152,13 @@ func (c *Coordinator) Leave(groupID string, leaving []LeaveMember) []error {
 // CheckCommit validates an offset commit's member and generation. A commit
 // with generation < 0 comes from outside any group membership and is
 // allowed while the group has no members.
-func (c *Coordinator) CheckCommit(groupID, memberID, instanceID string, generation int32) error {
+//
+// For a consumer-protocol group the generation is the member epoch; parts
+// are the partitions committed (see checkConsumerCommit).
+func (c *Coordinator) CheckCommit(groupID, memberID, instanceID string, generation int32, parts []TopicPartitions) error {
+	if handled, err := c.checkConsumerCommit(groupID, memberID, generation, parts); handled {
+		return err
+	}
 	g := c.group(groupID, false)
 	if generation < 0 && memberID == "" {
 		if g == nil {
@@ -183,6 +189,7 @@ func (c *Coordinator) CheckCommit(groupID, memberID, instanceID string, generati
 
 // Description describes a group.
 type Description struct {
+	Type         string // "classic" or "consumer"
 	Group        string
 	State        State
 	ProtocolType string
@@ -199,13 +206,16 @@ type MemberDescription struct {
 
 // Describe returns a group's description; unknown groups are Dead.
 func (c *Coordinator) Describe(groupID string) Description {
+	if d, ok := c.describeConsumerBrief(groupID); ok {
+		return d
+	}
 	g := c.group(groupID, false)
 	if g == nil {
 		return Description{Group: groupID, State: Dead}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	d := Description{Group: g.id, State: g.state, ProtocolType: g.protocolType, Protocol: g.protocol, Generation: g.generation}
+	d := Description{Type: "classic", Group: g.id, State: g.state, ProtocolType: g.protocolType, Protocol: g.protocol, Generation: g.generation}
 	for _, m := range g.members {
 		d.Members = append(d.Members, MemberDescription{MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID,
 			ClientHost: m.clientHost, Metadata: m.metadataFor(g.protocol), Assignment: m.assignment})
@@ -227,10 +237,10 @@ func (c *Coordinator) List() []Description {
 	for _, id := range ids {
 		d := c.Describe(id)
 		if d.State != Dead {
-			out = append(out, Description{Group: d.Group, State: d.State, ProtocolType: d.ProtocolType})
+			out = append(out, Description{Type: d.Type, Group: d.Group, State: d.State, ProtocolType: d.ProtocolType})
 		}
 	}
-	return out
+	return append(out, c.listConsumerGroups()...)
 }
 
 // Delete removes an empty group's membership state. Offsets are deleted by
@@ -238,6 +248,13 @@ func (c *Coordinator) List() []Description {
 func (c *Coordinator) Delete(groupID string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if cg := c.cgroups[groupID]; cg != nil {
+		if len(cg.members) > 0 {
+			return ErrGroupNotEmpty
+		}
+		delete(c.cgroups, groupID)
+		return nil
+	}
 	g := c.groups[groupID]
 	if g == nil {
 		return nil
@@ -257,6 +274,11 @@ func (c *Coordinator) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
+	for _, g := range c.cgroups {
+		for _, m := range g.members {
+			c.stopMemberTimer(m)
+		}
+	}
 	for _, g := range c.groups {
 		g.mu.Lock()
 		if g.rebalance != nil {

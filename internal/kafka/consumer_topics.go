@@ -1,0 +1,41 @@
+package kafka
+
+import (
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/groups"
+)
+
+// groupTopics is the consumer-group coordinator's view of topics, in the
+// names Kafka clients use.
+type groupTopics struct{ s *Server }
+
+func (g groupTopics) meta(t *broker.Topic) groups.TopicMeta {
+	return groups.TopicMeta{ID: topicID(t), Name: kafkaName(t), Partitions: int32(len(t.Queues))}
+}
+
+func (g groupTopics) ByName(name string) (groups.TopicMeta, bool) {
+	t, err := g.s.lookupTopic(name)
+	if err != nil || t.Internal {
+		return groups.TopicMeta{}, false
+	}
+	return g.meta(t), true
+}
+
+func (g groupTopics) ByID(id groups.TopicID) (groups.TopicMeta, bool) {
+	t, err := g.s.broker.TopicByID(id)
+	if err != nil {
+		return groups.TopicMeta{}, false
+	}
+	return g.meta(t), true
+}
+
+func (g groupTopics) All() []groups.TopicMeta {
+	ts := g.s.broker.Topics(false)
+	out := make([]groups.TopicMeta, len(ts))
+	for i, t := range ts {
+		out[i] = g.meta(t)
+	}
+	return out
+}
+
+func (g groupTopics) Version() uint64 { return g.s.broker.TopicsVersion() }
