@@ -39,9 +39,9 @@ const (
 type memberState int
 
 const (
-	stateStable      memberState = iota
-	stateUnrevoked               // waiting for the member to release revoked partitions
-	stateUnreleased              // waiting for other members to release its new partitions
+	stateStable     memberState = iota
+	stateUnrevoked              // waiting for the member to release revoked partitions
+	stateUnreleased             // waiting for other members to release its new partitions
 )
 
 // cmember is one member of a consumer group.
