@@ -206,6 +206,9 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) (JoinResult, er
 		req.RebalanceTimeout = req.SessionTimeout
 	}
 	g := c.group(req.Group, true)
+	if g == nil {
+		return JoinResult{}, fmt.Errorf("%w: group %s is not a classic group", ErrGroupNotFound, req.Group)
+	}
 	g.mu.Lock()
 	if g.state == Dead {
 		g.mu.Unlock()
