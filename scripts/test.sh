@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs Rosetta's whole test suite: vet, unit, integration (real Kafka clients:
-# franz-go, sarama, kcat/librdkafka, kafkajs, kafka-python), crash and
+# franz-go, sarama, kcat/librdkafka 2.0, node-rdkafka/librdkafka 2.12,
+# kafkajs, kafka-python), crash and
 # fuzz-seed tests, with the race detector. Installs what the tests need when
 # it is missing.
 set -euo pipefail
@@ -8,6 +9,8 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v gcc >/dev/null 2>&1 || need_apt+=(gcc) # the race detector needs cgo
+command -v g++ >/dev/null 2>&1 || need_apt+=(g++) # node-rdkafka builds librdkafka from source
+command -v make >/dev/null 2>&1 || need_apt+=(make)
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 /usr/bin/python3 -c "import kafka" >/dev/null 2>&1 || need_apt+=(python3-kafka)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
@@ -19,6 +22,14 @@ fi
 if [ ! -d test/kafka/interop/kafkajs/node_modules/kafkajs ]; then
   echo "== npm ci (kafkajs)"
   (cd test/kafka/interop/kafkajs && npm ci --no-audit --no-fund --loglevel=error)
+fi
+if [ ! -d test/kafka/interop/rdkafka/node_modules/node-rdkafka/build/Release ]; then
+  # node-rdkafka 3.6.1 compiles its bundled librdkafka 2.12 (a few minutes);
+  # npm 11 runs its install script only once approved.
+  echo "== npm ci (node-rdkafka, builds librdkafka)"
+  (cd test/kafka/interop/rdkafka &&
+    { npm install-scripts approve node-rdkafka >/dev/null 2>&1 || true; } &&
+    npm ci --no-audit --no-fund --loglevel=error)
 fi
 
 echo "== go vet"

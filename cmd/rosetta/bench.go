@@ -146,6 +146,21 @@ func kafkaBenchCmd() *cobra.Command {
 	e2e := &cobra.Command{Use: "e2e", Short: "End-to-end latency at a fixed rate", RunE: run(bench.KafkaEndToEnd)}
 	e2e.Flags().IntVar(&o.Rate, "rate", 50000, "messages per second")
 	consume := &cobra.Command{Use: "consume", Short: "Catch-up read of a topic from the start", RunE: run(bench.KafkaConsume)}
-	cmd.AddCommand(produce, e2e, consume)
+	var g bench.GroupJoinOptions
+	join := &cobra.Command{Use: "group-join", Short: "Time for a group to converge after a third member joins",
+		RunE: func(c *cobra.Command, _ []string) error {
+			g.KafkaOptions = o
+			r, err := bench.KafkaGroupJoin(c.Context(), g)
+			if err != nil {
+				return err
+			}
+			r.Print(c.OutOrStdout())
+			return nil
+		}}
+	join.Flags().StringVar(&g.Protocol, "protocol", "consumer", "consumer (KIP-848) or classic (cooperative-sticky)")
+	join.Flags().IntVar(&g.Rounds, "rounds", 5, "joins measured")
+	join.Flags().DurationVar(&g.Heartbeat, "heartbeat", 3*time.Second, "classic members' heartbeat interval")
+	join.Flags().DurationVar(&g.Settle, "settle", 5*time.Second, "pause after two members settle, before the third joins")
+	cmd.AddCommand(produce, e2e, consume, join)
 	return cmd
 }

@@ -125,7 +125,7 @@ type BrokerConfig struct {
 	GroupMaxSessionTimeout time.Duration `yaml:"group_max_session_timeout" help:"longest consumer group session timeout a member may ask for (Kafka group.max.session.timeout.ms)"`
 
 	GroupConsumerSessionTimeout    time.Duration `yaml:"group_consumer_session_timeout" help:"session timeout of consumer-protocol (KIP-848) group members (Kafka group.consumer.session.timeout.ms)"`
-	GroupConsumerHeartbeatInterval time.Duration `yaml:"group_consumer_heartbeat_interval" help:"heartbeat interval told to consumer-protocol (KIP-848) group members (Kafka group.consumer.heartbeat.interval.ms)"`
+	GroupConsumerHeartbeatInterval time.Duration `yaml:"group_consumer_heartbeat_interval" help:"heartbeat interval told to stable consumer-protocol (KIP-848) group members (Kafka group.consumer.heartbeat.interval.ms); a tenth of it while a group reconciles"`
 }
 
 // LimitsConfig bounds what clients may make the broker hold.
@@ -157,7 +157,7 @@ func DefaultConfig() Config {
 		Broker: BrokerConfig{AutoCreateTopics: true, DefaultQueues: 8, MaxQueuesPerTopic: 10000,
 			ProducerIDExpiration: 24 * time.Hour, MaxProducerStates: 500_000,
 			GroupMinSessionTimeout: 6 * time.Second, GroupMaxSessionTimeout: 30 * time.Minute,
-			GroupConsumerSessionTimeout: 45 * time.Second, GroupConsumerHeartbeatInterval: 5 * time.Second},
+			GroupConsumerSessionTimeout: 45 * time.Second, GroupConsumerHeartbeatInterval: 2 * time.Second},
 		Limits:          LimitsConfig{MaxFrameBytes: 100 << 20, MaxInflightPerConn: 64, MaxBytesInFlight: 512 << 20},
 		ShutdownTimeout: 5 * time.Second,
 	}

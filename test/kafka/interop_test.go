@@ -1,11 +1,17 @@
 package kafka_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/rosettamq/rosetta/internal/app/apptest"
 )
 
 // TestKafkaJS runs the kafkajs producer and consumer group script
@@ -40,5 +46,48 @@ func TestKafkaPython(t *testing.T) {
 	out := run(t, 2*time.Minute, "", py, "interop/kafka_python.py", n.KafkaAddr(), "python-topic", "500")
 	if !strings.Contains(out, "kafka-python ok: 500 messages") {
 		t.Fatalf("kafka-python:\n%s", out)
+	}
+}
+
+// TestKIP848Librdkafka runs current librdkafka (2.12, through node-rdkafka
+// 3.6.1, interop/rdkafka) consumers with group.protocol=consumer, both
+// server-side assignors, while a librdkafka producer writes and members
+// join, leave and come back: every record consumed, no partition owned by
+// two members at once, and the group's commits cover every record.
+func TestKIP848Librdkafka(t *testing.T) {
+	node := requireTool(t, "node")
+	dir, _ := filepath.Abs("interop/rdkafka")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "node-rdkafka", "build", "Release")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("node-rdkafka not built (scripts/test.sh runs npm ci)")
+		}
+		t.Skip("node-rdkafka not built: run npm ci in test/kafka/interop/rdkafka")
+	}
+	for _, assignor := range []string{"uniform", "range"} {
+		t.Run(assignor, func(t *testing.T) {
+			n := apptest.StartTestNode(t, kip848Config(t))
+			ctx := ctxTimeout(t, 3*time.Minute)
+			topic, group := "rdk848-"+assignor, "rdk-group-"+assignor
+			adm := kadm.NewClient(newClient(t, n.KafkaAddr()))
+			if _, err := adm.CreateTopic(ctx, 16, 1, nil, topic); err != nil {
+				t.Fatal(err)
+			}
+			const total = 4000 // produced by the script (librdkafka producer, lz4) as members change
+			out := run(t, 3*time.Minute, "", node, filepath.Join(dir, "kip848.js"), n.KafkaAddr(), topic, group, strconv.Itoa(total), assignor)
+			if !strings.Contains(out, fmt.Sprintf("rdkafka kip848 ok: %d records", total)) {
+				t.Fatalf("node-rdkafka:\n%s", out)
+			}
+			t.Log(out)
+			// The members' commits outlive them.
+			committed, err := adm.FetchOffsets(ctx, group)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sum int64
+			committed.Each(func(o kadm.OffsetResponse) { sum += o.At })
+			if sum != total {
+				t.Fatalf("group committed %d records' worth of offsets, want %d", sum, total)
+			}
+		})
 	}
 }

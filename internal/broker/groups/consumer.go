@@ -203,11 +203,23 @@ func (c *Coordinator) ConsumerGroupHeartbeat(topics Topics, h ConsumerHeartbeat)
 	}
 	m.sessionDeadline = now.Add(c.opts.ConsumerSessionTimeout)
 	c.armMemberTimerLocked(g, m)
-	res := ConsumerHeartbeatResult{MemberID: m.id, MemberEpoch: m.epoch, HeartbeatInterval: c.opts.ConsumerHeartbeatInterval}
+	res := ConsumerHeartbeatResult{MemberID: m.id, MemberEpoch: m.epoch, HeartbeatInterval: c.heartbeatInterval(g)}
 	if h.MemberEpoch == epochJoin || h.isFull() || !sameParts(before, m.assigned) {
 		res.Assignment = m.assigned.list()
 	}
 	return res, nil
+}
+
+// heartbeatInterval is the configured interval while the group is stable,
+// and a tenth of it (at least 100 ms) while members still reconcile, so each
+// step of a rebalance (revoke, confirm, assign) takes a fraction of an
+// interval instead of a whole one.
+func (c *Coordinator) heartbeatInterval(g *consumerGroup) time.Duration {
+	d := c.opts.ConsumerHeartbeatInterval
+	if g.stateLocked() == ConsumerStable {
+		return d
+	}
+	return min(d, max(d/10, 100*time.Millisecond))
 }
 
 // memberFor finds the heartbeat's member, creating it on a join, replacing a
