@@ -64,6 +64,18 @@ func (o *ownership) released(member string, ps []int32) {
 	}
 }
 
+// balanced reports whether members own all 16 partitions between them in
+// shares differing by at most one (the group has converged).
+func (o *ownership) balanced(members ...string) bool {
+	total, lo, hi := 0, 16, 0
+	for _, m := range members {
+		n := len(o.owned(m))
+		total += n
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	return total == 16 && hi-lo <= 1
+}
+
 // owned lists the partitions a member owns.
 func (o *ownership) owned(member string) []int32 {
 	o.mu.Lock()
@@ -172,20 +184,14 @@ func TestKIP848GroupsFranz(t *testing.T) {
 			own := newOwnership(t)
 			a := startKIP848Member(t, n.KafkaAddr(), topic, group, "a", bal, own, out)
 			b := startKIP848Member(t, n.KafkaAddr(), topic, group, "b", bal, own, out)
-			eventually(t, 30*time.Second, "a and b share the partitions", func() bool {
-				return len(own.owned("a"))+len(own.owned("b")) == 16 && len(own.owned("a")) > 0 && len(own.owned("b")) > 0
-			})
+			eventually(t, 30*time.Second, "a and b share the partitions", func() bool { return own.balanced("a", "b") })
 			c := startKIP848Member(t, n.KafkaAddr(), topic, group, "c", bal, own, out)
-			eventually(t, 30*time.Second, "three members share the partitions", func() bool {
-				return len(own.owned("a"))+len(own.owned("b"))+len(own.owned("c")) == 16 && len(own.owned("c")) > 0
-			})
+			eventually(t, 30*time.Second, "three members share the partitions", func() bool { return own.balanced("a", "b", "c") })
 			// A fourth member joins a three-member group: the others give
 			// up only what moves to it and keep consuming the rest.
 			keptA, keptB, keptC := own.owned("a"), own.owned("b"), own.owned("c")
 			d := startKIP848Member(t, n.KafkaAddr(), topic, group, "d", bal, own, out)
-			eventually(t, 30*time.Second, "four members share the partitions", func() bool {
-				return len(own.owned("a"))+len(own.owned("b"))+len(own.owned("c"))+len(own.owned("d")) == 16 && len(own.owned("d")) > 0
-			})
+			eventually(t, 30*time.Second, "four members share the partitions", func() bool { return own.balanced("a", "b", "c", "d") })
 			for member, before := range map[string][]int32{"a": keptA, "b": keptB, "c": keptC} {
 				after := own.owned(member)
 				if len(after) == 0 {
@@ -206,9 +212,7 @@ func TestKIP848GroupsFranz(t *testing.T) {
 			own.mu.Unlock()
 			// b leaves, then comes back as a new member.
 			b.stop(t, own)
-			eventually(t, 30*time.Second, "a, c and d take over b's partitions", func() bool {
-				return len(own.owned("a"))+len(own.owned("c"))+len(own.owned("d")) == 16
-			})
+			eventually(t, 30*time.Second, "a, c and d take over b's partitions", func() bool { return own.balanced("a", "c", "d") })
 			b2 := startKIP848Member(t, n.KafkaAddr(), topic, group, "b2", bal, own, out)
 			if err := <-prodDone; err != nil {
 				t.Fatal(err)
