@@ -41,13 +41,8 @@ func handleDeleteTopics(rc *reqCtx, kreq kmsg.Request) reply {
 				continue
 			}
 		}
-		name, err := s.topicName(*r.Topic)
+		name, err := s.changeableTopicName(*r.Topic)
 		if err == nil {
-			if t, terr := s.broker.Topic(name); terr == nil && t.Internal {
-				r.ErrorCode = kerr.TopicAuthorizationFailed.Code
-				resp.Topics = append(resp.Topics, r)
-				continue
-			}
 			err = s.broker.DeleteTopic(rc.ctx(), name)
 		}
 		r.ErrorCode = errorCode(err)

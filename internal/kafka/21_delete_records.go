@@ -18,7 +18,7 @@ func handleDeleteRecords(rc *reqCtx, kreq kmsg.Request) reply {
 	s := rc.srv()
 	for _, rt := range req.Topics {
 		tr := kmsg.DeleteRecordsResponseTopic{Topic: rt.Topic}
-		name, nerr := s.topicName(rt.Topic)
+		name, nerr := s.changeableTopicName(rt.Topic)
 		for _, rp := range rt.Partitions {
 			pr := kmsg.DeleteRecordsResponseTopicPartition{Partition: rp.Partition, LowWatermark: -1}
 			err := nerr

@@ -16,7 +16,7 @@ func handleCreatePartitions(rc *reqCtx, kreq kmsg.Request) reply {
 	s := rc.srv()
 	for _, rt := range req.Topics {
 		r := kmsg.CreatePartitionsResponseTopic{Topic: rt.Topic}
-		name, err := s.topicName(rt.Topic)
+		name, err := s.changeableTopicName(rt.Topic)
 		if err == nil {
 			if req.ValidateOnly {
 				t, terr := s.broker.Topic(name)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -22,6 +24,23 @@ func (s *Server) topicName(name string) (model.TopicName, error) {
 		return s.broker.OffsetsTopic().Name, nil
 	}
 	return model.ParseTopicName(name)
+}
+
+// errInternalTopic refuses changes to an internal topic (its records and
+// settings are Rosetta's own), as DeleteTopics does.
+var errInternalTopic = &kafkaCodeError{code: kerr.TopicAuthorizationFailed.Code, msg: "internal topics cannot be changed"}
+
+// changeableTopicName parses the name of a topic a request wants to change
+// (grow, delete records from, reconfigure): internal topics are refused.
+func (s *Server) changeableTopicName(name string) (model.TopicName, error) {
+	n, err := s.topicName(name)
+	if err != nil {
+		return n, err
+	}
+	if t, terr := s.broker.Topic(n); terr == nil && t.Internal {
+		return n, errInternalTopic
+	}
+	return n, nil
 }
 
 // newKafkaTopicName parses the name of a topic a Kafka client creates, which

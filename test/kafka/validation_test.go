@@ -205,4 +205,20 @@ func TestInternalTopicsListed(t *testing.T) {
 	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err == nil {
 		t.Fatal("produce to __consumer_offsets accepted")
 	}
+	// Its records and settings are the broker's own: no grow, trim,
+	// reconfigure or delete.
+	if r, err := adm.CreatePartitions(ctx, 2, "__consumer_offsets"); err != nil || r["__consumer_offsets"].Err == nil {
+		t.Fatalf("grow __consumer_offsets: %v %v", r, err)
+	}
+	if r, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: kmsg.StringPtr("1")}}, "__consumer_offsets"); err != nil || r[0].Err == nil {
+		t.Fatalf("reconfigure __consumer_offsets: %v %v", r, err)
+	}
+	var os kadm.Offsets
+	os.Add(kadm.Offset{Topic: "__consumer_offsets", Partition: 0, At: 1})
+	if r, err := adm.DeleteRecords(ctx, os); err != nil || r.Error() == nil {
+		t.Fatalf("trim __consumer_offsets: %v %v", r, err)
+	}
+	if r, err := adm.DeleteTopics(ctx, "__consumer_offsets"); err != nil || r.Error() == nil {
+		t.Fatalf("delete __consumer_offsets: %v %v", r, err)
+	}
 }
