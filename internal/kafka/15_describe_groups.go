@@ -1,20 +1,40 @@
 package kafka
 
-// DescribeGroups (key 15), versions 0-5.
+// DescribeGroups (key 15), versions 0-6.
 //
-// Version notes: unknown groups are described as Dead with no error, as
-// Kafka does; so are consumer-protocol (KIP-848) groups, which Kafka describes
-// only through ConsumerGroupDescribe (key 69). Authorized operations are not computed.
+// Version notes: a group with committed offsets and no members is Empty. Up
+// to v5 unknown groups, and consumer-protocol (KIP-848)
+// groups, are described as Dead with no error, as Kafka does; v6 answers them
+// GROUP_ID_NOT_FOUND with a message ("... not found", "... is not a classic
+// group"), as Kafka 4 does. Consumer-protocol groups are described by
+// ConsumerGroupDescribe (key 69). Authorized operations are not computed.
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/groups"
+)
 
 func handleDescribeGroups(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	for _, id := range req.Groups {
 		d := rc.srv().groups.Describe(id)
+		if d.State == groups.Dead && d.Type == "" && len(rc.srv().broker.FetchAllOffsets(id)) > 0 {
+			d.State = groups.Empty // a group known only by its committed offsets, as ListGroups shows it
+		}
 		g := kmsg.DescribeGroupsResponseGroup{Group: id, State: string(d.State), ProtocolType: d.ProtocolType,
 			Protocol: d.Protocol, AuthorizedOperations: -2147483648}
+		if d.State == groups.Dead && req.Version >= 6 {
+			g.ErrorCode = kerr.GroupIDNotFound.Code
+			g.ErrorMessage = strp(fmt.Sprintf("Group %s not found.", id))
+			if d.Type == "consumer" {
+				g.ErrorMessage = strp(fmt.Sprintf("Group %s is not a classic group.", id))
+			}
+		}
 		for _, m := range d.Members {
 			dm := kmsg.DescribeGroupsResponseGroupMember{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost,
 				ProtocolMetadata: m.Metadata, MemberAssignment: m.Assignment}

@@ -35,7 +35,7 @@ func handlerTable() []apiHandler {
 		{12, 0, 4, handleHeartbeat},
 		{13, 0, 5, handleLeaveGroup},
 		{14, 0, 5, handleSyncGroup},
-		{15, 0, 5, handleDescribeGroups},
+		{15, 0, 6, handleDescribeGroups},
 		{16, 0, 5, handleListGroups},
 		{18, 0, 4, handleApiVersions},
 		{19, 0, 7, handleCreateTopics},
