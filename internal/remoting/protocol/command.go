@@ -1,0 +1,359 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+)
+
+// Serialize types of a header.
+const (
+	SerializeJSON     = 0
+	SerializeRocketMQ = 1
+)
+
+// Flag bits.
+const (
+	FlagResponse = 1 << 0
+	FlagOneway   = 1 << 1
+)
+
+// Version is the protocol version Rosetta's responses carry (RocketMQ
+// 5.3.0's MQVersion ordinal; clients record it as the broker version).
+const Version = 473
+
+// ErrMalformed marks bytes that are not a remoting frame.
+var ErrMalformed = errors.New("malformed remoting frame")
+
+// Command is one RemotingCommand: a request, a response or a one-way
+// request. Body aliases the decoded frame.
+type Command struct {
+	Code      int32
+	Language  string
+	Version   int32
+	Opaque    int32
+	Flag      int32
+	Remark    string
+	ExtFields map[string]string
+	Body      []byte
+
+	// Serialize is the header type the command arrived in.
+	Serialize byte
+}
+
+// IsResponse reports whether the command answers a request.
+func (c *Command) IsResponse() bool { return c.Flag&FlagResponse != 0 }
+
+// IsOneway reports whether the request expects no answer.
+func (c *Command) IsOneway() bool { return c.Flag&FlagOneway != 0 }
+
+// NewResponse makes the answer to req with code and remark.
+func NewResponse(req *Command, code int32, remark string) *Command {
+	return &Command{Code: code, Language: "GO", Version: Version, Opaque: req.Opaque, Flag: FlagResponse,
+		Remark: remark, ExtFields: map[string]string{}}
+}
+
+// Ext returns an ext field ("" when absent).
+func (c *Command) Ext(key string) string { return c.ExtFields[key] }
+
+// SetExt sets an ext field.
+func (c *Command) SetExt(key, value string) {
+	if c.ExtFields == nil {
+		c.ExtFields = map[string]string{}
+	}
+	c.ExtFields[key] = value
+}
+
+// languageCodes maps binary language codes to their names.
+var languageCodes = []string{"JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS", "RUST", "NODE_JS"}
+
+func languageName(code byte) string {
+	if int(code) < len(languageCodes) {
+		return languageCodes[code]
+	}
+	return "OTHER"
+}
+
+func languageCode(name string) byte {
+	for i, n := range languageCodes {
+		if n == name {
+			return byte(i)
+		}
+	}
+	return 7 // OTHER
+}
+
+// FrameLength reads the length word of a frame (what follows it).
+func FrameLength(prefix [4]byte) int { return int(int32(binary.BigEndian.Uint32(prefix[:]))) }
+
+// Decode parses a frame without its leading length word.
+func Decode(frame []byte) (*Command, error) {
+	if len(frame) < 4 {
+		return nil, fmt.Errorf("%w: %d bytes", ErrMalformed, len(frame))
+	}
+	word := binary.BigEndian.Uint32(frame)
+	typ, hlen := byte(word>>24), int(word&0xFFFFFF)
+	if hlen > len(frame)-4 {
+		return nil, fmt.Errorf("%w: header of %d bytes in a frame of %d", ErrMalformed, hlen, len(frame))
+	}
+	header, body := frame[4:4+hlen], frame[4+hlen:]
+	var c *Command
+	var err error
+	switch typ {
+	case SerializeJSON:
+		c, err = decodeJSONHeader(header)
+	case SerializeRocketMQ:
+		c, err = decodeBinaryHeader(header)
+	default:
+		return nil, fmt.Errorf("%w: serialize type %d", ErrMalformed, typ)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.Serialize = typ
+	if len(body) > 0 {
+		c.Body = body
+	}
+	return c, nil
+}
+
+// jsonHeader is the JSON header; numbers may arrive as numbers or strings.
+type jsonHeader struct {
+	Code      json.Number       `json:"code"`
+	Language  json.RawMessage   `json:"language"`
+	Version   json.Number       `json:"version"`
+	Opaque    json.Number       `json:"opaque"`
+	Flag      json.Number       `json:"flag"`
+	Remark    *string           `json:"remark"`
+	ExtFields map[string]extVal `json:"extFields"`
+}
+
+// extVal accepts any JSON scalar as an ext field value (they should all be
+// strings; some clients send numbers or booleans).
+type extVal string
+
+func (v *extVal) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*v = extVal(s)
+		return nil
+	}
+	if string(b) == "null" {
+		return nil
+	}
+	*v = extVal(b)
+	return nil
+}
+
+func int32Field(n json.Number, name string) (int32, error) {
+	if n == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseInt(string(n), 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s %q", ErrMalformed, name, n)
+	}
+	return int32(v), nil
+}
+
+func decodeJSONHeader(b []byte) (*Command, error) {
+	var h jsonHeader
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&h); err != nil {
+		return nil, fmt.Errorf("%w: json header: %v", ErrMalformed, err)
+	}
+	c := &Command{ExtFields: make(map[string]string, len(h.ExtFields))}
+	var err error
+	if c.Code, err = int32Field(h.Code, "code"); err != nil {
+		return nil, err
+	}
+	if c.Version, err = int32Field(h.Version, "version"); err != nil {
+		return nil, err
+	}
+	if c.Opaque, err = int32Field(h.Opaque, "opaque"); err != nil {
+		return nil, err
+	}
+	if c.Flag, err = int32Field(h.Flag, "flag"); err != nil {
+		return nil, err
+	}
+	if len(h.Language) > 0 {
+		var name string
+		if json.Unmarshal(h.Language, &name) == nil {
+			c.Language = name
+		} else if n, err := strconv.Atoi(string(h.Language)); err == nil && n >= 0 && n < 256 {
+			c.Language = languageName(byte(n))
+		}
+	}
+	if h.Remark != nil {
+		c.Remark = *h.Remark
+	}
+	for k, v := range h.ExtFields {
+		c.ExtFields[k] = string(v)
+	}
+	return c, nil
+}
+
+// binReader reads the binary header with a sticky error.
+type binReader struct {
+	b   []byte
+	err error
+}
+
+func (r *binReader) take(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(r.b) {
+		r.err = fmt.Errorf("%w: binary header field of %d bytes, %d left", ErrMalformed, n, len(r.b))
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *binReader) u8() byte {
+	if v := r.take(1); v != nil {
+		return v[0]
+	}
+	return 0
+}
+
+func (r *binReader) i16() int16 {
+	if v := r.take(2); v != nil {
+		return int16(binary.BigEndian.Uint16(v))
+	}
+	return 0
+}
+
+func (r *binReader) i32() int32 {
+	if v := r.take(4); v != nil {
+		return int32(binary.BigEndian.Uint32(v))
+	}
+	return 0
+}
+
+func decodeBinaryHeader(b []byte) (*Command, error) {
+	r := &binReader{b: b}
+	c := &Command{}
+	c.Code = int32(r.i16())
+	c.Language = languageName(r.u8())
+	c.Version = int32(r.i16())
+	c.Opaque = r.i32()
+	c.Flag = r.i32()
+	c.Remark = string(r.take(int(r.i32())))
+	extLen := int(r.i32())
+	ext := &binReader{b: r.take(extLen)}
+	c.ExtFields = map[string]string{}
+	for ext.err == nil && len(ext.b) > 0 {
+		k := string(ext.take(int(ext.i16())))
+		v := string(ext.take(int(ext.i32())))
+		c.ExtFields[k] = v
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if ext.err != nil {
+		return nil, ext.err
+	}
+	return c, nil
+}
+
+// AppendFrame appends c as a whole frame (length word included), with a
+// JSON header. Ext fields are written in key order, so equal commands encode
+// equally.
+func AppendFrame(dst []byte, c *Command) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // length, type + header length
+	hstart := len(dst)
+	dst = appendJSONHeader(dst, c)
+	hlen := len(dst) - hstart
+	dst = append(dst, c.Body...)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	binary.BigEndian.PutUint32(dst[start+4:], uint32(SerializeJSON)<<24|uint32(hlen))
+	return dst
+}
+
+func appendJSONHeader(dst []byte, c *Command) []byte {
+	lang := c.Language
+	if lang == "" {
+		lang = "GO"
+	}
+	dst = append(dst, `{"code":`...)
+	dst = strconv.AppendInt(dst, int64(c.Code), 10)
+	dst = append(dst, `,"language":`...)
+	dst = strconv.AppendQuote(dst, lang)
+	dst = append(dst, `,"version":`...)
+	dst = strconv.AppendInt(dst, int64(c.Version), 10)
+	dst = append(dst, `,"opaque":`...)
+	dst = strconv.AppendInt(dst, int64(c.Opaque), 10)
+	dst = append(dst, `,"flag":`...)
+	dst = strconv.AppendInt(dst, int64(c.Flag), 10)
+	if c.Remark != "" {
+		dst = append(dst, `,"remark":`...)
+		dst = appendJSONString(dst, c.Remark)
+	}
+	dst = append(dst, `,"extFields":{`...)
+	keys := make([]string, 0, len(c.ExtFields))
+	for k := range c.ExtFields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, k)
+		dst = append(dst, ':')
+		dst = appendJSONString(dst, c.ExtFields[k])
+	}
+	dst = append(dst, `},"serializeTypeCurrentRPC":"JSON"}`...)
+	return dst
+}
+
+// appendJSONString appends s as a JSON string (valid UTF-8 assumed; invalid
+// bytes are replaced, as encoding/json does).
+func appendJSONString(dst []byte, s string) []byte {
+	b, _ := json.Marshal(s)
+	return append(dst, b...)
+}
+
+// AppendBinaryFrame appends c as a whole frame with a ROCKETMQ binary
+// header (codes must fit 16 bits).
+func AppendBinaryFrame(dst []byte, c *Command) []byte {
+	be := binary.BigEndian
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
+	hstart := len(dst)
+	dst = be.AppendUint16(dst, uint16(c.Code))
+	dst = append(dst, languageCode(c.Language))
+	dst = be.AppendUint16(dst, uint16(c.Version))
+	dst = be.AppendUint32(dst, uint32(c.Opaque))
+	dst = be.AppendUint32(dst, uint32(c.Flag))
+	dst = be.AppendUint32(dst, uint32(len(c.Remark)))
+	dst = append(dst, c.Remark...)
+	extAt := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	keys := make([]string, 0, len(c.ExtFields))
+	for k := range c.ExtFields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		dst = be.AppendUint16(dst, uint16(len(k)))
+		dst = append(dst, k...)
+		dst = be.AppendUint32(dst, uint32(len(c.ExtFields[k])))
+		dst = append(dst, c.ExtFields[k]...)
+	}
+	be.PutUint32(dst[extAt:], uint32(len(dst)-extAt-4))
+	hlen := len(dst) - hstart
+	dst = append(dst, c.Body...)
+	be.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	be.PutUint32(dst[start+4:], uint32(SerializeRocketMQ)<<24|uint32(hlen))
+	return dst
+}
