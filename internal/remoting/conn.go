@@ -1,0 +1,134 @@
+package remoting
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/rosettamq/rosetta/internal/remoting/protocol"
+)
+
+// conn is one client connection: a reader that starts each request in its
+// own goroutine (bounded), and a writer that sends responses as they finish.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	log    *slog.Logger
+	out    chan *protocol.Command
+	slots  chan struct{} // in-flight bound
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // running requests
+}
+
+// reqCtx is what a handler knows of its request's connection.
+type reqCtx struct {
+	conn *conn
+	ctx  context.Context
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	return &conn{s: s, nc: nc, log: s.log.With("client", nc.RemoteAddr().String()),
+		out: make(chan *protocol.Command, s.opts.MaxInflightPerConn), slots: make(chan struct{}, s.opts.MaxInflightPerConn)}
+}
+
+func (c *conn) serve(ctx context.Context) {
+	c.ctx, c.cancel = context.WithCancel(ctx)
+	defer c.cancel()
+	done := make(chan struct{})
+	go func() { c.write(); close(done) }()
+	c.read()
+	c.cancel()
+	c.wg.Wait()
+	close(c.out)
+	<-done
+	c.nc.Close()
+}
+
+// read frames requests: a frame's size is checked before anything is
+// allocated, and a malformed frame closes the connection (as RocketMQ
+// does), with a log line.
+func (c *conn) read() {
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	var lenBuf [4]byte
+	for {
+		if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil {
+				c.log.Debug("read failed", "err", err)
+			}
+			return
+		}
+		size := protocol.FrameLength(lenBuf)
+		if size < 4 || size > int(c.s.opts.MaxFrameBytes) {
+			c.log.Warn("closing connection: bad frame size", "size", size, "limit", c.s.opts.MaxFrameBytes)
+			return
+		}
+		frame := make([]byte, size)
+		if _, err := io.ReadFull(r, frame); err != nil {
+			return
+		}
+		req, err := protocol.Decode(frame)
+		if err != nil {
+			c.log.Warn("closing connection: malformed frame", "err", err)
+			return
+		}
+		if req.IsResponse() {
+			continue // answers to server-initiated requests: none are awaited yet
+		}
+		select {
+		case c.slots <- struct{}{}:
+		case <-c.ctx.Done():
+			return
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			defer func() { <-c.slots }()
+			c.handle(req)
+		}()
+	}
+}
+
+// handle runs one request and queues its answer.
+func (c *conn) handle(req *protocol.Command) {
+	h := c.s.handlers[req.Code]
+	var resp *protocol.Command
+	if h == nil {
+		c.log.Info("unsupported request code", "code", req.Code, "language", req.Language, "version", req.Version)
+		resp = unsupported(req)
+	} else {
+		resp = h(&reqCtx{conn: c, ctx: c.ctx}, req)
+	}
+	if resp == nil || req.IsOneway() {
+		return
+	}
+	resp.Opaque, resp.Flag = req.Opaque, resp.Flag|protocol.FlagResponse
+	select {
+	case c.out <- resp:
+	case <-c.ctx.Done():
+	}
+}
+
+// write sends responses, batching what is queued into one write.
+func (c *conn) write() {
+	w := bufio.NewWriterSize(c.nc, 64<<10)
+	var buf []byte
+	for resp := range c.out {
+		buf = protocol.AppendFrame(buf[:0], resp)
+		if _, err := w.Write(buf); err != nil {
+			c.cancel()
+			c.nc.Close()
+			continue // drain
+		}
+		if len(c.out) == 0 {
+			if err := w.Flush(); err != nil {
+				c.cancel()
+				c.nc.Close()
+			}
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package remoting
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/remoting/protocol"
+)
+
+// Options configure the remoting front-end.
+type Options struct {
+	// AdvertisedAddr is the host:port routes point clients at; empty: the
+	// address each client connected to.
+	AdvertisedAddr     string
+	BrokerName         string
+	ClusterName        string
+	MaxFrameBytes      int32 // default 16 MiB, as RocketMQ's frameMaxLength
+	MaxInflightPerConn int   // requests running at once per connection
+	Logger             *slog.Logger
+}
+
+// handlerFunc answers one request; it returns nil when there is nothing to
+// send (one-way requests).
+type handlerFunc func(rc *reqCtx, req *protocol.Command) *protocol.Command
+
+// Server is the remoting listener.
+type Server struct {
+	opts     Options
+	log      *slog.Logger
+	broker   *broker.Broker
+	handlers map[int32]handlerFunc
+
+	mu    sync.Mutex
+	conns map[*conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// NewServer builds the front-end over a broker.
+func NewServer(b *broker.Broker, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxFrameBytes <= 0 {
+		opts.MaxFrameBytes = 16 << 20
+	}
+	if opts.MaxInflightPerConn <= 0 {
+		opts.MaxInflightPerConn = 256
+	}
+	if opts.BrokerName == "" {
+		opts.BrokerName = "rosetta"
+	}
+	if opts.ClusterName == "" {
+		opts.ClusterName = "DefaultCluster"
+	}
+	s := &Server{opts: opts, log: opts.Logger.With("proto", "remoting"), broker: b, conns: map[*conn]struct{}{}}
+	s.handlers = s.handlerTable()
+	return s
+}
+
+// handlerTable maps request codes to handlers; one file per request family.
+func (s *Server) handlerTable() map[int32]handlerFunc {
+	return map[int32]handlerFunc{}
+}
+
+// Serve accepts connections until ctx ends, then closes them and waits for
+// their requests.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	var err error
+	for {
+		nc, aerr := l.Accept()
+		if aerr != nil {
+			if ctx.Err() == nil && !errors.Is(aerr, net.ErrClosed) {
+				err = fmt.Errorf("remoting accept: %w", aerr)
+			}
+			break
+		}
+		c := newConn(s, nc)
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.serve(ctx)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+	s.mu.Lock()
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return err
+}
+
+// advertised returns the address clients should use for this node: the
+// configured one, or the local address of the client's own connection.
+func (s *Server) advertised(local net.Addr) string {
+	if s.opts.AdvertisedAddr != "" {
+		return s.opts.AdvertisedAddr
+	}
+	if local != nil {
+		return local.String()
+	}
+	return "127.0.0.1:9876"
+}
+
+// unsupported answers a request code with no handler.
+func unsupported(req *protocol.Command) *protocol.Command {
+	return protocol.NewResponse(req, protocol.RequestCodeNotSupported,
+		"request code "+strconv.Itoa(int(req.Code))+" not supported")
+}

@@ -1,0 +1,114 @@
+package remoting
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/meta"
+	"github.com/rosettamq/rosetta/internal/remoting/protocol"
+	"github.com/rosettamq/rosetta/internal/storage"
+)
+
+// startServer runs a remoting server over a fresh broker on loopback.
+func startServer(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	c := storage.DefaultConfig(filepath.Join(dir, "data"))
+	c.SegmentSize, c.MaxRecordSize, c.MinFreeBytes, c.MinFreeRatio = 8<<20, 1<<20, 0, 0
+	e, err := storage.Open(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := meta.OpenBolt(filepath.Join(dir, "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := broker.New(context.Background(), e, m, broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	s := NewServer(b, Options{MaxFrameBytes: 1 << 20})
+	go func() { _ = s.Serve(ctx, l); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; b.Close(); m.Close(); e.Close() })
+	return l.Addr().String()
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	return nc
+}
+
+func readCommand(t *testing.T, nc net.Conn) *protocol.Command {
+	t.Helper()
+	var n [4]byte
+	if _, err := io.ReadFull(nc, n[:]); err != nil {
+		t.Fatal(err)
+	}
+	frame := make([]byte, protocol.FrameLength(n))
+	if _, err := io.ReadFull(nc, frame); err != nil {
+		t.Fatal(err)
+	}
+	c, err := protocol.Decode(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestUnsupportedCodes: a code with no handler is answered
+// REQUEST_CODE_NOT_SUPPORTED with a remark and the request's opaque, in
+// either header type; one-way requests get nothing back.
+func TestUnsupportedCodes(t *testing.T) {
+	nc := dial(t, startServer(t))
+	oneway := &protocol.Command{Code: 9999, Language: "GO", Opaque: 1, Flag: protocol.FlagOneway}
+	_, _ = nc.Write(protocol.AppendFrame(nil, oneway))
+	req := &protocol.Command{Code: 9998, Language: "JAVA", Opaque: 77, ExtFields: map[string]string{"a": "b"}}
+	_, _ = nc.Write(protocol.AppendBinaryFrame(nil, req))
+	resp := readCommand(t, nc)
+	if !resp.IsResponse() || resp.Opaque != 77 || resp.Code != protocol.RequestCodeNotSupported || resp.Remark == "" {
+		t.Fatalf("%+v", resp)
+	}
+}
+
+// TestBadFramesCloseTheConnection: oversize, undersize and malformed frames
+// close the connection; the server keeps serving others.
+func TestBadFramesCloseTheConnection(t *testing.T) {
+	addr := startServer(t)
+	for name, frame := range map[string][]byte{
+		"oversize":       binary.BigEndian.AppendUint32(nil, 2<<20),
+		"negative":       binary.BigEndian.AppendUint32(nil, 0x80000000),
+		"undersize":      binary.BigEndian.AppendUint32(nil, 2),
+		"header overrun": append(binary.BigEndian.AppendUint32(nil, 8), 0, 0, 0, 200, 0, 0, 0, 0),
+		"bad json":       append(binary.BigEndian.AppendUint32(nil, 7), 0, 0, 0, 3, '{', '{', '{'),
+		"bad type":       append(binary.BigEndian.AppendUint32(nil, 4), 9, 0, 0, 0),
+	} {
+		nc := dial(t, addr)
+		_, _ = nc.Write(frame)
+		if _, err := nc.Read(make([]byte, 1)); err == nil {
+			t.Fatalf("%s: connection left open", name)
+		}
+	}
+	nc := dial(t, addr)
+	_, _ = nc.Write(protocol.AppendFrame(nil, &protocol.Command{Code: 1234, Opaque: 5}))
+	if resp := readCommand(t, nc); resp.Opaque != 5 {
+		t.Fatalf("%+v", resp)
+	}
+}
