@@ -26,6 +26,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/kafka"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/remoting"
 	"github.com/rosettamq/rosetta/internal/storage"
 )
 
@@ -169,7 +170,7 @@ func (a *App) listen(name, addr string) (net.Listener, error) {
 // all within the configured shutdown timeout.
 func (a *App) Run(ctx context.Context, ready func()) error {
 	// Open every listener first, so a port in use fails before anything runs.
-	var httpL, kafkaL net.Listener
+	var httpL, kafkaL, remotingL net.Listener
 	var err error
 	if a.cfg.Listen.HTTP != "" {
 		if httpL, err = a.listen("http", a.cfg.Listen.HTTP); err != nil {
@@ -184,10 +185,18 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 			return errors.Join(err, a.close())
 		}
 	}
-	for _, name := range []string{"remoting", "grpc"} {
-		if addr := a.listenAddr(name); addr != "" {
-			a.log.Info("protocol front-end not built yet; listener skipped", "listener", name, "addr", addr)
+	if a.cfg.Listen.Remoting != "" {
+		if remotingL, err = a.listen("remoting", a.cfg.Listen.Remoting); err != nil {
+			for _, l := range []net.Listener{httpL, kafkaL} {
+				if l != nil {
+					l.Close()
+				}
+			}
+			return errors.Join(err, a.close())
 		}
+	}
+	if addr := a.listenAddr("grpc"); addr != "" {
+		a.log.Info("protocol front-end not built yet; listener skipped", "listener", "grpc", "addr", addr)
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -213,6 +222,15 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 			Logger:             a.log,
 		})
 		g.Go(func() error { return srv.Serve(gctx, kafkaL) })
+	}
+	if remotingL != nil {
+		srv := remoting.NewServer(a.broker, remoting.Options{
+			AdvertisedAddr:     a.cfg.Listen.RemotingAdvertised,
+			MaxFrameBytes:      int32(min(int64(a.cfg.Limits.MaxFrameBytes), 1<<30)),
+			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
+			Logger:             a.log,
+		})
+		g.Go(func() error { return srv.Serve(gctx, remotingL) })
 	}
 	if ready != nil {
 		ready()

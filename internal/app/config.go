@@ -90,11 +90,12 @@ type LogConfig struct {
 
 // ListenConfig holds listener addresses; an empty address disables one.
 type ListenConfig struct {
-	HTTP            string `yaml:"http" help:"admin HTTP address: /metrics, /healthz, /debug/pprof"`
-	Kafka           string `yaml:"kafka" help:"Kafka protocol address"`
-	KafkaAdvertised string `yaml:"kafka_advertised" help:"host:port Kafka clients are told to connect to (default: the listener's)"`
-	Remoting        string `yaml:"remoting" help:"RocketMQ remoting (name server and broker) address"`
-	GRPC            string `yaml:"grpc" help:"RocketMQ 5 gRPC address"`
+	HTTP               string `yaml:"http" help:"admin HTTP address: /metrics, /healthz, /debug/pprof"`
+	Kafka              string `yaml:"kafka" help:"Kafka protocol address"`
+	KafkaAdvertised    string `yaml:"kafka_advertised" help:"host:port Kafka clients are told to connect to (default: the listener's)"`
+	Remoting           string `yaml:"remoting" help:"RocketMQ remoting (name server and broker) address"`
+	RemotingAdvertised string `yaml:"remoting_advertised" help:"host:port RocketMQ routes point clients at (default: the address each client connected to)"`
+	GRPC               string `yaml:"grpc" help:"RocketMQ 5 gRPC address"`
 }
 
 // StorageConfig configures the storage engine.

@@ -7,8 +7,9 @@ import (
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
-// messageVersion is the version byte of the neutral message encoding.
-const messageVersion = 1
+// messageVersion is the version byte of the neutral message encoding
+// written; version 1 (without the RocketMQ attributes) is still read.
+const messageVersion = 2
 
 // EncodeMessage appends the neutral encoding of m (model.FormatMessage) to
 // dst. Layout, little endian:
@@ -16,7 +17,8 @@ const messageVersion = 1
 //	version u8 | flags u32 | born time i64 |
 //	key (u32 len, bytes) | tags (u16 len, bytes) | producer (u16 len, bytes) |
 //	header count u16 | count × { key (u16 len, bytes) | value (u32 len, bytes) } |
-//	body (u32 len, bytes)
+//	body (u32 len, bytes) |
+//	user flag i32 | born host (u16 len, bytes) | reconsume times i32      (version 2)
 func EncodeMessage(dst []byte, m *model.Message) []byte {
 	le := binary.LittleEndian
 	dst = append(dst, messageVersion)
@@ -36,7 +38,11 @@ func EncodeMessage(dst []byte, m *model.Message) []byte {
 		dst = append(dst, h.Value...)
 	}
 	dst = le.AppendUint32(dst, uint32(len(m.Body)))
-	return append(dst, m.Body...)
+	dst = append(dst, m.Body...)
+	dst = le.AppendUint32(dst, uint32(m.UserFlag))
+	dst = le.AppendUint16(dst, uint16(len(m.BornHost)))
+	dst = append(dst, m.BornHost...)
+	return le.AppendUint32(dst, uint32(m.ReconsumeTimes))
 }
 
 type msgReader struct {
@@ -77,11 +83,13 @@ func (r *msgReader) u32() uint32 {
 func DecodeMessage(b []byte) (model.Message, error) {
 	var m model.Message
 	r := &msgReader{b: b}
-	if v := r.take(1); v == nil || v[0] != messageVersion {
-		if r.err != nil {
-			return m, r.err
-		}
-		return m, fmt.Errorf("%w: message version %d", model.ErrUnsupportedVersion, v[0])
+	v := r.take(1)
+	if v == nil {
+		return m, r.err
+	}
+	version := v[0]
+	if version != 1 && version != messageVersion {
+		return m, fmt.Errorf("%w: message version %d", model.ErrUnsupportedVersion, version)
 	}
 	m.Flags = r.u32()
 	if t := r.take(8); t != nil {
@@ -97,6 +105,11 @@ func DecodeMessage(b []byte) (model.Message, error) {
 		m.Headers = append(m.Headers, model.Header{Key: k, Value: v})
 	}
 	m.Body = r.take(int(r.u32()))
+	if version >= 2 {
+		m.UserFlag = int32(r.u32())
+		m.BornHost = string(r.take(r.u16()))
+		m.ReconsumeTimes = int32(r.u32())
+	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%w: %d trailing bytes after message", model.ErrCorruptRecord, len(r.b))
 	}

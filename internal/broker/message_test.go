@@ -11,7 +11,7 @@ import (
 func sampleMessage() *model.Message {
 	return &model.Message{Key: []byte("k1"), Tags: "TagA", Producer: "p", BornTime: 1700000000000, Flags: 3,
 		Headers: []model.Header{{Key: "a", Value: []byte("1")}, {Key: "a", Value: []byte("2")}, {Key: "b", Value: nil}},
-		Body:    []byte("hello")}
+		Body:    []byte("hello"), UserFlag: -7, BornHost: "10.1.2.3:5555", ReconsumeTimes: 2}
 }
 
 func TestMessageRoundTrip(t *testing.T) {
@@ -21,7 +21,8 @@ func TestMessageRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got.Key, m.Key) || got.Tags != m.Tags || got.BornTime != m.BornTime || !bytes.Equal(got.Body, m.Body) ||
-		len(got.Headers) != 3 || got.Headers[1].Key != "a" || string(got.Headers[1].Value) != "2" {
+		len(got.Headers) != 3 || got.Headers[1].Key != "a" || string(got.Headers[1].Value) != "2" ||
+		got.UserFlag != -7 || got.BornHost != m.BornHost || got.ReconsumeTimes != 2 {
 		t.Fatalf("round trip %+v", got)
 	}
 }

@@ -21,7 +21,12 @@ type Message struct {
 	BornTime  int64 // producer timestamp, ms since epoch
 	StoreTime int64 // broker append time, ms since epoch
 	Producer  string
-	Flags     uint32
+	Flags     uint32 // system flags (RocketMQ sysFlag: bit 0 zlib-compressed body)
+
+	// RocketMQ attributes, kept so remoting consumers get back what was sent.
+	UserFlag       int32  // the producer's int flag
+	BornHost       string // host:port the producer sent from
+	ReconsumeTimes int32
 }
 
 // Header returns the value of the first header named key.

@@ -44,9 +44,26 @@ func (c *conn) serve(ctx context.Context) {
 	c.read()
 	c.cancel()
 	c.wg.Wait()
-	close(c.out)
 	<-done
 	c.nc.Close()
+	for _, g := range c.s.clients.dropConn(c) {
+		c.s.notifyChanged(g)
+	}
+}
+
+// sendOneway queues a server-initiated one-way request (dropped if the
+// connection is closing or its queue is full: the client heartbeats and
+// rebalances periodically anyway).
+func (c *conn) sendOneway(cmd *protocol.Command) {
+	cmd.Opaque = c.s.opaque.Add(1)
+	cmd.Flag |= protocol.FlagOneway
+	if c.ctx == nil || c.ctx.Err() != nil {
+		return
+	}
+	select {
+	case c.out <- cmd:
+	default:
+	}
 }
 
 // read frames requests: a frame's size is checked before anything is
@@ -113,22 +130,28 @@ func (c *conn) handle(req *protocol.Command) {
 	}
 }
 
-// write sends responses, batching what is queued into one write.
+// write sends responses (and server-initiated requests), batching what is
+// queued into one write, until the connection ends. The channel is never
+// closed, so other connections may still queue notifications to it.
 func (c *conn) write() {
 	w := bufio.NewWriterSize(c.nc, 64<<10)
 	var buf []byte
-	for resp := range c.out {
-		buf = protocol.AppendFrame(buf[:0], resp)
-		if _, err := w.Write(buf); err != nil {
+	for {
+		var cmd *protocol.Command
+		select {
+		case cmd = <-c.out:
+		case <-c.ctx.Done():
+			return
+		}
+		buf = protocol.AppendFrame(buf[:0], cmd)
+		_, err := w.Write(buf)
+		if err == nil && len(c.out) == 0 {
+			err = w.Flush()
+		}
+		if err != nil {
 			c.cancel()
 			c.nc.Close()
-			continue // drain
-		}
-		if len(c.out) == 0 {
-			if err := w.Flush(); err != nil {
-				c.cancel()
-				c.nc.Close()
-			}
+			return
 		}
 	}
 }

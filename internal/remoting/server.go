@@ -8,8 +8,10 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
 
@@ -35,6 +37,9 @@ type Server struct {
 	log      *slog.Logger
 	broker   *broker.Broker
 	handlers map[int32]handlerFunc
+	clients  *registry
+	batches  *kbatch.Reader // reads Kafka-produced records for remoting consumers
+	opaque   atomic.Int32   // opaques of server-initiated requests
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}
@@ -58,14 +63,32 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 	if opts.ClusterName == "" {
 		opts.ClusterName = "DefaultCluster"
 	}
-	s := &Server{opts: opts, log: opts.Logger.With("proto", "remoting"), broker: b, conns: map[*conn]struct{}{}}
+	s := &Server{opts: opts, log: opts.Logger.With("proto", "remoting"), broker: b, conns: map[*conn]struct{}{},
+		clients: newRegistry(), batches: kbatch.NewReader(64 << 20)}
 	s.handlers = s.handlerTable()
 	return s
 }
 
 // handlerTable maps request codes to handlers; one file per request family.
 func (s *Server) handlerTable() map[int32]handlerFunc {
-	return map[int32]handlerFunc{}
+	return map[int32]handlerFunc{
+		protocol.GetRouteInfoByTopic:           handleGetRouteInfo,
+		protocol.GetBrokerClusterInfo:          handleGetBrokerClusterInfo,
+		protocol.GetAllTopicListFromNameserver: handleGetAllTopicList,
+		protocol.HeartBeat:                     handleHeartbeat,
+		protocol.UnregisterClient:              handleUnregisterClient,
+		protocol.GetConsumerListByGroup:        handleGetConsumerList,
+		protocol.CheckClientConfig:             handleCheckClientConfig,
+		protocol.SendMessage:                   handleSendMessage,
+		protocol.SendMessageV2:                 handleSendMessage,
+		protocol.SendBatchMessage:              handleSendMessage,
+		protocol.PullMessage:                   handlePullMessage,
+		protocol.QueryConsumerOffset:           handleQueryConsumerOffset,
+		protocol.UpdateConsumerOffset:          handleUpdateConsumerOffset,
+		protocol.GetMaxOffset:                  handleGetMaxOffset,
+		protocol.GetMinOffset:                  handleGetMinOffset,
+		protocol.SearchOffsetByTimestamp:       handleSearchOffsetByTimestamp,
+	}
 }
 
 // Serve accepts connections until ctx ends, then closes them and waits for
@@ -121,3 +144,6 @@ func unsupported(req *protocol.Command) *protocol.Command {
 	return protocol.NewResponse(req, protocol.RequestCodeNotSupported,
 		"request code "+strconv.Itoa(int(req.Code))+" not supported")
 }
+
+// topicRef is a topic as the broker knows it.
+type topicRef = broker.Topic

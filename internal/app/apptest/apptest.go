@@ -24,7 +24,7 @@ type TestNode struct {
 func TestConfig(dir string) app.Config {
 	c := app.DefaultConfig()
 	c.DataDir = dir
-	c.Listen = app.ListenConfig{Kafka: "127.0.0.1:0", HTTP: "127.0.0.1:0"}
+	c.Listen = app.ListenConfig{Kafka: "127.0.0.1:0", HTTP: "127.0.0.1:0", Remoting: "127.0.0.1:0"}
 	c.Storage.MinFreeBytes, c.Storage.MinFreeRatio = 0, 0
 	c.Storage.SegmentSize = 64 << 20
 	c.Storage.MaxRecordSize = 8 << 20
@@ -79,6 +79,9 @@ func (n *TestNode) Stop(t testing.TB) {
 		t.Error("node did not stop within 30s")
 	}
 }
+
+// RemotingAddr is the RocketMQ remoting listener's address.
+func (n *TestNode) RemotingAddr() string { return n.App.Addr("remoting") }
 
 // KafkaAddr is the Kafka listener's address.
 func (n *TestNode) KafkaAddr() string { return n.App.Addr("kafka") }

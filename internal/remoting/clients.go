@@ -1,0 +1,253 @@
+package remoting
+
+// Client registry: HEART_BEAT (34), UNREGISTER_CLIENT (35),
+// GET_CONSUMER_LIST_BY_GROUP (38), CHECK_CLIENT_CONFIG (46). Heartbeats
+// register producer and consumer groups per client id with their
+// subscriptions (pulls without a subscription use them); a clustering
+// consumer's retry topic %RETRY%<group> is created on its first heartbeat.
+// When a group's members change, the other members are told with a one-way
+// NOTIFY_CONSUMER_IDS_CHANGED so they rebalance at once. Clients vanish with
+// their connection or after two minutes without a heartbeat.
+
+import (
+	"encoding/json"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/remoting/protocol"
+)
+
+// clientTimeout drops a client that has not sent a heartbeat for this long
+// (RocketMQ's channel expiry).
+const clientTimeout = 2 * time.Minute
+
+// subscription is one topic a consumer subscribes to.
+type subscription struct {
+	Topic      string `json:"topic"`
+	SubString  string `json:"subString"`
+	Expression string `json:"expressionType"`
+	SubVersion int64  `json:"subVersion"`
+}
+
+type consumerData struct {
+	GroupName        string         `json:"groupName"`
+	ConsumeType      string         `json:"consumeType"`
+	MessageModel     string         `json:"messageModel"`
+	ConsumeFromWhere string         `json:"consumeFromWhere"`
+	Subscriptions    []subscription `json:"subscriptionDataSet"`
+}
+
+type heartbeatData struct {
+	ClientID  string `json:"clientID"`
+	Producers []struct {
+		GroupName string `json:"groupName"`
+	} `json:"producerDataSet"`
+	Consumers []consumerData `json:"consumerDataSet"`
+}
+
+// client is one registered client of a group.
+type client struct {
+	id       string
+	conn     *conn
+	lastSeen time.Time
+	data     consumerData
+}
+
+// registry holds the groups' clients.
+type registry struct {
+	mu        sync.Mutex
+	consumers map[string]map[string]*client // group → client id → client
+	producers map[string]map[string]*client
+}
+
+func newRegistry() *registry {
+	return &registry{consumers: map[string]map[string]*client{}, producers: map[string]map[string]*client{}}
+}
+
+// register records a client in a group; it reports whether the group's
+// membership changed.
+func (r *registry) register(groups map[string]map[string]*client, group string, cl *client) bool {
+	m := groups[group]
+	if m == nil {
+		m = map[string]*client{}
+		groups[group] = m
+	}
+	old, ok := m[cl.id]
+	m[cl.id] = cl
+	return !ok || old.conn != cl.conn
+}
+
+// subscriptionOf returns a group's registered subscription to a topic.
+func (r *registry) subscriptionOf(group, topic string) (subscription, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, cl := range r.consumers[group] {
+		for _, s := range cl.data.Subscriptions {
+			if s.Topic == topic {
+				return s, true
+			}
+		}
+	}
+	return subscription{}, false
+}
+
+// consumerIDs lists a group's live client ids, sorted.
+func (r *registry) consumerIDs(group string, now time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := []string{}
+	for id, cl := range r.consumers[group] {
+		if now.Sub(cl.lastSeen) < clientTimeout {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// dropConn removes every client of a closed connection and returns the
+// consumer groups that lost members.
+func (r *registry) dropConn(c *conn) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var changed []string
+	for group, m := range r.consumers {
+		for id, cl := range m {
+			if cl.conn == c {
+				delete(m, id)
+				changed = append(changed, group)
+			}
+		}
+	}
+	for _, m := range r.producers {
+		for id, cl := range m {
+			if cl.conn == c {
+				delete(m, id)
+			}
+		}
+	}
+	return changed
+}
+
+// members returns the connections of a group's clients.
+func (r *registry) members(group string) []*conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*conn
+	for _, cl := range r.consumers[group] {
+		out = append(out, cl.conn)
+	}
+	return out
+}
+
+// notifyChanged tells a group's members that its membership changed.
+func (s *Server) notifyChanged(group string) {
+	for _, c := range s.clients.members(group) {
+		c.sendOneway(&protocol.Command{Code: protocol.NotifyConsumerIDsChanged, Language: "GO", Version: protocol.Version,
+			ExtFields: map[string]string{"consumerGroup": group}})
+	}
+}
+
+func handleHeartbeat(rc *reqCtx, req *protocol.Command) *protocol.Command {
+	s := rc.conn.s
+	var hb heartbeatData
+	if err := json.Unmarshal(req.Body, &hb); err != nil {
+		return protocol.NewResponse(req, protocol.SystemError, "heartbeat body: "+err.Error())
+	}
+	now := time.Now()
+	var changed []string
+	s.clients.mu.Lock()
+	for _, p := range hb.Producers {
+		s.clients.register(s.clients.producers, p.GroupName, &client{id: hb.ClientID, conn: rc.conn, lastSeen: now})
+	}
+	for _, cd := range hb.Consumers {
+		if s.clients.register(s.clients.consumers, cd.GroupName, &client{id: hb.ClientID, conn: rc.conn, lastSeen: now, data: cd}) {
+			changed = append(changed, cd.GroupName)
+		}
+	}
+	s.clients.mu.Unlock()
+	for _, cd := range hb.Consumers {
+		if cd.MessageModel != "BROADCASTING" {
+			s.ensureRetryTopic(rc, cd.GroupName)
+		}
+	}
+	for _, g := range changed {
+		s.notifyChanged(g)
+	}
+	resp := protocol.NewResponse(req, protocol.Success, "")
+	return resp
+}
+
+// ensureRetryTopic creates %RETRY%<group> (one queue) if missing.
+func (s *Server) ensureRetryTopic(rc *reqCtx, group string) {
+	name, err := model.ParseTopicName(retryTopic(group))
+	if err != nil {
+		return
+	}
+	if _, err := s.broker.Topic(name); err == nil {
+		return
+	}
+	if _, err := s.broker.CreateTopic(rc.ctx, name, 1, broker.TopicConfig{}); err != nil {
+		s.log.Debug("retry topic not created", "group", group, "err", err)
+	}
+}
+
+// retryTopic is a consumer group's retry topic.
+func retryTopic(group string) string { return "%RETRY%" + group }
+
+func handleUnregisterClient(rc *reqCtx, req *protocol.Command) *protocol.Command {
+	s := rc.conn.s
+	id := req.Ext("clientID")
+	var changed string
+	s.clients.mu.Lock()
+	if g := req.Ext("consumerGroup"); g != "" {
+		if _, ok := s.clients.consumers[g][id]; ok {
+			delete(s.clients.consumers[g], id)
+			changed = g
+		}
+	}
+	if g := req.Ext("producerGroup"); g != "" {
+		delete(s.clients.producers[g], id)
+	}
+	s.clients.mu.Unlock()
+	if changed != "" {
+		s.notifyChanged(changed)
+	}
+	return protocol.NewResponse(req, protocol.Success, "")
+}
+
+func handleGetConsumerList(rc *reqCtx, req *protocol.Command) *protocol.Command {
+	ids := rc.conn.s.clients.consumerIDs(req.Ext("consumerGroup"), time.Now())
+	resp := protocol.NewResponse(req, protocol.Success, "")
+	resp.Body, _ = json.Marshal(map[string][]string{"consumerIdList": ids})
+	return resp
+}
+
+func handleCheckClientConfig(_ *reqCtx, req *protocol.Command) *protocol.Command {
+	return protocol.NewResponse(req, protocol.Success, "")
+}
+
+// tagFilter is a parsed TAG subscription ("*" or "A || B").
+type tagFilter map[string]bool
+
+// parseTagFilter parses a tag expression; nil matches everything.
+func parseTagFilter(expr string) tagFilter {
+	expr = strings.TrimSpace(expr)
+	if expr == "" || expr == "*" {
+		return nil
+	}
+	f := tagFilter{}
+	for _, t := range strings.Split(expr, "||") {
+		if t = strings.TrimSpace(t); t != "" {
+			f[t] = true
+		}
+	}
+	return f
+}
+
+// match reports whether a message with tag passes.
+func (f tagFilter) match(tag string) bool { return f == nil || f[tag] }

@@ -1,0 +1,200 @@
+package remoting
+
+// PULL_MESSAGE (11). A pull reads up to maxMsgNums messages of one queue
+// from queueOffset, drops those the subscription's tags do not match, and
+// answers FOUND with the messages in the stored-message layout (V1) that
+// every client decodes, or PULL_NOT_FOUND once the suspend timeout passes
+// with nothing new (long polling: appends wake the pull, no polling loop).
+// Offsets outside the queue are PULL_OFFSET_MOVED with the offset to use.
+// The commit flag commits commitOffset for the group first. Messages written
+// by Kafka producers are served too, one message per record.
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/kbatch"
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/remoting/protocol"
+)
+
+// Pull sysflag bits (PullSysFlag).
+const (
+	pullCommitOffset = 1 << 0
+	pullSuspend      = 1 << 1
+	pullSubscription = 1 << 2
+)
+
+// maxPullBytes bounds one pull response's body.
+const maxPullBytes = 4 << 20
+
+func handlePullMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
+	s := rc.conn.s
+	group, topic := req.Ext("consumerGroup"), req.Ext("topic")
+	t, err := s.lookupTopic(topic)
+	if err != nil {
+		return errorResponse(req, err)
+	}
+	queueID := atoi32(req.Ext("queueId"))
+	if queueID < 0 || int(queueID) >= t.QueueCount() {
+		return protocol.NewResponse(req, protocol.InvalidParameter, "queueId "+req.Ext("queueId")+" out of range")
+	}
+	offset, _ := strconv.ParseInt(req.Ext("queueOffset"), 10, 64)
+	maxMsgs := int(atoi32(req.Ext("maxMsgNums")))
+	if maxMsgs <= 0 || maxMsgs > 1024 {
+		maxMsgs = 32
+	}
+	sysFlag := atoi32(req.Ext("sysFlag"))
+	if sysFlag&pullCommitOffset != 0 {
+		if co, err := strconv.ParseInt(req.Ext("commitOffset"), 10, 64); err == nil && co >= 0 {
+			_ = s.broker.CommitOffsets(rc.ctx, group, t.Name, map[int32]broker.OffsetCommit{queueID: {Offset: model.QueueOffset(co)}})
+		}
+	}
+	var filter tagFilter
+	if sysFlag&pullSubscription != 0 {
+		filter = parseTagFilter(req.Ext("subscription"))
+	} else if sub, ok := s.clients.subscriptionOf(group, topic); ok {
+		filter = parseTagFilter(sub.SubString)
+	} else {
+		return protocol.NewResponse(req, protocol.SubscriptionNotExist, "no subscription of group "+group+" to "+topic)
+	}
+	suspend := time.Duration(0)
+	if sysFlag&pullSuspend != 0 {
+		ms, _ := strconv.ParseInt(req.Ext("suspendTimeoutMillis"), 10, 64)
+		suspend = min(time.Duration(ms)*time.Millisecond, 60*time.Second)
+	}
+	deadline := time.Now().Add(suspend)
+	store := s.advertised(rc.conn.nc.LocalAddr())
+	for {
+		start, hw, _, err := s.broker.Offsets(t.Name, queueID)
+		if err != nil {
+			return errorResponse(req, err)
+		}
+		resp := protocol.NewResponse(req, protocol.Success, "")
+		resp.SetExt("minOffset", strconv.FormatInt(int64(start), 10))
+		resp.SetExt("maxOffset", strconv.FormatInt(int64(hw), 10))
+		resp.SetExt("suggestWhichBrokerId", "0")
+		switch {
+		case offset < int64(start) || offset > int64(hw):
+			resp.Code = protocol.PullOffsetMoved
+			resp.SetExt("nextBeginOffset", strconv.FormatInt(max(min(offset, int64(hw)), int64(start)), 10))
+			return resp
+		case offset < int64(hw):
+			body, next, err := s.readForPull(t, queueID, model.QueueOffset(offset), maxMsgs, filter, store)
+			if err != nil {
+				return errorResponse(req, err)
+			}
+			resp.SetExt("nextBeginOffset", strconv.FormatInt(int64(next), 10))
+			if len(body) > 0 {
+				resp.Body = body
+				return resp
+			}
+			offset = int64(next) // everything read was filtered out
+		}
+		if !time.Now().Before(deadline) {
+			resp.Code = protocol.PullNotFound
+			resp.SetExt("nextBeginOffset", strconv.FormatInt(offset, 10))
+			return resp
+		}
+		ctx, cancel := context.WithDeadline(rc.ctx, deadline)
+		err = s.broker.Wait(ctx, []broker.Watch{{Topic: t.Name, Index: queueID, Offset: model.QueueOffset(offset)}})
+		cancel()
+		if rc.ctx.Err() != nil {
+			return nil
+		}
+		_ = err // timed out: one more look, then PULL_NOT_FOUND
+	}
+}
+
+// readForPull reads messages from offset and encodes those that pass
+// filter; it returns the body and the offset after what it read.
+func (s *Server) readForPull(t *topicRef, queueID int32, offset model.QueueOffset, maxMsgs int, filter tagFilter, store string) ([]byte, model.QueueOffset, error) {
+	res, err := s.broker.Read(t.Name, queueID, offset, broker.ReadOptions{MaxRecords: maxMsgs, MaxBytes: maxPullBytes})
+	if err != nil {
+		return nil, offset, err
+	}
+	defer res.Release()
+	var body []byte
+	next, n := offset, 0
+	emit := func(m *model.Message, off model.QueueOffset, storeTime int64) {
+		next = off + 1
+		n++
+		if !filter.match(m.Tags) {
+			return
+		}
+		body = protocol.AppendStoredV1(body, storedMessage(m, rmqName(t.Name), queueID, t.Queues[queueID], off, storeTime, store))
+	}
+	for i := range res.Records {
+		r := &res.Records[i]
+		switch r.Format {
+		case model.FormatMessage:
+			if r.BaseOffset < offset {
+				continue
+			}
+			m, err := broker.DecodeMessage(r.Payload)
+			if err != nil {
+				return nil, offset, err
+			}
+			emit(&m, r.BaseOffset, r.StoreTime)
+		case model.FormatKafkaBatchV2:
+			err := s.batches.Records(r.Payload, true, func(kr *kbatch.Record) bool {
+				off := r.BaseOffset + model.QueueOffset(kr.OffsetDelta)
+				if off < offset || n >= maxMsgs {
+					return n < maxMsgs
+				}
+				m := kafkaToMessage(kr)
+				emit(&m, off, r.StoreTime)
+				return true
+			})
+			if err != nil {
+				return nil, offset, err
+			}
+		default:
+			next = r.BaseOffset + model.QueueOffset(r.Count) // internal records: skipped
+		}
+		if n >= maxMsgs {
+			break
+		}
+	}
+	return body, next, nil
+}
+
+// kafkaToMessage views a Kafka record as a message: the key as KEYS, the
+// headers as properties (a rocketmq.TAGS header as the tag).
+func kafkaToMessage(r *kbatch.Record) model.Message {
+	m := model.Message{Body: r.Value, BornTime: r.Timestamp}
+	if !r.KeyNull {
+		m.Key = r.Key
+	}
+	for _, h := range r.Headers {
+		if h.Key == "rocketmq.TAGS" {
+			m.Tags = string(h.Value)
+			continue
+		}
+		m.Headers = append(m.Headers, model.Header{Key: h.Key, Value: h.Value})
+	}
+	return m
+}
+
+// storedMessage lays a message out as pull responses carry it.
+func storedMessage(m *model.Message, topic string, queueID int32, q model.QueueID, off model.QueueOffset, storeTime int64, store string) *protocol.StoredMessage {
+	var props []byte
+	if m.Tags != "" {
+		props = protocol.AppendProperties(props, []protocol.Property{{Key: propTags, Value: m.Tags}})
+	}
+	if len(m.Key) > 0 {
+		props = protocol.AppendProperties(props, []protocol.Property{{Key: propKeys, Value: string(m.Key)}})
+	}
+	for _, h := range m.Headers {
+		props = protocol.AppendProperties(props, []protocol.Property{{Key: h.Key, Value: string(h.Value)}})
+	}
+	born := m.BornHost
+	if born == "" {
+		born = store
+	}
+	return &protocol.StoredMessage{QueueID: queueID, Flag: m.UserFlag, QueueOffset: int64(off), PhysicalOffset: position(q, off),
+		SysFlag: int32(m.Flags), BornTimestamp: m.BornTime, BornHost: born, StoreTimestamp: storeTime, StoreHost: store,
+		ReconsumeTimes: m.ReconsumeTimes, Body: m.Body, Topic: topic, Properties: props}
+}

@@ -1,0 +1,136 @@
+package remoting
+
+// Name-server requests: GET_ROUTEINFO_BY_TOPIC (105), GET_BROKER_CLUSTER_INFO
+// (106), GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206). This node is the only
+// broker: every route points back at the address the client used (or the
+// advertised one). TBW102, the topic producers fall back to for a topic
+// that does not exist yet, has a route while auto-creation is on; the send
+// then creates the topic.
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/remoting/protocol"
+)
+
+// autoCreateTopicKey is the topic producers use to find brokers that may
+// create a topic on first send.
+const autoCreateTopicKey = "TBW102"
+
+// permReadWrite is PermName READ|WRITE.
+const permReadWrite = 6
+
+type queueData struct {
+	BrokerName     string `json:"brokerName"`
+	ReadQueueNums  int    `json:"readQueueNums"`
+	WriteQueueNums int    `json:"writeQueueNums"`
+	Perm           int    `json:"perm"`
+	TopicSysFlag   int    `json:"topicSysFlag"`
+}
+
+type brokerData struct {
+	Cluster     string            `json:"cluster"`
+	BrokerName  string            `json:"brokerName"`
+	BrokerAddrs map[string]string `json:"brokerAddrs"`
+}
+
+type topicRouteData struct {
+	OrderTopicConf    string              `json:"orderTopicConf"`
+	QueueDatas        []queueData         `json:"queueDatas"`
+	BrokerDatas       []brokerData        `json:"brokerDatas"`
+	FilterServerTable map[string][]string `json:"filterServerTable"`
+}
+
+func (s *Server) brokerData(rc *reqCtx) brokerData {
+	return brokerData{Cluster: s.opts.ClusterName, BrokerName: s.opts.BrokerName,
+		BrokerAddrs: map[string]string{"0": s.advertised(rc.conn.nc.LocalAddr())}}
+}
+
+func handleGetRouteInfo(rc *reqCtx, req *protocol.Command) *protocol.Command {
+	s := rc.conn.s
+	topic := req.Ext("topic")
+	queues := 0
+	if topic == autoCreateTopicKey && s.broker.AutoCreateTopics() {
+		queues = s.broker.DefaultQueues()
+	} else {
+		t, err := s.lookupTopic(topic)
+		if err != nil {
+			return errorResponse(req, err)
+		}
+		queues = t.QueueCount()
+	}
+	route := topicRouteData{
+		QueueDatas: []queueData{{BrokerName: s.opts.BrokerName, ReadQueueNums: queues, WriteQueueNums: queues,
+			Perm: permReadWrite}},
+		BrokerDatas:       []brokerData{s.brokerData(rc)},
+		FilterServerTable: map[string][]string{},
+	}
+	resp := protocol.NewResponse(req, protocol.Success, "")
+	resp.Body, _ = json.Marshal(route)
+	return resp
+}
+
+func handleGetBrokerClusterInfo(rc *reqCtx, req *protocol.Command) *protocol.Command {
+	s := rc.conn.s
+	bd := s.brokerData(rc)
+	body := map[string]any{
+		"brokerAddrTable":  map[string]brokerData{bd.BrokerName: bd},
+		"clusterAddrTable": map[string][]string{bd.Cluster: {bd.BrokerName}},
+	}
+	resp := protocol.NewResponse(req, protocol.Success, "")
+	resp.Body, _ = json.Marshal(body)
+	return resp
+}
+
+func handleGetAllTopicList(rc *reqCtx, req *protocol.Command) *protocol.Command {
+	s := rc.conn.s
+	var names []string
+	for _, t := range s.broker.Topics(false) {
+		names = append(names, rmqName(t.Name))
+	}
+	resp := protocol.NewResponse(req, protocol.Success, "")
+	resp.Body, _ = json.Marshal(map[string]any{"topicList": names, "brokerAddr": s.advertised(rc.conn.nc.LocalAddr())})
+	return resp
+}
+
+// lookupTopic resolves a RocketMQ topic name to an existing topic.
+func (s *Server) lookupTopic(name string) (*topicRef, error) {
+	n, err := model.ParseTopicName(name)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.broker.Topic(n)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// rmqName is the name RocketMQ clients see.
+func rmqName(n model.TopicName) string { return n.Short() }
+
+// errorResponse maps a core error to a response code.
+func errorResponse(req *protocol.Command, err error) *protocol.Command {
+	return protocol.NewResponse(req, responseCode(err), err.Error())
+}
+
+// responseCode is the one place core errors become remoting codes.
+func responseCode(err error) int32 {
+	switch {
+	case err == nil:
+		return protocol.Success
+	case errors.Is(err, model.ErrUnknownTopic), errors.Is(err, model.ErrInvalidTopic):
+		return protocol.TopicNotExist
+	case errors.Is(err, model.ErrMessageTooLarge):
+		return protocol.MessageIllegal
+	case errors.Is(err, model.ErrDiskFull), errors.Is(err, model.ErrClosed):
+		return protocol.ServiceNotAvailable
+	case errors.Is(err, errInvalidParameter):
+		return protocol.InvalidParameter
+	}
+	return protocol.SystemError
+}
+
+var errInvalidParameter = errors.New("invalid parameter")

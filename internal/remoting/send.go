@@ -1,0 +1,149 @@
+package remoting
+
+// SEND_MESSAGE (10), SEND_MESSAGE_V2 (310, short header names) and
+// SEND_BATCH_MESSAGE (320). Each message is stored as one neutral message
+// (its properties as headers, TAGS and KEYS as the tag and key), so Kafka
+// clients read it too. A zlib body (sysflag bit 0) is kept as sent. An
+// unknown topic is created on first send while auto-creation is on. The
+// answer carries an offset message id (this node's address and a 64-bit
+// position naming the queue and offset), the queue id and offset; batch
+// sends answer comma-joined ids. Sends are acknowledged under the storage
+// durability policy.
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/remoting/protocol"
+)
+
+// maxMessageSize is RocketMQ's default maxMessageSize (4 MiB).
+const maxMessageSize = 4 << 20
+
+// v2Names maps SEND_MESSAGE_V2 / batch short header names to long ones.
+var v2Names = map[string]string{"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
+	"e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
+	"k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName"}
+
+// sendHeader reads a send header in its long or short form.
+func sendHeader(req *protocol.Command) func(string) string {
+	if _, short := req.ExtFields["b"]; short {
+		long := make(map[string]string, len(req.ExtFields))
+		for k, v := range req.ExtFields {
+			if n, ok := v2Names[k]; ok {
+				k = n
+			}
+			long[k] = v
+		}
+		return func(k string) string { return long[k] }
+	}
+	return req.Ext
+}
+
+func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
+	s := rc.conn.s
+	h := sendHeader(req)
+	name, err := model.ParseTopicName(h("topic"))
+	if err != nil {
+		return errorResponse(req, err)
+	}
+	t, err := s.broker.EnsureTopic(rc.ctx, name)
+	if err != nil {
+		return errorResponse(req, err)
+	}
+	sysFlag := atoi32(h("sysFlag"))
+	born, _ := strconv.ParseInt(h("bornTimestamp"), 10, 64)
+	base := model.Message{BornTime: born, Flags: uint32(sysFlag), Producer: h("producerGroup"),
+		ReconsumeTimes: atoi32(h("reconsumeTimes")), BornHost: rc.conn.nc.RemoteAddr().String()}
+	var msgs []model.Message
+	if req.Code == protocol.SendBatchMessage {
+		batch, err := protocol.DecodeBatch(req.Body)
+		if err != nil {
+			return protocol.NewResponse(req, protocol.MessageIllegal, err.Error())
+		}
+		for _, bm := range batch {
+			m := base
+			m.UserFlag, m.Body = bm.Flag, bm.Body
+			setProperties(&m, protocol.ParseProperties(bm.Properties))
+			msgs = append(msgs, m)
+		}
+	} else {
+		m := base
+		m.UserFlag, m.Body = atoi32(h("flag")), req.Body
+		setProperties(&m, protocol.ParseProperties(h("properties")))
+		msgs = append(msgs, m)
+	}
+	for i := range msgs {
+		if len(msgs[i].Body) > maxMessageSize {
+			return protocol.NewResponse(req, protocol.MessageIllegal,
+				fmt.Sprintf("message body of %d bytes exceeds %d", len(msgs[i].Body), maxMessageSize))
+		}
+	}
+	if len(msgs) == 0 {
+		return protocol.NewResponse(req, protocol.MessageIllegal, "no message")
+	}
+	queueID := atoi32(h("queueId"))
+	if queueID < 0 || int(queueID) >= t.QueueCount() {
+		queueID = rand.Int32N(int32(t.QueueCount()))
+	}
+	offs, err := s.broker.AppendMessages(rc.ctx, t.Name, queueID, msgs)
+	if err != nil {
+		if errors.Is(err, model.ErrMessageTooLarge) {
+			return protocol.NewResponse(req, protocol.MessageIllegal, err.Error())
+		}
+		return errorResponse(req, err)
+	}
+	store := s.advertised(rc.conn.nc.LocalAddr())
+	ids := make([]string, len(offs))
+	for i, o := range offs {
+		ids[i] = protocol.OffsetMessageID(store, position(t.Queues[queueID], o))
+	}
+	resp := protocol.NewResponse(req, protocol.Success, "")
+	resp.SetExt("msgId", strings.Join(ids, ","))
+	resp.SetExt("queueId", strconv.Itoa(int(queueID)))
+	resp.SetExt("queueOffset", strconv.FormatInt(int64(offs[0]), 10))
+	resp.SetExt("MSG_REGION", "DefaultRegion")
+	resp.SetExt("TRACE_ON", "true")
+	if id, ok := msgs[0].Header(propUniqKey); ok {
+		resp.SetExt("transactionId", string(id))
+	}
+	return resp
+}
+
+// Properties with a place of their own in a stored message.
+const (
+	propTags    = "TAGS"
+	propKeys    = "KEYS"
+	propUniqKey = "UNIQ_KEY"
+)
+
+// setProperties puts properties on a message: TAGS and KEYS become the tag
+// and key, the rest headers in order.
+func setProperties(m *model.Message, props []protocol.Property) {
+	for _, p := range props {
+		switch p.Key {
+		case propTags:
+			m.Tags = p.Value
+		case propKeys:
+			m.Key = []byte(p.Value)
+		default:
+			m.Headers = append(m.Headers, model.Header{Key: p.Key, Value: []byte(p.Value)})
+		}
+	}
+}
+
+// position is the 64-bit position an offset message id carries: the
+// storage queue id in the high 24 bits and the queue offset in the low 40,
+// so it stays valid however the log is compacted or relocated.
+func position(q model.QueueID, off model.QueueOffset) int64 {
+	return int64(q)<<40 | int64(off)&(1<<40-1)
+}
+
+func atoi32(s string) int32 {
+	n, _ := strconv.ParseInt(s, 10, 32)
+	return int32(n)
+}

@@ -1,0 +1,35 @@
+// Package rocketmq_test drives Rosetta's RocketMQ remoting front-end with the
+// real remoting client (github.com/apache/rocketmq-client-go/v2).
+package rocketmq_test
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/rlog"
+
+	"github.com/rosettamq/rosetta/internal/app/apptest"
+)
+
+func TestMain(m *testing.M) {
+	rlog.SetLogLevel("error")
+	os.Exit(m.Run())
+}
+
+func startNode(t *testing.T) *apptest.TestNode {
+	t.Helper()
+	return apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
