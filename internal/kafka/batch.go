@@ -44,6 +44,9 @@ func appendMessageBatch(dst []byte, offset, storeTime int64, m *model.Message) [
 	if m.Tags != "" {
 		rec.Headers = append(rec.Headers, kmsg.Header{Key: tagsHeader, Value: []byte(m.Tags)})
 	}
+	// The record's length prefix counts what follows it: encode once with
+	// length 0 (one byte) to learn it.
+	rec.Length = int32(len(rec.AppendTo(nil)) - 1)
 	recBytes := rec.AppendTo(nil)
 	b := kmsg.RecordBatch{
 		FirstOffset: offset, PartitionLeaderEpoch: -1, Magic: 2,

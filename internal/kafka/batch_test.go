@@ -24,6 +24,15 @@ func TestMessageBatchRoundTrip(t *testing.T) {
 	if err := r.ReadFrom(rb.Records); err != nil || string(r.Value) != "v" || len(r.Headers) != 2 {
 		t.Fatalf("%v %+v", err, r)
 	}
+	// The record's length prefix must be right: clients check it.
+	n := 0
+	err = kbatch.NewReader(1<<20).Records(b, true, func(rec *kbatch.Record) bool {
+		n++
+		return string(rec.Value) == "v" && string(rec.Key) == "k"
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("records: %d %v", n, err)
+	}
 }
 
 // FuzzSplitBatches (kbatch.Split): arbitrary produce payloads never panic the validator and

@@ -1,0 +1,92 @@
+package rocketmq_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestCrossProtocol: one topic serves both protocols. Records a Kafka
+// producer writes (batched, compressed, with keys and headers) reach a
+// RocketMQ push consumer with their key and headers as KEYS and properties;
+// messages a RocketMQ producer sends reach a Kafka consumer with KEYS as the
+// key and properties as headers.
+func TestCrossProtocol(t *testing.T) {
+	n := startNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kc, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.DefaultProduceTopic("both"),
+		kgo.ProducerBatchCompression(kgo.Lz4Compression()), kgo.ConsumeTopics("both"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	if _, err := kadm.NewClient(kc).CreateTopic(ctx, 2, 1, nil, "both"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		kc.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprintf("kk%d", i)), Value: []byte(fmt.Sprintf("from-kafka-%d", i)),
+			Headers: []kgo.RecordHeader{{Key: "origin", Value: []byte("kafka")}, {Key: "rocketmq.TAGS", Value: []byte("K")}}}, nil)
+	}
+	if err := kc.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := &received{seen: map[string]*primitive.MessageExt{}}
+	startPushConsumer(t, n.RemotingAddr(), "cross-rmq", "both", "K", got)
+	eventually(t, 30*time.Second, "Kafka records consumed over remoting", func() bool { return got.count() == 20 })
+	got.mu.Lock()
+	for body, m := range got.seen {
+		if m.GetProperty("origin") != "kafka" || m.GetKeys() == "" || m.GetTags() != "K" {
+			t.Fatalf("%s: %+v", body, m.GetProperties())
+		}
+	}
+	got.mu.Unlock()
+
+	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{n.RemotingAddr()})),
+		producer.WithGroupName("cross-pg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown()
+	m := primitive.NewMessage("both", []byte("from-rocketmq"))
+	m.WithKeys([]string{"rk"})
+	m.WithTag("T")
+	m.WithProperty("origin", "rocketmq")
+	if _, err := p.SendSync(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		fs := kc.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("the RocketMQ message never reached the Kafka consumer")
+		}
+		var found *kgo.Record
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Value) == "from-rocketmq" {
+				found = r
+			}
+		})
+		if found == nil {
+			continue
+		}
+		headers := map[string]string{}
+		for _, h := range found.Headers {
+			headers[h.Key] = string(h.Value)
+		}
+		if string(found.Key) != "rk" || headers["origin"] != "rocketmq" || headers["rocketmq.TAGS"] != "T" {
+			t.Fatalf("key %q headers %v", found.Key, headers)
+		}
+		return
+	}
+}
