@@ -6,7 +6,8 @@ package remoting
 // subscriptions (pulls without a subscription use them); a clustering
 // consumer's retry topic %RETRY%<group> is created on its first heartbeat.
 // When a group's members change, the other members are told with a one-way
-// NOTIFY_CONSUMER_IDS_CHANGED so they rebalance at once. Clients vanish with
+// NOTIFY_CONSUMER_IDS_CHANGED so they rebalance at once (the client that
+// joined or left is not told: it rebalances by itself). Clients vanish with
 // their connection or after two minutes without a heartbeat.
 
 import (
@@ -144,9 +145,14 @@ func (r *registry) members(group string) []*conn {
 	return out
 }
 
-// notifyChanged tells a group's members that its membership changed.
-func (s *Server) notifyChanged(group string) {
+// notifyChanged tells a group's members that its membership changed, all
+// but the connection that changed it (a joining client rebalances on its
+// own; telling it too only races with its start-up).
+func (s *Server) notifyChanged(group string, except *conn) {
 	for _, c := range s.clients.members(group) {
+		if c == except {
+			continue
+		}
 		c.sendOneway(&protocol.Command{Code: protocol.NotifyConsumerIDsChanged, Language: "GO", Version: protocol.Version,
 			ExtFields: map[string]string{"consumerGroup": group}})
 	}
@@ -176,7 +182,7 @@ func handleHeartbeat(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		}
 	}
 	for _, g := range changed {
-		s.notifyChanged(g)
+		s.notifyChanged(g, rc.conn)
 	}
 	resp := protocol.NewResponse(req, protocol.Success, "")
 	return resp
@@ -215,7 +221,7 @@ func handleUnregisterClient(rc *reqCtx, req *protocol.Command) *protocol.Command
 	}
 	s.clients.mu.Unlock()
 	if changed != "" {
-		s.notifyChanged(changed)
+		s.notifyChanged(changed, rc.conn)
 	}
 	return protocol.NewResponse(req, protocol.Success, "")
 }

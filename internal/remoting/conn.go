@@ -47,7 +47,7 @@ func (c *conn) serve(ctx context.Context) {
 	<-done
 	c.nc.Close()
 	for _, g := range c.s.clients.dropConn(c) {
-		c.s.notifyChanged(g)
+		c.s.notifyChanged(g, c)
 	}
 }
 

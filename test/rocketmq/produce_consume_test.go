@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,9 +26,15 @@ func (r *received) count() int {
 	return len(r.seen)
 }
 
+// instances numbers consumers: each gets its own client instance, since the
+// Go client's shared instance rebalances every consumer in it on a
+// notification, racing with consumers still starting.
+var instances atomic.Int64
+
 func startPushConsumer(t *testing.T, addr, group, topic, expr string, out *received) {
 	t.Helper()
 	c, err := rocketmq.NewPushConsumer(consumer.WithGroupName(group),
+		consumer.WithInstance(fmt.Sprintf("%s-%d", group, instances.Add(1))),
 		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{addr})),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
 	if err != nil {
