@@ -9,9 +9,11 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
+	"github.com/rosettamq/rosetta/internal/broker/locks"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
 
@@ -38,6 +40,7 @@ type Server struct {
 	broker   *broker.Broker
 	handlers map[int32]handlerFunc
 	clients  *registry
+	locks    *locks.Manager
 	batches  *kbatch.Reader // reads Kafka-produced records for remoting consumers
 	opaque   atomic.Int32   // opaques of server-initiated requests
 
@@ -64,7 +67,7 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 		opts.ClusterName = "DefaultCluster"
 	}
 	s := &Server{opts: opts, log: opts.Logger.With("proto", "remoting"), broker: b, conns: map[*conn]struct{}{},
-		clients: newRegistry(), batches: kbatch.NewReader(64 << 20)}
+		clients: newRegistry(), batches: kbatch.NewReader(64 << 20), locks: locks.New(60*time.Second, nil)}
 	s.handlers = s.handlerTable()
 	return s
 }
@@ -88,6 +91,8 @@ func (s *Server) handlerTable() map[int32]handlerFunc {
 		protocol.GetMaxOffset:                  handleGetMaxOffset,
 		protocol.GetMinOffset:                  handleGetMinOffset,
 		protocol.SearchOffsetByTimestamp:       handleSearchOffsetByTimestamp,
+		protocol.LockBatchMQ:                   handleLockBatch,
+		protocol.UnlockBatchMQ:                 handleUnlockBatch,
 	}
 }
 
