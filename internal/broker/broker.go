@@ -133,6 +133,11 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	b.cancel = cancel
 	b.every(bctx, opts.OffsetSnapshotInterval, "offset-snapshot", b.offsets.snapshot)
 	b.every(bctx, opts.RetentionInterval, "topic-retention", b.enforceTopicRetention)
+	if err := b.startDelays(ctx, bctx); err != nil {
+		cancel()
+		b.wg.Wait()
+		return nil, err
+	}
 	return b, nil
 }
 

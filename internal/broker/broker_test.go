@@ -194,3 +194,41 @@ func FuzzDecodeGroupSnapshot(f *testing.F) {
 		}
 	})
 }
+
+func TestDelayLevelDelivery(t *testing.T) {
+	f := open(t, t.TempDir())
+	defer f.close(t)
+	ctx := context.Background()
+	name := model.TopicName{Tenant: "public", Namespace: "default", Topic: "later"}
+	if _, err := f.b.CreateTopic(ctx, name, 2, TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	m := model.Message{Body: []byte("x"), Headers: []model.Header{{Key: HeaderDelayLevel, Value: []byte("1")}, {Key: "k", Value: []byte("v")}}}
+	if _, _, err := f.b.AppendDelayed(ctx, name, 1, m, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.b.AppendDelayed(ctx, name, 1, m, 0); !errors.Is(err, ErrInvalidDelayLevel) {
+		t.Fatalf("level 0: %v", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := f.b.Wait(wctx, []Watch{{Topic: name, Index: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(sent); took < 900*time.Millisecond {
+		t.Fatalf("delivered after %v, before the 1 s level", took)
+	}
+	res, err := f.b.Read(name, 1, 0, ReadOptions{})
+	if err != nil || len(res.Records) != 1 {
+		t.Fatalf("%v %v", res, err)
+	}
+	got, _ := DecodeMessage(res.Records[0].Payload)
+	if _, ok := got.Header(HeaderDelayLevel); ok || string(got.Body) != "x" {
+		t.Fatalf("delivered %+v", got)
+	}
+	if v, _ := got.Header("k"); string(v) != "v" {
+		t.Fatalf("headers lost: %+v", got.Headers)
+	}
+	res.Release()
+}

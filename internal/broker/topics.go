@@ -194,6 +194,17 @@ type QueueRef struct {
 	Index int32
 }
 
+// QueueByID returns the topic and index of a storage queue.
+func (b *Broker) QueueByID(id model.QueueID) (QueueRef, error) {
+	b.topicMu.RLock()
+	defer b.topicMu.RUnlock()
+	ref, ok := b.byQueue[id]
+	if !ok {
+		return QueueRef{}, fmt.Errorf("%w: queue %d", model.ErrUnknownQueue, id)
+	}
+	return ref, nil
+}
+
 // Topic returns a topic by name.
 func (b *Broker) Topic(name model.TopicName) (*Topic, error) {
 	b.topicMu.RLock()

@@ -12,6 +12,7 @@ package remoting
 
 import (
 	"encoding/json"
+	"errors"
 	"sort"
 	"strings"
 	"sync"
@@ -178,7 +179,9 @@ func handleHeartbeat(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	s.clients.mu.Unlock()
 	for _, cd := range hb.Consumers {
 		if cd.MessageModel != "BROADCASTING" {
-			s.ensureRetryTopic(rc, cd.GroupName)
+			if _, err := s.ensureTopic(rc, retryTopic(cd.GroupName), 1); err != nil {
+				s.log.Debug("retry topic not created", "group", cd.GroupName, "err", err)
+			}
 		}
 	}
 	for _, g := range changed {
@@ -188,18 +191,20 @@ func handleHeartbeat(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	return resp
 }
 
-// ensureRetryTopic creates %RETRY%<group> (one queue) if missing.
-func (s *Server) ensureRetryTopic(rc *reqCtx, group string) {
-	name, err := model.ParseTopicName(retryTopic(group))
+// ensureTopic creates a group's system topic (retry, dead letter) with n
+// queues if it is missing, and returns its name.
+func (s *Server) ensureTopic(rc *reqCtx, topic string, n int) (model.TopicName, error) {
+	name, err := model.ParseTopicName(topic)
 	if err != nil {
-		return
+		return name, err
 	}
 	if _, err := s.broker.Topic(name); err == nil {
-		return
+		return name, nil
 	}
-	if _, err := s.broker.CreateTopic(rc.ctx, name, 1, broker.TopicConfig{}); err != nil {
-		s.log.Debug("retry topic not created", "group", group, "err", err)
+	if _, err := s.broker.CreateTopic(rc.ctx, name, n, broker.TopicConfig{}); err != nil && !errors.Is(err, model.ErrTopicExists) {
+		return name, err
 	}
+	return name, nil
 }
 
 // retryTopic is a consumer group's retry topic.

@@ -10,6 +10,7 @@ package remoting
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
@@ -55,6 +56,13 @@ func handleGetRouteInfo(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	if topic == autoCreateTopicKey && s.broker.AutoCreateTopics() {
 		queues = s.broker.DefaultQueues()
 	} else {
+		if strings.HasPrefix(topic, "%RETRY%") {
+			// A group's retry topic exists as soon as anyone asks for it (a
+			// consumer's first route query may come before its heartbeat).
+			if _, err := s.ensureTopic(rc, topic, 1); err != nil {
+				return errorResponse(req, err)
+			}
+		}
 		t, err := s.lookupTopic(topic)
 		if err != nil {
 			return errorResponse(req, err)

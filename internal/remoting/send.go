@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
@@ -90,6 +91,17 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	if queueID < 0 || int(queueID) >= t.QueueCount() {
 		queueID = rand.Int32N(int32(t.QueueCount()))
 	}
+	store := s.advertised(rc.conn.nc.LocalAddr())
+	if lv, ok := msgs[0].Header(broker.HeaderDelayLevel); ok && len(msgs) == 1 {
+		if level, _ := strconv.Atoi(string(lv)); level > 0 {
+			// A delayed message waits in the broker's delay levels.
+			q, off, err := s.broker.AppendDelayed(rc.ctx, t.Name, queueID, msgs[0], level)
+			if err != nil {
+				return errorResponse(req, err)
+			}
+			return sendResponse(req, []string{protocol.OffsetMessageID(store, position(q, off))}, queueID, off, &msgs[0])
+		}
+	}
 	offs, err := s.broker.AppendMessages(rc.ctx, t.Name, queueID, msgs)
 	if err != nil {
 		if errors.Is(err, model.ErrMessageTooLarge) {
@@ -97,18 +109,22 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		}
 		return errorResponse(req, err)
 	}
-	store := s.advertised(rc.conn.nc.LocalAddr())
 	ids := make([]string, len(offs))
 	for i, o := range offs {
 		ids[i] = protocol.OffsetMessageID(store, position(t.Queues[queueID], o))
 	}
+	return sendResponse(req, ids, queueID, offs[0], &msgs[0])
+}
+
+// sendResponse is the answer to a successful send.
+func sendResponse(req *protocol.Command, ids []string, queueID int32, offset model.QueueOffset, first *model.Message) *protocol.Command {
 	resp := protocol.NewResponse(req, protocol.Success, "")
 	resp.SetExt("msgId", strings.Join(ids, ","))
 	resp.SetExt("queueId", strconv.Itoa(int(queueID)))
-	resp.SetExt("queueOffset", strconv.FormatInt(int64(offs[0]), 10))
+	resp.SetExt("queueOffset", strconv.FormatInt(int64(offset), 10))
 	resp.SetExt("MSG_REGION", "DefaultRegion")
 	resp.SetExt("TRACE_ON", "true")
-	if id, ok := msgs[0].Header(propUniqKey); ok {
+	if id, ok := first.Header(propUniqKey); ok {
 		resp.SetExt("transactionId", string(id))
 	}
 	return resp

@@ -91,6 +91,7 @@ func (s *Server) handlerTable() map[int32]handlerFunc {
 		protocol.GetMaxOffset:                  handleGetMaxOffset,
 		protocol.GetMinOffset:                  handleGetMinOffset,
 		protocol.SearchOffsetByTimestamp:       handleSearchOffsetByTimestamp,
+		protocol.ConsumerSendMsgBack:           handleConsumerSendMsgBack,
 		protocol.LockBatchMQ:                   handleLockBatch,
 		protocol.UnlockBatchMQ:                 handleUnlockBatch,
 	}

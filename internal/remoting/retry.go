@@ -1,0 +1,137 @@
+package remoting
+
+// CONSUMER_SEND_MSG_BACK (36): a consumer could not process a message. The
+// message (found by the position in its offset message id) goes back to the
+// group's retry topic %RETRY%<group> after a delay level — the one asked,
+// or 3 + its reconsume count (10 s, 30 s, 1 min, … 2 h) — with its reconsume
+// count raised, RETRY_TOPIC naming its topic and ORIGIN_MESSAGE_ID its first
+// id. Once it has been reconsumed maxReconsumeTimes times (default 16), or
+// when the level is negative (ordered consumers giving up), it goes to the
+// dead-letter topic %DLQ%<group> instead, at once. Messages sent with a DELAY
+// property (producers, and clients that send a retry themselves) wait in the
+// broker's delay levels; see broker.AppendDelayed.
+
+import (
+	"strconv"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/kbatch"
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/remoting/protocol"
+)
+
+// Properties of retried messages.
+const (
+	propRetryTopic    = "RETRY_TOPIC"
+	propOriginMsgID   = "ORIGIN_MESSAGE_ID"
+	defaultMaxRetries = 16
+)
+
+// dlqTopic is a consumer group's dead-letter topic.
+func dlqTopic(group string) string { return "%DLQ%" + group }
+
+func handleConsumerSendMsgBack(rc *reqCtx, req *protocol.Command) *protocol.Command {
+	s := rc.conn.s
+	group := req.Ext("group")
+	pos, err := strconv.ParseInt(req.Ext("offset"), 10, 64)
+	if err != nil || group == "" {
+		return protocol.NewResponse(req, protocol.InvalidParameter, "group and offset are required")
+	}
+	m, topic, err := s.messageAt(pos)
+	if err != nil {
+		return protocol.NewResponse(req, protocol.SystemError, "look up message: "+err.Error())
+	}
+	if _, ok := m.Header(propRetryTopic); !ok {
+		orig := req.Ext("originTopic")
+		if orig == "" {
+			orig = topic
+		}
+		m.Headers = append(m.Headers, model.Header{Key: propRetryTopic, Value: []byte(orig)})
+	}
+	if _, ok := m.Header(propOriginMsgID); !ok {
+		id := req.Ext("originMsgId")
+		if id == "" {
+			id = protocol.OffsetMessageID(s.advertised(rc.conn.nc.LocalAddr()), pos)
+		}
+		m.Headers = append(m.Headers, model.Header{Key: propOriginMsgID, Value: []byte(id)})
+	}
+	maxTimes := atoi32(req.Ext("maxReconsumeTimes"))
+	if req.Ext("maxReconsumeTimes") == "" || maxTimes < 0 {
+		maxTimes = defaultMaxRetries
+	}
+	level := int(atoi32(req.Ext("delayLevel")))
+	times := m.ReconsumeTimes
+	m.ReconsumeTimes++
+	if times >= maxTimes || level < 0 {
+		name, err := s.ensureTopic(rc, dlqTopic(group), 1)
+		if err == nil {
+			_, err = s.broker.AppendMessages(rc.ctx, name, 0, []model.Message{m})
+		}
+		if err != nil {
+			return errorResponse(req, err)
+		}
+		return protocol.NewResponse(req, protocol.Success, "")
+	}
+	if level == 0 {
+		level = 3 + int(times)
+	}
+	name, err := s.ensureTopic(rc, retryTopic(group), 1)
+	if err == nil {
+		_, _, err = s.broker.AppendDelayed(rc.ctx, name, 0, m, level)
+	}
+	if err != nil {
+		return errorResponse(req, err)
+	}
+	return protocol.NewResponse(req, protocol.Success, "")
+}
+
+// messageAt reads the message at an offset message id's position, with the
+// name of its topic.
+func (s *Server) messageAt(pos int64) (model.Message, string, error) {
+	q, off := model.QueueID(pos>>40), model.QueueOffset(pos&(1<<40-1))
+	ref, err := s.broker.QueueByID(q)
+	if err != nil {
+		return model.Message{}, "", err
+	}
+	res, err := s.broker.ReadQueue(q, off, broker.ReadOptions{MaxRecords: 1})
+	if err != nil {
+		return model.Message{}, "", err
+	}
+	defer res.Release()
+	if len(res.Records) == 0 {
+		return model.Message{}, "", model.ErrOffsetOutOfRange
+	}
+	r := &res.Records[0]
+	var m model.Message
+	switch r.Format {
+	case model.FormatMessage:
+		m, err = broker.DecodeMessage(r.Payload)
+	case model.FormatKafkaBatchV2:
+		err = model.ErrOffsetOutOfRange
+		_ = s.batches.Records(r.Payload, true, func(kr *kbatch.Record) bool {
+			if r.BaseOffset+model.QueueOffset(kr.OffsetDelta) != off {
+				return true
+			}
+			m, err = kafkaToMessage(kr), nil
+			return false
+		})
+	default:
+		err = model.ErrOffsetOutOfRange
+	}
+	if err != nil {
+		return m, "", err
+	}
+	return cloneMessage(m), rmqName(ref.Topic.Name), nil
+}
+
+// cloneMessage copies a message's bytes out of the log view.
+func cloneMessage(m model.Message) model.Message {
+	m.Key = append([]byte(nil), m.Key...)
+	m.Body = append([]byte(nil), m.Body...)
+	hs := make([]model.Header, len(m.Headers))
+	for i, h := range m.Headers {
+		hs[i] = model.Header{Key: h.Key, Value: append([]byte(nil), h.Value...)}
+	}
+	m.Headers = hs
+	return m
+}
