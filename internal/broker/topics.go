@@ -118,7 +118,7 @@ func (b *Broker) CreateTopic(ctx context.Context, name model.TopicName, n int, c
 }
 
 func (b *Broker) createTopic(ctx context.Context, name model.TopicName, n int, cfg TopicConfig, internal bool) (*Topic, error) {
-	if n <= 0 || n > b.opts.MaxQueuesPerTopic {
+	if n <= 0 || n > b.opts.MaxQueuesPerTopic && !internal { // the bound is for user topics
 		return nil, fmt.Errorf("%w: %d queues (1..%d)", model.ErrInvalidQueueCount, n, b.opts.MaxQueuesPerTopic)
 	}
 	if err := cfg.Validate(); err != nil {
