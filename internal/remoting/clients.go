@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/filter"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
@@ -242,6 +243,9 @@ func handleCheckClientConfig(_ *reqCtx, req *protocol.Command) *protocol.Command
 	return protocol.NewResponse(req, protocol.Success, "")
 }
 
+// msgFilter decides which messages a subscription receives.
+type msgFilter interface{ match(m *model.Message) bool }
+
 // tagFilter is a parsed TAG subscription ("*" or "A || B").
 type tagFilter map[string]bool
 
@@ -260,5 +264,43 @@ func parseTagFilter(expr string) tagFilter {
 	return f
 }
 
-// match reports whether a message with tag passes.
-func (f tagFilter) match(tag string) bool { return f == nil || f[tag] }
+// match reports whether a message passes.
+func (f tagFilter) match(m *model.Message) bool { return f == nil || f[m.Tags] }
+
+// sqlFilter is a SQL92 subscription evaluated on the message's properties.
+type sqlFilter struct{ expr *filter.Expr }
+
+func (f sqlFilter) match(m *model.Message) bool {
+	return f.expr.Match(func(name string) (string, bool) {
+		switch name {
+		case propTags:
+			return m.Tags, m.Tags != ""
+		case propKeys:
+			return string(m.Key), len(m.Key) > 0
+		}
+		v, ok := m.Header(name)
+		return string(v), ok
+	})
+}
+
+// subscriptionFilter compiles a subscription of either type, caching SQL
+// expressions.
+func (s *Server) subscriptionFilter(typ, expr string) (msgFilter, error) {
+	if !strings.EqualFold(typ, "SQL92") {
+		return parseTagFilter(expr), nil
+	}
+	s.sqlMu.Lock()
+	defer s.sqlMu.Unlock()
+	if e, ok := s.sqlCache[expr]; ok {
+		return sqlFilter{e}, nil
+	}
+	e, err := filter.Compile(expr)
+	if err != nil {
+		return nil, err
+	}
+	if s.sqlCache == nil || len(s.sqlCache) >= 4096 {
+		s.sqlCache = map[string]*filter.Expr{}
+	}
+	s.sqlCache[expr] = e
+	return sqlFilter{e}, nil
+}

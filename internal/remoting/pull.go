@@ -1,7 +1,8 @@
 package remoting
 
 // PULL_MESSAGE (11). A pull reads up to maxMsgNums messages of one queue
-// from queueOffset, drops those the subscription's tags do not match, and
+// from queueOffset, drops those the subscription (tags, or a SQL92
+// expression on the properties) does not match, and
 // answers FOUND with the messages in the stored-message layout (V1) that
 // every client decodes, or PULL_NOT_FOUND once the suspend timeout passes
 // with nothing new (long polling: appends wake the pull, no polling loop).
@@ -52,13 +53,17 @@ func handlePullMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 			_ = s.broker.CommitOffsets(rc.ctx, group, t.Name, map[int32]broker.OffsetCommit{queueID: {Offset: model.QueueOffset(co)}})
 		}
 	}
-	var filter tagFilter
+	var subType, subExpr string
 	if sysFlag&pullSubscription != 0 {
-		filter = parseTagFilter(req.Ext("subscription"))
+		subType, subExpr = req.Ext("expressionType"), req.Ext("subscription")
 	} else if sub, ok := s.clients.subscriptionOf(group, topic); ok {
-		filter = parseTagFilter(sub.SubString)
+		subType, subExpr = sub.Expression, sub.SubString
 	} else {
 		return protocol.NewResponse(req, protocol.SubscriptionNotExist, "no subscription of group "+group+" to "+topic)
+	}
+	filter, err := s.subscriptionFilter(subType, subExpr)
+	if err != nil {
+		return protocol.NewResponse(req, protocol.SubscriptionParseFailed, err.Error())
 	}
 	suspend := time.Duration(0)
 	if sysFlag&pullSuspend != 0 {
@@ -110,7 +115,7 @@ func handlePullMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 
 // readForPull reads messages from offset and encodes those that pass
 // filter; it returns the body and the offset after what it read.
-func (s *Server) readForPull(t *topicRef, queueID int32, offset model.QueueOffset, maxMsgs int, filter tagFilter, store string) ([]byte, model.QueueOffset, error) {
+func (s *Server) readForPull(t *topicRef, queueID int32, offset model.QueueOffset, maxMsgs int, filter msgFilter, store string) ([]byte, model.QueueOffset, error) {
 	res, err := s.broker.Read(t.Name, queueID, offset, broker.ReadOptions{MaxRecords: maxMsgs, MaxBytes: maxPullBytes})
 	if err != nil {
 		return nil, offset, err
@@ -121,7 +126,7 @@ func (s *Server) readForPull(t *topicRef, queueID int32, offset model.QueueOffse
 	emit := func(m *model.Message, off model.QueueOffset, storeTime int64) {
 		next = off + 1
 		n++
-		if !filter.match(m.Tags) {
+		if !filter.match(m) {
 			return
 		}
 		body = protocol.AppendStoredV1(body, storedMessage(m, rmqName(t.Name), queueID, t.Queues[queueID], off, storeTime, store))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/filter"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/locks"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
@@ -41,8 +42,10 @@ type Server struct {
 	handlers map[int32]handlerFunc
 	clients  *registry
 	locks    *locks.Manager
-	batches  *kbatch.Reader // reads Kafka-produced records for remoting consumers
-	opaque   atomic.Int32   // opaques of server-initiated requests
+	sqlMu    sync.Mutex
+	sqlCache map[string]*filter.Expr // compiled SQL92 subscriptions, bounded
+	batches  *kbatch.Reader          // reads Kafka-produced records for remoting consumers
+	opaque   atomic.Int32            // opaques of server-initiated requests
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}

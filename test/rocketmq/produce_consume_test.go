@@ -113,3 +113,69 @@ func TestProduceAndPushConsume(t *testing.T) {
 		}
 	}
 }
+
+// TestSQL92Filter: a push consumer subscribing with a SQL92 expression gets
+// exactly the messages whose properties match it.
+func TestSQL92Filter(t *testing.T) {
+	n := startNode(t)
+	addr := n.RemotingAddr()
+	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{addr})),
+		producer.WithGroupName("sql-pg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown()
+	ctx := context.Background()
+	want := map[string]bool{}
+	for i := 0; i < 40; i++ {
+		m := primitive.NewMessage("sqltopic", []byte(fmt.Sprintf("s%d", i)))
+		m.WithProperty("n", fmt.Sprint(i))
+		m.WithProperty("region", []string{"eu", "us"}[i%2])
+		m.WithTag([]string{"A", "B"}[i%3%2])
+		if _, err := p.SendSync(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		if i >= 10 && i < 30 && i%2 == 0 && i%3%2 == 0 {
+			want[fmt.Sprintf("s%d", i)] = true
+		}
+	}
+	got := &received{seen: map[string]*primitive.MessageExt{}}
+	c, err := rocketmq.NewPushConsumer(consumer.WithGroupName("sql-cg"), consumer.WithInstance("sql-cg"),
+		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{addr})),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Subscribe("sqltopic", consumer.MessageSelector{Type: consumer.SQL92,
+		Expression: "n BETWEEN 10 AND 29 AND region = 'eu' AND TAGS IN ('A')"},
+		func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			got.mu.Lock()
+			for _, m := range msgs {
+				got.seen[string(m.Body)] = m
+			}
+			got.mu.Unlock()
+			return consumer.ConsumeSuccess, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
+	eventually(t, 30*time.Second, "the matching messages", func() bool { return got.count() >= len(want) })
+	time.Sleep(500 * time.Millisecond)
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	for body := range got.seen {
+		if !want[body] {
+			t.Fatalf("%s passed the filter", body)
+		}
+	}
+	if len(got.seen) != len(want) {
+		t.Fatalf("got %d messages, want %d", len(got.seen), len(want))
+	}
+}
