@@ -243,6 +243,11 @@ func (b *Broker) AppendMessages(ctx context.Context, name model.TopicName, index
 		if len(m.Key) > 0 {
 			r.Keys = []storage.Key{{Key: m.Key}}
 		}
+		for _, k := range m.IndexKeys {
+			if k != "" && k != string(m.Key) {
+				r.Keys = append(r.Keys, storage.Key{Key: []byte(k)})
+			}
+		}
 		if m.Tags != "" {
 			r.TagHash = TagHash(m.Tags)
 		}
@@ -256,6 +261,25 @@ func (b *Broker) AppendMessages(ctx context.Context, name model.TopicName, index
 		offs[i] = r.BaseOffset
 	}
 	return offs, nil
+}
+
+// KeyHit is a candidate location of a message stored with a key.
+type KeyHit struct {
+	Queue     model.QueueID
+	Offset    model.QueueOffset
+	StoreTime int64
+}
+
+// LookupKey returns candidate locations of messages stored with key, newest
+// first, stored between from and to (ms; to <= 0: no bound). Candidates
+// share the key's hash: callers read them and compare.
+func (b *Broker) LookupKey(key []byte, max int, from, to int64) []KeyHit {
+	hits := b.engine.LookupKey(key, max, from, to)
+	out := make([]KeyHit, len(hits))
+	for i, h := range hits {
+		out[i] = KeyHit{Queue: h.Queue, Offset: h.Offset, StoreTime: h.StoreTime}
+	}
+	return out
 }
 
 // TagHash is the filter hash stored with a record's tag.

@@ -23,6 +23,10 @@ type Message struct {
 	Producer  string
 	Flags     uint32 // system flags (RocketMQ sysFlag: bit 0 zlib-compressed body)
 
+	// IndexKeys are further keys to find the message by (RocketMQ's
+	// space-separated KEYS and its UNIQ_KEY); indexed, not stored.
+	IndexKeys []string
+
 	// RocketMQ attributes, kept so remoting consumers get back what was sent.
 	UserFlag       int32  // the producer's int flag
 	BornHost       string // host:port the producer sent from

@@ -37,10 +37,11 @@ func handleConsumerSendMsgBack(rc *reqCtx, req *protocol.Command) *protocol.Comm
 	if err != nil || group == "" {
 		return protocol.NewResponse(req, protocol.InvalidParameter, "group and offset are required")
 	}
-	m, topic, err := s.messageAt(pos)
+	f, err := s.messageAt(pos)
 	if err != nil {
 		return protocol.NewResponse(req, protocol.SystemError, "look up message: "+err.Error())
 	}
+	m, topic := f.msg, rmqName(f.topic.Name)
 	if _, ok := m.Header(propRetryTopic); !ok {
 		orig := req.Ext("originTopic")
 		if orig == "" {
@@ -85,21 +86,35 @@ func handleConsumerSendMsgBack(rc *reqCtx, req *protocol.Command) *protocol.Comm
 	return protocol.NewResponse(req, protocol.Success, "")
 }
 
-// messageAt reads the message at an offset message id's position, with the
-// name of its topic.
-func (s *Server) messageAt(pos int64) (model.Message, string, error) {
+// found is a message looked up by position.
+type found struct {
+	msg       model.Message // its bytes are copies
+	topic     *topicRef
+	index     int32
+	queue     model.QueueID
+	offset    model.QueueOffset
+	storeTime int64
+}
+
+// stored lays a found message out as responses carry it.
+func (f *found) stored(store string) *protocol.StoredMessage {
+	return storedMessage(&f.msg, rmqName(f.topic.Name), f.index, f.queue, f.offset, f.storeTime, store)
+}
+
+// messageAt reads the message at an offset message id's position.
+func (s *Server) messageAt(pos int64) (*found, error) {
 	q, off := model.QueueID(pos>>40), model.QueueOffset(pos&(1<<40-1))
 	ref, err := s.broker.QueueByID(q)
 	if err != nil {
-		return model.Message{}, "", err
+		return nil, err
 	}
 	res, err := s.broker.ReadQueue(q, off, broker.ReadOptions{MaxRecords: 1})
 	if err != nil {
-		return model.Message{}, "", err
+		return nil, err
 	}
 	defer res.Release()
 	if len(res.Records) == 0 {
-		return model.Message{}, "", model.ErrOffsetOutOfRange
+		return nil, model.ErrOffsetOutOfRange
 	}
 	r := &res.Records[0]
 	var m model.Message
@@ -119,9 +134,9 @@ func (s *Server) messageAt(pos int64) (model.Message, string, error) {
 		err = model.ErrOffsetOutOfRange
 	}
 	if err != nil {
-		return m, "", err
+		return nil, err
 	}
-	return cloneMessage(m), rmqName(ref.Topic.Name), nil
+	return &found{msg: cloneMessage(m), topic: ref.Topic, index: ref.Index, queue: q, offset: off, storeTime: r.StoreTime}, nil
 }
 
 // cloneMessage copies a message's bytes out of the log view.

@@ -146,8 +146,12 @@ func setProperties(m *model.Message, props []protocol.Property) {
 			m.Tags = p.Value
 		case propKeys:
 			m.Key = []byte(p.Value)
+			m.IndexKeys = append(m.IndexKeys, strings.Fields(p.Value)...)
 		default:
 			m.Headers = append(m.Headers, model.Header{Key: p.Key, Value: []byte(p.Value)})
+			if p.Key == propUniqKey {
+				m.IndexKeys = append(m.IndexKeys, p.Value)
+			}
 		}
 	}
 }

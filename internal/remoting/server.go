@@ -95,6 +95,8 @@ func (s *Server) handlerTable() map[int32]handlerFunc {
 		protocol.GetMinOffset:                  handleGetMinOffset,
 		protocol.SearchOffsetByTimestamp:       handleSearchOffsetByTimestamp,
 		protocol.ConsumerSendMsgBack:           handleConsumerSendMsgBack,
+		protocol.ViewMessageByID:               handleViewMessageByID,
+		protocol.QueryMessage:                  handleQueryMessage,
 		protocol.LockBatchMQ:                   handleLockBatch,
 		protocol.UnlockBatchMQ:                 handleUnlockBatch,
 	}
