@@ -22,11 +22,15 @@ type TopicName struct {
 // String renders tenant/namespace/topic.
 func (n TopicName) String() string { return n.Tenant + "/" + n.Namespace + "/" + n.Topic }
 
-// Short is the name a protocol client uses: just the topic in public/default,
-// otherwise the full name.
+// Short is the name a protocol client uses, the shortest that
+// ParseTopicName maps back: just the topic in public/default, namespace/topic
+// in the default tenant, otherwise the full name.
 func (n TopicName) Short() string {
-	if n.Tenant == DefaultTenant && n.Namespace == DefaultNamespace {
+	switch {
+	case n.Tenant == DefaultTenant && n.Namespace == DefaultNamespace:
 		return n.Topic
+	case n.Tenant == DefaultTenant:
+		return n.Namespace + "/" + n.Topic
 	}
 	return n.String()
 }

@@ -195,7 +195,7 @@ func handleHeartbeat(rc *reqCtx, req *protocol.Command) *protocol.Command {
 // ensureTopic creates a group's system topic (retry, dead letter) with n
 // queues if it is missing, and returns its name.
 func (s *Server) ensureTopic(rc *reqCtx, topic string, n int) (model.TopicName, error) {
-	name, err := model.ParseTopicName(topic)
+	name, err := topicName(topic)
 	if err != nil {
 		return name, err
 	}

@@ -103,9 +103,24 @@ func handleGetAllTopicList(rc *reqCtx, req *protocol.Command) *protocol.Command 
 	return resp
 }
 
+// topicName maps a RocketMQ topic name to Rosetta's: a client namespace
+// ("ns%orders", the clients' namespace option) is a namespace of the default
+// tenant (public/ns/orders, which Kafka clients call ns/orders); system
+// topics (%RETRY%…, %DLQ%…) and plain names live in public/default.
+func topicName(name string) (model.TopicName, error) {
+	if i := strings.IndexByte(name, '%'); i > 0 {
+		n := model.TopicName{Tenant: model.DefaultTenant, Namespace: name[:i], Topic: name[i+1:]}
+		if _, err := model.ParseTopicName(n.String()); err != nil {
+			return n, err
+		}
+		return n, nil
+	}
+	return model.ParseTopicName(name)
+}
+
 // lookupTopic resolves a RocketMQ topic name to an existing topic.
 func (s *Server) lookupTopic(name string) (*topicRef, error) {
-	n, err := model.ParseTopicName(name)
+	n, err := topicName(name)
 	if err != nil {
 		return nil, err
 	}
@@ -116,8 +131,13 @@ func (s *Server) lookupTopic(name string) (*topicRef, error) {
 	return t, nil
 }
 
-// rmqName is the name RocketMQ clients see.
-func rmqName(n model.TopicName) string { return n.Short() }
+// rmqName is the name RocketMQ clients see (namespaces as "ns%topic").
+func rmqName(n model.TopicName) string {
+	if n.Tenant == model.DefaultTenant && n.Namespace != model.DefaultNamespace {
+		return n.Namespace + "%" + n.Topic
+	}
+	return n.Short()
+}
 
 // errorResponse maps a core error to a response code.
 func errorResponse(req *protocol.Command, err error) *protocol.Command {

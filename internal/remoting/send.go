@@ -48,7 +48,7 @@ func sendHeader(req *protocol.Command) func(string) string {
 func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	s := rc.conn.s
 	h := sendHeader(req)
-	name, err := model.ParseTopicName(h("topic"))
+	name, err := topicName(h("topic"))
 	if err != nil {
 		return errorResponse(req, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -88,5 +89,65 @@ func TestCrossProtocol(t *testing.T) {
 			t.Fatalf("key %q headers %v", found.Key, headers)
 		}
 		return
+	}
+}
+
+// TestNamespaces: a RocketMQ client's namespace option ("ns%topic" on the
+// wire) is a Rosetta namespace, which Kafka clients name "ns/topic".
+func TestNamespaces(t *testing.T) {
+	n := startNode(t)
+	ns := primitive.NewPassthroughResolver([]string{n.RemotingAddr()})
+	p, err := rocketmq.NewProducer(producer.WithNsResolver(ns), producer.WithGroupName("ns-pg"), producer.WithNamespace("team1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := p.SendSync(ctx, primitive.NewMessage("events", []byte("in team1"))); err != nil {
+		t.Fatal(err)
+	}
+	got := &received{seen: map[string]*primitive.MessageExt{}}
+	c, err := rocketmq.NewPushConsumer(consumer.WithGroupName("ns-cg"), consumer.WithNamespace("team1"), consumer.WithInstance("ns-cg"),
+		consumer.WithNsResolver(ns), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Subscribe("events", consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		got.mu.Lock()
+		for _, m := range msgs {
+			got.seen[string(m.Body)] = m
+		}
+		got.mu.Unlock()
+		return consumer.ConsumeSuccess, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
+	eventually(t, 20*time.Second, "the namespaced message over remoting", func() bool { return got.count() == 1 })
+	kc, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.ConsumeTopics("team1/events"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	for {
+		fs := kc.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("team1/events not readable over Kafka")
+		}
+		if fs.NumRecords() > 0 {
+			if v := string(fs.Records()[0].Value); v != "in team1" {
+				t.Fatalf("read %q", v)
+			}
+			return
+		}
 	}
 }

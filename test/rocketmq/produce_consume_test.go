@@ -179,3 +179,53 @@ func TestSQL92Filter(t *testing.T) {
 		t.Fatalf("got %d messages, want %d", len(got.seen), len(want))
 	}
 }
+
+// TestBroadcasting: every member of a broadcasting group gets every message.
+func TestBroadcasting(t *testing.T) {
+	n := startNode(t)
+	addr := n.RemotingAddr()
+	ns := primitive.NewPassthroughResolver([]string{addr})
+	p, err := rocketmq.NewProducer(producer.WithNsResolver(ns), producer.WithGroupName("bc-pg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown()
+	const total = 30
+	for i := 0; i < total; i++ {
+		if _, err := p.SendSync(context.Background(), primitive.NewMessage("news", []byte(fmt.Sprint("n", i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var outs []*received
+	for i := 0; i < 2; i++ {
+		out := &received{seen: map[string]*primitive.MessageExt{}}
+		outs = append(outs, out)
+		c, err := rocketmq.NewPushConsumer(consumer.WithGroupName("bc-cg"), consumer.WithInstance(fmt.Sprint("bc-", i)),
+			consumer.WithConsumerModel(consumer.BroadCasting), consumer.WithNsResolver(ns),
+			consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Subscribe("news", consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			out.mu.Lock()
+			for _, m := range msgs {
+				out.seen[string(m.Body)] = m
+			}
+			out.mu.Unlock()
+			return consumer.ConsumeSuccess, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Shutdown()
+	}
+	for i, out := range outs {
+		eventually(t, 30*time.Second, fmt.Sprint("member ", i, " to get every message"), func() bool { return out.count() == total })
+	}
+}
