@@ -58,6 +58,8 @@ type client struct {
 	conn     *conn
 	lastSeen time.Time
 	data     consumerData
+	language string
+	version  int32
 }
 
 // registry holds the groups' clients.
@@ -173,7 +175,8 @@ func handleHeartbeat(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		s.clients.register(s.clients.producers, p.GroupName, &client{id: hb.ClientID, conn: rc.conn, lastSeen: now})
 	}
 	for _, cd := range hb.Consumers {
-		if s.clients.register(s.clients.consumers, cd.GroupName, &client{id: hb.ClientID, conn: rc.conn, lastSeen: now, data: cd}) {
+		if s.clients.register(s.clients.consumers, cd.GroupName, &client{id: hb.ClientID, conn: rc.conn, lastSeen: now, data: cd,
+			language: req.Language, version: req.Version}) {
 			changed = append(changed, cd.GroupName)
 		}
 	}

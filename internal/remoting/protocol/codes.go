@@ -75,3 +75,9 @@ const (
 	PollingFull              = 209
 	PollingTimeout           = 210
 )
+
+// Admin request codes.
+const (
+	GetAllTopicConfig         = 21
+	GetConsumerConnectionList = 203
+)
