@@ -1,8 +1,12 @@
 package broker
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
+
+	"github.com/klauspost/compress/zlib"
 
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -114,4 +118,25 @@ func DecodeMessage(b []byte) (model.Message, error) {
 		r.err = fmt.Errorf("%w: %d trailing bytes after message", model.ErrCorruptRecord, len(r.b))
 	}
 	return m, r.err
+}
+
+// maxInflatedBody bounds what a compressed body may inflate to.
+const maxInflatedBody = 64 << 20
+
+// PlainBody returns m's body, inflated when its producer sent it
+// zlib-compressed (for readers of other protocols).
+func PlainBody(m *model.Message) ([]byte, error) {
+	if m.Flags&model.FlagCompressedBody == 0 {
+		return m.Body, nil
+	}
+	zr, err := zlib.NewReader(bytes.NewReader(m.Body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: zlib body: %v", model.ErrCorruptRecord, err)
+	}
+	defer zr.Close()
+	out, err := io.ReadAll(io.LimitReader(zr, maxInflatedBody+1))
+	if err != nil || len(out) > maxInflatedBody {
+		return nil, fmt.Errorf("%w: zlib body: %v", model.ErrCorruptRecord, err)
+	}
+	return out, nil
 }

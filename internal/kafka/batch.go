@@ -22,6 +22,9 @@ func appendStoredAsBatches(dst []byte, r *broker.StoredRecord) ([]byte, error) {
 		if err != nil {
 			return dst, err
 		}
+		if m.Body, err = broker.PlainBody(&m); err != nil {
+			return dst, err
+		}
 		return appendMessageBatch(dst, int64(r.BaseOffset), r.StoreTime, &m), nil
 	default:
 		return dst, nil // internal records are not shown to Kafka clients

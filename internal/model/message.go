@@ -21,7 +21,7 @@ type Message struct {
 	BornTime  int64 // producer timestamp, ms since epoch
 	StoreTime int64 // broker append time, ms since epoch
 	Producer  string
-	Flags     uint32 // system flags (RocketMQ sysFlag: bit 0 zlib-compressed body)
+	Flags     uint32 // system flags (RocketMQ sysFlag: FlagCompressedBody)
 
 	// IndexKeys are further keys to find the message by (RocketMQ's
 	// space-separated KEYS and its UNIQ_KEY); indexed, not stored.
@@ -32,6 +32,10 @@ type Message struct {
 	BornHost       string // host:port the producer sent from
 	ReconsumeTimes int32
 }
+
+// FlagCompressedBody marks a body kept zlib-compressed as its producer sent
+// it (RocketMQ sysFlag bit 0); readers of other protocols get it inflated.
+const FlagCompressedBody = 1
 
 // Header returns the value of the first header named key.
 func (m *Message) Header(key string) ([]byte, bool) {

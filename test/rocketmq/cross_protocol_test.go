@@ -1,6 +1,7 @@
 package rocketmq_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -67,18 +68,31 @@ func TestCrossProtocol(t *testing.T) {
 	if _, err := p.SendSync(ctx, m); err != nil {
 		t.Fatal(err)
 	}
+	// Bodies over 4 KiB leave the Go client zlib-compressed; Kafka readers
+	// get them inflated.
+	big := bytes.Repeat([]byte("0123456789"), 1000)
+	if _, err := p.SendSync(ctx, primitive.NewMessage("both", big)); err != nil {
+		t.Fatal(err)
+	}
+	sawBig := false
+	var found *kgo.Record
 	for {
 		fs := kc.PollFetches(ctx)
 		if ctx.Err() != nil {
 			t.Fatal("the RocketMQ message never reached the Kafka consumer")
 		}
-		var found *kgo.Record
 		fs.EachRecord(func(r *kgo.Record) {
 			if string(r.Value) == "from-rocketmq" {
 				found = r
 			}
+			if len(r.Value) > 4096 {
+				if !bytes.Equal(r.Value, big) {
+					t.Fatalf("large body of %d bytes reached Kafka altered", len(r.Value))
+				}
+				sawBig = true
+			}
 		})
-		if found == nil {
+		if found == nil || !sawBig {
 			continue
 		}
 		headers := map[string]string{}
