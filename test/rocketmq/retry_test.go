@@ -11,6 +11,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/rosettamq/rosetta/internal/app/apptest"
 )
 
 // TestRetryAndDeadLetter: a consumer that keeps failing gets each message
@@ -120,5 +122,40 @@ func TestDelayLevelSend(t *testing.T) {
 	defer got.mu.Unlock()
 	if d := got.seen["later"].GetProperty("DELAY"); d != "" {
 		t.Fatalf("delivered with DELAY=%s", d)
+	}
+}
+
+// TestDelayedSurvivesRestart: a delayed message pending when the broker
+// stops is still delivered, on time, after it restarts.
+func TestDelayedSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := apptest.TestConfig(dir)
+	n := apptest.StartTestNode(t, cfg)
+	ns := primitive.NewPassthroughResolver([]string{n.RemotingAddr()})
+	p, err := rocketmq.NewProducer(producer.WithNsResolver(ns), producer.WithGroupName("restart-pg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.SendSync(context.Background(), primitive.NewMessage("persisted", []byte("now"))); err != nil {
+		t.Fatal(err)
+	}
+	m := primitive.NewMessage("persisted", []byte("after restart"))
+	m.WithDelayTimeLevel(2)
+	sent := time.Now()
+	if _, err := p.SendSync(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Shutdown()
+	n.Stop(t)
+
+	n2 := apptest.StartTestNode(t, cfg)
+	got := &received{seen: map[string]*primitive.MessageExt{}}
+	startPushConsumer(t, n2.RemotingAddr(), "restart-cg", "persisted", "*", got)
+	eventually(t, 30*time.Second, "the delayed message after the restart", func() bool { return got.count() == 2 })
+	if took := time.Since(sent); took < 4900*time.Millisecond {
+		t.Fatalf("delivered after %v, before its 5 s level", took)
 	}
 }
