@@ -199,11 +199,14 @@ func TestBroadcasting(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Broadcasting consumers keep their offsets in local files named after
+	// the group: a group new to this run starts from the first offset.
+	group := fmt.Sprint("bc-cg-", time.Now().UnixNano())
 	var outs []*received
 	for i := 0; i < 2; i++ {
 		out := &received{seen: map[string]*primitive.MessageExt{}}
 		outs = append(outs, out)
-		c, err := rocketmq.NewPushConsumer(consumer.WithGroupName("bc-cg"), consumer.WithInstance(fmt.Sprint("bc-", i)),
+		c, err := rocketmq.NewPushConsumer(consumer.WithGroupName(group), consumer.WithInstance(fmt.Sprint(group, "-", i)),
 			consumer.WithConsumerModel(consumer.BroadCasting), consumer.WithNsResolver(ns),
 			consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
 		if err != nil {
