@@ -114,7 +114,7 @@ func benchCmd() *cobra.Command {
 		},
 	}
 	idle.Flags().IntVar(&idleQueues, "queues", 50000, "queues to create")
-	cmd.AddCommand(st, restart, disk, idle, kafkaBenchCmd())
+	cmd.AddCommand(st, restart, disk, idle, kafkaBenchCmd(), rocketmqBenchCmd())
 	return cmd
 }
 
@@ -162,5 +162,28 @@ func kafkaBenchCmd() *cobra.Command {
 	join.Flags().DurationVar(&g.Heartbeat, "heartbeat", 3*time.Second, "classic members' heartbeat interval")
 	join.Flags().DurationVar(&g.Settle, "settle", 5*time.Second, "pause after two members settle, before the third joins")
 	cmd.AddCommand(produce, e2e, consume, join)
+	return cmd
+}
+
+func rocketmqBenchCmd() *cobra.Command {
+	var o bench.RocketMQOptions
+	cmd := &cobra.Command{Use: "rocketmq", Short: "RocketMQ remoting workloads driven with rocketmq-client-go against a running node"}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&o.NameServer, "namesrv", "127.0.0.1:9876", "name server address(es)")
+	pf.StringVar(&o.Topic, "topic", "bench", "topic (created on first send)")
+	pf.IntVar(&o.Size, "size", 128, "bytes per message body")
+	pf.Int64Var(&o.Messages, "messages", 500_000, "messages")
+	pf.IntVar(&o.BrokerPID, "broker-pid", 0, "the broker's pid, to report its CPU and RSS")
+	produce := &cobra.Command{Use: "produce", Short: "Concurrent sync senders",
+		RunE: func(c *cobra.Command, _ []string) error {
+			r, err := bench.RocketMQProduce(c.Context(), o)
+			if err != nil {
+				return err
+			}
+			r.Print(c.OutOrStdout())
+			return nil
+		}}
+	produce.Flags().IntVar(&o.Senders, "senders", 64, "concurrent sync senders")
+	cmd.AddCommand(produce)
 	return cmd
 }

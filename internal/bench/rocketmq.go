@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/apache/rocketmq-client-go/v2/rlog"
+)
+
+// RocketMQOptions describe a RocketMQ remoting workload driven with
+// rocketmq-client-go/v2.
+type RocketMQOptions struct {
+	NameServer string
+	Topic      string
+	Size       int
+	Messages   int64
+	Senders    int // concurrent sync senders
+	BrokerPID  int
+}
+
+// RocketMQProduce sends with concurrent sync senders (each waits for its
+// acknowledgement before the next send) and reports throughput, send
+// latency and CPU.
+func RocketMQProduce(ctx context.Context, o RocketMQOptions) (*Report, error) {
+	rlog.SetLogLevel("error")
+	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver(strings.Split(o.NameServer, ","))),
+		producer.WithGroupName("rosetta-bench"), producer.WithRetry(2))
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Start(); err != nil {
+		return nil, err
+	}
+	defer p.Shutdown()
+	body := make([]byte, o.Size)
+	_, _ = rand.Read(body)
+	// Warm up: the first send creates the topic.
+	if _, err := p.SendSync(ctx, primitive.NewMessage(o.Topic, body)); err != nil {
+		return nil, err
+	}
+	var next atomic.Int64
+	var failed atomic.Value
+	lats := make([][]time.Duration, o.Senders)
+	var wg sync.WaitGroup
+	bcpu0 := procCPU(o.BrokerPID)
+	cpu0 := cpuTime()
+	start := time.Now()
+	for s := 0; s < o.Senders; s++ {
+		wg.Add(1)
+		go func(s int) {
+			defer wg.Done()
+			for next.Add(1) <= o.Messages && ctx.Err() == nil {
+				t0 := time.Now()
+				res, err := p.SendSync(ctx, primitive.NewMessage(o.Topic, body))
+				if err == nil && res.Status != primitive.SendOK {
+					err = fmt.Errorf("send status %d", res.Status)
+				}
+				if err != nil {
+					failed.CompareAndSwap(nil, err)
+					return
+				}
+				lats[s] = append(lats[s], time.Since(t0))
+			}
+		}(s)
+	}
+	wg.Wait()
+	el := time.Since(start)
+	if err, _ := failed.Load().(error); err != nil {
+		return nil, err
+	}
+	var all []time.Duration
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	r := &Report{Name: fmt.Sprintf("rocketmq produce: %d B messages, %d sync senders", o.Size, o.Senders),
+		Records: int64(len(all)), Messages: int64(len(all)), Bytes: int64(len(all)) * int64(o.Size), Elapsed: el,
+		CPU: cpuTime() - cpu0, Latencies: all}
+	r.RSSBytes, r.PeakRSS, r.AnonBytes = rss()
+	r.Extra = append(r.Extra, "(latency: one sync send, request to acknowledgement; cpu: load generator)")
+	KafkaOptions{BrokerPID: o.BrokerPID}.brokerExtra(r, bcpu0)
+	return r, nil
+}
