@@ -105,7 +105,10 @@ func Decode(frame []byte) (*Command, error) {
 	var err error
 	switch typ {
 	case SerializeJSON:
-		c, err = decodeJSONHeader(header)
+		var ok bool
+		if c, ok = decodeJSONHeaderFast(header); !ok {
+			c, err = decodeJSONHeader(header)
+		}
 	case SerializeRocketMQ:
 		c, err = decodeBinaryHeader(header)
 	default:

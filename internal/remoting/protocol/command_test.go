@@ -90,3 +90,37 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzJSONHeaderFast: whenever the fast JSON header decoder accepts a
+// header, the general decoder reads the same command from it.
+func FuzzJSONHeaderFast(f *testing.F) {
+	f.Add([]byte(`{"code":105,"language":"GO","version":317,"opaque":7,"flag":0,"remark":"","extFields":{"topic":"TopicTest"}}`))
+	f.Add([]byte(`{"code":0,"flag":1,"remark":null,"extFields":null,"serializeTypeCurrentRPC":"JSON","x":1.5e3,"y":true}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fast, ok := decodeJSONHeaderFast(b)
+		if !ok {
+			return
+		}
+		slow, err := decodeJSONHeader(b)
+		if err != nil {
+			t.Fatalf("fast accepted what the general decoder refuses (%v): %q", err, b)
+		}
+		if fast.Code != slow.Code || fast.Version != slow.Version || fast.Opaque != slow.Opaque || fast.Flag != slow.Flag ||
+			fast.Language != slow.Language || fast.Remark != slow.Remark || !reflect.DeepEqual(fast.ExtFields, slow.ExtFields) {
+			t.Fatalf("decoders differ on %q:\n%+v\n%+v", b, fast, slow)
+		}
+	})
+}
+
+func TestJSONHeaderFastEscapes(t *testing.T) {
+	h := []byte(`{"code":10,"language":"GO","extFields":{"properties":"UNIQ_KEY\u0001abc\u0002TAGS\u0001T\u0002","q":"a\"b\\c\/d\n\u00e9"}}`)
+	fast, ok := decodeJSONHeaderFast(h)
+	if !ok {
+		t.Fatal("fast decoder refused client properties")
+	}
+	slow, err := decodeJSONHeader(h)
+	if err != nil || !reflect.DeepEqual(fast.ExtFields, slow.ExtFields) {
+		t.Fatalf("%v\n%q\n%q", err, fast.ExtFields, slow.ExtFields)
+	}
+}
