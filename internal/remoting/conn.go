@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
@@ -146,7 +147,12 @@ func (c *conn) write() {
 		buf = protocol.AppendFrame(buf[:0], cmd)
 		_, err := w.Write(buf)
 		if err == nil && len(c.out) == 0 {
-			err = w.Flush()
+			// Let requests that are about to finish queue their answers,
+			// so one write carries several.
+			runtime.Gosched()
+			if len(c.out) == 0 {
+				err = w.Flush()
+			}
 		}
 		if err != nil {
 			c.cancel()
