@@ -2,8 +2,6 @@ package kafka
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
@@ -14,6 +12,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
+	"github.com/rosettamq/rosetta/internal/task"
 )
 
 // Options configure the Kafka front-end.
@@ -41,10 +40,6 @@ type Server struct {
 	budget    *byteBudget
 	sessions  *fetchSessions
 	frames    framePool
-
-	mu    sync.Mutex
-	conns map[*conn]struct{}
-	wg    sync.WaitGroup
 }
 
 // NewServer builds the front-end over a broker and a group coordinator.
@@ -68,7 +63,6 @@ func NewServer(b *broker.Broker, g *groups.Coordinator, opts Options) *Server {
 		opts: opts, log: opts.Logger.With("proto", "kafka"), broker: b, groups: g,
 		budget: newByteBudget(opts.MaxBytesInFlight), sessions: newFetchSessions(),
 		batches: kbatch.NewReader(int(opts.MaxFrameBytes) * 4),
-		conns:   map[*conn]struct{}{},
 	}
 	s.producers = opts.Producers
 	if s.producers == nil {
@@ -79,37 +73,7 @@ func NewServer(b *broker.Broker, g *groups.Coordinator, opts Options) *Server {
 
 // Serve accepts connections until ctx ends, then closes them and waits.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	stop := context.AfterFunc(ctx, func() { l.Close() })
-	defer stop()
-	var err error
-	for {
-		nc, aerr := l.Accept()
-		if aerr != nil {
-			if ctx.Err() == nil && !errors.Is(aerr, net.ErrClosed) {
-				err = fmt.Errorf("kafka accept: %w", aerr)
-			}
-			break
-		}
-		c := newConn(s, nc)
-		s.mu.Lock()
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			c.serve(ctx)
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.mu.Unlock()
-		}()
-	}
-	s.mu.Lock()
-	for c := range s.conns {
-		c.nc.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
-	return err
+	return task.ServeConns(ctx, "kafka", l, func(ctx context.Context, nc net.Conn) { newConn(s, nc).serve(ctx) })
 }
 
 // advertised returns the host and port clients should use: the configured

@@ -2,8 +2,6 @@ package remoting
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
@@ -16,6 +14,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/locks"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
+	"github.com/rosettamq/rosetta/internal/task"
 )
 
 // Options configure the remoting front-end.
@@ -47,9 +46,6 @@ type Server struct {
 	batches  *kbatch.Reader          // reads Kafka-produced records for remoting consumers
 	opaque   atomic.Int32            // opaques of server-initiated requests
 
-	mu    sync.Mutex
-	conns map[*conn]struct{}
-	wg    sync.WaitGroup
 }
 
 // NewServer builds the front-end over a broker.
@@ -69,7 +65,7 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 	if opts.ClusterName == "" {
 		opts.ClusterName = "DefaultCluster"
 	}
-	s := &Server{opts: opts, log: opts.Logger.With("proto", "remoting"), broker: b, conns: map[*conn]struct{}{},
+	s := &Server{opts: opts, log: opts.Logger.With("proto", "remoting"), broker: b,
 		clients: newRegistry(), batches: kbatch.NewReader(64 << 20), locks: locks.New(60*time.Second, nil)}
 	s.handlers = s.handlerTable()
 	return s
@@ -108,40 +104,9 @@ func (s *Server) handlerTable() map[int32]handlerFunc {
 	}
 }
 
-// Serve accepts connections until ctx ends, then closes them and waits for
-// their requests.
+// Serve accepts connections until ctx ends, then closes them and waits.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	stop := context.AfterFunc(ctx, func() { l.Close() })
-	defer stop()
-	var err error
-	for {
-		nc, aerr := l.Accept()
-		if aerr != nil {
-			if ctx.Err() == nil && !errors.Is(aerr, net.ErrClosed) {
-				err = fmt.Errorf("remoting accept: %w", aerr)
-			}
-			break
-		}
-		c := newConn(s, nc)
-		s.mu.Lock()
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			c.serve(ctx)
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.mu.Unlock()
-		}()
-	}
-	s.mu.Lock()
-	for c := range s.conns {
-		c.nc.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
-	return err
+	return task.ServeConns(ctx, "remoting", l, func(ctx context.Context, nc net.Conn) { newConn(s, nc).serve(ctx) })
 }
 
 // advertised returns the address clients should use for this node: the

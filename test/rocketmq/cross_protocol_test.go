@@ -125,26 +125,7 @@ func TestNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := &received{seen: map[string]*primitive.MessageExt{}}
-	c, err := rocketmq.NewPushConsumer(consumer.WithGroupName("ns-cg"), consumer.WithNamespace("team1"), consumer.WithInstance("ns-cg"),
-		consumer.WithNsResolver(ns), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Subscribe("events", consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		got.mu.Lock()
-		for _, m := range msgs {
-			got.seen[string(m.Body)] = m
-		}
-		got.mu.Unlock()
-		return consumer.ConsumeSuccess, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Shutdown()
+	startPushConsumer(t, n.RemotingAddr(), "ns-cg", "events", "*", got, consumer.WithNamespace("team1"))
 	eventually(t, 20*time.Second, "the namespaced message over remoting", func() bool { return got.count() == 1 })
 	kc, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.ConsumeTopics("team1/events"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))

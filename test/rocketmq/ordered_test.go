@@ -49,15 +49,7 @@ func TestOrderedConsumption(t *testing.T) {
 	var mu sync.Mutex
 	next := map[int]int{}
 	for c := 0; c < 2; c++ {
-		c := c
-		pc, err := rocketmq.NewPushConsumer(consumer.WithGroupName("ordered-cg"), consumer.WithConsumerOrder(true),
-			consumer.WithInstance(fmt.Sprintf("ordered-%d", c)),
-			consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{addr})),
-			consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = pc.Subscribe("ordered", consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		startConsumer(t, addr, "ordered-cg", "ordered", consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, m := range msgs {
@@ -72,14 +64,7 @@ func TestOrderedConsumption(t *testing.T) {
 				next[q] = i + 1
 			}
 			return consumer.ConsumeSuccess, nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := pc.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer pc.Shutdown()
+		}, consumer.WithConsumerOrder(true))
 	}
 	eventually(t, time.Minute, "every queue consumed in order", func() bool {
 		mu.Lock()

@@ -31,31 +31,46 @@ func (r *received) count() int {
 // notification, racing with consumers still starting.
 var instances atomic.Int64
 
-func startPushConsumer(t *testing.T, addr, group, topic, expr string, out *received) {
+// consumeFunc handles one delivery of messages.
+type consumeFunc = func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error)
+
+// startConsumer starts a push consumer of topic in group (from the first
+// offset, in its own client instance) calling fn, with further options; it
+// shuts down when the test ends.
+func startConsumer(t *testing.T, addr, group, topic string, sel consumer.MessageSelector, fn consumeFunc, opts ...consumer.Option) {
 	t.Helper()
-	c, err := rocketmq.NewPushConsumer(consumer.WithGroupName(group),
+	base := []consumer.Option{consumer.WithGroupName(group),
 		consumer.WithInstance(fmt.Sprintf("%s-%d", group, instances.Add(1))),
 		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{addr})),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset)}
+	c, err := rocketmq.NewPushConsumer(append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: expr},
-		func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-			out.mu.Lock()
-			for _, m := range msgs {
-				out.seen[string(m.Body)] = m
-			}
-			out.mu.Unlock()
-			return consumer.ConsumeSuccess, nil
-		})
-	if err != nil {
+	if err := c.Subscribe(topic, sel, fn); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Shutdown() })
+}
+
+// collect records every delivered message in out and acknowledges it.
+func (r *received) collect(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+	r.mu.Lock()
+	for _, m := range msgs {
+		r.seen[string(m.Body)] = m
+	}
+	r.mu.Unlock()
+	return consumer.ConsumeSuccess, nil
+}
+
+// startPushConsumer starts a consumer with a TAG subscription collecting
+// into out.
+func startPushConsumer(t *testing.T, addr, group, topic, expr string, out *received, opts ...consumer.Option) {
+	t.Helper()
+	startConsumer(t, addr, group, topic, consumer.MessageSelector{Type: consumer.TAG, Expression: expr}, out.collect, opts...)
 }
 
 // TestProduceAndPushConsume: the Go remoting client's producer (sync sends,
@@ -143,29 +158,8 @@ func TestSQL92Filter(t *testing.T) {
 		}
 	}
 	got := &received{seen: map[string]*primitive.MessageExt{}}
-	c, err := rocketmq.NewPushConsumer(consumer.WithGroupName("sql-cg"), consumer.WithInstance("sql-cg"),
-		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{addr})),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Subscribe("sqltopic", consumer.MessageSelector{Type: consumer.SQL92,
-		Expression: "n BETWEEN 10 AND 29 AND region = 'eu' AND TAGS IN ('A')"},
-		func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-			got.mu.Lock()
-			for _, m := range msgs {
-				got.seen[string(m.Body)] = m
-			}
-			got.mu.Unlock()
-			return consumer.ConsumeSuccess, nil
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Shutdown()
+	startConsumer(t, addr, "sql-cg", "sqltopic", consumer.MessageSelector{Type: consumer.SQL92,
+		Expression: "n BETWEEN 10 AND 29 AND region = 'eu' AND TAGS IN ('A')"}, got.collect)
 	eventually(t, 30*time.Second, "the matching messages", func() bool { return got.count() >= len(want) })
 	time.Sleep(500 * time.Millisecond)
 	got.mu.Lock()
@@ -206,27 +200,7 @@ func TestBroadcasting(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		out := &received{seen: map[string]*primitive.MessageExt{}}
 		outs = append(outs, out)
-		c, err := rocketmq.NewPushConsumer(consumer.WithGroupName(group), consumer.WithInstance(fmt.Sprint(group, "-", i)),
-			consumer.WithConsumerModel(consumer.BroadCasting), consumer.WithNsResolver(ns),
-			consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = c.Subscribe("news", consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-			out.mu.Lock()
-			for _, m := range msgs {
-				out.seen[string(m.Body)] = m
-			}
-			out.mu.Unlock()
-			return consumer.ConsumeSuccess, nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer c.Shutdown()
+		startPushConsumer(t, addr, group, "news", "*", out, consumer.WithConsumerModel(consumer.BroadCasting))
 	}
 	for i, out := range outs {
 		eventually(t, 30*time.Second, fmt.Sprint("member ", i, " to get every message"), func() bool { return out.count() == total })

@@ -41,13 +41,7 @@ func TestRetryAndDeadLetter(t *testing.T) {
 	}
 	var mu sync.Mutex
 	attempts := map[string][]int32{}
-	c, err := rocketmq.NewPushConsumer(consumer.WithGroupName("cg-retry"), consumer.WithNsResolver(ns),
-		consumer.WithInstance("retry-consumer"), consumer.WithMaxReconsumeTimes(2),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Subscribe("work", consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+	startConsumer(t, addr, "cg-retry", "work", consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 		cc, _ := primitive.GetConcurrentlyCtx(ctx)
 		cc.DelayLevelWhenNextConsume = 1 // retry after 1 s
 		mu.Lock()
@@ -59,14 +53,7 @@ func TestRetryAndDeadLetter(t *testing.T) {
 			attempts[string(m.Body)] = append(attempts[string(m.Body)], m.ReconsumeTimes)
 		}
 		return consumer.ConsumeRetryLater, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Shutdown()
+	}, consumer.WithMaxReconsumeTimes(2))
 	eventually(t, 45*time.Second, "three attempts of every message", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
