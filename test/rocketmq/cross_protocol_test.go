@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
@@ -52,15 +51,7 @@ func TestCrossProtocol(t *testing.T) {
 	}
 	got.mu.Unlock()
 
-	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{n.RemotingAddr()})),
-		producer.WithGroupName("cross-pg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Shutdown()
+	p := startProducer(t, n.RemotingAddr(), "cross-pg")
 	m := primitive.NewMessage("both", []byte("from-rocketmq"))
 	m.WithKeys([]string{"rk"})
 	m.WithTag("T")
@@ -110,15 +101,7 @@ func TestCrossProtocol(t *testing.T) {
 // wire) is a Rosetta namespace, which Kafka clients name "ns/topic".
 func TestNamespaces(t *testing.T) {
 	n := startNode(t)
-	ns := primitive.NewPassthroughResolver([]string{n.RemotingAddr()})
-	p, err := rocketmq.NewProducer(producer.WithNsResolver(ns), producer.WithGroupName("ns-pg"), producer.WithNamespace("team1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Shutdown()
+	p := startProducer(t, n.RemotingAddr(), "ns-pg", producer.WithNamespace("team1"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := p.SendSync(ctx, primitive.NewMessage("events", []byte("in team1"))); err != nil {

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
 	"github.com/rosettamq/rosetta/internal/app/apptest"
@@ -32,4 +35,20 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// startProducer starts a producer of group against the name server at addr,
+// with further options; it shuts down when the test ends.
+func startProducer(t *testing.T, addr, group string, opts ...producer.Option) rocketmq.Producer {
+	t.Helper()
+	base := []producer.Option{producer.WithNsResolver(primitive.NewPassthroughResolver([]string{addr})), producer.WithGroupName(group)}
+	p, err := rocketmq.NewProducer(append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Shutdown() })
+	return p
 }

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
@@ -25,15 +24,7 @@ import (
 func TestOrderedConsumption(t *testing.T) {
 	n := startNode(t)
 	addr := n.RemotingAddr()
-	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{addr})),
-		producer.WithGroupName("ordered-pg"), producer.WithQueueSelector(producer.NewManualQueueSelector()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Shutdown()
+	p := startProducer(t, addr, "ordered-pg", producer.WithQueueSelector(producer.NewManualQueueSelector()))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const perQueue, queues = 50, 4

@@ -79,15 +79,7 @@ func startPushConsumer(t *testing.T, addr, group, topic, expr string, out *recei
 func TestProduceAndPushConsume(t *testing.T) {
 	n := startNode(t)
 	addr := n.RemotingAddr()
-	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{addr})),
-		producer.WithGroupName("pg"), producer.WithRetry(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Shutdown()
+	p := startProducer(t, addr, "pg", producer.WithRetry(2))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const total = 200
@@ -134,15 +126,7 @@ func TestProduceAndPushConsume(t *testing.T) {
 func TestSQL92Filter(t *testing.T) {
 	n := startNode(t)
 	addr := n.RemotingAddr()
-	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{addr})),
-		producer.WithGroupName("sql-pg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Shutdown()
+	p := startProducer(t, addr, "sql-pg")
 	ctx := context.Background()
 	want := map[string]bool{}
 	for i := 0; i < 40; i++ {
@@ -178,15 +162,7 @@ func TestSQL92Filter(t *testing.T) {
 func TestBroadcasting(t *testing.T) {
 	n := startNode(t)
 	addr := n.RemotingAddr()
-	ns := primitive.NewPassthroughResolver([]string{addr})
-	p, err := rocketmq.NewProducer(producer.WithNsResolver(ns), producer.WithGroupName("bc-pg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Shutdown()
+	p := startProducer(t, addr, "bc-pg")
 	const total = 30
 	for i := 0; i < total; i++ {
 		if _, err := p.SendSync(context.Background(), primitive.NewMessage("news", []byte(fmt.Sprint("n", i)))); err != nil {

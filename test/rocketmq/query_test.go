@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
@@ -50,15 +48,7 @@ func call(t *testing.T, addr string, req *protocol.Command) *protocol.Command {
 func TestQueryByKeyAndID(t *testing.T) {
 	n := startNode(t)
 	addr := n.RemotingAddr()
-	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{addr})),
-		producer.WithGroupName("query-pg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Shutdown()
+	p := startProducer(t, addr, "query-pg")
 	m := primitive.NewMessage("queried", []byte("find me"))
 	m.WithKeys([]string{"order-1", "order-2"})
 	m.WithTag("T")

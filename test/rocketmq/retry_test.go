@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/rosettamq/rosetta/internal/app/apptest"
 )
@@ -22,15 +20,7 @@ import (
 func TestRetryAndDeadLetter(t *testing.T) {
 	n := startNode(t)
 	addr := n.RemotingAddr()
-	ns := primitive.NewPassthroughResolver([]string{addr})
-	p, err := rocketmq.NewProducer(producer.WithNsResolver(ns), producer.WithGroupName("retry-pg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Shutdown()
+	p := startProducer(t, addr, "retry-pg")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const total = 5
@@ -80,15 +70,7 @@ func TestRetryAndDeadLetter(t *testing.T) {
 // consumer no sooner than that, and without the DELAY property.
 func TestDelayLevelSend(t *testing.T) {
 	n := startNode(t)
-	ns := primitive.NewPassthroughResolver([]string{n.RemotingAddr()})
-	p, err := rocketmq.NewProducer(producer.WithNsResolver(ns), producer.WithGroupName("delay-pg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Shutdown()
+	p := startProducer(t, n.RemotingAddr(), "delay-pg")
 	// A first, undelayed message creates the topic the consumer subscribes to.
 	if _, err := p.SendSync(context.Background(), primitive.NewMessage("delayed", []byte("now"))); err != nil {
 		t.Fatal(err)
@@ -118,14 +100,7 @@ func TestDelayedSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	cfg := apptest.TestConfig(dir)
 	n := apptest.StartTestNode(t, cfg)
-	ns := primitive.NewPassthroughResolver([]string{n.RemotingAddr()})
-	p, err := rocketmq.NewProducer(producer.WithNsResolver(ns), producer.WithGroupName("restart-pg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p := startProducer(t, n.RemotingAddr(), "restart-pg")
 	if _, err := p.SendSync(context.Background(), primitive.NewMessage("persisted", []byte("now"))); err != nil {
 		t.Fatal(err)
 	}
