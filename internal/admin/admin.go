@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -20,6 +21,15 @@ import (
 type Metrics struct {
 	Registry     *prometheus.Registry
 	FsyncSeconds prometheus.Histogram
+	// RequestSeconds times each request a front-end handles, by protocol and
+	// request (Kafka API name, RocketMQ request code); its _count is the
+	// request counter.
+	RequestSeconds *prometheus.HistogramVec
+}
+
+// ObserveRequest records one handled request.
+func (m *Metrics) ObserveRequest(proto, request string, took time.Duration) {
+	m.RequestSeconds.WithLabelValues(proto, request).Observe(took.Seconds())
 }
 
 // NewMetrics creates a registry with Go and process collectors and the
@@ -35,7 +45,12 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
 		}),
 	}
-	reg.MustRegister(m.FsyncSeconds)
+	m.RequestSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "rosetta", Subsystem: "requests", Name: "seconds",
+		Help:    "Time taken to handle each request, by protocol and request (long polls included).",
+		Buckets: prometheus.ExponentialBuckets(0.00002, 4, 12),
+	}, []string{"proto", "request"})
+	reg.MustRegister(m.FsyncSeconds, m.RequestSeconds)
 	return m
 }
 

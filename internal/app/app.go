@@ -219,6 +219,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
 			MaxBytesInFlight:   int64(a.cfg.Limits.MaxBytesInFlight),
 			Producers:          a.producers,
+			ObserveRequest:     func(api string, took time.Duration) { a.metrics.ObserveRequest("kafka", api, took) },
 			Logger:             a.log,
 		})
 		g.Go(func() error { return srv.Serve(gctx, kafkaL) })
@@ -228,6 +229,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 			AdvertisedAddr:     a.cfg.Listen.RemotingAdvertised,
 			MaxFrameBytes:      int32(min(int64(a.cfg.Limits.MaxFrameBytes), 1<<30)),
 			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
+			ObserveRequest:     func(code string, took time.Duration) { a.metrics.ObserveRequest("remoting", code, took) },
 			Logger:             a.log,
 		})
 		g.Go(func() error { return srv.Serve(gctx, remotingL) })

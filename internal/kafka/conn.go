@@ -219,6 +219,10 @@ func (c *conn) dispatch(req *request) reply {
 		return reply{closeConn: true}
 	}
 	rc := &reqCtx{conn: c, hdr: req.hdr}
+	if obs := c.s.opts.ObserveRequest; obs != nil {
+		start := time.Now()
+		defer func() { obs(kmsg.NameForKey(req.hdr.Key), time.Since(start)) }()
+	}
 	return h.fn(rc, kreq)
 }
 

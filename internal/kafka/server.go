@@ -26,7 +26,9 @@ type Options struct {
 	// Producers holds idempotent-producer state; the composition root makes
 	// it a storage state keeper so it survives crashes. Nil: in memory only.
 	Producers *producers.Manager
-	Logger    *slog.Logger
+	// ObserveRequest, when set, is told of each handled request (metrics).
+	ObserveRequest func(api string, took time.Duration)
+	Logger         *slog.Logger
 }
 
 // Server is the Kafka listener.

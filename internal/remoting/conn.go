@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
@@ -119,7 +121,11 @@ func (c *conn) handle(req *protocol.Command) {
 		c.log.Info("unsupported request code", "code", req.Code, "language", req.Language, "version", req.Version)
 		resp = unsupported(req)
 	} else {
+		start := time.Now()
 		resp = h(&reqCtx{conn: c, ctx: c.ctx}, req)
+		if obs := c.s.opts.ObserveRequest; obs != nil {
+			obs(strconv.Itoa(int(req.Code)), time.Since(start))
+		}
 	}
 	if resp == nil || req.IsOneway() {
 		return

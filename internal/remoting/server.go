@@ -26,7 +26,9 @@ type Options struct {
 	ClusterName        string
 	MaxFrameBytes      int32 // default 16 MiB, as RocketMQ's frameMaxLength
 	MaxInflightPerConn int   // requests running at once per connection
-	Logger             *slog.Logger
+	// ObserveRequest, when set, is told of each handled request (metrics).
+	ObserveRequest func(code string, took time.Duration)
+	Logger         *slog.Logger
 }
 
 // handlerFunc answers one request; it returns nil when there is nothing to

@@ -3,11 +3,15 @@ package rocketmq_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
@@ -53,4 +57,41 @@ func TestAdmin(t *testing.T) {
 		ExtFields: map[string]string{"topic": "made-by-admin"}}); r.Code != protocol.TopicNotExist {
 		t.Fatalf("route of a deleted topic: %d", r.Code)
 	}
+}
+
+// TestRequestMetrics: /metrics counts and times requests per protocol and
+// request.
+func TestRequestMetrics(t *testing.T) {
+	n := startNode(t)
+	call(t, n.RemotingAddr(), &protocol.Command{Code: protocol.GetBrokerClusterInfo})
+	kc, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	if err := kc.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + n.App.Addr("http") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{`rosetta_requests_seconds_count{proto="remoting",request="106"} 1`,
+		`rosetta_requests_seconds_count{proto="kafka",request="Metadata"}`} {
+		if !strings.Contains(string(body), want) {
+			t.Fatalf("/metrics lacks %s:\n%s", want, grepLines(string(body), "rosetta_requests_seconds_count"))
+		}
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
