@@ -3,6 +3,7 @@ package rocketmq_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -180,5 +181,55 @@ func TestBroadcasting(t *testing.T) {
 	}
 	for i, out := range outs {
 		eventually(t, 30*time.Second, fmt.Sprint("member ", i, " to get every message"), func() bool { return out.count() == total })
+	}
+}
+
+// TestAsyncAndOnewaySends: async and one-way sends arrive with their keys,
+// tags and properties intact.
+func TestAsyncAndOnewaySends(t *testing.T) {
+	n := startNode(t)
+	addr := n.RemotingAddr()
+	p := startProducer(t, addr, "modes-pg")
+	ctx := context.Background()
+	// A first sync send creates the topic.
+	if _, err := p.SendSync(ctx, primitive.NewMessage("modes", []byte("sync"))); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		m := primitive.NewMessage("modes", []byte(fmt.Sprint("async-", i)))
+		m.WithTag("async")
+		m.WithKeys([]string{fmt.Sprint("ak", i)})
+		m.WithProperty("mode", "async")
+		wg.Add(1)
+		if err := p.SendAsync(ctx, func(_ context.Context, res *primitive.SendResult, err error) {
+			if err != nil || res.Status != primitive.SendOK {
+				t.Errorf("async send: %v %v", res, err)
+			}
+			wg.Done()
+		}, m); err != nil {
+			t.Fatal(err)
+		}
+		o := primitive.NewMessage("modes", []byte(fmt.Sprint("oneway-", i)))
+		o.WithTag("oneway")
+		o.WithProperty("mode", "oneway")
+		if err := p.SendOneWay(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	got := &received{seen: map[string]*primitive.MessageExt{}}
+	startPushConsumer(t, addr, "modes-cg", "modes", "*", got)
+	eventually(t, 30*time.Second, "every message", func() bool { return got.count() == 41 })
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	for body, m := range got.seen {
+		mode, _, _ := strings.Cut(body, "-")
+		if mode == "sync" {
+			continue
+		}
+		if m.GetTags() != mode || m.GetProperty("mode") != mode || (mode == "async" && !strings.HasPrefix(m.GetKeys(), "ak")) {
+			t.Fatalf("%s: tag %q, mode %q, keys %q", body, m.GetTags(), m.GetProperty("mode"), m.GetKeys())
+		}
 	}
 }
