@@ -36,9 +36,10 @@ var instances atomic.Int64
 type consumeFunc = func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error)
 
 // startConsumer starts a push consumer of topic in group (from the first
-// offset, in its own client instance) calling fn, with further options; it
-// shuts down when the test ends.
-func startConsumer(t *testing.T, addr, group, topic string, sel consumer.MessageSelector, fn consumeFunc, opts ...consumer.Option) {
+// offset, in its own client instance) calling fn, with further options. It
+// returns a function that shuts it down; that also happens when the test
+// ends.
+func startConsumer(t *testing.T, addr, group, topic string, sel consumer.MessageSelector, fn consumeFunc, opts ...consumer.Option) func() {
 	t.Helper()
 	base := []consumer.Option{consumer.WithGroupName(group),
 		consumer.WithInstance(fmt.Sprintf("%s-%d", group, instances.Add(1))),
@@ -54,7 +55,10 @@ func startConsumer(t *testing.T, addr, group, topic string, sel consumer.Message
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Shutdown() })
+	var once sync.Once
+	stop := func() { once.Do(func() { _ = c.Shutdown() }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 // collect records every delivered message in out and acknowledges it.
@@ -232,4 +236,42 @@ func TestAsyncAndOnewaySends(t *testing.T) {
 			t.Fatalf("%s: tag %q, mode %q, keys %q", body, m.GetTags(), m.GetProperty("mode"), m.GetKeys())
 		}
 	}
+}
+
+// TestGroupSplitsQueuesAndSurvivesAStop: two clustering consumers of one
+// group split the queues; when one stops, the other takes its queues over
+// from the committed offsets and nothing is lost.
+func TestGroupSplitsQueuesAndSurvivesAStop(t *testing.T) {
+	n := startNode(t)
+	addr := n.RemotingAddr()
+	p := startProducer(t, addr, "split-pg")
+	ctx := context.Background()
+	send := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := p.SendSync(ctx, primitive.NewMessage("split", []byte(fmt.Sprint("s", i)))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send(0, 100)
+	a := &received{seen: map[string]*primitive.MessageExt{}}
+	b := &received{seen: map[string]*primitive.MessageExt{}}
+	stopA := startConsumer(t, addr, "split-cg", "split", consumer.MessageSelector{}, a.collect)
+	startPushConsumer(t, addr, "split-cg", "split", "*", b)
+	eventually(t, 30*time.Second, "both members to consume", func() bool { return a.count() > 0 && b.count() > 0 && a.count()+b.count() >= 100 })
+	stopA()
+	send(100, 200)
+	eventually(t, 60*time.Second, "every message consumed by the group", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for i := 0; i < 200; i++ {
+			k := fmt.Sprint("s", i)
+			if a.seen[k] == nil && b.seen[k] == nil {
+				return false
+			}
+		}
+		return true
+	})
 }
