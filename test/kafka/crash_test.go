@@ -1,13 +1,11 @@
 package kafka_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -52,28 +50,7 @@ func startCrashChild(t *testing.T, dir string) (*exec.Cmd, string) {
 // ephemeral port when empty) and returns it with its Kafka address.
 func startCrashChildAt(t *testing.T, dir, addr string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKafkaCrashChild$", "-test.v=false")
-	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashAddrEnv+"="+addr)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if addr, ok := strings.CutPrefix(sc.Text(), "KAFKA_ADDR="); ok {
-			go func() {
-				for sc.Scan() {
-				}
-			}()
-			return cmd, addr
-		}
-	}
-	t.Fatal("child did not report its address")
-	return nil, ""
+	return apptest.StartChild(t, "TestKafkaCrashChild", []string{crashDirEnv + "=" + dir, crashAddrEnv + "=" + addr}, "KAFKA_ADDR=")
 }
 
 type ackedRecord struct {

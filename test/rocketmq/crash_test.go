@@ -1,7 +1,6 @@
 package rocketmq_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -43,29 +42,9 @@ func TestRemotingCrashChild(t *testing.T) {
 
 func startRemotingChild(t *testing.T, dir, addr string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRemotingCrashChild$", "-test.v=false")
-	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashAddrEnv+"="+addr)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if addrs, ok := strings.CutPrefix(sc.Text(), "ADDRS="); ok {
-			go func() {
-				for sc.Scan() {
-				}
-			}()
-			_, kafka, _ := strings.Cut(addrs, ",")
-			return cmd, kafka
-		}
-	}
-	t.Fatal("child did not report its addresses")
-	return nil, ""
+	cmd, addrs := apptest.StartChild(t, "TestRemotingCrashChild", []string{crashDirEnv + "=" + dir, crashAddrEnv + "=" + addr}, "ADDRS=")
+	_, kafka, _ := strings.Cut(addrs, ",")
+	return cmd, kafka
 }
 
 // TestRemotingCrash: messages acknowledged to sync senders under sync
