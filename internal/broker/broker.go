@@ -21,6 +21,9 @@ import (
 // storage).
 type Record = storage.Record
 
+// Key is a key a record is indexed by; see storage.Key.
+type Key = storage.Key
+
 // ReadResult holds read records; Release it when their bytes are sent.
 type ReadResult = storage.ReadResult
 

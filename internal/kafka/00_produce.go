@@ -5,7 +5,7 @@ package kafka
 // Version notes: min version 0 is advertised because librdkafka < 2.11.1
 // turns compression off otherwise; v0-2 bodies (magic 0/1 message sets) get
 // UNSUPPORTED_FOR_MESSAGE_FORMAT. Record batches are validated (framing,
-// magic 2, CRC32C, record count) but never decompressed or re-encoded: each
+// magic 2, CRC32C, record count) but never re-encoded: each
 // batch is stored as received, with its base offset rewritten by storage.
 // acks=0 sends no response; acks=1 answers once written; acks=all waits for
 // the durability policy (fsync with group commit in sync mode). Idempotent
@@ -13,8 +13,9 @@ package kafka
 // its original offset, a gap gets OUT_OF_ORDER_SEQUENCE_NUMBER.
 // LogAppendTime topics get the append time and a recomputed CRC.
 //
-// Topics with cleanup.policy=compact refuse records without a key: their
-// batches (and only theirs) are decoded, and the partition gets
+// Batches are decoded once (not re-encoded) to put record keys into the key
+// index, which RocketMQ's QUERY_MESSAGE reads. Topics with
+// cleanup.policy=compact refuse records without a key: the partition gets
 // INVALID_RECORD naming each offending record's index in its batch (KIP-467).
 // Other invalid batches are named as a whole (index 0).
 //
@@ -122,11 +123,6 @@ func (s *Server) producePartition(rc *reqCtx, t *broker.Topic, partition int32, 
 			return 0, errTransactionsUnsupported
 		}
 	}
-	if strings.Contains(t.Config.CleanupPolicy, "compact") {
-		if err := s.checkKeyed(batches, t, partition); err != nil {
-			return 0, err
-		}
-	}
 	logAppend := t.Config.TimestampType == "LogAppendTime"
 	now := time.Now().UnixMilli()
 	recs := make([]*broker.Record, len(batches))
@@ -140,6 +136,9 @@ func (s *Server) producePartition(rc *reqCtx, t *broker.Topic, partition int32, 
 			// The batch CRC (verified by kbatch.Split, recomputed by
 			// setLogAppendTime) covers b[21:]: storage combines it.
 			PayloadTailFrom: kbatch.CRCFrom, PayloadTailCRC: binary.BigEndian.Uint32(b[17:])}
+	}
+	if err := s.scanKeys(batches, recs, t, partition, strings.Contains(t.Config.CleanupPolicy, "compact")); err != nil {
+		return 0, err
 	}
 	queue := t.Queues[partition]
 	pid := hdrs[0].ProducerID
@@ -206,15 +205,29 @@ func (s *Server) produceIdempotent(rc *reqCtx, t *broker.Topic, partition int32,
 	return last.Pos + model.LogPos(last.Size), nil
 }
 
-// checkKeyed refuses batches for a compacted topic that hold records without
-// a key, naming each such record (only these topics' batches are decoded).
-func (s *Server) checkKeyed(batches [][]byte, t *broker.Topic, partition int32) error {
+// Key index limits for Kafka records: longer keys are not indexed, and a
+// batch indexes keys up to a total size (the keys are stored beside it).
+const (
+	maxIndexedKeyLen   = 512
+	maxIndexedKeyBytes = 64 << 10
+)
+
+// scanKeys decodes each batch once to put its record keys into the key
+// index (so RocketMQ's QUERY_MESSAGE finds a Kafka record by its key) and,
+// for compacted topics, to refuse records without a key, naming each one.
+func (s *Server) scanKeys(batches [][]byte, recs []*broker.Record, t *broker.Topic, partition int32, compacted bool) error {
 	var bad []int32
-	for _, b := range batches {
-		i := int32(0)
+	for bi, b := range batches {
+		i, size := int32(0), 0
+		var keys []broker.Key
+		var arena []byte
 		err := s.batches.Records(b, false, func(r *kbatch.Record) bool {
 			if r.KeyNull {
 				bad = append(bad, i)
+			} else if n := len(r.Key); n > 0 && n <= maxIndexedKeyLen && size+n <= maxIndexedKeyBytes {
+				size += n
+				arena = append(arena, r.Key...)
+				keys = append(keys, broker.Key{Delta: uint32(r.OffsetDelta), Key: arena[len(arena)-n : len(arena) : len(arena)]})
 			}
 			i++
 			return true
@@ -222,8 +235,18 @@ func (s *Server) checkKeyed(batches [][]byte, t *broker.Topic, partition int32) 
 		if err != nil {
 			return &kbatch.Error{Reason: err.Error(), Corrupt: true}
 		}
+		if len(keys) > 0 {
+			// The arena may have moved while growing: point keys at its final bytes.
+			at := 0
+			for k := range keys {
+				n := len(keys[k].Key)
+				keys[k].Key = arena[at : at+n : at+n]
+				at += n
+			}
+			recs[bi].Keys = keys
+		}
 	}
-	if len(bad) == 0 {
+	if !compacted || len(bad) == 0 {
 		return nil
 	}
 	return &recordErrors{indexes: bad,

@@ -15,6 +15,7 @@ import (
 // rawBatch builds a one-record batch for producer pid at sequence seq.
 func rawBatch(pid int64, epoch int16, seq int32, value string) []byte {
 	rec := kmsg.Record{Value: []byte(value)}
+	rec.Length = int32(len(rec.AppendTo(nil)) - 1) // the body after the (one-byte) zero length
 	b := kmsg.RecordBatch{Magic: 2, PartitionLeaderEpoch: -1, ProducerID: pid, ProducerEpoch: epoch, FirstSequence: seq,
 		NumRecords: 1, FirstTimestamp: time.Now().UnixMilli(), MaxTimestamp: time.Now().UnixMilli(), Records: rec.AppendTo(nil)}
 	enc := b.AppendTo(nil)

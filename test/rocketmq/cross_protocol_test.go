@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
 
 // TestCrossProtocol: one topic serves both protocols. Records a Kafka
@@ -33,8 +36,10 @@ func TestCrossProtocol(t *testing.T) {
 	if _, err := kadm.NewClient(kc).CreateTopic(ctx, 2, 1, nil, "both"); err != nil {
 		t.Fatal(err)
 	}
+	stamp := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 	for i := 0; i < 20; i++ {
 		kc.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprintf("kk%d", i)), Value: []byte(fmt.Sprintf("from-kafka-%d", i)),
+			Timestamp: stamp.Add(time.Duration(i) * time.Millisecond),
 			Headers: []kgo.RecordHeader{{Key: "origin", Value: []byte("kafka")}, {Key: "rocketmq.TAGS", Value: []byte("K")}}}, nil)
 	}
 	if err := kc.Flush(ctx); err != nil {
@@ -48,16 +53,38 @@ func TestCrossProtocol(t *testing.T) {
 		if m.GetProperty("origin") != "kafka" || m.GetKeys() == "" || m.GetTags() != "K" {
 			t.Fatalf("%s: %+v", body, m.GetProperties())
 		}
+		var i int
+		fmt.Sscanf(body, "from-kafka-%d", &i)
+		if m.GetKeys() != fmt.Sprintf("kk%d", i) || m.BornTimestamp != stamp.UnixMilli()+int64(i) {
+			t.Fatalf("%s: keys %q born %d, want kk%d and %d", body, m.GetKeys(), m.BornTimestamp, i, stamp.UnixMilli()+int64(i))
+		}
 	}
 	got.mu.Unlock()
+	// The key index holds Kafka keys too.
+	q := call(t, n.RemotingAddr(), &protocol.Command{Code: protocol.QueryMessage, ExtFields: map[string]string{
+		"topic": "both", "key": "kk7", "maxNum": "32", "beginTimestamp": "0",
+		"endTimestamp": strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10)}})
+	if msgs := primitive.DecodeMessage(q.Body); q.Code != protocol.Success || len(msgs) != 1 || string(msgs[0].Body) != "from-kafka-7" {
+		t.Fatalf("query by Kafka key: code %d %s, %d messages", q.Code, q.Remark, len(msgs))
+	}
 
 	p := startProducer(t, n.RemotingAddr(), "cross-pg")
 	m := primitive.NewMessage("both", []byte("from-rocketmq"))
 	m.WithKeys([]string{"rk"})
 	m.WithTag("T")
 	m.WithProperty("origin", "rocketmq")
-	if _, err := p.SendSync(ctx, m); err != nil {
+	sent, err := p.SendSync(ctx, m)
+	if err != nil {
 		t.Fatal(err)
+	}
+	pos, err := protocol.ParseOffsetMessageID(sent.OffsetMsgID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewed := primitive.DecodeMessage(call(t, n.RemotingAddr(), &protocol.Command{Code: protocol.ViewMessageByID,
+		ExtFields: map[string]string{"offset": strconv.FormatInt(pos, 10)}}).Body)
+	if len(viewed) != 1 {
+		t.Fatal("sent message not found by its offset id")
 	}
 	// Bodies over 4 KiB leave the Go client zlib-compressed; Kafka readers
 	// get them inflated.
@@ -92,6 +119,9 @@ func TestCrossProtocol(t *testing.T) {
 		}
 		if string(found.Key) != "rk" || headers["origin"] != "rocketmq" || headers["rocketmq.TAGS"] != "T" {
 			t.Fatalf("key %q headers %v", found.Key, headers)
+		}
+		if found.Timestamp.UnixMilli() != viewed[0].BornTimestamp {
+			t.Fatalf("Kafka timestamp %d, born timestamp %d", found.Timestamp.UnixMilli(), viewed[0].BornTimestamp)
 		}
 		return
 	}

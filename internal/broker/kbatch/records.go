@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -44,6 +45,10 @@ type Reader struct {
 	zstdOnce sync.Once
 	zstd     *zstd.Decoder
 	zstdErr  error
+
+	bufs sync.Pool // *[]byte: decompressed records sections
+	lz4s sync.Pool // *lz4.Reader
+	gzs  sync.Pool // *gzip.Reader
 }
 
 // NewReader returns a reader that refuses batches decompressing to more
@@ -53,7 +58,9 @@ func NewReader(maxDecompressed int) *Reader {
 }
 
 // Records calls fn for each record of batch, in order, until fn returns
-// false. withHeaders decodes record headers too (skipped otherwise).
+// false. withHeaders decodes record headers too (skipped otherwise). The
+// record's byte slices are valid only during fn: a compressed batch is
+// decompressed into a buffer reused once Records returns.
 func (rd *Reader) Records(batch []byte, withHeaders bool, fn func(*Record) bool) error {
 	if len(batch) < HeaderSize {
 		return fmt.Errorf("%w: %d bytes", ErrMalformed, len(batch))
@@ -61,10 +68,22 @@ func (rd *Reader) Records(batch []byte, withHeaders bool, fn func(*Record) bool)
 	h := ReadHeader(batch)
 	body := batch[HeaderSize:]
 	if h.Codec() != CodecNone {
-		var err error
-		if body, err = rd.decompress(h.Codec(), body); err != nil {
+		bp, _ := rd.bufs.Get().(*[]byte)
+		if bp == nil {
+			bp = new([]byte)
+		}
+		out, err := rd.decompress(h.Codec(), body, (*bp)[:0])
+		if err != nil {
+			rd.bufs.Put(bp)
 			return err
 		}
+		defer func() {
+			if cap(out) <= maxPooledBuffer {
+				*bp = out
+				rd.bufs.Put(bp)
+			}
+		}()
+		body = out
 	}
 	logAppend := h.Attributes&AttrLogAppendTime != 0
 	d := decoder{b: body}
@@ -107,25 +126,39 @@ func (rd *Reader) Records(batch []byte, withHeaders bool, fn func(*Record) bool)
 	return nil
 }
 
-// decompress inflates a batch's records section.
-func (rd *Reader) decompress(codec int, in []byte) ([]byte, error) {
+// maxPooledBuffer is the largest decompression buffer kept for reuse.
+const maxPooledBuffer = 4 << 20
+
+// decompress inflates a batch's records section, appending to dst.
+func (rd *Reader) decompress(codec int, in, dst []byte) ([]byte, error) {
 	limit := rd.MaxDecompressed
 	if limit <= 0 {
 		limit = 64 << 20
 	}
-	var r io.Reader
 	switch codec {
 	case CodecGzip:
-		zr, err := gzip.NewReader(bytes.NewReader(in))
+		zr, _ := rd.gzs.Get().(*gzip.Reader)
+		var err error
+		if zr == nil {
+			zr, err = gzip.NewReader(bytes.NewReader(in))
+		} else {
+			err = zr.Reset(bytes.NewReader(in))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: gzip: %v", ErrMalformed, err)
 		}
-		defer zr.Close()
-		r = zr
+		defer rd.gzs.Put(zr)
+		return readAll(dst, zr, limit, codec)
 	case CodecSnappy:
-		return decodeSnappy(in, limit)
+		return decodeSnappy(dst, in, limit)
 	case CodecLZ4:
-		r = lz4.NewReader(bytes.NewReader(in))
+		zr, _ := rd.lz4s.Get().(*lz4.Reader)
+		if zr == nil {
+			zr = lz4.NewReader(nil)
+		}
+		zr.Reset(bytes.NewReader(in))
+		defer rd.lz4s.Put(zr)
+		return readAll(dst, zr, limit, codec)
 	case CodecZstd:
 		rd.zstdOnce.Do(func() {
 			rd.zstd, rd.zstdErr = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(uint64(limit)))
@@ -133,7 +166,7 @@ func (rd *Reader) decompress(codec int, in []byte) ([]byte, error) {
 		if rd.zstdErr != nil {
 			return nil, rd.zstdErr
 		}
-		out, err := rd.zstd.DecodeAll(in, nil)
+		out, err := rd.zstd.DecodeAll(in, dst)
 		if err != nil {
 			return nil, fmt.Errorf("%w: zstd: %v", ErrMalformed, err)
 		}
@@ -144,29 +177,46 @@ func (rd *Reader) decompress(codec int, in []byte) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("%w: codec %d", ErrMalformed, codec)
 	}
-	out, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: codec %d: %v", ErrMalformed, codec, err)
+}
+
+// readAll appends what r yields to dst, refusing more than limit bytes.
+func readAll(dst []byte, r io.Reader, limit, codec int) ([]byte, error) {
+	if cap(dst) == 0 {
+		dst = make([]byte, 0, 64<<10)
 	}
-	if len(out) > limit {
-		return nil, fmt.Errorf("%w: decompresses past %d bytes", ErrMalformed, limit)
+	for {
+		if len(dst) == cap(dst) {
+			if len(dst) > limit {
+				return nil, fmt.Errorf("%w: decompresses past %d bytes", ErrMalformed, limit)
+			}
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if err == io.EOF {
+			if len(dst) > limit {
+				return nil, fmt.Errorf("%w: decompresses past %d bytes", ErrMalformed, limit)
+			}
+			return dst, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: codec %d: %v", ErrMalformed, codec, err)
+		}
 	}
-	return out, nil
 }
 
 // xerialMagic starts snappy data in the framing Java producers use.
 var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 
 // decodeSnappy decodes a raw snappy block or xerial-framed chunks.
-func decodeSnappy(in []byte, limit int) ([]byte, error) {
+func decodeSnappy(out, in []byte, limit int) ([]byte, error) {
 	if !bytes.HasPrefix(in, xerialMagic) {
-		return snappyBlock(nil, in, limit)
+		return snappyBlock(out, in, limit)
 	}
 	if len(in) < 16 {
 		return nil, fmt.Errorf("%w: xerial snappy header", ErrMalformed)
 	}
 	in = in[16:] // magic, version, compatible version
-	var out []byte
 	for len(in) > 0 {
 		if len(in) < 4 {
 			return nil, fmt.Errorf("%w: xerial snappy chunk length", ErrMalformed)
@@ -190,11 +240,11 @@ func snappyBlock(dst, block []byte, limit int) ([]byte, error) {
 	if err != nil || n < 0 || len(dst)+n > limit {
 		return nil, fmt.Errorf("%w: snappy block", ErrMalformed)
 	}
-	out, err := snappy.Decode(nil, block)
-	if err != nil {
+	dst = slices.Grow(dst, n)
+	if _, err := snappy.Decode(dst[len(dst):len(dst)+n], block); err != nil {
 		return nil, fmt.Errorf("%w: snappy: %v", ErrMalformed, err)
 	}
-	return append(dst, out...), nil
+	return dst[:len(dst)+n], nil
 }
 
 // decoder reads varints and length-prefixed bytes with a sticky error.

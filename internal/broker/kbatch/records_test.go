@@ -95,7 +95,7 @@ func TestXerialSnappy(t *testing.T) {
 		framed = binary.BigEndian.AppendUint32(framed, uint32(len(enc)))
 		framed = append(framed, enc...)
 	}
-	out, err := decodeSnappy(framed, 1<<20)
+	out, err := decodeSnappy(nil, framed, 1<<20)
 	if err != nil || string(out) != string(raw) {
 		t.Fatalf("%q %v", out, err)
 	}
