@@ -40,7 +40,7 @@ func TestCrossProtocol(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		kc.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprintf("kk%d", i)), Value: []byte(fmt.Sprintf("from-kafka-%d", i)),
 			Timestamp: stamp.Add(time.Duration(i) * time.Millisecond),
-			Headers: []kgo.RecordHeader{{Key: "origin", Value: []byte("kafka")}, {Key: "rocketmq.TAGS", Value: []byte("K")}}}, nil)
+			Headers:   []kgo.RecordHeader{{Key: "origin", Value: []byte("kafka")}, {Key: "rocketmq.TAGS", Value: []byte("K")}}}, nil)
 	}
 	if err := kc.Flush(ctx); err != nil {
 		t.Fatal(err)
