@@ -122,7 +122,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		a.meta.Close()
 		return nil, err
 	}
+	delays, err := broker.ParseDelayLevels(cfg.Broker.DelayLevels)
+	if err != nil {
+		a.meta.Close()
+		a.engine.Close()
+		return nil, err
+	}
 	a.broker, err = broker.New(ctx, a.engine, a.meta, broker.Options{
+		DelayLevels:       delays,
 		AutoCreateTopics:  cfg.Broker.AutoCreateTopics,
 		DefaultQueues:     cfg.Broker.DefaultQueues,
 		MaxQueuesPerTopic: cfg.Broker.MaxQueuesPerTopic,

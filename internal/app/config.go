@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -125,6 +126,8 @@ type BrokerConfig struct {
 	GroupMinSessionTimeout time.Duration `yaml:"group_min_session_timeout" help:"shortest consumer group session timeout a member may ask for (Kafka group.min.session.timeout.ms)"`
 	GroupMaxSessionTimeout time.Duration `yaml:"group_max_session_timeout" help:"longest consumer group session timeout a member may ask for (Kafka group.max.session.timeout.ms)"`
 
+	DelayLevels string `yaml:"delay_levels" help:"RocketMQ delay levels 1, 2, ...: space-separated durations with a unit of s, m, h or d (RocketMQ messageDelayLevel)"`
+
 	GroupConsumerSessionTimeout    time.Duration `yaml:"group_consumer_session_timeout" help:"session timeout of consumer-protocol (KIP-848) group members (Kafka group.consumer.session.timeout.ms)"`
 	GroupConsumerHeartbeatInterval time.Duration `yaml:"group_consumer_heartbeat_interval" help:"heartbeat interval told to stable consumer-protocol (KIP-848) group members (Kafka group.consumer.heartbeat.interval.ms); a tenth of it while a group reconciles"`
 }
@@ -158,7 +161,8 @@ func DefaultConfig() Config {
 		Broker: BrokerConfig{AutoCreateTopics: true, DefaultQueues: 8, MaxQueuesPerTopic: 10000,
 			ProducerIDExpiration: 24 * time.Hour, MaxProducerStates: 500_000,
 			GroupMinSessionTimeout: 6 * time.Second, GroupMaxSessionTimeout: 30 * time.Minute,
-			GroupConsumerSessionTimeout: 45 * time.Second, GroupConsumerHeartbeatInterval: 2 * time.Second},
+			GroupConsumerSessionTimeout: 45 * time.Second, GroupConsumerHeartbeatInterval: 2 * time.Second,
+			DelayLevels: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"},
 		Limits:          LimitsConfig{MaxFrameBytes: 100 << 20, MaxInflightPerConn: 64, MaxBytesInFlight: 512 << 20},
 		ShutdownTimeout: 5 * time.Second,
 	}
@@ -196,6 +200,9 @@ func (c Config) Validate() error {
 		return bad("shutdown_timeout must be positive")
 	}
 	if _, err := parseLevel(c.Log.Level); err != nil {
+		return err
+	}
+	if _, err := broker.ParseDelayLevels(c.Broker.DelayLevels); err != nil {
 		return err
 	}
 	return nil

@@ -47,8 +47,11 @@ type Options struct {
 	AutoCreateTopics       bool
 	OffsetSnapshotInterval time.Duration
 	RetentionInterval      time.Duration
-	Logger                 *slog.Logger
-	Now                    func() time.Time
+	// DelayLevels are the delays of RocketMQ delay levels 1, 2, ...
+	// (DefaultDelayLevels when empty).
+	DelayLevels []time.Duration
+	Logger      *slog.Logger
+	Now         func() time.Time
 }
 
 // DefaultOptions returns the broker defaults.
@@ -76,8 +79,9 @@ type Broker struct {
 
 	topicsVersion atomic.Uint64
 
-	offsets *offsetStore
-	batches *kbatch.Reader // looks into Kafka batches (exact time lookups)
+	offsets  *offsetStore
+	groupCfg groupConfigs
+	batches  *kbatch.Reader // looks into Kafka batches (exact time lookups)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -102,6 +106,9 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	if opts.RetentionInterval <= 0 {
 		opts.RetentionInterval = d.RetentionInterval
 	}
+	if len(opts.DelayLevels) == 0 {
+		opts.DelayLevels = DefaultDelayLevels
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -120,6 +127,9 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	}
 	if err := b.loadTopics(ctx); err != nil {
 		return nil, fmt.Errorf("load topics: %w", err)
+	}
+	if err := b.loadGroupConfigs(ctx); err != nil {
+		return nil, fmt.Errorf("load group configs: %w", err)
 	}
 	t, err := b.Topic(offsetsTopic)
 	if errors.Is(err, model.ErrUnknownTopic) {

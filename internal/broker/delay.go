@@ -5,22 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
 )
 
-// Delay levels: a message sent with level n (1-18) is delivered to its
-// topic after DelayLevels[n-1]. Delayed messages wait in an internal topic
+// Delay levels: a message sent with level n (1-18 by default) is delivered
+// to its topic after Options.DelayLevels[n-1]. Delayed messages wait in an internal topic
 // with one queue per level, so each queue is in due-time order; one loop
 // per level delivers the head of its queue when it is due (sleeping exactly
 // until then, woken by appends, never polling) and records its progress as
 // an offset commit of an internal group. A crash between delivery and commit
 // delivers a message twice at most, as RocketMQ's schedule service does.
 
-// DelayLevels are RocketMQ's 18 default delay levels.
-var DelayLevels = []time.Duration{
+// DefaultDelayLevels are RocketMQ's 18 default delay levels.
+var DefaultDelayLevels = []time.Duration{
 	time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
 	time.Minute, 2 * time.Minute, 3 * time.Minute, 4 * time.Minute, 5 * time.Minute,
 	6 * time.Minute, 7 * time.Minute, 8 * time.Minute, 9 * time.Minute, 10 * time.Minute,
@@ -42,20 +43,25 @@ var scheduleTopic = model.TopicName{Tenant: "system", Namespace: "internal", Top
 // cursors.
 const scheduleGroup = "__rosetta_schedule"
 
-// ErrInvalidDelayLevel is a delay level outside 1-18.
+// ErrInvalidDelayLevel is a delay level below 1.
 var ErrInvalidDelayLevel = errors.New("invalid delay level")
 
-// startDelays creates the schedule topic if needed and starts one delivery
-// loop per level.
+// startDelays creates the schedule topic if needed (growing it when more
+// levels are configured than it has queues) and starts one delivery loop
+// per queue. Queues beyond the configured levels (after levels were
+// removed) keep draining with the last level's delay.
 func (b *Broker) startDelays(ctx context.Context, bctx context.Context) error {
+	levels := b.opts.DelayLevels
 	t, err := b.Topic(scheduleTopic)
 	if errors.Is(err, model.ErrUnknownTopic) {
-		t, err = b.createTopic(ctx, scheduleTopic, len(DelayLevels), TopicConfig{RetentionMs: -1}, true)
+		t, err = b.createTopic(ctx, scheduleTopic, len(levels), TopicConfig{RetentionMs: -1}, true)
+	} else if err == nil && t.QueueCount() < len(levels) {
+		t, err = b.GrowTopic(ctx, scheduleTopic, len(levels))
 	}
 	if err != nil {
 		return fmt.Errorf("schedule topic: %w", err)
 	}
-	for level := 1; level <= len(DelayLevels); level++ {
+	for level := 1; level <= t.QueueCount(); level++ {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
@@ -66,13 +72,13 @@ func (b *Broker) startDelays(ctx context.Context, bctx context.Context) error {
 }
 
 // AppendDelayed stores m to be appended to queue index of topic after the
-// delay of level (1-18, higher is clamped, as RocketMQ does). It returns
+// delay of level (from 1; past the last level is clamped, as RocketMQ does). It returns
 // the message's place in the schedule topic.
 func (b *Broker) AppendDelayed(ctx context.Context, topic model.TopicName, index int32, m model.Message, level int) (model.QueueID, model.QueueOffset, error) {
 	if level < 1 {
 		return 0, 0, fmt.Errorf("%w: %d", ErrInvalidDelayLevel, level)
 	}
-	level = min(level, len(DelayLevels))
+	level = min(level, len(b.opts.DelayLevels))
 	m.Headers = append(withoutHeaders(m.Headers, HeaderRealTopic, HeaderRealQueue),
 		model.Header{Key: HeaderRealTopic, Value: []byte(topic.String())},
 		model.Header{Key: HeaderRealQueue, Value: []byte(strconv.Itoa(int(index)))})
@@ -82,6 +88,28 @@ func (b *Broker) AppendDelayed(ctx context.Context, topic model.TopicName, index
 	}
 	id, _, err := b.QueueID(scheduleTopic, int32(level-1))
 	return id, offs[0], err
+}
+
+// DelayLevels returns the configured delay of each level, level 1 first.
+func (b *Broker) DelayLevels() []time.Duration { return b.opts.DelayLevels }
+
+// ParseDelayLevels reads delay levels written as RocketMQ's
+// messageDelayLevel setting: space-separated durations with a unit of s,
+// m, h or d ("1s 5s 10s 30s 1m ... 2h").
+func ParseDelayLevels(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, f := range strings.Fields(s) {
+		unit := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour}[f[len(f)-1]]
+		n, err := strconv.ParseInt(f[:len(f)-1], 10, 64)
+		if unit == 0 || err != nil || n <= 0 || n > int64(365*24*time.Hour/unit) {
+			return nil, fmt.Errorf("%w: delay level %q: want a positive number and a unit of s, m, h or d", model.ErrInvalidConfig, f)
+		}
+		out = append(out, time.Duration(n)*unit)
+	}
+	if len(out) == 0 || len(out) > 64 {
+		return nil, fmt.Errorf("%w: %d delay levels: want 1 to 64", model.ErrInvalidConfig, len(out))
+	}
+	return out, nil
 }
 
 // withoutHeaders drops the headers named keys.
@@ -103,7 +131,7 @@ func withoutHeaders(hs []model.Header, keys ...string) []model.Header {
 func (b *Broker) deliverLevel(ctx context.Context, t *Topic, level int) {
 	idx := int32(level - 1)
 	queue := t.Queues[idx]
-	delay := DelayLevels[idx]
+	delay := b.opts.DelayLevels[min(int(idx), len(b.opts.DelayLevels)-1)]
 	cursor := model.QueueOffset(0)
 	if got, err := b.FetchOffsets(scheduleGroup, scheduleTopic); err == nil {
 		if c, ok := got[idx]; ok {

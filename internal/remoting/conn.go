@@ -99,6 +99,12 @@ func (c *conn) read() {
 		if req.IsResponse() {
 			continue // answers to server-initiated requests: none are awaited yet
 		}
+		if req.Code == protocol.UpdateConsumerOffset {
+			// One-way offset updates apply in the order sent: a later
+			// update must never be overtaken by an earlier one.
+			c.handle(req)
+			continue
+		}
 		select {
 		case c.slots <- struct{}{}:
 		case <-c.ctx.Done():

@@ -42,6 +42,9 @@ func handlePullMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	if queueID < 0 || int(queueID) >= t.QueueCount() {
 		return protocol.NewResponse(req, protocol.InvalidParameter, "queueId "+req.Ext("queueId")+" out of range")
 	}
+	if cfg, ok := s.broker.GroupConfig(group); ok && !cfg.ConsumeEnable {
+		return protocol.NewResponse(req, protocol.NoPermission, "subscription group "+group+" may not consume")
+	}
 	offset, _ := strconv.ParseInt(req.Ext("queueOffset"), 10, 64)
 	maxMsgs := int(atoi32(req.Ext("maxMsgNums")))
 	if maxMsgs <= 0 || maxMsgs > 1024 {
@@ -130,6 +133,7 @@ func (s *Server) readForPull(t *topicRef, queueID int32, offset model.QueueOffse
 			return
 		}
 		body = protocol.AppendStoredV1(body, storedMessage(m, rmqName(t.Name), queueID, t.Queues[queueID], off, storeTime, store))
+		s.stats.got.Add(1)
 	}
 	for i := range res.Records {
 		r := &res.Records[i]

@@ -22,9 +22,8 @@ import (
 
 // Properties of retried messages.
 const (
-	propRetryTopic    = "RETRY_TOPIC"
-	propOriginMsgID   = "ORIGIN_MESSAGE_ID"
-	defaultMaxRetries = 16
+	propRetryTopic  = "RETRY_TOPIC"
+	propOriginMsgID = "ORIGIN_MESSAGE_ID"
 )
 
 // dlqTopic is a consumer group's dead-letter topic.
@@ -58,7 +57,8 @@ func handleConsumerSendMsgBack(rc *reqCtx, req *protocol.Command) *protocol.Comm
 	}
 	maxTimes := atoi32(req.Ext("maxReconsumeTimes"))
 	if req.Ext("maxReconsumeTimes") == "" || maxTimes < 0 {
-		maxTimes = defaultMaxRetries
+		cfg, _ := s.broker.GroupConfig(group) // the group's retryMaxTimes (16 unless configured)
+		maxTimes = int32(cfg.RetryMaxTimes)
 	}
 	level := int(atoi32(req.Ext("delayLevel")))
 	times := m.ReconsumeTimes

@@ -109,6 +109,7 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		}
 		return errorResponse(req, err)
 	}
+	s.stats.put.Add(int64(len(offs)))
 	ids := make([]string, len(offs))
 	for i, o := range offs {
 		ids[i] = protocol.OffsetMessageID(store, position(t.Queues[queueID], o))

@@ -47,7 +47,7 @@ type Server struct {
 	sqlCache map[string]*filter.Expr // compiled SQL92 subscriptions, bounded
 	batches  *kbatch.Reader          // reads Kafka-produced records for remoting consumers
 	opaque   atomic.Int32            // opaques of server-initiated requests
-
+	stats    serverStats
 }
 
 // NewServer builds the front-end over a broker.
@@ -67,7 +67,7 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 	if opts.ClusterName == "" {
 		opts.ClusterName = "DefaultCluster"
 	}
-	s := &Server{opts: opts, log: opts.Logger.With("proto", "remoting"), broker: b,
+	s := &Server{stats: serverStats{started: time.Now()}, opts: opts, log: opts.Logger.With("proto", "remoting"), broker: b,
 		clients: newRegistry(), batches: kbatch.NewReader(64 << 20), locks: locks.New(60*time.Second, nil)}
 	s.handlers = s.handlerTable()
 	return s
@@ -76,33 +76,40 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 // handlerTable maps request codes to handlers; one file per request family.
 func (s *Server) handlerTable() map[int32]handlerFunc {
 	return map[int32]handlerFunc{
-		protocol.GetRouteInfoByTopic:           handleGetRouteInfo,
-		protocol.GetBrokerClusterInfo:          handleGetBrokerClusterInfo,
-		protocol.GetAllTopicListFromNameserver: handleGetAllTopicList,
-		protocol.HeartBeat:                     handleHeartbeat,
-		protocol.UnregisterClient:              handleUnregisterClient,
-		protocol.GetConsumerListByGroup:        handleGetConsumerList,
-		protocol.CheckClientConfig:             handleCheckClientConfig,
-		protocol.SendMessage:                   handleSendMessage,
-		protocol.SendMessageV2:                 handleSendMessage,
-		protocol.SendBatchMessage:              handleSendMessage,
-		protocol.PullMessage:                   handlePullMessage,
-		protocol.QueryConsumerOffset:           handleQueryConsumerOffset,
-		protocol.UpdateConsumerOffset:          handleUpdateConsumerOffset,
-		protocol.GetMaxOffset:                  handleGetMaxOffset,
-		protocol.GetMinOffset:                  handleGetMinOffset,
-		protocol.SearchOffsetByTimestamp:       handleSearchOffsetByTimestamp,
-		protocol.ConsumerSendMsgBack:           handleConsumerSendMsgBack,
-		protocol.ViewMessageByID:               handleViewMessageByID,
-		protocol.UpdateAndCreateTopic:          handleUpdateAndCreateTopic,
-		protocol.DeleteTopicInBroker:           handleDeleteTopic,
-		protocol.DeleteTopicInNamesrv:          handleDeleteTopic,
-		protocol.GetAllTopicConfig:             handleGetAllTopicConfig,
-		protocol.GetEarliestMsgStoreTime:       handleGetEarliestMsgStoreTime,
-		protocol.GetConsumerConnectionList:     handleGetConsumerConnectionList,
-		protocol.QueryMessage:                  handleQueryMessage,
-		protocol.LockBatchMQ:                   handleLockBatch,
-		protocol.UnlockBatchMQ:                 handleUnlockBatch,
+		protocol.GetRouteInfoByTopic:              handleGetRouteInfo,
+		protocol.GetBrokerClusterInfo:             handleGetBrokerClusterInfo,
+		protocol.GetAllTopicListFromNameserver:    handleGetAllTopicList,
+		protocol.HeartBeat:                        handleHeartbeat,
+		protocol.UnregisterClient:                 handleUnregisterClient,
+		protocol.GetConsumerListByGroup:           handleGetConsumerList,
+		protocol.CheckClientConfig:                handleCheckClientConfig,
+		protocol.SendMessage:                      handleSendMessage,
+		protocol.SendMessageV2:                    handleSendMessage,
+		protocol.SendBatchMessage:                 handleSendMessage,
+		protocol.PullMessage:                      handlePullMessage,
+		protocol.QueryConsumerOffset:              handleQueryConsumerOffset,
+		protocol.UpdateConsumerOffset:             handleUpdateConsumerOffset,
+		protocol.GetMaxOffset:                     handleGetMaxOffset,
+		protocol.GetMinOffset:                     handleGetMinOffset,
+		protocol.SearchOffsetByTimestamp:          handleSearchOffsetByTimestamp,
+		protocol.ConsumerSendMsgBack:              handleConsumerSendMsgBack,
+		protocol.ViewMessageByID:                  handleViewMessageByID,
+		protocol.UpdateAndCreateTopic:             handleUpdateAndCreateTopic,
+		protocol.DeleteTopicInBroker:              handleDeleteTopic,
+		protocol.DeleteTopicInNamesrv:             handleDeleteTopic,
+		protocol.GetAllTopicConfig:                handleGetAllTopicConfig,
+		protocol.GetEarliestMsgStoreTime:          handleGetEarliestMsgStoreTime,
+		protocol.GetConsumerConnectionList:        handleGetConsumerConnectionList,
+		protocol.QueryMessage:                     handleQueryMessage,
+		protocol.LockBatchMQ:                      handleLockBatch,
+		protocol.UnlockBatchMQ:                    handleUnlockBatch,
+		protocol.UpdateAndCreateSubscriptionGroup: handleUpdateSubscriptionGroup,
+		protocol.GetAllSubscriptionGroupConfig:    handleGetAllSubscriptionGroups,
+		protocol.DeleteSubscriptionGroup:          handleDeleteSubscriptionGroup,
+		protocol.GetTopicStatsInfo:                handleGetTopicStats,
+		protocol.GetConsumeStats:                  handleGetConsumeStats,
+		protocol.InvokeBrokerToResetOffset:        handleResetOffset,
+		protocol.GetBrokerRuntimeInfo:             handleGetBrokerRuntimeInfo,
 	}
 }
 

@@ -78,6 +78,11 @@ const (
 
 // Admin request codes.
 const (
-	GetAllTopicConfig         = 21
-	GetConsumerConnectionList = 203
+	GetAllTopicConfig                = 21
+	GetBrokerRuntimeInfo             = 28
+	UpdateAndCreateSubscriptionGroup = 200
+	GetTopicStatsInfo                = 202
+	GetConsumerConnectionList        = 203
+	DeleteSubscriptionGroup          = 207
+	GetConsumeStats                  = 208
 )

@@ -76,3 +76,12 @@ func FuzzDecodeBatch(f *testing.F) {
 		}
 	})
 }
+
+func TestAppendQueueMap(t *testing.T) {
+	got := string(AppendQueueMap(nil, []QueueEntry{{Topic: "t", BrokerName: "b", QueueID: 1, Value: []byte("5")},
+		{Topic: `q"x`, BrokerName: "b", QueueID: 0, Value: []byte(`{"a":1}`)}}))
+	want := `{{"brokerName":"b","queueId":1,"topic":"t"}:5,{"brokerName":"b","queueId":0,"topic":"q\"x"}:{"a":1}}`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
