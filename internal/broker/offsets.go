@@ -114,15 +114,19 @@ func decodeOffsetRecord(b []byte) (op byte, group string, commits []OffsetCommit
 }
 
 // Commit durably records offsets for a group.
-func (s *offsetStore) commit(ctx context.Context, group string, commits []OffsetCommit, now int64) error {
-	return s.write(ctx, opCommit, group, commits, now)
+func (s *offsetStore) commit(ctx context.Context, group string, commits []OffsetCommit, now int64, opts storage.AppendOptions) error {
+	return s.writeWith(ctx, opCommit, group, commits, now, opts)
 }
 
 func (s *offsetStore) write(ctx context.Context, op byte, group string, commits []OffsetCommit, now int64) error {
+	return s.writeWith(ctx, op, group, commits, now, storage.AppendOptions{})
+}
+
+func (s *offsetStore) writeWith(ctx context.Context, op byte, group string, commits []OffsetCommit, now int64, opts storage.AppendOptions) error {
 	s.changeMu.RLock()
 	defer s.changeMu.RUnlock()
 	r := &storage.Record{Queue: s.queue, Format: model.FormatInternal, Count: 1, Payload: encodeOffsetRecord(op, group, commits, now)}
-	if err := s.engine.Append(ctx, []*storage.Record{r}); err != nil {
+	if err := s.engine.AppendWith(ctx, []*storage.Record{r}, opts); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -308,6 +312,17 @@ func (s *offsetStore) snapshot(ctx context.Context) error {
 
 // CommitOffsets durably records a group's offsets for queues of a topic.
 func (b *Broker) CommitOffsets(ctx context.Context, group string, name model.TopicName, offsets map[int32]OffsetCommit) error {
+	return b.commitOffsets(ctx, group, name, offsets, storage.AppendOptions{})
+}
+
+// CommitOffsetsNoWait records a group's offsets and returns once they are
+// written and visible, without waiting for the durability policy (for
+// commits nobody is told about, such as RocketMQ's one-way updates).
+func (b *Broker) CommitOffsetsNoWait(ctx context.Context, group string, name model.TopicName, offsets map[int32]OffsetCommit) error {
+	return b.commitOffsets(ctx, group, name, offsets, storage.AppendOptions{NoWait: true})
+}
+
+func (b *Broker) commitOffsets(ctx context.Context, group string, name model.TopicName, offsets map[int32]OffsetCommit, opts storage.AppendOptions) error {
 	commits := make([]OffsetCommit, 0, len(offsets))
 	for idx, c := range offsets {
 		id, _, err := b.QueueID(name, idx)
@@ -317,7 +332,7 @@ func (b *Broker) CommitOffsets(ctx context.Context, group string, name model.Top
 		c.Queue = id
 		commits = append(commits, c)
 	}
-	return b.offsets.commit(ctx, group, commits, b.opts.Now().UnixMilli())
+	return b.offsets.commit(ctx, group, commits, b.opts.Now().UnixMilli(), opts)
 }
 
 // FetchOffsets returns a group's committed offsets for a topic, by queue

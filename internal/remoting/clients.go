@@ -67,10 +67,15 @@ type registry struct {
 	mu        sync.Mutex
 	consumers map[string]map[string]*client // group → client id → client
 	producers map[string]map[string]*client
+	// requesters maps the client ids of request-reply requesters to the
+	// connection their request came on (a requester may not have sent a
+	// heartbeat yet when the reply arrives).
+	requesters map[string]*conn
 }
 
 func newRegistry() *registry {
-	return &registry{consumers: map[string]map[string]*client{}, producers: map[string]map[string]*client{}}
+	return &registry{consumers: map[string]map[string]*client{}, producers: map[string]map[string]*client{},
+		requesters: map[string]*conn{}}
 }
 
 // register records a client in a group; it reports whether the group's
@@ -135,6 +140,11 @@ func (r *registry) dropConn(c *conn) []string {
 			}
 		}
 	}
+	for id, rc := range r.requesters {
+		if rc == c {
+			delete(r.requesters, id)
+		}
+	}
 	return changed
 }
 
@@ -147,6 +157,33 @@ func (r *registry) members(group string) []*conn {
 		out = append(out, cl.conn)
 	}
 	return out
+}
+
+// connOf returns the connection of a registered client by id (nil when it
+// is not connected).
+func (r *registry) connOf(clientID string) *conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.requesters[clientID]; ok {
+		return c
+	}
+	for _, groups := range []map[string]map[string]*client{r.producers, r.consumers} {
+		for _, m := range groups {
+			if cl, ok := m[clientID]; ok {
+				return cl.conn
+			}
+		}
+	}
+	return nil
+}
+
+// addRequester records the connection a requester's request came on.
+func (r *registry) addRequester(clientID string, c *conn) {
+	r.mu.Lock()
+	if r.requesters[clientID] != c {
+		r.requesters[clientID] = c
+	}
+	r.mu.Unlock()
 }
 
 // notifyChanged tells a group's members that its membership changed, all

@@ -100,9 +100,13 @@ func (c *conn) read() {
 			continue // answers to server-initiated requests: none are awaited yet
 		}
 		if req.Code == protocol.UpdateConsumerOffset {
-			// One-way offset updates apply in the order sent: a later
-			// update must never be overtaken by an earlier one.
-			c.handle(req)
+			// One-way offset updates apply in the order sent (a later
+			// update is never overtaken by an earlier one), and even
+			// when the connection is going away: a client shutting down
+			// sends its last offsets and closes at once.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 5*time.Second)
+			c.handleWith(ctx, req)
+			cancel()
 			continue
 		}
 		select {
@@ -120,7 +124,10 @@ func (c *conn) read() {
 }
 
 // handle runs one request and queues its answer.
-func (c *conn) handle(req *protocol.Command) {
+func (c *conn) handle(req *protocol.Command) { c.handleWith(c.ctx, req) }
+
+// handleWith runs one request under ctx and queues its answer.
+func (c *conn) handleWith(ctx context.Context, req *protocol.Command) {
 	h := c.s.handlers[req.Code]
 	var resp *protocol.Command
 	if h == nil {
@@ -128,7 +135,7 @@ func (c *conn) handle(req *protocol.Command) {
 		resp = unsupported(req)
 	} else {
 		start := time.Now()
-		resp = h(&reqCtx{conn: c, ctx: c.ctx}, req)
+		resp = h(&reqCtx{conn: c, ctx: ctx}, req)
 		if obs := c.s.opts.ObserveRequest; obs != nil {
 			obs(strconv.Itoa(int(req.Code)), time.Since(start))
 		}
@@ -167,8 +174,11 @@ func (c *conn) write() {
 			}
 		}
 		if err != nil {
+			// The peer is gone or stuck: stop, but give the reader a
+			// moment to drain what already arrived (a closing client's
+			// last one-way offset updates) before it gives up.
 			c.cancel()
-			c.nc.Close()
+			_ = c.nc.SetReadDeadline(time.Now().Add(time.Second))
 			return
 		}
 	}

@@ -61,7 +61,11 @@ func handleUpdateConsumerOffset(rc *reqCtx, req *protocol.Command) *protocol.Com
 	if err != nil || off < 0 {
 		return protocol.NewResponse(req, protocol.InvalidParameter, "commitOffset "+req.Ext("commitOffset"))
 	}
-	err = s.broker.CommitOffsets(rc.ctx, req.Ext("consumerGroup"), t.Name, map[int32]broker.OffsetCommit{q: {Offset: model.QueueOffset(off)}})
+	commit := s.broker.CommitOffsets
+	if req.IsOneway() {
+		commit = s.broker.CommitOffsetsNoWait // nobody waits for the answer
+	}
+	err = commit(rc.ctx, req.Ext("consumerGroup"), t.Name, map[int32]broker.OffsetCommit{q: {Offset: model.QueueOffset(off)}})
 	if err != nil {
 		return errorResponse(req, err)
 	}

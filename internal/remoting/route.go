@@ -56,9 +56,10 @@ func handleGetRouteInfo(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	if topic == autoCreateTopicKey && s.broker.AutoCreateTopics() {
 		queues = s.broker.DefaultQueues()
 	} else {
-		if strings.HasPrefix(topic, "%RETRY%") {
-			// A group's retry topic exists as soon as anyone asks for it (a
-			// consumer's first route query may come before its heartbeat).
+		if strings.HasPrefix(topic, "%RETRY%") || topic == s.replyTopic() {
+			// A group's retry topic (and the reply topic) exists as soon as
+			// anyone asks for it (a consumer's first route query may come
+			// before its heartbeat).
 			if _, err := s.ensureTopic(rc, topic, 1); err != nil {
 				return errorResponse(req, err)
 			}

@@ -52,7 +52,7 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	if err != nil {
 		return errorResponse(req, err)
 	}
-	t, err := s.broker.EnsureTopic(rc.ctx, name)
+	t, err := s.sendTopic(rc, name, int(atoi32(h("defaultTopicQueueNums"))))
 	if err != nil {
 		return errorResponse(req, err)
 	}
@@ -76,6 +76,7 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		m := base
 		m.UserFlag, m.Body = atoi32(h("flag")), req.Body
 		setProperties(&m, protocol.ParseProperties(h("properties")))
+		s.stampRequest(&m, rc.conn)
 		msgs = append(msgs, m)
 	}
 	for i := range msgs {
@@ -115,6 +116,27 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		ids[i] = protocol.OffsetMessageID(store, position(t.Queues[queueID], o))
 	}
 	return sendResponse(req, ids, queueID, offs[0], &msgs[0])
+}
+
+// sendTopic returns the topic a send names, creating it while auto-creation
+// is on with the queue count the producer's route promised it (the client's
+// defaultTopicQueueNums, at most the broker default), as RocketMQ does: a
+// producer hashing keys over that many queues keeps doing so after its
+// route refreshes.
+func (s *Server) sendTopic(rc *reqCtx, name model.TopicName, clientQueues int) (*topicRef, error) {
+	t, err := s.broker.Topic(name)
+	if !errors.Is(err, model.ErrUnknownTopic) || !s.broker.AutoCreateTopics() {
+		return t, err
+	}
+	n := s.broker.DefaultQueues()
+	if clientQueues > 0 {
+		n = min(n, clientQueues)
+	}
+	t, err = s.broker.CreateTopic(rc.ctx, name, n, broker.TopicConfig{})
+	if errors.Is(err, model.ErrTopicExists) {
+		return s.broker.Topic(name)
+	}
+	return t, err
 }
 
 // sendResponse is the answer to a successful send.

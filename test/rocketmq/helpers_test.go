@@ -3,6 +3,7 @@
 package rocketmq_test
 
 import (
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -32,10 +33,13 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // startProducer starts a producer of group against the name server at addr,
-// with further options; it shuts down when the test ends.
+// with further options, in a client instance of its own (the Go client's
+// shared default instance stays bound to the first node it was used with);
+// it shuts down when the test ends.
 func startProducer(t *testing.T, addr, group string, opts ...producer.Option) rocketmq.Producer {
 	t.Helper()
-	base := []producer.Option{producer.WithNsResolver(primitive.NewPassthroughResolver([]string{addr})), producer.WithGroupName(group)}
+	base := []producer.Option{producer.WithNsResolver(primitive.NewPassthroughResolver([]string{addr})), producer.WithGroupName(group),
+		producer.WithInstanceName(fmt.Sprintf("%s-p%d", group, instances.Add(1)))}
 	p, err := rocketmq.NewProducer(append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
