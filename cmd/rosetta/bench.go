@@ -184,6 +184,19 @@ func rocketmqBenchCmd() *cobra.Command {
 			return nil
 		}}
 	produce.Flags().IntVar(&o.Senders, "senders", 64, "concurrent sync senders")
-	cmd.AddCommand(produce)
+	run := func(f func(context.Context, bench.RocketMQOptions) (*bench.Report, error)) func(*cobra.Command, []string) error {
+		return func(c *cobra.Command, _ []string) error {
+			r, err := f(c.Context(), o)
+			if err != nil {
+				return err
+			}
+			r.Print(c.OutOrStdout())
+			return nil
+		}
+	}
+	consume := &cobra.Command{Use: "consume", Short: "Push consumer reading a topic from the start", RunE: run(bench.RocketMQConsume)}
+	e2e := &cobra.Command{Use: "e2e", Short: "End-to-end latency at a fixed rate (async sends, push consumer)", RunE: run(bench.RocketMQE2E)}
+	e2e.Flags().IntVar(&o.Rate, "rate", 5000, "messages per second")
+	cmd.AddCommand(produce, consume, e2e)
 	return cmd
 }

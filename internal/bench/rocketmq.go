@@ -23,6 +23,7 @@ type RocketMQOptions struct {
 	Size       int
 	Messages   int64
 	Senders    int // concurrent sync senders
+	Rate       int // messages/s for the end-to-end workload
 	BrokerPID  int
 }
 

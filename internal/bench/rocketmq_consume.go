@@ -1,0 +1,173 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/apache/rocketmq-client-go/v2/rlog"
+)
+
+// rocketmqConsumer starts a clustering push consumer of a fresh group,
+// from the first offset, handing every message to fn.
+func rocketmqConsumer(o RocketMQOptions, fn func(msgs []*primitive.MessageExt)) (rocketmq.PushConsumer, error) {
+	group := fmt.Sprintf("rosetta-bench-%d", time.Now().UnixNano())
+	c, err := rocketmq.NewPushConsumer(consumer.WithGroupName(group), consumer.WithInstance(group),
+		consumer.WithNsResolver(primitive.NewPassthroughResolver(strings.Split(o.NameServer, ","))),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset), consumer.WithPullBatchSize(64),
+		consumer.WithConsumeMessageBatchMaxSize(64))
+	if err != nil {
+		return nil, err
+	}
+	err = c.Subscribe(o.Topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
+		func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			fn(msgs)
+			return consumer.ConsumeSuccess, nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return c, c.Start()
+}
+
+// RocketMQConsume reads a topic from the start with a push consumer until
+// it has received o.Messages, and reports the rate.
+func RocketMQConsume(ctx context.Context, o RocketMQOptions) (*Report, error) {
+	rlog.SetLogLevel("error")
+	var mu sync.Mutex
+	var n, bytes int64
+	done := make(chan struct{})
+	bcpu0 := procCPU(o.BrokerPID)
+	cpu0 := cpuTime()
+	start := time.Now()
+	c, err := rocketmqConsumer(o, func(msgs []*primitive.MessageExt) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range msgs {
+			n++
+			bytes += int64(len(m.Body))
+		}
+		if n >= o.Messages && done != nil {
+			close(done)
+			done = nil
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Shutdown()
+	mu.Lock()
+	wait := done
+	mu.Unlock()
+	select {
+	case <-wait:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	el := time.Since(start)
+	mu.Lock()
+	defer mu.Unlock()
+	r := &Report{Name: "rocketmq consume (push consumer, catch-up read from the start)", Records: n, Messages: n, Bytes: bytes,
+		Elapsed: el, CPU: cpuTime() - cpu0}
+	r.RSSBytes, r.PeakRSS, r.AnonBytes = rss()
+	KafkaOptions{BrokerPID: o.BrokerPID}.brokerExtra(r, bcpu0)
+	return r, nil
+}
+
+// RocketMQE2E sends at a fixed rate with async sends and measures, at a
+// push consumer, the time from each send to its receipt.
+func RocketMQE2E(ctx context.Context, o RocketMQOptions) (*Report, error) {
+	rlog.SetLogLevel("error")
+	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver(strings.Split(o.NameServer, ","))),
+		producer.WithGroupName("rosetta-bench-e2e"), producer.WithRetry(2))
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Start(); err != nil {
+		return nil, err
+	}
+	defer p.Shutdown()
+	body := make([]byte, max(o.Size, 8))
+	// The first send creates the topic; the consumer starts after it and
+	// skips it.
+	if _, err := p.SendSync(ctx, primitive.NewMessage(o.Topic, body)); err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	lats := make([]time.Duration, 0, o.Messages)
+	done := make(chan struct{})
+	c, err := rocketmqConsumer(o, func(msgs []*primitive.MessageExt) {
+		now := time.Now().UnixNano()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range msgs {
+			if len(m.Body) < 8 {
+				continue
+			}
+			if sent := int64(binary.BigEndian.Uint64(m.Body)); sent > 0 {
+				lats = append(lats, time.Duration(now-sent))
+			}
+		}
+		if int64(len(lats)) >= o.Messages && done != nil {
+			close(done)
+			done = nil
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Shutdown()
+	time.Sleep(3 * time.Second) // let the consumer take its queues
+	var failed error
+	var fmu sync.Mutex
+	bcpu0 := procCPU(o.BrokerPID)
+	interval := time.Second / time.Duration(max(o.Rate, 1))
+	start := time.Now()
+	for i := int64(0); i < o.Messages && ctx.Err() == nil; i++ {
+		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+			time.Sleep(d)
+		}
+		b := make([]byte, len(body))
+		binary.BigEndian.PutUint64(b, uint64(time.Now().UnixNano()))
+		err := p.SendAsync(ctx, func(_ context.Context, _ *primitive.SendResult, err error) {
+			if err != nil {
+				fmu.Lock()
+				failed = err
+				fmu.Unlock()
+			}
+		}, primitive.NewMessage(o.Topic, b))
+		if err != nil {
+			return nil, err
+		}
+	}
+	mu.Lock()
+	wait := done
+	mu.Unlock()
+	select {
+	case <-wait:
+	case <-time.After(30 * time.Second):
+		mu.Lock()
+		defer mu.Unlock()
+		return nil, fmt.Errorf("consumer received %d of %d", len(lats), o.Messages)
+	}
+	fmu.Lock()
+	defer fmu.Unlock()
+	if failed != nil {
+		return nil, failed
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	r := &Report{Name: fmt.Sprintf("rocketmq end-to-end: %d msgs/s offered, %d B messages", o.Rate, o.Size),
+		Records: int64(len(lats)), Messages: int64(len(lats)), Bytes: int64(len(lats)) * int64(o.Size), Elapsed: time.Since(start),
+		Latencies: lats}
+	r.Extra = append(r.Extra, "(latency: async send to push-consumer receipt)")
+	KafkaOptions{BrokerPID: o.BrokerPID}.brokerExtra(r, bcpu0)
+	return r, nil
+}
