@@ -38,19 +38,22 @@ func (n TopicName) Short() string {
 // ParseTopicName accepts "topic", "namespace/topic" (in the default tenant)
 // or "tenant/namespace/topic" and validates each part.
 func ParseTopicName(s string) (TopicName, error) {
-	parts := strings.Split(s, "/")
 	var n TopicName
-	switch len(parts) {
-	case 1:
-		n = TopicName{DefaultTenant, DefaultNamespace, parts[0]}
-	case 2:
-		n = TopicName{DefaultTenant, parts[0], parts[1]}
-	case 3:
-		n = TopicName{parts[0], parts[1], parts[2]}
+	first := strings.IndexByte(s, '/')
+	switch {
+	case first < 0:
+		n = TopicName{DefaultTenant, DefaultNamespace, s}
+	case strings.IndexByte(s[first+1:], '/') < 0:
+		n = TopicName{DefaultTenant, s[:first], s[first+1:]}
 	default:
-		return TopicName{}, fmt.Errorf("%w: %q has too many parts", ErrInvalidTopic, s)
+		rest := s[first+1:]
+		second := strings.IndexByte(rest, '/')
+		if strings.IndexByte(rest[second+1:], '/') >= 0 {
+			return TopicName{}, fmt.Errorf("%w: %q has too many parts", ErrInvalidTopic, s)
+		}
+		n = TopicName{s[:first], rest[:second], rest[second+1:]}
 	}
-	for _, p := range []string{n.Tenant, n.Namespace, n.Topic} {
+	for _, p := range [3]string{n.Tenant, n.Namespace, n.Topic} {
 		if err := validNamePart(p); err != nil {
 			return TopicName{}, fmt.Errorf("%w: %q: %v", ErrInvalidTopic, s, err)
 		}

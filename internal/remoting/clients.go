@@ -307,6 +307,29 @@ func parseTagFilter(expr string) tagFilter {
 // match reports whether a message passes.
 func (f tagFilter) match(m *model.Message) bool { return f == nil || f[m.Tags] }
 
+// tagSkipper returns a test of stored tag hashes that no subscribed tag has,
+// so pulls skip those messages from the queue index without reading them
+// (nil when the filter is not a tag list). Messages whose hash matches are
+// still checked by match: hashes may collide.
+func tagSkipper(f msgFilter) func(uint64) bool {
+	tf, ok := f.(tagFilter)
+	if !ok || tf == nil {
+		return nil
+	}
+	hashes := make([]uint64, 0, len(tf))
+	for t := range tf {
+		hashes = append(hashes, broker.TagHash(t))
+	}
+	return func(h uint64) bool {
+		for _, x := range hashes {
+			if x == h {
+				return false
+			}
+		}
+		return true
+	}
+}
+
 // sqlFilter is a SQL92 subscription evaluated on the message's properties.
 type sqlFilter struct{ expr *filter.Expr }
 

@@ -15,17 +15,20 @@ import (
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
 
-// conn is one client connection: a reader that starts each request in its
-// own goroutine (bounded), and a writer that sends responses as they finish.
+// conn is one client connection: a reader that hands each request to a
+// worker (bounded in-flight requests; workers are started as concurrency
+// needs them and live as long as the connection, so their grown stacks are
+// reused), and a writer that sends responses as they finish.
 type conn struct {
 	s      *Server
 	nc     net.Conn
 	log    *slog.Logger
 	out    chan *protocol.Command
-	slots  chan struct{} // in-flight bound
+	slots  chan struct{}          // in-flight bound
+	work   chan *protocol.Command // to an idle worker
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // running requests
+	wg     sync.WaitGroup // workers
 }
 
 // reqCtx is what a handler knows of its request's connection.
@@ -36,7 +39,8 @@ type reqCtx struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	return &conn{s: s, nc: nc, log: s.log.With("client", nc.RemoteAddr().String()),
-		out: make(chan *protocol.Command, s.opts.MaxInflightPerConn), slots: make(chan struct{}, s.opts.MaxInflightPerConn)}
+		out: make(chan *protocol.Command, s.opts.MaxInflightPerConn), slots: make(chan struct{}, s.opts.MaxInflightPerConn),
+		work: make(chan *protocol.Command)}
 }
 
 func (c *conn) serve(ctx context.Context) {
@@ -114,12 +118,27 @@ func (c *conn) read() {
 		case <-c.ctx.Done():
 			return
 		}
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			defer func() { <-c.slots }()
-			c.handle(req)
-		}()
+		select {
+		case c.work <- req: // an idle worker takes it
+		default:
+			c.wg.Add(1)
+			go c.worker(req)
+		}
+	}
+}
+
+// worker runs requests, the first and then whatever the reader hands it,
+// until the connection ends.
+func (c *conn) worker(req *protocol.Command) {
+	defer c.wg.Done()
+	for {
+		c.handle(req)
+		<-c.slots
+		select {
+		case req = <-c.work:
+		case <-c.ctx.Done():
+			return
+		}
 	}
 }
 

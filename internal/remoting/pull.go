@@ -119,7 +119,8 @@ func handlePullMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 // readForPull reads messages from offset and encodes those that pass
 // filter; it returns the body and the offset after what it read.
 func (s *Server) readForPull(t *topicRef, queueID int32, offset model.QueueOffset, maxMsgs int, filter msgFilter, store string) ([]byte, model.QueueOffset, error) {
-	res, err := s.broker.Read(t.Name, queueID, offset, broker.ReadOptions{MaxRecords: maxMsgs, MaxBytes: maxPullBytes})
+	res, err := s.broker.Read(t.Name, queueID, offset, broker.ReadOptions{MaxRecords: maxMsgs, MaxBytes: maxPullBytes,
+		SkipTag: tagSkipper(filter)})
 	if err != nil {
 		return nil, offset, err
 	}
@@ -166,6 +167,9 @@ func (s *Server) readForPull(t *topicRef, queueID int32, offset model.QueueOffse
 		if n >= maxMsgs {
 			break
 		}
+	}
+	if n < maxMsgs {
+		next = max(next, res.NextOffset) // records skipped by tag after the last one read
 	}
 	return body, next, nil
 }

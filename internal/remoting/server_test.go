@@ -16,7 +16,7 @@ import (
 )
 
 // startServer runs a remoting server over a fresh broker on loopback.
-func startServer(t *testing.T) string {
+func startServer(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	c := storage.DefaultConfig(filepath.Join(dir, "data"))
@@ -45,7 +45,7 @@ func startServer(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func dial(t *testing.T, addr string) net.Conn {
+func dial(t testing.TB, addr string) net.Conn {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -56,7 +56,7 @@ func dial(t *testing.T, addr string) net.Conn {
 	return nc
 }
 
-func readCommand(t *testing.T, nc net.Conn) *protocol.Command {
+func readCommand(t testing.TB, nc net.Conn) *protocol.Command {
 	t.Helper()
 	var n [4]byte
 	if _, err := io.ReadFull(nc, n[:]); err != nil {

@@ -291,3 +291,35 @@ func TestEngineConcurrentAppendersDense(t *testing.T) {
 		t.Fatalf("%d messages", len(got))
 	}
 }
+
+// TestEngineSkipTag: records whose tag hash the reader refuses are skipped
+// from the index (NextOffset moves past them); untagged records and
+// multi-message records are always returned.
+func TestEngineSkipTag(t *testing.T) {
+	e := openEngine(t, testConfig(t.TempDir()))
+	defer e.Close()
+	ctx := context.Background()
+	_ = e.CreateQueue(ctx, 3)
+	hashes := []uint64{7, 9, 0, 7, 9, 9}
+	var recs []*Record
+	for i, h := range hashes {
+		recs = append(recs, &Record{Queue: 3, Count: 1, TagHash: h, Payload: []byte(fmt.Sprint("m", i))})
+	}
+	recs = append(recs, &Record{Queue: 3, Count: 2, TagHash: 9, Payload: []byte("batch")})
+	recs = append(recs, &Record{Queue: 3, Count: 1, TagHash: 9, Payload: []byte("last")})
+	if err := e.Append(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Read(3, 0, ReadOptions{SkipTag: func(h uint64) bool { return h != 7 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Release()
+	var got []string
+	for _, r := range res.Records {
+		got = append(got, string(r.Payload))
+	}
+	if fmt.Sprint(got) != "[m0 m2 m3 batch]" || res.NextOffset != 9 {
+		t.Fatalf("read %v, next %d", got, res.NextOffset)
+	}
+}

@@ -41,7 +41,15 @@ func (r *ReadResult) Release() {
 type ReadOptions struct {
 	MaxBytes   int
 	MaxRecords int
+	// SkipTag, when set, is asked about each one-message record that has a
+	// tag hash; records it refuses are skipped from the index alone, their
+	// log bytes never read (broker-side tag filtering).
+	SkipTag func(tagHash uint64) bool
 }
+
+// maxSkipped bounds how many records one read skips by tag, so a filter that
+// matches nothing cannot make one read walk a whole queue.
+const maxSkipped = 1 << 16
 
 // Offsets returns a queue's first readable offset, its high watermark (end
 // of the visible data) and its log end offset (including records not yet
@@ -84,7 +92,8 @@ func (e *Engine) Read(id model.QueueID, offset model.QueueOffset, opts ReadOptio
 	}
 	entries := []queueindex.Entry{first}
 	var cur commitlog.View
-	for len(res.Records) < maxRecords {
+	skipped := 0
+	for len(res.Records) < maxRecords && skipped < maxSkipped {
 		if len(entries) == 0 {
 			entries, err = q.idx.Entries(no, min(64, maxRecords-len(res.Records)), entries[:0])
 			if err != nil || len(entries) == 0 {
@@ -94,6 +103,13 @@ func (e *Engine) Read(id model.QueueID, offset model.QueueOffset, opts ReadOptio
 		ent := entries[0]
 		if ent.Pos+model.LogPos(ent.Size) > visible {
 			break
+		}
+		if opts.SkipTag != nil && ent.Count == 1 && ent.TagHash != 0 && ent.BaseOffset >= offset && opts.SkipTag(ent.TagHash) {
+			res.NextOffset = ent.End()
+			entries = entries[1:]
+			no++
+			skipped++
+			continue
 		}
 		if len(res.Records) > 0 && opts.MaxBytes > 0 && res.Bytes+int(ent.Size) > opts.MaxBytes {
 			break

@@ -302,7 +302,8 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 		dst = appendJSONString(dst, c.Remark)
 	}
 	dst = append(dst, `,"extFields":{`...)
-	keys := make([]string, 0, len(c.ExtFields))
+	var keyBuf [16]string
+	keys := keyBuf[:0]
 	for k := range c.ExtFields {
 		keys = append(keys, k)
 	}
@@ -322,8 +323,15 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 // appendJSONString appends s as a JSON string (valid UTF-8 assumed; invalid
 // bytes are replaced, as encoding/json does).
 func appendJSONString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s)
-	return append(dst, b...)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // AppendBinaryFrame appends c as a whole frame with a ROCKETMQ binary
@@ -342,7 +350,8 @@ func AppendBinaryFrame(dst []byte, c *Command) []byte {
 	dst = append(dst, c.Remark...)
 	extAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
-	keys := make([]string, 0, len(c.ExtFields))
+	var keyBuf [16]string
+	keys := keyBuf[:0]
 	for k := range c.ExtFields {
 		keys = append(keys, k)
 	}

@@ -18,7 +18,7 @@ func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 	if !p.byte('{') {
 		return nil, false
 	}
-	c := &Command{ExtFields: map[string]string{}}
+	c := &Command{ExtFields: make(map[string]string, 16)}
 	if p.peek('}') {
 		p.i++
 		return c, p.end()
@@ -122,6 +122,39 @@ func (p *jsonScan) end() bool {
 // str reads a string. Escapes are decoded (RocketMQ properties carry
 // \u0001 and \u0002 separators); surrogate escapes and invalid UTF-8 are
 // left to the general decoder.
+// extKeys are the ext field names clients send most; key returns these
+// shared strings instead of allocating new ones.
+var extKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
+		"bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch", "bname",
+		"brokerName", "consumerGroup", "queueOffset", "maxMsgNums", "commitOffset", "suspendTimeoutMillis",
+		"subscription", "subVersion", "expressionType", "timestamp", "offset", "group", "delayLevel", "originMsgId",
+		"originTopic", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n"} {
+		m[k] = k
+	}
+	return m
+}()
+
+// key reads a JSON string, sharing the common ext field names.
+func (p *jsonScan) key() (string, bool) {
+	p.ws()
+	if i := p.i; i < len(p.b) && p.b[i] == '"' {
+		for j := i + 1; j < len(p.b) && j-i <= 32; j++ {
+			if c := p.b[j]; c == '"' {
+				if k, ok := extKeys[string(p.b[i+1:j])]; ok {
+					p.i = j + 1
+					return k, true
+				}
+				break
+			} else if c == '\\' || c < 0x20 || c >= 0x80 {
+				break
+			}
+		}
+	}
+	return p.str()
+}
+
 func (p *jsonScan) str() (string, bool) {
 	if !p.byte('"') {
 		return "", false
@@ -285,7 +318,7 @@ func (p *jsonScan) ext(m map[string]string) bool {
 		return true
 	}
 	for {
-		k, ok := p.str()
+		k, ok := p.key()
 		if !ok || !p.byte(':') {
 			return false
 		}
