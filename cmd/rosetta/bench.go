@@ -167,6 +167,7 @@ func kafkaBenchCmd() *cobra.Command {
 
 func rocketmqBenchCmd() *cobra.Command {
 	var o bench.RocketMQOptions
+	var raw bool
 	cmd := &cobra.Command{Use: "rocketmq", Short: "RocketMQ remoting workloads driven with rocketmq-client-go against a running node"}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&o.NameServer, "namesrv", "127.0.0.1:9876", "name server address(es)")
@@ -176,7 +177,11 @@ func rocketmqBenchCmd() *cobra.Command {
 	pf.IntVar(&o.BrokerPID, "broker-pid", 0, "the broker's pid, to report its CPU and RSS")
 	produce := &cobra.Command{Use: "produce", Short: "Concurrent sync senders",
 		RunE: func(c *cobra.Command, _ []string) error {
-			r, err := bench.RocketMQProduce(c.Context(), o)
+			produce := bench.RocketMQProduce
+			if raw {
+				produce = bench.RocketMQProduceRaw
+			}
+			r, err := produce(c.Context(), o)
 			if err != nil {
 				return err
 			}
@@ -184,6 +189,9 @@ func rocketmqBenchCmd() *cobra.Command {
 			return nil
 		}}
 	produce.Flags().IntVar(&o.Senders, "senders", 64, "concurrent sync senders")
+	produce.Flags().BoolVar(&raw, "raw", false, "a lean pipelined sender instead of the Go client (the broker's capacity when the client is the bottleneck)")
+	produce.Flags().IntVar(&o.Connections, "connections", 4, "--raw: connections")
+	produce.Flags().IntVar(&o.Inflight, "inflight", 64, "--raw: requests in flight per connection")
 	run := func(f func(context.Context, bench.RocketMQOptions) (*bench.Report, error)) func(*cobra.Command, []string) error {
 		return func(c *cobra.Command, _ []string) error {
 			r, err := f(c.Context(), o)

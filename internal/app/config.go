@@ -69,6 +69,7 @@ type Config struct {
 	Broker          BrokerConfig  `yaml:"broker"`
 	Limits          LimitsConfig  `yaml:"limits"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"how long a graceful shutdown may take"`
+	GCPercent       int           `yaml:"gc_percent" help:"Go garbage collector target (GOGC) set by rosetta serve; the GOGC environment variable wins when set"`
 
 	// Hooks inject faults in tests; never set from a file, the environment
 	// or flags.
@@ -165,6 +166,7 @@ func DefaultConfig() Config {
 			DelayLevels: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"},
 		Limits:          LimitsConfig{MaxFrameBytes: 100 << 20, MaxInflightPerConn: 64, MaxBytesInFlight: 512 << 20},
 		ShutdownTimeout: 5 * time.Second,
+		GCPercent:       400,
 	}
 }
 
@@ -196,6 +198,8 @@ func (c Config) Validate() error {
 		return bad("broker.group_consumer_heartbeat_interval must be positive and below broker.group_consumer_session_timeout")
 	case c.Broker.ProducerIDExpiration <= 0 || c.Broker.MaxProducerStates <= 0:
 		return bad("broker.producer_id_expiration and broker.max_producer_states must be positive")
+	case c.GCPercent < 0 && c.GCPercent != -1:
+		return bad("gc_percent %d: want a positive percentage, or -1 (off)", c.GCPercent)
 	case c.ShutdownTimeout <= 0:
 		return bad("shutdown_timeout must be positive")
 	}

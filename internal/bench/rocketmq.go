@@ -24,7 +24,10 @@ type RocketMQOptions struct {
 	Messages   int64
 	Senders    int // concurrent sync senders
 	Rate       int // messages/s for the end-to-end workload
-	BrokerPID  int
+	// Raw sender (produce --raw): connections and requests in flight each.
+	Connections int
+	Inflight    int
+	BrokerPID   int
 }
 
 // RocketMQProduce sends with concurrent sync senders (each waits for its

@@ -73,7 +73,7 @@ type Broker struct {
 	meta   meta.Store
 
 	topicMu sync.RWMutex // guards topics and byQueue; held across topic changes
-	topics  map[string]*Topic
+	topics  map[model.TopicName]*Topic
 	byID    map[[16]byte]*Topic
 	byQueue map[model.QueueID]QueueRef
 
@@ -120,7 +120,7 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 		log:     opts.Logger.With("component", "broker"),
 		engine:  engine,
 		meta:    store,
-		topics:  map[string]*Topic{},
+		topics:  map[model.TopicName]*Topic{},
 		byID:    map[[16]byte]*Topic{},
 		byQueue: map[model.QueueID]QueueRef{},
 		batches: kbatch.NewReader(maxDecompressedBatch),

@@ -369,7 +369,7 @@ func (b *Broker) FetchAllOffsets(group string) map[*Topic]map[int32]Committed {
 		if !ok {
 			continue
 		}
-		t := b.topics[ref.Topic.FullName]
+		t := b.topics[ref.Topic.Name]
 		if out[t] == nil {
 			out[t] = map[int32]Committed{}
 		}

@@ -126,7 +126,7 @@ func (b *Broker) createTopic(ctx context.Context, name model.TopicName, n int, c
 	}
 	b.topicMu.Lock()
 	defer b.topicMu.Unlock()
-	if _, ok := b.topics[name.String()]; ok {
+	if _, ok := b.topics[name]; ok {
 		return nil, fmt.Errorf("%w: %s", model.ErrTopicExists, name)
 	}
 	ids, err := b.allocateQueueIDs(ctx, n)
@@ -159,7 +159,7 @@ func (b *Broker) saveTopicLocked(ctx context.Context, t *Topic, rev int64) error
 		return err
 	}
 	t.revision = nrev
-	b.topics[t.Name.String()] = t
+	b.topics[t.Name] = t
 	b.byID[t.ID] = t
 	b.topicsVersion.Add(1)
 	for i, id := range t.Queues {
@@ -209,7 +209,7 @@ func (b *Broker) QueueByID(id model.QueueID) (QueueRef, error) {
 func (b *Broker) Topic(name model.TopicName) (*Topic, error) {
 	b.topicMu.RLock()
 	defer b.topicMu.RUnlock()
-	t, ok := b.topics[name.String()]
+	t, ok := b.topics[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", model.ErrUnknownTopic, name)
 	}
@@ -238,14 +238,14 @@ func (b *Broker) Topics(includeInternal bool) []*Topic {
 func (b *Broker) DeleteTopic(ctx context.Context, name model.TopicName) error {
 	b.topicMu.Lock()
 	defer b.topicMu.Unlock()
-	t, ok := b.topics[name.String()]
+	t, ok := b.topics[name]
 	if !ok {
 		return fmt.Errorf("%w: %s", model.ErrUnknownTopic, name)
 	}
 	if _, err := b.meta.Txn(ctx, nil, []meta.Op{{Key: topicKey(name), Delete: true}}); err != nil {
 		return err
 	}
-	delete(b.topics, name.String())
+	delete(b.topics, name)
 	delete(b.byID, t.ID)
 	b.topicsVersion.Add(1)
 	for _, id := range t.Queues {
@@ -262,7 +262,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, name model.TopicName) error {
 func (b *Broker) GrowTopic(ctx context.Context, name model.TopicName, n int) (*Topic, error) {
 	b.topicMu.Lock()
 	defer b.topicMu.Unlock()
-	t, ok := b.topics[name.String()]
+	t, ok := b.topics[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", model.ErrUnknownTopic, name)
 	}
@@ -291,7 +291,7 @@ func (b *Broker) UpdateTopicConfig(ctx context.Context, name model.TopicName, cf
 	}
 	b.topicMu.Lock()
 	defer b.topicMu.Unlock()
-	t, ok := b.topics[name.String()]
+	t, ok := b.topics[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", model.ErrUnknownTopic, name)
 	}
@@ -336,7 +336,7 @@ func (b *Broker) loadTopics(ctx context.Context) error {
 		if t.ID == ([16]byte{}) {
 			t.ID = newTopicID()
 		}
-		b.topics[t.FullName] = &t
+		b.topics[t.Name] = &t
 		b.byID[t.ID] = &t
 		for i, id := range t.Queues {
 			b.byQueue[id] = QueueRef{Topic: &t, Index: int32(i)}
