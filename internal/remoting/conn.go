@@ -23,6 +23,8 @@ type conn struct {
 	s      *Server
 	nc     net.Conn
 	log    *slog.Logger
+	store  string                   // the address this node is known by on this connection
+	ids    protocol.MessageIDPrefix // store's part of offset message ids
 	out    chan *protocol.Command
 	slots  chan struct{}          // in-flight bound
 	work   chan *protocol.Command // to an idle worker
@@ -38,7 +40,9 @@ type reqCtx struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
+	store := s.advertised(nc.LocalAddr())
 	return &conn{s: s, nc: nc, log: s.log.With("client", nc.RemoteAddr().String()),
+		store: store, ids: protocol.OffsetMessageIDPrefix(store),
 		out: make(chan *protocol.Command, s.opts.MaxInflightPerConn), slots: make(chan struct{}, s.opts.MaxInflightPerConn),
 		work: make(chan *protocol.Command)}
 }

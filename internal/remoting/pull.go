@@ -74,7 +74,7 @@ func handlePullMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		suspend = min(time.Duration(ms)*time.Millisecond, 60*time.Second)
 	}
 	deadline := time.Now().Add(suspend)
-	store := s.advertised(rc.conn.nc.LocalAddr())
+	store := rc.conn.store
 	for {
 		start, hw, _, err := s.broker.Offsets(t.Name, queueID)
 		if err != nil {

@@ -26,7 +26,7 @@ func handleViewMessageByID(rc *reqCtx, req *protocol.Command) *protocol.Command 
 		return protocol.NewResponse(req, protocol.SystemError, "no message at offset "+req.Ext("offset")+": "+err.Error())
 	}
 	resp := protocol.NewResponse(req, protocol.Success, "")
-	resp.Body = protocol.AppendStoredV1(nil, f.stored(s.advertised(rc.conn.nc.LocalAddr())))
+	resp.Body = protocol.AppendStoredV1(nil, f.stored(rc.conn.store))
 	return resp
 }
 
@@ -40,7 +40,7 @@ func handleQueryMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	from, _ := strconv.ParseInt(req.Ext("beginTimestamp"), 10, 64)
 	to, _ := strconv.ParseInt(req.Ext("endTimestamp"), 10, 64)
 	unique := req.Ext("_UNIQUE_KEY_QUERY") == "true"
-	store := s.advertised(rc.conn.nc.LocalAddr())
+	store := rc.conn.store
 	var body []byte
 	var newest int64
 	for _, h := range s.broker.LookupKey([]byte(key), maxNum*4, from, to) {

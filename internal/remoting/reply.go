@@ -64,7 +64,7 @@ func handleSendReplyMessage(rc *reqCtx, req *protocol.Command) *protocol.Command
 		return protocol.NewResponse(req, protocol.SystemError, "push reply message failed: requester "+to+" is not connected")
 	}
 	ext := map[string]string{"bornHost": rc.conn.nc.RemoteAddr().String(),
-		"storeHost": s.advertised(rc.conn.nc.LocalAddr()), "storeTimestamp": strconv.FormatInt(time.Now().UnixMilli(), 10),
+		"storeHost": rc.conn.store, "storeTimestamp": strconv.FormatInt(time.Now().UnixMilli(), 10),
 		"queueId": resp.Ext("queueId")}
 	for _, k := range []string{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "sysFlag",
 		"bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode"} {

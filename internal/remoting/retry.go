@@ -51,7 +51,7 @@ func handleConsumerSendMsgBack(rc *reqCtx, req *protocol.Command) *protocol.Comm
 	if _, ok := m.Header(propOriginMsgID); !ok {
 		id := req.Ext("originMsgId")
 		if id == "" {
-			id = protocol.OffsetMessageID(s.advertised(rc.conn.nc.LocalAddr()), pos)
+			id = rc.conn.ids.ID(pos)
 		}
 		m.Headers = append(m.Headers, model.Header{Key: propOriginMsgID, Value: []byte(id)})
 	}

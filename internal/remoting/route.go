@@ -46,7 +46,7 @@ type topicRouteData struct {
 
 func (s *Server) brokerData(rc *reqCtx) brokerData {
 	return brokerData{Cluster: s.opts.ClusterName, BrokerName: s.opts.BrokerName,
-		BrokerAddrs: map[string]string{"0": s.advertised(rc.conn.nc.LocalAddr())}}
+		BrokerAddrs: map[string]string{"0": rc.conn.store}}
 }
 
 func handleGetRouteInfo(rc *reqCtx, req *protocol.Command) *protocol.Command {
@@ -100,7 +100,7 @@ func handleGetAllTopicList(rc *reqCtx, req *protocol.Command) *protocol.Command 
 		names = append(names, rmqName(t.Name))
 	}
 	resp := protocol.NewResponse(req, protocol.Success, "")
-	resp.Body, _ = json.Marshal(map[string]any{"topicList": names, "brokerAddr": s.advertised(rc.conn.nc.LocalAddr())})
+	resp.Body, _ = json.Marshal(map[string]any{"topicList": names, "brokerAddr": rc.conn.store})
 	return resp
 }
 

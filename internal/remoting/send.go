@@ -92,7 +92,6 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	if queueID < 0 || int(queueID) >= t.QueueCount() {
 		queueID = rand.Int32N(int32(t.QueueCount()))
 	}
-	store := s.advertised(rc.conn.nc.LocalAddr())
 	if lv, ok := msgs[0].Header(broker.HeaderDelayLevel); ok && len(msgs) == 1 {
 		if level, _ := strconv.Atoi(string(lv)); level > 0 {
 			// A delayed message waits in the broker's delay levels.
@@ -100,7 +99,7 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 			if err != nil {
 				return errorResponse(req, err)
 			}
-			return sendResponse(req, []string{protocol.OffsetMessageID(store, position(q, off))}, queueID, off, &msgs[0])
+			return sendResponse(req, []string{rc.conn.ids.ID(position(q, off))}, queueID, off, &msgs[0])
 		}
 	}
 	offs, err := s.broker.AppendMessages(rc.ctx, t.Name, queueID, msgs)
@@ -113,7 +112,7 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	s.stats.put.Add(int64(len(offs)))
 	ids := make([]string, len(offs))
 	for i, o := range offs {
-		ids[i] = protocol.OffsetMessageID(store, position(t.Queues[queueID], o))
+		ids[i] = rc.conn.ids.ID(position(t.Queues[queueID], o))
 	}
 	return sendResponse(req, ids, queueID, offs[0], &msgs[0])
 }

@@ -24,7 +24,7 @@ func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 		return c, p.end()
 	}
 	for {
-		key, ok := p.str()
+		key, ok := p.key()
 		if !ok || !p.byte(':') {
 			return nil, false
 		}
@@ -130,7 +130,8 @@ var extKeys = func() map[string]string {
 		"bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch", "bname",
 		"brokerName", "consumerGroup", "queueOffset", "maxMsgNums", "commitOffset", "suspendTimeoutMillis",
 		"subscription", "subVersion", "expressionType", "timestamp", "offset", "group", "delayLevel", "originMsgId",
-		"originTopic", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n"} {
+		"originTopic", "code", "version", "opaque", "flag", "language", "remark", "extFields", "serializeTypeCurrentRPC",
+		"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n"} {
 		m[k] = k
 	}
 	return m
@@ -156,72 +157,78 @@ func (p *jsonScan) key() (string, bool) {
 }
 
 func (p *jsonScan) str() (string, bool) {
+	b, ok := p.strAppend(nil)
+	return string(b), ok
+}
+
+// strAppend reads a JSON string and appends its decoded bytes to dst.
+func (p *jsonScan) strAppend(dst []byte) ([]byte, bool) {
 	if !p.byte('"') {
-		return "", false
+		return dst, false
 	}
-	start := p.i
-	var buf []byte // set once an escape is seen
+	start, base := p.i, len(dst)
 	ascii := true
+	escaped := false
 	for p.i < len(p.b) {
 		c := p.b[p.i]
 		switch {
 		case c == '"':
-			raw := p.b[start:p.i]
+			if !escaped {
+				dst = append(dst, p.b[start:p.i]...)
+			}
 			p.i++
-			if buf != nil {
-				raw = buf
+			if !ascii && !utf8.Valid(dst[base:]) {
+				return dst, false
 			}
-			if !ascii && !utf8.Valid(raw) {
-				return "", false
-			}
-			return string(raw), true
+			return dst, true
 		case c < 0x20:
-			return "", false
+			return dst, false
 		case c >= 0x80:
 			ascii = false
 		case c == '\\':
-			if buf == nil {
-				buf = append([]byte(nil), p.b[start:p.i]...)
+			if !escaped {
+				dst = append(dst, p.b[start:p.i]...)
+				escaped = true
 			}
 			if p.i+1 >= len(p.b) {
-				return "", false
+				return dst, false
 			}
 			e := p.b[p.i+1]
 			p.i += 2
 			switch e {
 			case '"', '\\', '/':
-				buf = append(buf, e)
+				dst = append(dst, e)
 			case 'b':
-				buf = append(buf, '\b')
+				dst = append(dst, '\b')
 			case 'f':
-				buf = append(buf, '\f')
+				dst = append(dst, '\f')
 			case 'n':
-				buf = append(buf, '\n')
+				dst = append(dst, '\n')
 			case 'r':
-				buf = append(buf, '\r')
+				dst = append(dst, '\r')
 			case 't':
-				buf = append(buf, '\t')
+				dst = append(dst, '\t')
 			case 'u':
 				if p.i+4 > len(p.b) {
-					return "", false
+					return dst, false
 				}
 				r, err := strconv.ParseUint(string(p.b[p.i:p.i+4]), 16, 32)
 				if err != nil || r >= 0xD800 && r <= 0xDFFF {
-					return "", false
+					return dst, false
 				}
-				buf = utf8.AppendRune(buf, rune(r))
+				dst = utf8.AppendRune(dst, rune(r))
 				p.i += 4
 			default:
-				return "", false
+				return dst, false
 			}
 			continue
 		}
-		if buf != nil {
-			buf = append(buf, c)
+		if escaped {
+			dst = append(dst, c)
 		}
 		p.i++
 	}
-	return "", false
+	return dst, false
 }
 
 // number reads a JSON number (strict grammar) and reports whether it is an
@@ -308,7 +315,9 @@ func (p *jsonScan) scalar() bool {
 	return false
 }
 
-// ext reads an object of string values into m.
+// ext reads an object of string values into m. The values are decoded
+// into one buffer that becomes one string, which every value is a piece of:
+// one allocation for them all.
 func (p *jsonScan) ext(m map[string]string) bool {
 	if !p.byte('{') {
 		return false
@@ -317,20 +326,34 @@ func (p *jsonScan) ext(m map[string]string) bool {
 		p.i++
 		return true
 	}
+	type span struct {
+		key        string
+		start, end int
+	}
+	var spanBuf [24]span
+	spans := spanBuf[:0]
+	var vals []byte
 	for {
 		k, ok := p.key()
 		if !ok || !p.byte(':') {
 			return false
 		}
-		v, ok := p.str()
-		if !ok {
+		start := len(vals)
+		if vals, ok = p.strAppend(vals); !ok {
 			return false
 		}
-		m[k] = v
+		spans = append(spans, span{k, start, len(vals)})
 		if p.peek(',') {
 			p.i++
 			continue
 		}
-		return p.byte('}')
+		if !p.byte('}') {
+			return false
+		}
+		all := string(vals)
+		for _, sp := range spans {
+			m[sp.key] = all[sp.start:sp.end]
+		}
+		return true
 	}
 }

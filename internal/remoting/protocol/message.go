@@ -179,9 +179,28 @@ func DecodeBatch(b []byte) ([]BatchMessage, error) {
 // OffsetMessageID is the broker-assigned message id: the store host's
 // address and port, then a 64-bit position, in upper-case hex.
 func OffsetMessageID(storeHost string, position int64) string {
+	return OffsetMessageIDPrefix(storeHost).ID(position)
+}
+
+// MessageIDPrefix is the host part of offset message ids, encoded once
+// for the many ids one connection answers.
+type MessageIDPrefix string
+
+// OffsetMessageIDPrefix encodes storeHost's part of offset message ids.
+func OffsetMessageIDPrefix(storeHost string) MessageIDPrefix {
 	b, _ := appendHost(nil, storeHost)
-	b = binary.BigEndian.AppendUint64(b, uint64(position))
-	return strings.ToUpper(hex.EncodeToString(b))
+	return MessageIDPrefix(strings.ToUpper(hex.EncodeToString(b)))
+}
+
+// ID is the offset message id of a position stored on this host.
+func (p MessageIDPrefix) ID(position int64) string {
+	const digits = "0123456789ABCDEF"
+	b := make([]byte, len(p)+16)
+	copy(b, p)
+	for i := 0; i < 16; i++ {
+		b[len(b)-1-i] = digits[uint64(position)>>(4*i)&0xF]
+	}
+	return string(b)
 }
 
 // ParseOffsetMessageID returns the position an offset message id carries.

@@ -2,7 +2,9 @@ package protocol
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"hash/crc32"
+	"strings"
 	"testing"
 )
 
@@ -84,4 +86,24 @@ func TestAppendQueueMap(t *testing.T) {
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
+}
+
+func TestMessageIDPrefix(t *testing.T) {
+	for _, host := range []string{"127.0.0.1:9876", "10.1.2.3:10911", "[::1]:9876"} {
+		for _, pos := range []int64{0, 1, 1<<40 | 77, -1} {
+			if got, want := OffsetMessageIDPrefix(host).ID(pos), OffsetMessageIDSlow(host, pos); got != want {
+				t.Fatalf("%s %d: %s, want %s", host, pos, got, want)
+			}
+			if back, err := ParseOffsetMessageID(OffsetMessageID(host, pos)); err != nil || back != pos {
+				t.Fatalf("%s %d: parsed back %d %v", host, pos, back, err)
+			}
+		}
+	}
+}
+
+// OffsetMessageIDSlow is the id written the obvious way.
+func OffsetMessageIDSlow(host string, pos int64) string {
+	b, _ := appendHost(nil, host)
+	b = binary.BigEndian.AppendUint64(b, uint64(pos))
+	return strings.ToUpper(hex.EncodeToString(b))
 }
