@@ -81,15 +81,20 @@ func benchCmd() *cobra.Command {
 
 	var ddir string
 	var dsize string
+	var dblock string
 	disk := &cobra.Command{
 		Use:   "disk",
-		Short: "Measure sequential write bandwidth with fdatasync per MiB",
+		Short: "Measure sequential write bandwidth and latency with an fdatasync per block",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			b, err := app.ParseByteSize(dsize)
 			if err != nil {
 				return err
 			}
-			r, err := bench.Disk(ddir, int64(b))
+			blk, err := app.ParseByteSize(dblock)
+			if err != nil {
+				return err
+			}
+			r, err := bench.Disk(ddir, int64(b), int(blk))
 			if err != nil {
 				return err
 			}
@@ -99,6 +104,7 @@ func benchCmd() *cobra.Command {
 	}
 	disk.Flags().StringVar(&ddir, "dir", os.TempDir(), "directory on the disk to measure")
 	disk.Flags().StringVar(&dsize, "size", "1GiB", "bytes to write")
+	disk.Flags().StringVar(&dblock, "block", "1MiB", "bytes written before each fdatasync (small blocks: the fsync latency group commit pays)")
 
 	var idleQueues int
 	idle := &cobra.Command{
