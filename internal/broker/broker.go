@@ -246,13 +246,15 @@ func (b *Broker) WaitDurable(ctx context.Context, end model.LogPos) error {
 // one record each, returning their offsets.
 func (b *Broker) AppendMessages(ctx context.Context, name model.TopicName, index int32, msgs []model.Message) ([]model.QueueOffset, error) {
 	recs := make([]*storage.Record, len(msgs))
+	slab := make([]storage.Record, len(msgs))
 	now := b.opts.Now().UnixMilli()
 	for i := range msgs {
 		m := &msgs[i]
 		if m.BornTime == 0 {
 			m.BornTime = now
 		}
-		r := &storage.Record{Format: model.FormatMessage, Count: 1, Timestamp: m.BornTime, Payload: EncodeMessage(nil, m)}
+		r := &slab[i]
+		*r = storage.Record{Format: model.FormatMessage, Count: 1, Timestamp: m.BornTime, Payload: EncodeMessage(nil, m)}
 		if len(m.Key) > 0 {
 			r.Keys = []storage.Key{{Key: m.Key}}
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/klauspost/compress/zlib"
 
@@ -24,6 +25,7 @@ const messageVersion = 2
 //	body (u32 len, bytes) |
 //	user flag i32 | born host (u16 len, bytes) | reconsume times i32      (version 2)
 func EncodeMessage(dst []byte, m *model.Message) []byte {
+	dst = slices.Grow(dst, encodedLen(m))
 	le := binary.LittleEndian
 	dst = append(dst, messageVersion)
 	dst = le.AppendUint32(dst, m.Flags)
@@ -47,6 +49,15 @@ func EncodeMessage(dst []byte, m *model.Message) []byte {
 	dst = le.AppendUint16(dst, uint16(len(m.BornHost)))
 	dst = append(dst, m.BornHost...)
 	return le.AppendUint32(dst, uint32(m.ReconsumeTimes))
+}
+
+// encodedLen is the size EncodeMessage writes.
+func encodedLen(m *model.Message) int {
+	n := 1 + 4 + 8 + 4 + len(m.Key) + 2 + len(m.Tags) + 2 + len(m.Producer) + 2 + 4 + len(m.Body) + 4 + 2 + len(m.BornHost) + 4
+	for _, h := range m.Headers {
+		n += 2 + len(h.Key) + 4 + len(h.Value)
+	}
+	return n
 }
 
 type msgReader struct {

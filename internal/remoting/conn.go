@@ -23,6 +23,7 @@ type conn struct {
 	s      *Server
 	nc     net.Conn
 	log    *slog.Logger
+	remote string                   // the client's address
 	store  string                   // the address this node is known by on this connection
 	ids    protocol.MessageIDPrefix // store's part of offset message ids
 	out    chan *protocol.Command
@@ -40,8 +41,8 @@ type reqCtx struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	store := s.advertised(nc.LocalAddr())
-	return &conn{s: s, nc: nc, log: s.log.With("client", nc.RemoteAddr().String()),
+	store, remote := s.advertised(nc.LocalAddr()), nc.RemoteAddr().String()
+	return &conn{s: s, nc: nc, log: s.log.With("client", remote), remote: remote,
 		store: store, ids: protocol.OffsetMessageIDPrefix(store),
 		out: make(chan *protocol.Command, s.opts.MaxInflightPerConn), slots: make(chan struct{}, s.opts.MaxInflightPerConn),
 		work: make(chan *protocol.Command)}

@@ -63,7 +63,7 @@ func handleSendReplyMessage(rc *reqCtx, req *protocol.Command) *protocol.Command
 	if target == nil {
 		return protocol.NewResponse(req, protocol.SystemError, "push reply message failed: requester "+to+" is not connected")
 	}
-	ext := map[string]string{"bornHost": rc.conn.nc.RemoteAddr().String(),
+	ext := map[string]string{"bornHost": rc.conn.remote,
 		"storeHost": rc.conn.store, "storeTimestamp": strconv.FormatInt(time.Now().UnixMilli(), 10),
 		"queueId": resp.Ext("queueId")}
 	for _, k := range []string{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "sysFlag",

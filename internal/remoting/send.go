@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -59,7 +60,7 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	sysFlag := atoi32(h("sysFlag"))
 	born, _ := strconv.ParseInt(h("bornTimestamp"), 10, 64)
 	base := model.Message{BornTime: born, Flags: uint32(sysFlag), Producer: h("producerGroup"),
-		ReconsumeTimes: atoi32(h("reconsumeTimes")), BornHost: rc.conn.nc.RemoteAddr().String()}
+		ReconsumeTimes: atoi32(h("reconsumeTimes")), BornHost: rc.conn.remote}
 	var msgs []model.Message
 	if req.Code == protocol.SendBatchMessage {
 		batch, err := protocol.DecodeBatch(req.Body)
@@ -162,6 +163,13 @@ const (
 // setProperties puts properties on a message: TAGS and KEYS become the tag
 // and key, the rest headers in order.
 func setProperties(m *model.Message, props []protocol.Property) {
+	// Header values share one allocation.
+	size := 0
+	for _, p := range props {
+		size += len(p.Value)
+	}
+	values := make([]byte, 0, size)
+	m.Headers = slices.Grow(m.Headers, len(props))
 	for _, p := range props {
 		switch p.Key {
 		case propTags:
@@ -170,7 +178,8 @@ func setProperties(m *model.Message, props []protocol.Property) {
 			m.Key = []byte(p.Value)
 			m.IndexKeys = append(m.IndexKeys, strings.Fields(p.Value)...)
 		default:
-			m.Headers = append(m.Headers, model.Header{Key: p.Key, Value: []byte(p.Value)})
+			values = append(values, p.Value...)
+			m.Headers = append(m.Headers, model.Header{Key: p.Key, Value: values[len(values)-len(p.Value) : len(values) : len(values)]})
 			if p.Key == propUniqKey {
 				m.IndexKeys = append(m.IndexKeys, p.Value)
 			}

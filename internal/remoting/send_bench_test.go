@@ -27,11 +27,19 @@ func BenchmarkSendPipelined(b *testing.B) {
 				"properties": "UNIQ_KEY\x017F000001000000000000000000000" + strconv.Itoa(int(opaque)) + "\x02WAIT\x01true\x02"},
 			Body: body})
 	}
-	// Warm up (creates the topic).
+	create := &protocol.Command{Code: protocol.UpdateAndCreateTopic, ExtFields: map[string]string{"topic": "bench", "writeQueueNums": "4"}}
+	if _, err := nc.Write(protocol.AppendFrame(nil, create)); err != nil {
+		b.Fatal(err)
+	}
+	if r := readCommand(b, nc); r.Code != protocol.Success {
+		b.Fatalf("create topic: %d %s", r.Code, r.Remark)
+	}
 	if _, err := nc.Write(frame(0)); err != nil {
 		b.Fatal(err)
 	}
-	readCommand(b, nc)
+	if r := readCommand(b, nc); r.Code != protocol.Success {
+		b.Fatalf("send: %d %s", r.Code, r.Remark)
+	}
 	const inflight = 64
 	sem := make(chan struct{}, inflight)
 	done := make(chan error, 1)

@@ -122,20 +122,113 @@ func (p *jsonScan) end() bool {
 // str reads a string. Escapes are decoded (RocketMQ properties carry
 // \u0001 and \u0002 separators); surrogate escapes and invalid UTF-8 are
 // left to the general decoder.
-// extKeys are the ext field names clients send most; key returns these
-// shared strings instead of allocating new ones.
-var extKeys = func() map[string]string {
-	m := map[string]string{}
-	for _, k := range []string{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
-		"bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch", "bname",
-		"brokerName", "consumerGroup", "queueOffset", "maxMsgNums", "commitOffset", "suspendTimeoutMillis",
-		"subscription", "subVersion", "expressionType", "timestamp", "offset", "group", "delayLevel", "originMsgId",
-		"originTopic", "code", "version", "opaque", "flag", "language", "remark", "extFields", "serializeTypeCurrentRPC",
-		"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n"} {
-		m[k] = k
+// commonKey returns the shared string of a field name clients send often
+// (a switch on the bytes: no allocation, no hashing).
+func commonKey(b []byte) (string, bool) {
+	switch string(b) {
+	case "producerGroup":
+		return "producerGroup", true
+	case "topic":
+		return "topic", true
+	case "defaultTopic":
+		return "defaultTopic", true
+	case "defaultTopicQueueNums":
+		return "defaultTopicQueueNums", true
+	case "queueId":
+		return "queueId", true
+	case "sysFlag":
+		return "sysFlag", true
+	case "bornTimestamp":
+		return "bornTimestamp", true
+	case "flag":
+		return "flag", true
+	case "properties":
+		return "properties", true
+	case "reconsumeTimes":
+		return "reconsumeTimes", true
+	case "unitMode":
+		return "unitMode", true
+	case "maxReconsumeTimes":
+		return "maxReconsumeTimes", true
+	case "batch":
+		return "batch", true
+	case "bname":
+		return "bname", true
+	case "brokerName":
+		return "brokerName", true
+	case "consumerGroup":
+		return "consumerGroup", true
+	case "queueOffset":
+		return "queueOffset", true
+	case "maxMsgNums":
+		return "maxMsgNums", true
+	case "commitOffset":
+		return "commitOffset", true
+	case "suspendTimeoutMillis":
+		return "suspendTimeoutMillis", true
+	case "subscription":
+		return "subscription", true
+	case "subVersion":
+		return "subVersion", true
+	case "expressionType":
+		return "expressionType", true
+	case "timestamp":
+		return "timestamp", true
+	case "offset":
+		return "offset", true
+	case "group":
+		return "group", true
+	case "delayLevel":
+		return "delayLevel", true
+	case "originMsgId":
+		return "originMsgId", true
+	case "originTopic":
+		return "originTopic", true
+	case "code":
+		return "code", true
+	case "version":
+		return "version", true
+	case "opaque":
+		return "opaque", true
+	case "language":
+		return "language", true
+	case "remark":
+		return "remark", true
+	case "extFields":
+		return "extFields", true
+	case "serializeTypeCurrentRPC":
+		return "serializeTypeCurrentRPC", true
+	case "a":
+		return "a", true
+	case "b":
+		return "b", true
+	case "c":
+		return "c", true
+	case "d":
+		return "d", true
+	case "e":
+		return "e", true
+	case "f":
+		return "f", true
+	case "g":
+		return "g", true
+	case "h":
+		return "h", true
+	case "i":
+		return "i", true
+	case "j":
+		return "j", true
+	case "k":
+		return "k", true
+	case "l":
+		return "l", true
+	case "m":
+		return "m", true
+	case "n":
+		return "n", true
 	}
-	return m
-}()
+	return "", false
+}
 
 // key reads a JSON string, sharing the common ext field names.
 func (p *jsonScan) key() (string, bool) {
@@ -143,7 +236,7 @@ func (p *jsonScan) key() (string, bool) {
 	if i := p.i; i < len(p.b) && p.b[i] == '"' {
 		for j := i + 1; j < len(p.b) && j-i <= 32; j++ {
 			if c := p.b[j]; c == '"' {
-				if k, ok := extKeys[string(p.b[i+1:j])]; ok {
+				if k, ok := commonKey(p.b[i+1 : j]); ok {
 					p.i = j + 1
 					return k, true
 				}
