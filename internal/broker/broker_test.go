@@ -232,3 +232,18 @@ func TestDelayLevelDelivery(t *testing.T) {
 	}
 	res.Release()
 }
+
+func TestParseDelayLevels(t *testing.T) {
+	got, err := ParseDelayLevels("1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h")
+	if err != nil || len(got) != 18 || got[0] != time.Second || got[17] != 2*time.Hour {
+		t.Fatalf("RocketMQ defaults: %v %v", got, err)
+	}
+	if got, err := ParseDelayLevels(" 500s  2d "); err != nil || len(got) != 2 || got[1] != 48*time.Hour {
+		t.Fatalf("spaces and days: %v %v", got, err)
+	}
+	for _, bad := range []string{"", "5", "1x", "-1s", "0m", "1.5s", "400d"} {
+		if _, err := ParseDelayLevels(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

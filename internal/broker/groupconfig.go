@@ -23,6 +23,8 @@ type GroupConfig struct {
 	ConsumeFromMinEnable bool `json:"consumeFromMinEnable"`
 	// ConsumeBroadcastEnable allows broadcasting consumption.
 	ConsumeBroadcastEnable bool `json:"consumeBroadcastEnable"`
+	// ConsumeMessageOrderly marks a group that consumes in order.
+	ConsumeMessageOrderly bool `json:"consumeMessageOrderly"`
 	// RetryQueueNums is the queue count of the group's retry topic.
 	RetryQueueNums int `json:"retryQueueNums"`
 	// RetryMaxTimes is how often a message is retried before it is

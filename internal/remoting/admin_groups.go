@@ -21,29 +21,15 @@ import (
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
 
-// subscriptionGroupConfig is RocketMQ's SubscriptionGroupConfig.
+// subscriptionGroupConfig is RocketMQ's SubscriptionGroupConfig: the
+// broker's group config under RocketMQ's field names.
 type subscriptionGroupConfig struct {
-	GroupName                      string            `json:"groupName"`
-	ConsumeEnable                  bool              `json:"consumeEnable"`
-	ConsumeFromMinEnable           bool              `json:"consumeFromMinEnable"`
-	ConsumeBroadcastEnable         bool              `json:"consumeBroadcastEnable"`
-	ConsumeMessageOrderly          bool              `json:"consumeMessageOrderly"`
-	RetryQueueNums                 int               `json:"retryQueueNums"`
-	RetryMaxTimes                  int               `json:"retryMaxTimes"`
-	BrokerID                       int64             `json:"brokerId"`
-	WhichBrokerWhenConsumeSlowly   int64             `json:"whichBrokerWhenConsumeSlowly"`
-	NotifyConsumerIdsChangedEnable bool              `json:"notifyConsumerIdsChangedEnable"`
-	GroupSysFlag                   int               `json:"groupSysFlag"`
-	ConsumeTimeoutMinute           int               `json:"consumeTimeoutMinute"`
-	Attributes                     map[string]string `json:"attributes,omitempty"`
+	GroupName string `json:"groupName"`
+	broker.GroupConfig
 }
 
 func fromGroupConfig(c broker.GroupConfig) subscriptionGroupConfig {
-	return subscriptionGroupConfig{GroupName: c.Name, ConsumeEnable: c.ConsumeEnable, ConsumeFromMinEnable: c.ConsumeFromMinEnable,
-		ConsumeBroadcastEnable: c.ConsumeBroadcastEnable, RetryQueueNums: c.RetryQueueNums, RetryMaxTimes: c.RetryMaxTimes,
-		BrokerID: c.BrokerID, WhichBrokerWhenConsumeSlowly: c.WhichBrokerWhenConsumeSlowly,
-		NotifyConsumerIdsChangedEnable: c.NotifyConsumerIdsChangedEnable, GroupSysFlag: c.GroupSysFlag,
-		ConsumeTimeoutMinute: c.ConsumeTimeoutMinute, Attributes: c.Attributes}
+	return subscriptionGroupConfig{GroupName: c.Name, GroupConfig: c}
 }
 
 func handleUpdateSubscriptionGroup(rc *reqCtx, req *protocol.Command) *protocol.Command {
@@ -52,11 +38,8 @@ func handleUpdateSubscriptionGroup(rc *reqCtx, req *protocol.Command) *protocol.
 	if err := json.Unmarshal(req.Body, &sg); err != nil || sg.GroupName == "" {
 		return protocol.NewResponse(req, protocol.InvalidParameter, "subscription group config: want a JSON body with groupName")
 	}
-	c := broker.GroupConfig{Name: sg.GroupName, ConsumeEnable: sg.ConsumeEnable, ConsumeFromMinEnable: sg.ConsumeFromMinEnable,
-		ConsumeBroadcastEnable: sg.ConsumeBroadcastEnable, RetryQueueNums: sg.RetryQueueNums, RetryMaxTimes: sg.RetryMaxTimes,
-		BrokerID: sg.BrokerID, WhichBrokerWhenConsumeSlowly: sg.WhichBrokerWhenConsumeSlowly,
-		NotifyConsumerIdsChangedEnable: sg.NotifyConsumerIdsChangedEnable, GroupSysFlag: sg.GroupSysFlag,
-		ConsumeTimeoutMinute: sg.ConsumeTimeoutMinute, Attributes: sg.Attributes}
+	c := sg.GroupConfig
+	c.Name = sg.GroupName
 	if err := rc.conn.s.broker.SetGroupConfig(rc.ctx, c); err != nil {
 		return errorResponse(req, err)
 	}
