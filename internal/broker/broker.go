@@ -50,8 +50,11 @@ type Options struct {
 	// DelayLevels are the delays of RocketMQ delay levels 1, 2, ...
 	// (DefaultDelayLevels when empty).
 	DelayLevels []time.Duration
-	Logger      *slog.Logger
-	Now         func() time.Time
+	// MaxTimerDelay is the longest a timer message may wait (40 days when
+	// zero).
+	MaxTimerDelay time.Duration
+	Logger        *slog.Logger
+	Now           func() time.Time
 }
 
 // DefaultOptions returns the broker defaults.
@@ -81,6 +84,7 @@ type Broker struct {
 
 	offsets  *offsetStore
 	groupCfg groupConfigs
+	timers   *timerWheel
 	batches  *kbatch.Reader // looks into Kafka batches (exact time lookups)
 
 	cancel context.CancelFunc
@@ -108,6 +112,9 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	}
 	if len(opts.DelayLevels) == 0 {
 		opts.DelayLevels = DefaultDelayLevels
+	}
+	if opts.MaxTimerDelay <= 0 {
+		opts.MaxTimerDelay = 40 * 24 * time.Hour
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -147,6 +154,11 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	b.every(bctx, opts.OffsetSnapshotInterval, "offset-snapshot", b.offsets.snapshot)
 	b.every(bctx, opts.RetentionInterval, "topic-retention", b.enforceTopicRetention)
 	if err := b.startDelays(ctx, bctx); err != nil {
+		cancel()
+		b.wg.Wait()
+		return nil, err
+	}
+	if err := b.startTimers(ctx, bctx); err != nil {
 		cancel()
 		b.wg.Wait()
 		return nil, err

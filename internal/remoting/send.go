@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/model"
@@ -97,6 +98,21 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		if level, _ := strconv.Atoi(string(lv)); level > 0 {
 			// A delayed message waits in the broker's delay levels.
 			q, off, err := s.broker.AppendDelayed(rc.ctx, t.Name, queueID, msgs[0], level)
+			if err != nil {
+				return errorResponse(req, err)
+			}
+			return sendResponse(req, []string{rc.conn.ids.ID(position(q, off))}, queueID, off, &msgs[0])
+		}
+	}
+	if len(msgs) == 1 {
+		if due, ok, err := broker.TimerDeliverAt(&msgs[0], time.Now()); err != nil {
+			return protocol.NewResponse(req, protocol.MessageIllegal, err.Error())
+		} else if ok {
+			// A timer message waits in the broker's timer store.
+			q, off, err := s.broker.AppendTimer(rc.ctx, t.Name, queueID, msgs[0], due)
+			if errors.Is(err, broker.ErrTimerIllegal) {
+				return protocol.NewResponse(req, protocol.MessageIllegal, err.Error())
+			}
 			if err != nil {
 				return errorResponse(req, err)
 			}

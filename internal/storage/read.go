@@ -362,3 +362,45 @@ func (e *Engine) wakeAll() {
 		q.wake()
 	}
 }
+
+// IndexEntry is what a queue's index knows of one stored record.
+type IndexEntry struct {
+	BaseOffset model.QueueOffset
+	Count      uint32
+	MaxTime    int64  // the largest timestamp up to this record (monotonic)
+	TagHash    uint64 // the record's tag hash, as appended
+}
+
+// ScanIndex calls fn for each visible record of queue id from offset on, in
+// offset order, from the index alone (no log reads), until fn returns false.
+func (e *Engine) ScanIndex(id model.QueueID, from model.QueueOffset, fn func(IndexEntry) bool) error {
+	q, err := e.queue(id)
+	if err != nil {
+		return err
+	}
+	visible := e.clog.Visible()
+	hw := q.idx.VisibleEnd(visible)
+	from = max(from, q.idx.StartOffset())
+	if from >= hw {
+		return nil
+	}
+	no, _, err := q.idx.Lookup(from)
+	if err != nil {
+		return err
+	}
+	var buf []queueindex.Entry
+	for {
+		if buf, err = q.idx.Entries(no, 256, buf[:0]); err != nil || len(buf) == 0 {
+			return err
+		}
+		for _, ent := range buf {
+			if ent.BaseOffset >= hw {
+				return nil
+			}
+			if !fn(IndexEntry{BaseOffset: ent.BaseOffset, Count: ent.Count, MaxTime: ent.MaxTime, TagHash: ent.TagHash}) {
+				return nil
+			}
+		}
+		no += int64(len(buf))
+	}
+}

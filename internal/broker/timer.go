@@ -1,0 +1,394 @@
+package broker
+
+// Timer messages: a message to be appended to its topic at an arbitrary
+// moment (RocketMQ's TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS).
+//
+// Store. Timer messages are appended to one internal queue (the timer log)
+// with the record timestamp and the index entry's tag-hash slot set to the
+// due time (ms) and a header naming
+// the previous entry due in the same second: each second is a linked list
+// through the log, and memory holds only the head of each second's list
+// (bounded by the number of distinct seconds pending, not the number of
+// messages). Entries are durable like any message, under the storage
+// policy.
+//
+// Delivery. One loop takes each second a little before it starts, walks its
+// list (reading the entries back from the log), keeps those entries in a
+// small heap by due time and appends each to its real topic when due, with
+// a timer set to the millisecond. Entries sent for a second already taken go
+// straight into the heap. The cursor (the first entry, by due time and log
+// order, not delivered yet) is kept in the metadata store; after a restart
+// the heads are rebuilt from the timer queue's index alone (the due times
+// in its tag-hash slots), entries before the cursor are skipped and everything overdue
+// is delivered at once. A crash between a delivery and the next cursor save
+// (within a loop turn) may deliver that message twice: at least once, as
+// RocketMQ's timer wheel.
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/meta"
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage"
+)
+
+// Timer properties (headers), as RocketMQ names them.
+const (
+	HeaderTimerDeliverMs = "TIMER_DELIVER_MS"
+	HeaderTimerDelaySec  = "TIMER_DELAY_SEC"
+	HeaderTimerDelayMs   = "TIMER_DELAY_MS"
+	HeaderTimerOutMs     = "TIMER_OUT_MS"
+	headerTimerPrev      = "__ROSETTA_TIMER_PREV"
+)
+
+// ErrTimerIllegal is a timer message whose delivery time is out of range.
+var ErrTimerIllegal = errors.New("illegal timer message")
+
+var timerTopic = model.TopicName{Tenant: "system", Namespace: "internal", Topic: "timer"}
+
+const timerCursorKey = "timer/cursor"
+
+// timerCursorSaveEvery spaces out cursor saves.
+const timerCursorSaveEvery = 200 * time.Millisecond
+
+// timerLookahead is how long before a second starts its entries are taken
+// into the heap.
+const timerLookahead = 200 * time.Millisecond
+
+// timerWheel is the broker's timer state.
+type timerWheel struct {
+	mu     sync.Mutex
+	queue  model.QueueID
+	heads  map[int64]model.QueueOffset // second → last entry due in it
+	taken  int64                       // seconds below are in the heap or delivered
+	cursor timerEntry                  // entries ordered before it are delivered (persisted)
+	near   timerHeap
+	wake   chan struct{}
+}
+
+type timerEntry struct {
+	due    int64 // ms
+	offset model.QueueOffset
+}
+
+// before orders entries by due time, then log order: the delivery order.
+func (e timerEntry) before(o timerEntry) bool {
+	return e.due < o.due || e.due == o.due && e.offset < o.offset
+}
+
+func (e timerEntry) String() string { return fmt.Sprintf("%d:%d", e.due, e.offset) }
+
+func parseTimerCursor(s string) (timerEntry, error) {
+	var e timerEntry
+	_, err := fmt.Sscanf(s, "%d:%d", &e.due, &e.offset)
+	return e, err
+}
+
+type timerHeap []timerEntry
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].before(h[j]) }
+func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timerEntry)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// TimerDeliverAt reads a message's timer properties: the delivery time in
+// ms (TIMER_DELAY_SEC, then TIMER_DELAY_MS, then TIMER_DELIVER_MS, as
+// RocketMQ reads them), and whether it has any. A message also carrying a
+// DELAY level is not a timer message (the level wins).
+func TimerDeliverAt(m *model.Message, now time.Time) (int64, bool, error) {
+	if _, ok := m.Header(HeaderDelayLevel); ok {
+		return 0, false, nil
+	}
+	num := func(k string) (int64, bool, error) {
+		v, ok := m.Header(k)
+		if !ok {
+			return 0, false, nil
+		}
+		n, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil {
+			return 0, true, fmt.Errorf("%w: %s=%q", ErrTimerIllegal, k, v)
+		}
+		return n, true, nil
+	}
+	if n, ok, err := num(HeaderTimerDelaySec); ok || err != nil {
+		return now.UnixMilli() + n*1000, true, err
+	}
+	if n, ok, err := num(HeaderTimerDelayMs); ok || err != nil {
+		return now.UnixMilli() + n, true, err
+	}
+	n, ok, err := num(HeaderTimerDeliverMs)
+	return n, ok, err
+}
+
+// startTimers opens the timer queue, rebuilds the list heads from its index
+// and starts the delivery loop.
+func (b *Broker) startTimers(ctx, bctx context.Context) error {
+	retention := (b.opts.MaxTimerDelay + 24*time.Hour).Milliseconds()
+	t, err := b.Topic(timerTopic)
+	if errors.Is(err, model.ErrUnknownTopic) {
+		t, err = b.createTopic(ctx, timerTopic, 1, TopicConfig{RetentionMs: retention}, true)
+	}
+	if err != nil {
+		return fmt.Errorf("timer topic: %w", err)
+	}
+	w := &timerWheel{queue: t.Queues[0], heads: map[int64]model.QueueOffset{}, wake: make(chan struct{}, 1)}
+	w.cursor = timerEntry{due: b.opts.Now().UnixMilli()}
+	if kv, err := b.meta.Get(ctx, timerCursorKey); err == nil {
+		if c, err := parseTimerCursor(string(kv.Value)); err == nil {
+			w.cursor = c
+		}
+	} else if !errors.Is(err, meta.ErrNotFound) {
+		return fmt.Errorf("timer cursor: %w", err)
+	}
+	w.taken = w.cursor.due / 1000
+	err = b.engine.ScanIndex(w.queue, 0, func(e storage.IndexEntry) bool {
+		if sec := int64(e.TagHash) / 1000; sec >= w.taken {
+			w.heads[sec] = max(w.heads[sec], e.BaseOffset)
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("timer index: %w", err)
+	}
+	b.timers = w
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.runTimers(bctx)
+	}()
+	return nil
+}
+
+// AppendTimer stores m to be appended to queue index of topic at due (ms).
+// It returns the message's place in the timer log (in the topic itself when
+// due is not in the future: it is appended at once).
+func (b *Broker) AppendTimer(ctx context.Context, topic model.TopicName, index int32, m model.Message, due int64) (model.QueueID, model.QueueOffset, error) {
+	now := b.opts.Now()
+	if due > now.Add(b.opts.MaxTimerDelay).UnixMilli() {
+		return 0, 0, fmt.Errorf("%w: delivery at %d is beyond the longest delay %v", ErrTimerIllegal, due, b.opts.MaxTimerDelay)
+	}
+	qid, _, err := b.QueueID(topic, index)
+	if err != nil {
+		return 0, 0, err
+	}
+	if due <= now.UnixMilli() {
+		// Due already: delivered at once.
+		offs, err := b.AppendMessages(ctx, topic, index, []model.Message{m})
+		if err != nil {
+			return 0, 0, err
+		}
+		return qid, offs[0], nil
+	}
+	w := b.timers
+	m.Headers = append(withoutHeaders(m.Headers, HeaderRealTopic, HeaderRealQueue, HeaderTimerOutMs, headerTimerPrev),
+		model.Header{Key: HeaderRealTopic, Value: []byte(topic.String())},
+		model.Header{Key: HeaderRealQueue, Value: []byte(strconv.Itoa(int(index)))},
+		model.Header{Key: HeaderTimerOutMs, Value: []byte(strconv.FormatInt(due, 10))})
+	if m.BornTime == 0 {
+		m.BornTime = now.UnixMilli()
+	}
+	sec := due / 1000
+	w.mu.Lock()
+	prev, ok := w.heads[sec]
+	if !ok {
+		prev = -1
+	}
+	rm := m
+	rm.Headers = append(rm.Headers, model.Header{Key: headerTimerPrev, Value: []byte(strconv.FormatInt(int64(prev), 10))})
+	// The due time also goes into the index entry's tag-hash slot (the
+	// timer queue is never tag-filtered): a restart rebuilds the list heads
+	// from the index alone, whose times are monotonic, not per record.
+	r := &storage.Record{Queue: w.queue, Format: model.FormatMessage, Count: 1, Timestamp: due, TagHash: uint64(due),
+		Payload: EncodeMessage(nil, &rm)}
+	for _, k := range m.IndexKeys {
+		if k != "" {
+			r.Keys = append(r.Keys, storage.Key{Key: []byte(k)})
+		}
+	}
+	// Written under the lock, so each second's list is in log order; the
+	// durability wait happens after it.
+	if err := b.engine.AppendWith(ctx, []*storage.Record{r}, storage.AppendOptions{NoWait: true}); err != nil {
+		w.mu.Unlock()
+		return 0, 0, err
+	}
+	w.heads[sec] = r.BaseOffset
+	if sec < w.taken {
+		heap.Push(&w.near, timerEntry{due: due, offset: r.BaseOffset})
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	w.mu.Unlock()
+	if err := b.engine.WaitDurable(ctx, r.Pos+model.LogPos(r.Size)); err != nil {
+		return 0, 0, err
+	}
+	return w.queue, r.BaseOffset, nil
+}
+
+// runTimers is the delivery loop.
+func (b *Broker) runTimers(ctx context.Context) {
+	w := b.timers
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	savedCursor, savedAt := w.cursor, time.Time{}
+	defer func() {
+		// Keep what was delivered up to the stop.
+		w.mu.Lock()
+		cursor := w.cursor
+		w.mu.Unlock()
+		if cursor != savedCursor {
+			_ = meta.Put(context.WithoutCancel(ctx), b.meta, timerCursorKey, []byte(cursor.String()))
+		}
+	}()
+	for ctx.Err() == nil {
+		now := b.opts.Now()
+		// Take every second that starts within the lookahead.
+		for {
+			w.mu.Lock()
+			sec := w.taken
+			if sec*1000 > now.Add(timerLookahead).UnixMilli() {
+				w.mu.Unlock()
+				break
+			}
+			head, ok := w.heads[sec]
+			w.taken++
+			w.mu.Unlock()
+			if ok {
+				b.takeTimerSecond(ctx, head)
+			}
+		}
+		// Deliver what is due.
+		for {
+			w.mu.Lock()
+			if w.near.Len() == 0 || w.near[0].due > b.opts.Now().UnixMilli() {
+				w.mu.Unlock()
+				break
+			}
+			e := heap.Pop(&w.near).(timerEntry)
+			w.mu.Unlock()
+			if err := b.deliverTimer(ctx, e.offset); err != nil {
+				w.mu.Lock()
+				heap.Push(&w.near, e) // kept, so the cursor does not pass it
+				w.mu.Unlock()
+				if ctx.Err() == nil {
+					b.log.Warn("timer message not delivered yet", "offset", e.offset, "err", err)
+					sleepCtx(ctx, 100*time.Millisecond)
+				}
+				break
+			}
+		}
+		// Advance and persist the cursor: the first entry not delivered.
+		w.mu.Lock()
+		// Entries sent from now on are due later than now (AppendTimer
+		// delivers due ones at once), and seconds not taken start after
+		// now: so the cursor is now, or the first entry in the heap.
+		cursor := timerEntry{due: b.opts.Now().UnixMilli()}
+		if w.near.Len() > 0 && w.near[0].before(cursor) {
+			cursor = w.near[0]
+		}
+		for sec := w.cursor.due / 1000; sec < cursor.due/1000; sec++ {
+			delete(w.heads, sec)
+		}
+		w.cursor = cursor
+		next := time.UnixMilli(w.taken * 1000).Add(-timerLookahead)
+		if w.near.Len() > 0 {
+			if due := time.UnixMilli(w.near[0].due); due.Before(next) {
+				next = due
+			}
+		}
+		w.mu.Unlock()
+		// A saved cursor behind the real one only means more messages
+		// delivered again after a crash, so saves are spaced out.
+		if cursor != savedCursor && time.Since(savedAt) >= timerCursorSaveEvery {
+			if err := meta.Put(ctx, b.meta, timerCursorKey, []byte(cursor.String())); err == nil {
+				savedCursor, savedAt = cursor, time.Now()
+			} else if ctx.Err() == nil {
+				b.log.Warn("timer cursor not saved", "err", err)
+			}
+		}
+		t.Reset(max(time.Until(next), time.Millisecond))
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		case <-w.wake:
+		}
+	}
+}
+
+// takeTimerSecond walks one second's list from its head into the heap.
+func (b *Broker) takeTimerSecond(ctx context.Context, head model.QueueOffset) {
+	w := b.timers
+	w.mu.Lock()
+	cursor := w.cursor
+	w.mu.Unlock()
+	var loaded []timerEntry
+	for off := head; off >= 0 && ctx.Err() == nil; {
+		due, prev, err := b.timerEntryAt(off)
+		if err != nil {
+			b.log.Error("timer list broken: entries of this second before it are lost", "offset", off, "err", err)
+			break
+		}
+		if e := (timerEntry{due: due, offset: off}); !e.before(cursor) {
+			loaded = append(loaded, e) // (entries before the cursor were delivered before a restart)
+		}
+		off = prev
+	}
+	w.mu.Lock()
+	for _, e := range loaded {
+		heap.Push(&w.near, e)
+	}
+	w.mu.Unlock()
+}
+
+// timerEntryAt reads an entry's due time and the previous entry of its
+// second.
+func (b *Broker) timerEntryAt(off model.QueueOffset) (int64, model.QueueOffset, error) {
+	res, err := b.engine.Read(b.timers.queue, off, storage.ReadOptions{MaxRecords: 1})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer res.Release()
+	if len(res.Records) == 0 || res.Records[0].BaseOffset != off {
+		return 0, 0, fmt.Errorf("%w: no timer entry at %d", model.ErrCorruptRecord, off)
+	}
+	m, err := DecodeMessage(res.Records[0].Payload)
+	if err != nil {
+		return 0, 0, err
+	}
+	v, _ := m.Header(headerTimerPrev)
+	prev, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: timer entry %d without a previous entry", model.ErrCorruptRecord, off)
+	}
+	return res.Records[0].Timestamp, model.QueueOffset(prev), nil
+}
+
+// deliverTimer appends a due timer message to its real topic.
+func (b *Broker) deliverTimer(ctx context.Context, off model.QueueOffset) error {
+	res, err := b.engine.Read(b.timers.queue, off, storage.ReadOptions{MaxRecords: 1})
+	if err != nil {
+		if errors.Is(err, model.ErrOffsetOutOfRange) {
+			b.log.Warn("timer message gone before it was due (retention)", "offset", off)
+			return nil
+		}
+		return err
+	}
+	defer res.Release()
+	if len(res.Records) == 0 {
+		return fmt.Errorf("no timer entry at %d", off)
+	}
+	return b.deliverDelayed(ctx, &res.Records[0], headerTimerPrev)
+}
