@@ -120,7 +120,31 @@ func benchCmd() *cobra.Command {
 		},
 	}
 	idle.Flags().IntVar(&idleQueues, "queues", 50000, "queues to create")
-	cmd.AddCommand(st, restart, disk, idle, kafkaBenchCmd(), rocketmqBenchCmd())
+	var to bench.TimerOptions
+	timer := &cobra.Command{Use: "timer", Short: "Schedule timer messages in process: scheduling rate, memory with them pending, restart time",
+		RunE: func(c *cobra.Command, _ []string) error {
+			if to.Dir == "" {
+				dir, err := os.MkdirTemp("", "rosetta-timer-bench")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+				to.Dir = dir
+			}
+			r, err := bench.Timer(c.Context(), to)
+			if err != nil {
+				return err
+			}
+			r.Print(c.OutOrStdout())
+			return nil
+		}}
+	timer.Flags().StringVar(&to.Dir, "dir", "", "data directory (a temporary one when empty)")
+	timer.Flags().Int64Var(&to.Messages, "messages", 1_000_000, "timer messages")
+	timer.Flags().DurationVar(&to.Spread, "spread", time.Hour, "due times spread over this long")
+	timer.Flags().IntVar(&to.Size, "size", 128, "body bytes")
+	timer.Flags().IntVar(&to.Senders, "senders", 64, "concurrent schedulers")
+	timer.Flags().BoolVar(&to.Sync, "sync", false, "sync durability")
+	cmd.AddCommand(st, restart, disk, idle, timer, kafkaBenchCmd(), rocketmqBenchCmd())
 	return cmd
 }
 
