@@ -13,12 +13,14 @@ import (
 )
 
 // Delay levels: a message sent with level n (1-18 by default) is delivered
-// to its topic after Options.DelayLevels[n-1]. Delayed messages wait in an internal topic
-// with one queue per level, so each queue is in due-time order; one loop
-// per level delivers the head of its queue when it is due (sleeping exactly
-// until then, woken by appends, never polling) and records its progress as
-// an offset commit of an internal group. A crash between delivery and commit
-// delivers a message twice at most, as RocketMQ's schedule service does.
+// to its topic after Options.DelayLevels[n-1]. A delay level is a special
+// case of a timer message: it waits in the timer store (timer.go), due at
+// the send time plus the level's delay.
+//
+// Data directories written before the timer store keep delayed messages in
+// an internal topic with one queue per level (each in due-time order): one
+// loop per level still drains it, delivering the head of its queue when due
+// and recording progress as an offset commit of an internal group.
 
 // DefaultDelayLevels are RocketMQ's 18 default delay levels.
 var DefaultDelayLevels = []time.Duration{
@@ -72,22 +74,15 @@ func (b *Broker) startDelays(ctx context.Context, bctx context.Context) error {
 }
 
 // AppendDelayed stores m to be appended to queue index of topic after the
-// delay of level (from 1; past the last level is clamped, as RocketMQ does). It returns
-// the message's place in the schedule topic.
+// delay of level (from 1; past the last level is clamped, as RocketMQ
+// does), in the timer store. It returns the message's place there.
 func (b *Broker) AppendDelayed(ctx context.Context, topic model.TopicName, index int32, m model.Message, level int) (model.QueueID, model.QueueOffset, error) {
 	if level < 1 {
 		return 0, 0, fmt.Errorf("%w: %d", ErrInvalidDelayLevel, level)
 	}
 	level = min(level, len(b.opts.DelayLevels))
-	m.Headers = append(withoutHeaders(m.Headers, HeaderRealTopic, HeaderRealQueue),
-		model.Header{Key: HeaderRealTopic, Value: []byte(topic.String())},
-		model.Header{Key: HeaderRealQueue, Value: []byte(strconv.Itoa(int(index)))})
-	offs, err := b.AppendMessages(ctx, scheduleTopic, int32(level-1), []model.Message{m})
-	if err != nil {
-		return 0, 0, err
-	}
-	id, _, err := b.QueueID(scheduleTopic, int32(level-1))
-	return id, offs[0], err
+	due := b.opts.Now().Add(b.opts.DelayLevels[level-1]).UnixMilli()
+	return b.AppendTimer(ctx, topic, index, m, due)
 }
 
 // DelayLevels returns the configured delay of each level, level 1 first.
