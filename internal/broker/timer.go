@@ -70,6 +70,8 @@ type timerWheel struct {
 	cursor timerEntry                  // entries ordered before it are delivered (persisted)
 	near   timerHeap
 	wake   chan struct{}
+	// cancelled holds recalled entries of seconds being walked or taken.
+	cancelled map[model.QueueOffset]bool
 }
 
 type timerEntry struct {
@@ -96,6 +98,8 @@ func (h timerHeap) Len() int           { return len(h) }
 func (h timerHeap) Less(i, j int) bool { return h[i].before(h[j]) }
 func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timerEntry)) }
+func (h *timerHeap) remove(i int)      { heap.Remove(h, i) }
+
 func (h *timerHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
@@ -143,7 +147,8 @@ func (b *Broker) startTimers(ctx, bctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("timer topic: %w", err)
 	}
-	w := &timerWheel{queue: t.Queues[0], heads: map[int64]model.QueueOffset{}, wake: make(chan struct{}, 1)}
+	w := &timerWheel{queue: t.Queues[0], heads: map[int64]model.QueueOffset{}, wake: make(chan struct{}, 1),
+		cancelled: map[model.QueueOffset]bool{}}
 	w.cursor = timerEntry{due: b.opts.Now().UnixMilli()}
 	if kv, err := b.meta.Get(ctx, timerCursorKey); err == nil {
 		if c, err := parseTimerCursor(string(kv.Value)); err == nil {
@@ -335,45 +340,56 @@ func (b *Broker) takeTimerSecond(ctx context.Context, head model.QueueOffset) {
 	cursor := w.cursor
 	w.mu.Unlock()
 	var loaded []timerEntry
+	recalled := map[model.QueueOffset]bool{}
 	for off := head; off >= 0 && ctx.Err() == nil; {
-		due, prev, err := b.timerEntryAt(off)
+		due, prev, cancels, err := b.timerEntryAt(off)
 		if err != nil {
 			b.log.Error("timer list broken: entries of this second before it are lost", "offset", off, "err", err)
 			break
 		}
-		if e := (timerEntry{due: due, offset: off}); !e.before(cursor) {
-			loaded = append(loaded, e) // (entries before the cursor were delivered before a restart)
+		e := timerEntry{due: due, offset: off}
+		switch {
+		case cancels >= 0:
+			recalled[cancels] = true // a tombstone: met before the entry it cancels
+		case recalled[off]:
+		case !e.before(cursor): // (entries before the cursor were delivered before a restart)
+			loaded = append(loaded, e)
 		}
 		off = prev
 	}
 	w.mu.Lock()
+	for t := range recalled {
+		delete(w.cancelled, t)
+	}
 	for _, e := range loaded {
+		if w.cancelled[e.offset] {
+			delete(w.cancelled, e.offset) // recalled while this second was walked
+			continue
+		}
 		heap.Push(&w.near, e)
 	}
 	w.mu.Unlock()
 }
 
-// timerEntryAt reads an entry's due time and the previous entry of its
-// second.
-func (b *Broker) timerEntryAt(off model.QueueOffset) (int64, model.QueueOffset, error) {
-	res, err := b.engine.Read(b.timers.queue, off, storage.ReadOptions{MaxRecords: 1})
+// timerEntryAt reads an entry's due time, the previous entry of its second
+// and, for a tombstone, the entry it cancels (-1 otherwise).
+func (b *Broker) timerEntryAt(off model.QueueOffset) (int64, model.QueueOffset, model.QueueOffset, error) {
+	m, due, err := b.timerMessageAt(off)
 	if err != nil {
-		return 0, 0, err
-	}
-	defer res.Release()
-	if len(res.Records) == 0 || res.Records[0].BaseOffset != off {
-		return 0, 0, fmt.Errorf("%w: no timer entry at %d", model.ErrCorruptRecord, off)
-	}
-	m, err := DecodeMessage(res.Records[0].Payload)
-	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	v, _ := m.Header(headerTimerPrev)
 	prev, err := strconv.ParseInt(string(v), 10, 64)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: timer entry %d without a previous entry", model.ErrCorruptRecord, off)
+		return 0, 0, 0, fmt.Errorf("%w: timer entry %d without a previous entry", model.ErrCorruptRecord, off)
 	}
-	return res.Records[0].Timestamp, model.QueueOffset(prev), nil
+	cancels := int64(-1)
+	if c, ok := m.Header(headerTimerCancel); ok {
+		if cancels, err = strconv.ParseInt(string(c), 10, 64); err != nil {
+			return 0, 0, 0, fmt.Errorf("%w: timer tombstone %d", model.ErrCorruptRecord, off)
+		}
+	}
+	return due, model.QueueOffset(prev), model.QueueOffset(cancels), nil
 }
 
 // deliverTimer appends a due timer message to its real topic.

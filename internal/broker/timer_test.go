@@ -142,3 +142,57 @@ func TestTimerDeliverAt(t *testing.T) {
 		}
 	}
 }
+
+// TestTimerRecall: a recalled timer message is never delivered — recalled
+// long before its second, or once its second is taken — also across a
+// restart; recalling it again, or a delivered one, fails.
+func TestTimerRecall(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	f := open(t, dir)
+	name, _ := model.ParseTopicName("recalled")
+	if _, err := f.b.CreateTopic(ctx, name, 1, TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	send := func(id string, d time.Duration) int64 {
+		due := now.Add(d).UnixMilli()
+		m := model.Message{Body: []byte(id), Headers: []model.Header{{Key: "UNIQ_KEY", Value: []byte(id)}}, IndexKeys: []string{id}}
+		if _, _, err := f.b.AppendTimer(ctx, name, 0, m, due); err != nil {
+			t.Fatal(err)
+		}
+		return due
+	}
+	dueA := send("a", 2*time.Second)
+	send("b", 2*time.Second)
+	dueC := send("c", 300*time.Millisecond)
+	if err := f.b.RecallTimer(ctx, name, "a", dueA); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.b.RecallTimer(ctx, name, "a", dueA); !errors.Is(err, ErrTimerNotPending) {
+		t.Fatalf("second recall: %v", err)
+	}
+	time.Sleep(time.Until(time.UnixMilli(dueC).Add(-100 * time.Millisecond))) // c's second is taken
+	if err := f.b.RecallTimer(ctx, name, "c", dueC); err != nil {
+		t.Fatal(err)
+	}
+	f.close(t)
+	f = open(t, dir)
+	defer f.close(t)
+	got := arrivals(t, f.b, name, 1, 5*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	if _, ok := got["b"]; !ok || len(got) != 1 {
+		t.Fatalf("delivered %v, want only b", got)
+	}
+	res, err := f.b.Read(name, 0, 0, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Release()
+	if len(res.Records) != 1 {
+		t.Fatalf("%d messages delivered, want 1", len(res.Records))
+	}
+	if err := f.b.RecallTimer(ctx, name, "b", dueA); !errors.Is(err, ErrTimerNotPending) {
+		t.Fatalf("recall after delivery: %v", err)
+	}
+}

@@ -116,7 +116,11 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 			if err != nil {
 				return errorResponse(req, err)
 			}
-			return sendResponse(req, []string{rc.conn.ids.ID(position(q, off))}, queueID, off, &msgs[0])
+			resp := sendResponse(req, []string{rc.conn.ids.ID(position(q, off))}, queueID, off, &msgs[0])
+			if id, ok := msgs[0].Header(propUniqKey); ok {
+				resp.SetExt("recallHandle", s.recallHandle(h("topic"), due, string(id)))
+			}
+			return resp
 		}
 	}
 	offs, err := s.broker.AppendMessages(rc.ctx, t.Name, queueID, msgs)

@@ -89,6 +89,7 @@ func (s *Server) handlerTable() map[int32]handlerFunc {
 		protocol.SendReplyMessage:                 handleSendReplyMessage,
 		protocol.SendReplyMessageV2:               handleSendReplyMessage,
 		protocol.PullMessage:                      handlePullMessage,
+		protocol.RecallMessage:                    handleRecallMessage,
 		protocol.LitePullMessage:                  handlePullMessage,
 		protocol.QueryConsumerOffset:              handleQueryConsumerOffset,
 		protocol.UpdateConsumerOffset:             handleUpdateConsumerOffset,

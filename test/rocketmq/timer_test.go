@@ -10,6 +10,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/rosettamq/rosetta/internal/app/apptest"
+	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
 
 // TestTimerMessages: messages sent with a delivery time (the Go client's
@@ -76,5 +77,55 @@ func TestTimerMessages(t *testing.T) {
 		if got[body].Before(want) {
 			t.Errorf("%s arrived %v before it was due", body, want.Sub(got[body]))
 		}
+	}
+}
+
+// TestRecallMessage: a timer message's send answers a recall handle;
+// RECALL_MESSAGE with it cancels the message (never delivered), and a
+// second recall fails.
+func TestRecallMessage(t *testing.T) {
+	n := startNode(t)
+	addr := n.RemotingAddr()
+	if r := call(t, addr, &protocol.Command{Code: protocol.UpdateAndCreateTopic,
+		ExtFields: map[string]string{"topic": "recallable", "writeQueueNums": "1", "readQueueNums": "1"}}); r.Code != protocol.Success {
+		t.Fatalf("create topic: %d", r.Code)
+	}
+	send := func(id string) *protocol.Command {
+		r := call(t, addr, &protocol.Command{Code: protocol.SendMessage, Body: []byte(id), ExtFields: map[string]string{
+			"producerGroup": "recall-pg", "topic": "recallable", "queueId": "0", "sysFlag": "0", "bornTimestamp": "0", "flag": "0",
+			"properties": "UNIQ_KEY\x01" + id + "\x02TIMER_DELAY_MS\x011500\x02"}})
+		if r.Code != protocol.Success || r.Ext("recallHandle") == "" {
+			t.Fatalf("send %s: %d %s %v", id, r.Code, r.Remark, r.ExtFields)
+		}
+		return r
+	}
+	recalled := send("RECALLED0000000000000000000000001")
+	send("KEPT00000000000000000000000000001")
+	recall := func() *protocol.Command {
+		return call(t, addr, &protocol.Command{Code: protocol.RecallMessage, ExtFields: map[string]string{
+			"producerGroup": "recall-pg", "topic": "recallable", "recallHandle": recalled.Ext("recallHandle")}})
+	}
+	if r := recall(); r.Code != protocol.Success || r.Ext("msgId") != "RECALLED0000000000000000000000001" {
+		t.Fatalf("recall: %d %s %v", r.Code, r.Remark, r.ExtFields)
+	}
+	if r := recall(); r.Code == protocol.Success {
+		t.Fatal("a second recall succeeded")
+	}
+	if r := call(t, addr, &protocol.Command{Code: protocol.RecallMessage, ExtFields: map[string]string{
+		"topic": "recallable", "recallHandle": "not-a-handle"}}); r.Code != protocol.InvalidParameter {
+		t.Fatalf("bad handle: %d", r.Code)
+	}
+	pull := &protocol.Command{Code: protocol.PullMessage, ExtFields: map[string]string{"consumerGroup": "recall-g",
+		"topic": "recallable", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32", "sysFlag": "6",
+		"suspendTimeoutMillis": "5000", "subscription": "*", "expressionType": "TAG"}}
+	r := call(t, addr, pull)
+	msgs := primitive.DecodeMessage(r.Body)
+	if r.Code != protocol.Success || len(msgs) != 1 || string(msgs[0].Body) != "KEPT00000000000000000000000000001" {
+		t.Fatalf("pull: %d, %d messages", r.Code, len(msgs))
+	}
+	time.Sleep(300 * time.Millisecond)
+	pull.ExtFields["queueOffset"], pull.ExtFields["suspendTimeoutMillis"] = "1", "500"
+	if r := call(t, addr, pull); r.Code != protocol.PullNotFound {
+		t.Fatalf("the recalled message arrived: %d", r.Code)
 	}
 }

@@ -1,0 +1,115 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage"
+)
+
+// Recall. A timer message not delivered yet is cancelled by appending a
+// tombstone to the timer log: due in the same second and linked into its
+// list, so walking the list (newest first) meets the tombstone before the
+// entry it cancels, also after a restart. Until its second is taken, the
+// tombstone is all there is; once taken, the entry is dropped from the
+// heap.
+
+// headerTimerCancel marks a tombstone and names the entry it cancels.
+const headerTimerCancel = "__ROSETTA_TIMER_CANCEL"
+
+// ErrTimerNotPending is a recall of a timer message that is not waiting
+// (never sent, delivered already, or recalled already).
+var ErrTimerNotPending = errors.New("no pending timer message")
+
+// RecallTimer cancels the pending timer message of topic with unique id
+// (its UNIQ_KEY) due at due (ms).
+func (b *Broker) RecallTimer(ctx context.Context, topic model.TopicName, id string, due int64) error {
+	w := b.timers
+	var target model.QueueOffset = -1
+	for _, h := range b.LookupKey([]byte(id), 16, 0, 0) {
+		if h.Queue != w.queue {
+			continue
+		}
+		m, entryDue, err := b.timerMessageAt(h.Offset)
+		if err != nil || entryDue != due {
+			continue
+		}
+		dest, _ := m.Header(HeaderRealTopic)
+		uniq, _ := m.Header("UNIQ_KEY")
+		if string(dest) == topic.String() && string(uniq) == id {
+			target = h.Offset
+			break
+		}
+	}
+	if target < 0 {
+		return fmt.Errorf("%w: %s in %s due at %d", ErrTimerNotPending, id, topic, due)
+	}
+	sec := due / 1000
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if (timerEntry{due: due, offset: target}).before(w.cursor) || w.cancelled[target] {
+		return fmt.Errorf("%w: %s delivered or recalled already", ErrTimerNotPending, id)
+	}
+	if sec < w.taken {
+		i := w.near.find(target)
+		if i < 0 {
+			return fmt.Errorf("%w: %s delivered already", ErrTimerNotPending, id)
+		}
+		w.near.remove(i)
+	}
+	prev, ok := w.heads[sec]
+	if !ok {
+		prev = -1
+	}
+	tomb := model.Message{Headers: []model.Header{
+		{Key: headerTimerCancel, Value: []byte(strconv.FormatInt(int64(target), 10))},
+		{Key: headerTimerPrev, Value: []byte(strconv.FormatInt(int64(prev), 10))}}}
+	r := &storage.Record{Queue: w.queue, Format: model.FormatMessage, Count: 1, Timestamp: due, TagHash: uint64(due),
+		Payload: EncodeMessage(nil, &tomb)}
+	if err := b.engine.AppendWith(ctx, []*storage.Record{r}, storage.AppendOptions{}); err != nil {
+		return err
+	}
+	w.heads[sec] = r.BaseOffset
+	w.cancelled[target] = true
+	b.log.Info("timer message recalled", "topic", topic.String(), "id", id, "due", due)
+	return nil
+}
+
+// timerMessageAt reads a timer entry's message and due time.
+func (b *Broker) timerMessageAt(off model.QueueOffset) (model.Message, int64, error) {
+	res, err := b.engine.Read(b.timers.queue, off, storage.ReadOptions{MaxRecords: 1})
+	if err != nil {
+		return model.Message{}, 0, err
+	}
+	defer res.Release()
+	if len(res.Records) == 0 || res.Records[0].BaseOffset != off {
+		return model.Message{}, 0, fmt.Errorf("%w: no timer entry at %d", model.ErrCorruptRecord, off)
+	}
+	m, err := DecodeMessage(res.Records[0].Payload)
+	if err != nil {
+		return model.Message{}, 0, err
+	}
+	return cloneHeaders(m), res.Records[0].Timestamp, nil
+}
+
+// cloneHeaders copies a decoded message's headers out of the log view (the
+// body is dropped).
+func cloneHeaders(m model.Message) model.Message {
+	hs := make([]model.Header, len(m.Headers))
+	for i, h := range m.Headers {
+		hs[i] = model.Header{Key: h.Key, Value: append([]byte(nil), h.Value...)}
+	}
+	return model.Message{Headers: hs}
+}
+
+func (h timerHeap) find(off model.QueueOffset) int {
+	for i, e := range h {
+		if e.offset == off {
+			return i
+		}
+	}
+	return -1
+}
