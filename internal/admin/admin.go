@@ -5,6 +5,7 @@ package admin
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/model"
 )
 
 // Metrics are the collectors that other components feed directly.
@@ -74,6 +76,23 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /api/v1/topics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(b.Topics(false))
+	})
+	// Cancel a pending timer (or delayed) message by its unique id:
+	// DELETE /api/v1/timers/{id}?topic=<topic>.
+	mux.HandleFunc("DELETE /api/v1/timers/{id}", func(w http.ResponseWriter, r *http.Request) {
+		name, err := model.ParseTopicName(r.URL.Query().Get("topic"))
+		if err == nil {
+			err = b.RecallTimer(r.Context(), name, r.PathValue("id"), 0)
+		}
+		switch {
+		case errors.Is(err, broker.ErrTimerNotPending) || errors.Is(err, model.ErrInvalidTopic):
+			http.Error(w, err.Error(), http.StatusNotFound)
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		default:
+			log.Info("timer message cancelled", "topic", name.String(), "id", r.PathValue("id"))
+			w.WriteHeader(http.StatusNoContent)
+		}
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

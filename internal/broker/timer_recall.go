@@ -25,7 +25,7 @@ const headerTimerCancel = "__ROSETTA_TIMER_CANCEL"
 var ErrTimerNotPending = errors.New("no pending timer message")
 
 // RecallTimer cancels the pending timer message of topic with unique id
-// (its UNIQ_KEY) due at due (ms).
+// (its UNIQ_KEY) due at due (ms; 0: whenever it is due).
 func (b *Broker) RecallTimer(ctx context.Context, topic model.TopicName, id string, due int64) error {
 	w := b.timers
 	var target model.QueueOffset = -1
@@ -34,13 +34,13 @@ func (b *Broker) RecallTimer(ctx context.Context, topic model.TopicName, id stri
 			continue
 		}
 		m, entryDue, err := b.timerMessageAt(h.Offset)
-		if err != nil || entryDue != due {
+		if err != nil || due > 0 && entryDue != due {
 			continue
 		}
 		dest, _ := m.Header(HeaderRealTopic)
 		uniq, _ := m.Header("UNIQ_KEY")
 		if string(dest) == topic.String() && string(uniq) == id {
-			target = h.Offset
+			target, due = h.Offset, entryDue
 			break
 		}
 	}

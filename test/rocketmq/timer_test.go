@@ -2,6 +2,7 @@ package rocketmq_test
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -82,7 +83,7 @@ func TestTimerMessages(t *testing.T) {
 
 // TestRecallMessage: a timer message's send answers a recall handle;
 // RECALL_MESSAGE with it cancels the message (never delivered), and a
-// second recall fails.
+// second recall fails; the admin API cancels another by id.
 func TestRecallMessage(t *testing.T) {
 	n := startNode(t)
 	addr := n.RemotingAddr()
@@ -101,6 +102,23 @@ func TestRecallMessage(t *testing.T) {
 	}
 	recalled := send("RECALLED0000000000000000000000001")
 	send("KEPT00000000000000000000000000001")
+	send("CANCELLED000000000000000000000001")
+	// The admin API cancels by id.
+	cancel := func() int {
+		req, _ := http.NewRequest(http.MethodDelete, "http://"+n.App.Addr("http")+"/api/v1/timers/CANCELLED000000000000000000000001?topic=recallable", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := cancel(); code != http.StatusNoContent {
+		t.Fatalf("admin cancel: HTTP %d", code)
+	}
+	if code := cancel(); code != http.StatusNotFound {
+		t.Fatalf("second admin cancel: HTTP %d", code)
+	}
 	recall := func() *protocol.Command {
 		return call(t, addr, &protocol.Command{Code: protocol.RecallMessage, ExtFields: map[string]string{
 			"producerGroup": "recall-pg", "topic": "recallable", "recallHandle": recalled.Ext("recallHandle")}})
@@ -126,6 +144,6 @@ func TestRecallMessage(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	pull.ExtFields["queueOffset"], pull.ExtFields["suspendTimeoutMillis"] = "1", "500"
 	if r := call(t, addr, pull); r.Code != protocol.PullNotFound {
-		t.Fatalf("the recalled message arrived: %d", r.Code)
+		t.Fatalf("a recalled or cancelled message arrived: %d", r.Code)
 	}
 }
