@@ -144,6 +144,7 @@ func benchCmd() *cobra.Command {
 	timer.Flags().IntVar(&to.Size, "size", 128, "body bytes")
 	timer.Flags().IntVar(&to.Senders, "senders", 64, "concurrent schedulers")
 	timer.Flags().BoolVar(&to.Sync, "sync", false, "sync durability")
+	timer.Flags().BoolVar(&to.Deliver, "deliver", false, "wait for delivery and report lateness (due times from +2 s over --spread)")
 	cmd.AddCommand(st, restart, disk, idle, timer, kafkaBenchCmd(), rocketmqBenchCmd())
 	return cmd
 }

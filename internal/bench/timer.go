@@ -2,10 +2,12 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +25,10 @@ type TimerOptions struct {
 	Size     int           // body bytes
 	Senders  int           // concurrent schedulers
 	Sync     bool          // sync durability
+	// Deliver waits for every message to be delivered and reports the
+	// lateness (store time in the topic minus due time); the due times
+	// then start 2 s ahead instead of a minute.
+	Deliver bool
 }
 
 // Timer schedules o.Messages timer messages due over the next o.Spread,
@@ -47,16 +53,17 @@ func Timer(ctx context.Context, o TimerOptions) (*Report, error) {
 		}
 		return b, func() { b.Close(); m.Close(); e.Close() }, nil
 	}
-	b, closeAll, err := open()
+	br, closeAll, err := open()
 	if err != nil {
 		return nil, err
 	}
+	b := br
 	name := model.TopicName{Tenant: model.DefaultTenant, Namespace: model.DefaultNamespace, Topic: "timer-bench"}
 	if _, err := b.CreateTopic(ctx, name, 8, broker.TopicConfig{}); err != nil {
 		closeAll()
 		return nil, err
 	}
-	body := make([]byte, o.Size)
+	body := make([]byte, max(o.Size, 8))
 	var next atomic.Int64
 	var failed atomic.Value
 	lats := make([][]time.Duration, o.Senders)
@@ -68,9 +75,15 @@ func Timer(ctx context.Context, o TimerOptions) (*Report, error) {
 		go func(s int) {
 			defer wg.Done()
 			for i := next.Add(1); i <= o.Messages && ctx.Err() == nil; i = next.Add(1) {
-				due := start.Add(time.Minute + time.Duration(rand.Int64N(int64(o.Spread)))).UnixMilli()
+				lead := time.Minute
+				if o.Deliver {
+					lead = 2 * time.Second
+				}
+				due := start.Add(lead + time.Duration(rand.Int64N(int64(o.Spread)))).UnixMilli()
+				b := append([]byte(nil), body...)
+				binary.BigEndian.PutUint64(b, uint64(due))
 				t0 := time.Now()
-				_, _, err := b.AppendTimer(ctx, name, int32(i%8), model.Message{Body: body}, due)
+				_, _, err := br.AppendTimer(ctx, name, int32(i%8), model.Message{Body: b}, due)
 				if err != nil {
 					failed.CompareAndSwap(nil, err)
 					return
@@ -84,6 +97,13 @@ func Timer(ctx context.Context, o TimerOptions) (*Report, error) {
 	if err, _ := failed.Load().(error); err != nil {
 		closeAll()
 		return nil, err
+	}
+	var lateness []time.Duration
+	if o.Deliver {
+		if lateness, err = timerLateness(ctx, b, name, o.Messages, start.Add(o.Spread+10*time.Second)); err != nil {
+			closeAll()
+			return nil, err
+		}
 	}
 	runtime.GC()
 	var ms runtime.MemStats
@@ -111,5 +131,47 @@ func Timer(ctx context.Context, o TimerOptions) (*Report, error) {
 		fmt.Sprintf("heap with all pending: %.1f MiB; after a restart with them pending: %.1f MiB", float64(heapPending)/(1<<20), float64(ms.HeapAlloc)/(1<<20)),
 		fmt.Sprintf("restart (open, rebuild the timer lists from the index): %v", restart.Round(time.Millisecond)),
 		"(latency: one AppendTimer call)")
+	if len(lateness) > 0 {
+		slices.Sort(lateness)
+		q := func(p float64) time.Duration { return lateness[min(len(lateness)-1, int(p*float64(len(lateness))))] }
+		r.Extra = append(r.Extra, fmt.Sprintf("delivery lateness (store time − due): p50 %v  p99 %v  max %v  (%d delivered)",
+			q(0.5), q(0.99), lateness[len(lateness)-1], len(lateness)))
+	}
 	return r, nil
+}
+
+// timerLateness waits until n timer messages have reached the topic's queues
+// and returns how late each arrived.
+func timerLateness(ctx context.Context, b *broker.Broker, name model.TopicName, n int64, deadline time.Time) ([]time.Duration, error) {
+	next := make([]model.QueueOffset, 8)
+	var out []time.Duration
+	for int64(len(out)) < n {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%d of %d timer messages delivered", len(out), n)
+		}
+		progressed := false
+		for q := range next {
+			res, err := b.Read(name, int32(q), next[q], broker.ReadOptions{MaxRecords: 1000})
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range res.Records {
+				m, err := broker.DecodeMessage(r.Payload)
+				if err == nil && len(m.Body) >= 8 {
+					out = append(out, time.Duration(r.StoreTime-int64(binary.BigEndian.Uint64(m.Body)))*time.Millisecond)
+				}
+				next[q] = r.BaseOffset + 1
+				progressed = true
+			}
+			res.Release()
+		}
+		if !progressed {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return out, nil
 }

@@ -59,19 +59,26 @@ const timerCursorSaveEvery = 200 * time.Millisecond
 
 // timerLookahead is how long before a second starts its entries are taken
 // into the heap.
-const timerLookahead = 200 * time.Millisecond
+const timerLookahead = time.Second
+
+// timerDeliverBatch bounds the messages one delivery append carries.
+const timerDeliverBatch = 256
 
 // timerWheel is the broker's timer state.
 type timerWheel struct {
-	mu     sync.Mutex
-	queue  model.QueueID
-	heads  map[int64]model.QueueOffset // second → last entry due in it
-	taken  int64                       // seconds below are in the heap or delivered
-	cursor timerEntry                  // entries ordered before it are delivered (persisted)
-	near   timerHeap
-	wake   chan struct{}
+	mu      sync.Mutex
+	queue   model.QueueID
+	heads   map[int64]model.QueueOffset // second → last entry due in it
+	taken   int64                       // seconds below are in the heap or delivered
+	walking int64                       // the second whose list is being read (-1: none)
+	cursor  timerEntry                  // entries ordered before it are delivered (persisted)
+	near    timerHeap
+	wake    chan struct{}
 	// cancelled holds recalled entries of seconds being walked or taken.
 	cancelled map[model.QueueOffset]bool
+	// payloads holds the heap's entries as read (or written), so delivery
+	// does not read them again.
+	payloads map[model.QueueOffset][]byte
 }
 
 type timerEntry struct {
@@ -148,7 +155,7 @@ func (b *Broker) startTimers(ctx, bctx context.Context) error {
 		return fmt.Errorf("timer topic: %w", err)
 	}
 	w := &timerWheel{queue: t.Queues[0], heads: map[int64]model.QueueOffset{}, wake: make(chan struct{}, 1),
-		cancelled: map[model.QueueOffset]bool{}}
+		cancelled: map[model.QueueOffset]bool{}, payloads: map[model.QueueOffset][]byte{}}
 	w.cursor = timerEntry{due: b.opts.Now().UnixMilli()}
 	if kv, err := b.meta.Get(ctx, timerCursorKey); err == nil {
 		if c, err := parseTimerCursor(string(kv.Value)); err == nil {
@@ -167,11 +174,16 @@ func (b *Broker) startTimers(ctx, bctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("timer index: %w", err)
 	}
+	w.walking = -1
 	b.timers = w
-	b.wg.Add(1)
+	b.wg.Add(2)
 	go func() {
 		defer b.wg.Done()
 		b.runTimers(bctx)
+	}()
+	go func() {
+		defer b.wg.Done()
+		b.takeTimers(bctx)
 	}()
 	return nil
 }
@@ -231,6 +243,7 @@ func (b *Broker) AppendTimer(ctx context.Context, topic model.TopicName, index i
 	w.heads[sec] = r.BaseOffset
 	if sec < w.taken {
 		heap.Push(&w.near, timerEntry{due: due, offset: r.BaseOffset})
+		w.payloads[r.BaseOffset] = r.Payload
 		select {
 		case w.wake <- struct{}{}:
 		default:
@@ -259,37 +272,30 @@ func (b *Broker) runTimers(ctx context.Context) {
 		}
 	}()
 	for ctx.Err() == nil {
-		now := b.opts.Now()
-		// Take every second that starts within the lookahead.
-		for {
+		// Deliver what is due, in batches.
+		for ctx.Err() == nil {
 			w.mu.Lock()
-			sec := w.taken
-			if sec*1000 > now.Add(timerLookahead).UnixMilli() {
-				w.mu.Unlock()
+			var batch []timerEntry
+			var payloads [][]byte
+			for w.near.Len() > 0 && w.near[0].due <= b.opts.Now().UnixMilli() && len(batch) < timerDeliverBatch {
+				e := heap.Pop(&w.near).(timerEntry)
+				batch = append(batch, e)
+				payloads = append(payloads, w.payloads[e.offset])
+				delete(w.payloads, e.offset)
+			}
+			w.mu.Unlock()
+			if len(batch) == 0 {
 				break
 			}
-			head, ok := w.heads[sec]
-			w.taken++
-			w.mu.Unlock()
-			if ok {
-				b.takeTimerSecond(ctx, head)
-			}
-		}
-		// Deliver what is due.
-		for {
-			w.mu.Lock()
-			if w.near.Len() == 0 || w.near[0].due > b.opts.Now().UnixMilli() {
-				w.mu.Unlock()
-				break
-			}
-			e := heap.Pop(&w.near).(timerEntry)
-			w.mu.Unlock()
-			if err := b.deliverTimer(ctx, e.offset); err != nil {
+			if err := b.deliverTimers(ctx, batch, payloads); err != nil {
 				w.mu.Lock()
-				heap.Push(&w.near, e) // kept, so the cursor does not pass it
+				for i, e := range batch { // kept, so the cursor does not pass them
+					heap.Push(&w.near, e)
+					w.payloads[e.offset] = payloads[i]
+				}
 				w.mu.Unlock()
 				if ctx.Err() == nil {
-					b.log.Warn("timer message not delivered yet", "offset", e.offset, "err", err)
+					b.log.Warn("timer messages not delivered yet", "count", len(batch), "err", err)
 					sleepCtx(ctx, 100*time.Millisecond)
 				}
 				break
@@ -298,17 +304,27 @@ func (b *Broker) runTimers(ctx context.Context) {
 		// Advance and persist the cursor: the first entry not delivered.
 		w.mu.Lock()
 		// Entries sent from now on are due later than now (AppendTimer
-		// delivers due ones at once), and seconds not taken start after
-		// now: so the cursor is now, or the first entry in the heap.
+		// delivers due ones at once): so the cursor is now, or the first
+		// entry in the heap, or the start of the first second not read
+		// into the heap yet, whichever comes first.
 		cursor := timerEntry{due: b.opts.Now().UnixMilli()}
 		if w.near.Len() > 0 && w.near[0].before(cursor) {
 			cursor = w.near[0]
+		}
+		if w.walking >= 0 && w.walking*1000 < cursor.due {
+			cursor = timerEntry{due: w.walking * 1000} // a second still being read
+		}
+		if w.taken*1000 < cursor.due {
+			cursor = timerEntry{due: w.taken * 1000} // seconds not read yet (catching up after a restart)
+		}
+		if cursor.before(w.cursor) {
+			cursor = w.cursor // never backwards: what it passed was delivered
 		}
 		for sec := w.cursor.due / 1000; sec < cursor.due/1000; sec++ {
 			delete(w.heads, sec)
 		}
 		w.cursor = cursor
-		next := time.UnixMilli(w.taken * 1000).Add(-timerLookahead)
+		next := time.Now().Add(time.Second)
 		if w.near.Len() > 0 {
 			if due := time.UnixMilli(w.near[0].due); due.Before(next) {
 				next = due
@@ -333,6 +349,38 @@ func (b *Broker) runTimers(ctx context.Context) {
 	}
 }
 
+// takeTimers takes each second a lookahead before it starts, walking its
+// list into the heap, apart from the delivery loop so a long list never
+// holds up deliveries.
+func (b *Broker) takeTimers(ctx context.Context) {
+	w := b.timers
+	for ctx.Err() == nil {
+		w.mu.Lock()
+		sec := w.taken
+		if wait := time.Until(time.UnixMilli(sec * 1000).Add(-timerLookahead)); wait > 0 {
+			w.mu.Unlock()
+			sleepCtx(ctx, wait)
+			continue
+		}
+		head, ok := w.heads[sec]
+		w.taken++
+		if ok {
+			w.walking = sec
+		}
+		w.mu.Unlock()
+		if ok {
+			b.takeTimerSecond(ctx, head)
+			w.mu.Lock()
+			w.walking = -1
+			w.mu.Unlock()
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
 // takeTimerSecond walks one second's list from its head into the heap.
 func (b *Broker) takeTimerSecond(ctx context.Context, head model.QueueOffset) {
 	w := b.timers
@@ -341,8 +389,9 @@ func (b *Broker) takeTimerSecond(ctx context.Context, head model.QueueOffset) {
 	w.mu.Unlock()
 	var loaded []timerEntry
 	recalled := map[model.QueueOffset]bool{}
+	payloads := map[model.QueueOffset][]byte{}
 	for off := head; off >= 0 && ctx.Err() == nil; {
-		due, prev, cancels, err := b.timerEntryAt(off)
+		due, prev, cancels, payload, err := b.timerEntryAt(off)
 		if err != nil {
 			b.log.Error("timer list broken: entries of this second before it are lost", "offset", off, "err", err)
 			break
@@ -354,6 +403,7 @@ func (b *Broker) takeTimerSecond(ctx context.Context, head model.QueueOffset) {
 		case recalled[off]:
 		case !e.before(cursor): // (entries before the cursor were delivered before a restart)
 			loaded = append(loaded, e)
+			payloads[off] = payload
 		}
 		off = prev
 	}
@@ -367,44 +417,89 @@ func (b *Broker) takeTimerSecond(ctx context.Context, head model.QueueOffset) {
 			continue
 		}
 		heap.Push(&w.near, e)
+		w.payloads[e.offset] = payloads[e.offset]
 	}
 	w.mu.Unlock()
 }
 
-// timerEntryAt reads an entry's due time, the previous entry of its second
-// and, for a tombstone, the entry it cancels (-1 otherwise).
-func (b *Broker) timerEntryAt(off model.QueueOffset) (int64, model.QueueOffset, model.QueueOffset, error) {
-	m, due, err := b.timerMessageAt(off)
+// timerEntryAt reads an entry's due time, the previous entry of its second,
+// for a tombstone the entry it cancels (-1 otherwise), and its payload.
+func (b *Broker) timerEntryAt(off model.QueueOffset) (int64, model.QueueOffset, model.QueueOffset, []byte, error) {
+	payload, due, err := b.timerPayloadAt(off)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, nil, err
+	}
+	m, err := DecodeMessage(payload)
+	if err != nil {
+		return 0, 0, 0, nil, err
 	}
 	v, _ := m.Header(headerTimerPrev)
 	prev, err := strconv.ParseInt(string(v), 10, 64)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("%w: timer entry %d without a previous entry", model.ErrCorruptRecord, off)
+		return 0, 0, 0, nil, fmt.Errorf("%w: timer entry %d without a previous entry", model.ErrCorruptRecord, off)
 	}
 	cancels := int64(-1)
 	if c, ok := m.Header(headerTimerCancel); ok {
 		if cancels, err = strconv.ParseInt(string(c), 10, 64); err != nil {
-			return 0, 0, 0, fmt.Errorf("%w: timer tombstone %d", model.ErrCorruptRecord, off)
+			return 0, 0, 0, nil, fmt.Errorf("%w: timer tombstone %d", model.ErrCorruptRecord, off)
 		}
 	}
-	return due, model.QueueOffset(prev), model.QueueOffset(cancels), nil
+	return due, model.QueueOffset(prev), model.QueueOffset(cancels), payload, nil
 }
 
-// deliverTimer appends a due timer message to its real topic.
-func (b *Broker) deliverTimer(ctx context.Context, off model.QueueOffset) error {
-	res, err := b.engine.Read(b.timers.queue, off, storage.ReadOptions{MaxRecords: 1})
-	if err != nil {
-		if errors.Is(err, model.ErrOffsetOutOfRange) {
-			b.log.Warn("timer message gone before it was due (retention)", "offset", off)
+// deliverTimers appends due timer messages to their real topics, in order,
+// one append per run of messages with the same destination.
+func (b *Broker) deliverTimers(ctx context.Context, batch []timerEntry, payloads [][]byte) error {
+	type dest struct {
+		topic model.TopicName
+		queue int32
+	}
+	var run []model.Message
+	var runDest dest
+	flush := func() error {
+		if len(run) == 0 {
 			return nil
 		}
+		_, err := b.AppendMessages(ctx, runDest.topic, runDest.queue, run)
+		if errors.Is(err, model.ErrUnknownTopic) || errors.Is(err, model.ErrUnknownQueue) {
+			b.log.Warn("timer messages for a deleted topic dropped", "topic", runDest.topic.String(), "count", len(run))
+			err = nil
+		}
+		run = run[:0]
 		return err
 	}
-	defer res.Release()
-	if len(res.Records) == 0 {
-		return fmt.Errorf("no timer entry at %d", off)
+	for i, e := range batch {
+		payload := payloads[i]
+		if payload == nil {
+			var err error
+			if payload, _, err = b.timerPayloadAt(e.offset); errors.Is(err, model.ErrOffsetOutOfRange) {
+				b.log.Warn("timer message gone before it was due (retention)", "offset", e.offset)
+				continue
+			} else if err != nil {
+				return err
+			}
+		}
+		m, err := DecodeMessage(payload)
+		if err != nil {
+			b.log.Error("corrupt timer message dropped", "offset", e.offset, "err", err)
+			continue
+		}
+		realTopic, _ := m.Header(HeaderRealTopic)
+		realQueue, _ := m.Header(HeaderRealQueue)
+		name, err := model.ParseTopicName(string(realTopic))
+		if err != nil {
+			b.log.Error("timer message without a valid destination dropped", "offset", e.offset, "topic", string(realTopic))
+			continue
+		}
+		q, _ := strconv.Atoi(string(realQueue))
+		m.Headers = withoutHeaders(m.Headers, HeaderDelayLevel, headerTimerPrev)
+		if d := (dest{name, int32(q)}); d != runDest {
+			if err := flush(); err != nil {
+				return err
+			}
+			runDest = d
+		}
+		run = append(run, m)
 	}
-	return b.deliverDelayed(ctx, &res.Records[0], headerTimerPrev)
+	return flush()
 }

@@ -33,8 +33,12 @@ func (b *Broker) RecallTimer(ctx context.Context, topic model.TopicName, id stri
 		if h.Queue != w.queue {
 			continue
 		}
-		m, entryDue, err := b.timerMessageAt(h.Offset)
+		payload, entryDue, err := b.timerPayloadAt(h.Offset)
 		if err != nil || due > 0 && entryDue != due {
+			continue
+		}
+		m, err := DecodeMessage(payload)
+		if err != nil {
 			continue
 		}
 		dest, _ := m.Header(HeaderRealTopic)
@@ -59,6 +63,7 @@ func (b *Broker) RecallTimer(ctx context.Context, topic model.TopicName, id stri
 			return fmt.Errorf("%w: %s delivered already", ErrTimerNotPending, id)
 		}
 		w.near.remove(i)
+		delete(w.payloads, target)
 	}
 	prev, ok := w.heads[sec]
 	if !ok {
@@ -78,31 +83,17 @@ func (b *Broker) RecallTimer(ctx context.Context, topic model.TopicName, id stri
 	return nil
 }
 
-// timerMessageAt reads a timer entry's message and due time.
-func (b *Broker) timerMessageAt(off model.QueueOffset) (model.Message, int64, error) {
+// timerPayloadAt reads a timer entry's payload (a copy) and due time.
+func (b *Broker) timerPayloadAt(off model.QueueOffset) ([]byte, int64, error) {
 	res, err := b.engine.Read(b.timers.queue, off, storage.ReadOptions{MaxRecords: 1})
 	if err != nil {
-		return model.Message{}, 0, err
+		return nil, 0, err
 	}
 	defer res.Release()
 	if len(res.Records) == 0 || res.Records[0].BaseOffset != off {
-		return model.Message{}, 0, fmt.Errorf("%w: no timer entry at %d", model.ErrCorruptRecord, off)
+		return nil, 0, fmt.Errorf("%w: no timer entry at %d", model.ErrCorruptRecord, off)
 	}
-	m, err := DecodeMessage(res.Records[0].Payload)
-	if err != nil {
-		return model.Message{}, 0, err
-	}
-	return cloneHeaders(m), res.Records[0].Timestamp, nil
-}
-
-// cloneHeaders copies a decoded message's headers out of the log view (the
-// body is dropped).
-func cloneHeaders(m model.Message) model.Message {
-	hs := make([]model.Header, len(m.Headers))
-	for i, h := range m.Headers {
-		hs[i] = model.Header{Key: h.Key, Value: append([]byte(nil), h.Value...)}
-	}
-	return model.Message{Headers: hs}
+	return append([]byte(nil), res.Records[0].Payload...), res.Records[0].Timestamp, nil
 }
 
 func (h timerHeap) find(off model.QueueOffset) int {

@@ -110,7 +110,12 @@ func TestTimerSurvivesRestart(t *testing.T) {
 	}
 	defer res.Release()
 	if len(res.Records) != 3 {
-		t.Fatalf("%d messages delivered, want 3 (each once)", len(res.Records))
+		var bodies []string
+		for _, r := range res.Records {
+			m, _ := DecodeMessage(r.Payload)
+			bodies = append(bodies, string(m.Body))
+		}
+		t.Fatalf("%d messages delivered, want 3 (each once): %v", len(res.Records), bodies)
 	}
 }
 
