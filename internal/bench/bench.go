@@ -4,12 +4,15 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -90,4 +93,37 @@ func (r *Report) Print(w io.Writer) {
 	for _, e := range r.Extra {
 		fmt.Fprintln(w, e)
 	}
+}
+
+// runSenders calls op for operations 1..n from the given number of
+// goroutines and returns each operation's latency, stopping at the first
+// error.
+func runSenders(ctx context.Context, n int64, senders int, op func(i int64) error) ([]time.Duration, error) {
+	var next atomic.Int64
+	var failed atomic.Value
+	lats := make([][]time.Duration, senders)
+	var wg sync.WaitGroup
+	for s := 0; s < senders; s++ {
+		wg.Add(1)
+		go func(s int) {
+			defer wg.Done()
+			for i := next.Add(1); i <= n && ctx.Err() == nil; i = next.Add(1) {
+				t0 := time.Now()
+				if err := op(i); err != nil {
+					failed.CompareAndSwap(nil, err)
+					return
+				}
+				lats[s] = append(lats[s], time.Since(t0))
+			}
+		}(s)
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		return nil, err
+	}
+	var all []time.Duration
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	return all, nil
 }

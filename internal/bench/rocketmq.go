@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2"
@@ -50,39 +48,19 @@ func RocketMQProduce(ctx context.Context, o RocketMQOptions) (*Report, error) {
 	if _, err := p.SendSync(ctx, primitive.NewMessage(o.Topic, body)); err != nil {
 		return nil, err
 	}
-	var next atomic.Int64
-	var failed atomic.Value
-	lats := make([][]time.Duration, o.Senders)
-	var wg sync.WaitGroup
 	bcpu0 := procCPU(o.BrokerPID)
 	cpu0 := cpuTime()
 	start := time.Now()
-	for s := 0; s < o.Senders; s++ {
-		wg.Add(1)
-		go func(s int) {
-			defer wg.Done()
-			for next.Add(1) <= o.Messages && ctx.Err() == nil {
-				t0 := time.Now()
-				res, err := p.SendSync(ctx, primitive.NewMessage(o.Topic, body))
-				if err == nil && res.Status != primitive.SendOK {
-					err = fmt.Errorf("send status %d", res.Status)
-				}
-				if err != nil {
-					failed.CompareAndSwap(nil, err)
-					return
-				}
-				lats[s] = append(lats[s], time.Since(t0))
-			}
-		}(s)
-	}
-	wg.Wait()
+	all, err := runSenders(ctx, o.Messages, o.Senders, func(int64) error {
+		res, err := p.SendSync(ctx, primitive.NewMessage(o.Topic, body))
+		if err == nil && res.Status != primitive.SendOK {
+			err = fmt.Errorf("send status %d", res.Status)
+		}
+		return err
+	})
 	el := time.Since(start)
-	if err, _ := failed.Load().(error); err != nil {
+	if err != nil {
 		return nil, err
-	}
-	var all []time.Duration
-	for _, l := range lats {
-		all = append(all, l...)
 	}
 	r := &Report{Name: fmt.Sprintf("rocketmq produce: %d B messages, %d sync senders", o.Size, o.Senders),
 		Records: int64(len(all)), Messages: int64(len(all)), Bytes: int64(len(all)) * int64(o.Size), Elapsed: el,

@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker"
@@ -53,48 +51,31 @@ func Timer(ctx context.Context, o TimerOptions) (*Report, error) {
 		}
 		return b, func() { b.Close(); m.Close(); e.Close() }, nil
 	}
-	br, closeAll, err := open()
+	b, closeAll, err := open()
 	if err != nil {
 		return nil, err
 	}
-	b := br
 	name := model.TopicName{Tenant: model.DefaultTenant, Namespace: model.DefaultNamespace, Topic: "timer-bench"}
 	if _, err := b.CreateTopic(ctx, name, 8, broker.TopicConfig{}); err != nil {
 		closeAll()
 		return nil, err
 	}
 	body := make([]byte, max(o.Size, 8))
-	var next atomic.Int64
-	var failed atomic.Value
-	lats := make([][]time.Duration, o.Senders)
 	cpu0 := cpuTime()
 	start := time.Now()
-	var wg sync.WaitGroup
-	for s := 0; s < o.Senders; s++ {
-		wg.Add(1)
-		go func(s int) {
-			defer wg.Done()
-			for i := next.Add(1); i <= o.Messages && ctx.Err() == nil; i = next.Add(1) {
-				lead := time.Minute
-				if o.Deliver {
-					lead = 2 * time.Second
-				}
-				due := start.Add(lead + time.Duration(rand.Int64N(int64(o.Spread)))).UnixMilli()
-				b := append([]byte(nil), body...)
-				binary.BigEndian.PutUint64(b, uint64(due))
-				t0 := time.Now()
-				_, _, err := br.AppendTimer(ctx, name, int32(i%8), model.Message{Body: b}, due)
-				if err != nil {
-					failed.CompareAndSwap(nil, err)
-					return
-				}
-				lats[s] = append(lats[s], time.Since(t0))
-			}
-		}(s)
+	lead := time.Minute
+	if o.Deliver {
+		lead = 2 * time.Second
 	}
-	wg.Wait()
+	all, err := runSenders(ctx, o.Messages, o.Senders, func(i int64) error {
+		due := start.Add(lead + time.Duration(rand.Int64N(int64(o.Spread)))).UnixMilli()
+		body := append([]byte(nil), body...)
+		binary.BigEndian.PutUint64(body, uint64(due))
+		_, _, err := b.AppendTimer(ctx, name, int32(i%8), model.Message{Body: body}, due)
+		return err
+	})
 	el := time.Since(start)
-	if err, _ := failed.Load().(error); err != nil {
+	if err != nil {
 		closeAll()
 		return nil, err
 	}
@@ -119,10 +100,6 @@ func Timer(ctx context.Context, o TimerOptions) (*Report, error) {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	closeAll()
-	var all []time.Duration
-	for _, l := range lats {
-		all = append(all, l...)
-	}
 	r := &Report{Name: fmt.Sprintf("timer store: %d messages due over %v (from +1 min), %d schedulers, sync=%v", o.Messages, o.Spread, o.Senders, o.Sync),
 		Records: int64(len(all)), Messages: int64(len(all)), Bytes: int64(len(all)) * int64(o.Size), Elapsed: el,
 		CPU: cpuTime() - cpu0, Latencies: all}
