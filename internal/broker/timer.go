@@ -369,10 +369,7 @@ func (b *Broker) takeTimers(ctx context.Context) {
 		}
 		w.mu.Unlock()
 		if ok {
-			b.takeTimerSecond(ctx, head)
-			w.mu.Lock()
-			w.walking = -1
-			w.mu.Unlock()
+			b.takeTimerSecond(ctx, head) // (resets walking as it pushes)
 			select {
 			case w.wake <- struct{}{}:
 			default:
@@ -408,6 +405,7 @@ func (b *Broker) takeTimerSecond(ctx context.Context, head model.QueueOffset) {
 		off = prev
 	}
 	w.mu.Lock()
+	w.walking = -1 // in the same critical section as the push: a recall sees one or the other
 	for t := range recalled {
 		delete(w.cancelled, t)
 	}
