@@ -425,13 +425,25 @@ func (l *Log) writeBatch(s *segment, w *batchWriter) error {
 	if w.size == 0 {
 		return nil
 	}
-	if err := pwritevAll(s.f, w.vectors(), w.at); err != nil {
+	if w.size <= mapWriteMax && w.at+w.size <= int64(len(s.data)) {
+		// A small batch is copied into the segment's shared mapping: the
+		// same page cache a write would fill (durable across a process
+		// kill, flushed by fsync), without a system call per send.
+		off := w.at
+		for _, v := range w.vectors() {
+			off += int64(copy(s.data[off:], v))
+		}
+	} else if err := pwritevAll(s.f, w.vectors(), w.at); err != nil {
 		return l.fail(err)
 	}
 	s.used.Store(w.at + w.size)
 	l.written.Store(int64(s.base) + w.at + w.size)
 	return nil
 }
+
+// mapWriteMax is the largest batch written by copying into the mapping;
+// larger ones use pwritev (cheaper per byte than faulting in many pages).
+const mapWriteMax = 16 << 10
 
 // pwritevAll writes every vector at off, resuming after short writes.
 func pwritevAll(f *os.File, iov [][]byte, off int64) error {
