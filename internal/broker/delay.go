@@ -189,8 +189,8 @@ func (b *Broker) deliverLevel(ctx context.Context, t *Topic, level int) {
 }
 
 // deliverDelayed appends a due message to its real topic and queue, without
-// its DELAY level and the further headers strip names.
-func (b *Broker) deliverDelayed(ctx context.Context, r *StoredRecord, strip ...string) error {
+// its DELAY level.
+func (b *Broker) deliverDelayed(ctx context.Context, r *StoredRecord) error {
 	m, err := DecodeMessage(r.Payload)
 	if err != nil {
 		b.log.Error("corrupt delayed message dropped", "offset", r.BaseOffset, "err", err)
@@ -204,7 +204,7 @@ func (b *Broker) deliverDelayed(ctx context.Context, r *StoredRecord, strip ...s
 		return nil
 	}
 	q, _ := strconv.Atoi(string(realQueue))
-	m.Headers = withoutHeaders(m.Headers, append(strip, HeaderDelayLevel)...)
+	m.Headers = withoutHeaders(m.Headers, HeaderDelayLevel)
 	// m aliases the log view; AppendMessages encodes it before returning.
 	_, err = b.AppendMessages(ctx, name, int32(q), []model.Message{m})
 	if errors.Is(err, model.ErrUnknownTopic) || errors.Is(err, model.ErrUnknownQueue) {
