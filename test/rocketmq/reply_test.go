@@ -2,6 +2,7 @@ package rocketmq_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,17 +23,23 @@ func TestRequestReply(t *testing.T) {
 		t.Fatalf("create topic: %d", r.Code)
 	}
 	responder := startProducer(t, addr, "rr-responder")
+	// The responder may see a request again (at-least-once) after the test
+	// is over and its requester gone: failures are reported, not t.Error'd
+	// from the client's goroutine.
+	var mu sync.Mutex
+	var failures []error
 	startConsumer(t, addr, "rr-g", "rr", consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
 		func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 			for _, m := range msgs {
 				reply, err := consumer.CreateReplyMessage(m, nil)
-				if err != nil {
-					t.Error(err)
-					continue
+				if err == nil {
+					reply.Body = append([]byte("re: "), m.Body...)
+					_, err = responder.SendSync(ctx, reply)
 				}
-				reply.Body = append([]byte("re: "), m.Body...)
-				if _, err := responder.SendSync(ctx, reply); err != nil {
-					t.Error(err)
+				if err != nil {
+					mu.Lock()
+					failures = append(failures, err)
+					mu.Unlock()
 				}
 			}
 			return consumer.ConsumeSuccess, nil
@@ -48,5 +55,10 @@ func TestRequestReply(t *testing.T) {
 		if string(reply.Body) != "re: "+body {
 			t.Fatalf("request %d: reply %q", i, reply.Body)
 		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(failures) > 0 {
+		t.Fatalf("responder failures: %v", failures)
 	}
 }
