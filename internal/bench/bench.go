@@ -127,3 +127,12 @@ func runSenders(ctx context.Context, n int64, senders int, op func(i int64) erro
 	}
 	return all, nil
 }
+
+// opsReport is the report of a run of single-message operations of size
+// bytes each, with their latencies, and the process's CPU since cpu0.
+func opsReport(name string, lats []time.Duration, size int, el, cpu0 time.Duration) *Report {
+	n := int64(len(lats))
+	r := &Report{Name: name, Records: n, Messages: n, Bytes: n * int64(size), Elapsed: el, CPU: cpuTime() - cpu0, Latencies: lats}
+	r.RSSBytes, r.PeakRSS, r.AnonBytes = rss()
+	return r
+}

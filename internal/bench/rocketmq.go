@@ -62,10 +62,7 @@ func RocketMQProduce(ctx context.Context, o RocketMQOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Name: fmt.Sprintf("rocketmq produce: %d B messages, %d sync senders", o.Size, o.Senders),
-		Records: int64(len(all)), Messages: int64(len(all)), Bytes: int64(len(all)) * int64(o.Size), Elapsed: el,
-		CPU: cpuTime() - cpu0, Latencies: all}
-	r.RSSBytes, r.PeakRSS, r.AnonBytes = rss()
+	r := opsReport(fmt.Sprintf("rocketmq produce: %d B messages, %d sync senders", o.Size, o.Senders), all, o.Size, el, cpu0)
 	r.Extra = append(r.Extra, "(latency: one sync send, request to acknowledgement; cpu: load generator)")
 	KafkaOptions{BrokerPID: o.BrokerPID}.brokerExtra(r, bcpu0)
 	return r, nil

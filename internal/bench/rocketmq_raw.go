@@ -60,10 +60,7 @@ func RocketMQProduceRaw(ctx context.Context, o RocketMQOptions) (*Report, error)
 	for _, l := range lats {
 		all = append(all, l...)
 	}
-	r := &Report{Name: fmt.Sprintf("rocketmq produce (raw pipelined sender): %d B messages, %d connections × %d in flight", o.Size, conns, inflight),
-		Records: int64(len(all)), Messages: int64(len(all)), Bytes: int64(len(all)) * int64(o.Size), Elapsed: el,
-		CPU: cpuTime() - cpu0, Latencies: all}
-	r.RSSBytes, r.PeakRSS, r.AnonBytes = rss()
+	r := opsReport(fmt.Sprintf("rocketmq produce (raw pipelined sender): %d B messages, %d connections × %d in flight", o.Size, conns, inflight), all, o.Size, el, cpu0)
 	r.Extra = append(r.Extra, "(latency: request written to answer read; cpu: load generator)")
 	KafkaOptions{BrokerPID: o.BrokerPID}.brokerExtra(r, bcpu0)
 	return r, nil

@@ -100,10 +100,8 @@ func Timer(ctx context.Context, o TimerOptions) (*Report, error) {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	closeAll()
-	r := &Report{Name: fmt.Sprintf("timer store: %d messages due over %v (from +1 min), %d schedulers, sync=%v", o.Messages, o.Spread, o.Senders, o.Sync),
-		Records: int64(len(all)), Messages: int64(len(all)), Bytes: int64(len(all)) * int64(o.Size), Elapsed: el,
-		CPU: cpuTime() - cpu0, Latencies: all}
-	r.RSSBytes, r.PeakRSS, r.AnonBytes = rss()
+	r := opsReport(fmt.Sprintf("timer store: %d messages due over %v (from +1 min), %d schedulers, sync=%v", o.Messages, o.Spread, o.Senders, o.Sync),
+		all, o.Size, el, cpu0)
 	r.Extra = append(r.Extra,
 		fmt.Sprintf("heap with all pending: %.1f MiB; after a restart with them pending: %.1f MiB", float64(heapPending)/(1<<20), float64(ms.HeapAlloc)/(1<<20)),
 		fmt.Sprintf("restart (open, rebuild the timer lists from the index): %v", restart.Round(time.Millisecond)),
