@@ -59,6 +59,7 @@ func NewMetrics() *Metrics {
 // Handler returns the admin HTTP handler for b.
 func Handler(b *broker.Broker, m *Metrics, log *slog.Logger) http.Handler {
 	m.Registry.MustRegister(newStorageCollector(b))
+	registerTxnMetrics(m.Registry, b)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -168,4 +169,21 @@ func (c *storageCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge("disk_full", full)
 	}
+}
+
+// registerTxnMetrics exposes RocketMQ transactional message counts.
+func registerTxnMetrics(reg *prometheus.Registry, b *broker.Broker) {
+	name := func(n string) string { return "rosetta_rocketmq_transactions_" + n }
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name("pending"), Help: "Half messages waiting for their producer's decision."},
+			func() float64 { return float64(b.TxnStats().Pending) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name("committed_total"), Help: "Half messages committed since start."},
+			func() float64 { return float64(b.TxnStats().Committed) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name("rolled_back_total"), Help: "Half messages rolled back since start."},
+			func() float64 { return float64(b.TxnStats().RolledBack) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name("checks_total"), Help: "Check-back requests made since start."},
+			func() float64 { return float64(b.TxnStats().Checks) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name("discarded_total"), Help: "Half messages moved to TRANS_CHECK_MAX_TIME_TOPIC after the maximum checks."},
+			func() float64 { return float64(b.TxnStats().Discarded) }),
+	)
 }

@@ -131,6 +131,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.broker, err = broker.New(ctx, a.engine, a.meta, broker.Options{
 		DelayLevels:       delays,
 		MaxTimerDelay:     cfg.Broker.MaxTimerDelay,
+		TxnTimeout:        cfg.Broker.TransactionTimeout,
+		TxnCheckInterval:  cfg.Broker.TransactionCheckInterval,
+		TxnCheckMax:       cfg.Broker.TransactionCheckMax,
 		AutoCreateTopics:  cfg.Broker.AutoCreateTopics,
 		DefaultQueues:     cfg.Broker.DefaultQueues,
 		MaxQueuesPerTopic: cfg.Broker.MaxQueuesPerTopic,

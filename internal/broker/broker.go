@@ -53,8 +53,15 @@ type Options struct {
 	// MaxTimerDelay is the longest a timer message may wait (40 days when
 	// zero).
 	MaxTimerDelay time.Duration
-	Logger        *slog.Logger
-	Now           func() time.Time
+	// TxnTimeout is how old a RocketMQ half message is before the broker
+	// asks its producer group (6 s when zero); TxnCheckInterval spaces the
+	// checks of one message (30 s); after TxnCheckMax checks (15) it is
+	// discarded.
+	TxnTimeout       time.Duration
+	TxnCheckInterval time.Duration
+	TxnCheckMax      int
+	Logger           *slog.Logger
+	Now              func() time.Time
 }
 
 // DefaultOptions returns the broker defaults.
@@ -85,6 +92,7 @@ type Broker struct {
 	offsets  *offsetStore
 	groupCfg groupConfigs
 	timers   *timerWheel
+	halves   *halfStore
 	batches  *kbatch.Reader // looks into Kafka batches (exact time lookups)
 
 	cancel context.CancelFunc
@@ -115,6 +123,15 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	}
 	if opts.MaxTimerDelay <= 0 {
 		opts.MaxTimerDelay = 40 * 24 * time.Hour
+	}
+	if opts.TxnTimeout <= 0 {
+		opts.TxnTimeout = 6 * time.Second
+	}
+	if opts.TxnCheckInterval <= 0 {
+		opts.TxnCheckInterval = 30 * time.Second
+	}
+	if opts.TxnCheckMax <= 0 {
+		opts.TxnCheckMax = 15
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -159,6 +176,11 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 		return nil, err
 	}
 	if err := b.startTimers(ctx, bctx); err != nil {
+		cancel()
+		b.wg.Wait()
+		return nil, err
+	}
+	if err := b.startHalfStore(ctx, bctx); err != nil {
 		cancel()
 		b.wg.Wait()
 		return nil, err
@@ -261,24 +283,8 @@ func (b *Broker) AppendMessages(ctx context.Context, name model.TopicName, index
 	slab := make([]storage.Record, len(msgs))
 	now := b.opts.Now().UnixMilli()
 	for i := range msgs {
-		m := &msgs[i]
-		if m.BornTime == 0 {
-			m.BornTime = now
-		}
-		r := &slab[i]
-		*r = storage.Record{Format: model.FormatMessage, Count: 1, Timestamp: m.BornTime, Payload: EncodeMessage(nil, m)}
-		if len(m.Key) > 0 {
-			r.Keys = []storage.Key{{Key: m.Key}}
-		}
-		for _, k := range m.IndexKeys {
-			if k != "" && k != string(m.Key) {
-				r.Keys = append(r.Keys, storage.Key{Key: []byte(k)})
-			}
-		}
-		if m.Tags != "" {
-			r.TagHash = TagHash(m.Tags)
-		}
-		recs[i] = r
+		messageRecord(&slab[i], &msgs[i], now)
+		recs[i] = &slab[i]
 	}
 	if err := b.Append(ctx, name, index, recs, storage.AppendOptions{}); err != nil {
 		return nil, err
@@ -288,6 +294,26 @@ func (b *Broker) AppendMessages(ctx context.Context, name model.TopicName, index
 		offs[i] = r.BaseOffset
 	}
 	return offs, nil
+}
+
+// messageRecord fills r with m in the neutral format, its keys and tag hash
+// (m's born time defaults to now).
+func messageRecord(r *storage.Record, m *model.Message, now int64) {
+	if m.BornTime == 0 {
+		m.BornTime = now
+	}
+	*r = storage.Record{Format: model.FormatMessage, Count: 1, Timestamp: m.BornTime, Payload: EncodeMessage(nil, m)}
+	if len(m.Key) > 0 {
+		r.Keys = []storage.Key{{Key: m.Key}}
+	}
+	for _, k := range m.IndexKeys {
+		if k != "" && k != string(m.Key) {
+			r.Keys = append(r.Keys, storage.Key{Key: []byte(k)})
+		}
+	}
+	if m.Tags != "" {
+		r.TagHash = TagHash(m.Tags)
+	}
 }
 
 // KeyHit is a candidate location of a message stored with a key.

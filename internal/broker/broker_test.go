@@ -22,6 +22,11 @@ type fixture struct {
 
 func open(t *testing.T, dir string) *fixture {
 	t.Helper()
+	return openWith(t, dir, Options{AutoCreateTopics: true})
+}
+
+func openWith(t *testing.T, dir string, opts Options) *fixture {
+	t.Helper()
 	c := storage.DefaultConfig(filepath.Join(dir, "data"))
 	c.SegmentSize = 1 << 20
 	c.MaxRecordSize = 256 << 10
@@ -35,7 +40,7 @@ func open(t *testing.T, dir string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(context.Background(), e, m, Options{AutoCreateTopics: true})
+	b, err := New(context.Background(), e, m, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

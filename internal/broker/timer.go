@@ -304,10 +304,11 @@ func (b *Broker) runTimers(ctx context.Context) {
 		// Advance and persist the cursor: the first entry not delivered.
 		w.mu.Lock()
 		// Entries sent from now on are due later than now (AppendTimer
-		// delivers due ones at once): so the cursor is now, or the first
-		// entry in the heap, or the start of the first second not read
-		// into the heap yet, whichever comes first.
-		cursor := timerEntry{due: b.opts.Now().UnixMilli()}
+		// delivers due ones at once): so the cursor is the next
+		// millisecond (every entry due by now that is not in the heap was
+		// delivered), or the first entry in the heap, or the start of the
+		// first second not read into the heap yet, whichever comes first.
+		cursor := timerEntry{due: b.opts.Now().UnixMilli() + 1}
 		if w.near.Len() > 0 && w.near[0].before(cursor) {
 			cursor = w.near[0]
 		}

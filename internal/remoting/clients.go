@@ -159,6 +159,19 @@ func (r *registry) members(group string) []*conn {
 	return out
 }
 
+// producerConns returns the connections of a producer group's live clients.
+func (r *registry) producerConns(group string) []*conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*conn
+	for _, cl := range r.producers[group] {
+		if cl.conn.ctx != nil && cl.conn.ctx.Err() == nil {
+			out = append(out, cl.conn)
+		}
+	}
+	return out
+}
+
 // connOf returns the connection of a registered client by id (nil when it
 // is not connected).
 func (r *registry) connOf(clientID string) *conn {

@@ -94,6 +94,14 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	if queueID < 0 || int(queueID) >= t.QueueCount() {
 		queueID = rand.Int32N(int32(t.QueueCount()))
 	}
+	if len(msgs) == 1 && isHalf(&msgs[0]) {
+		// A transactional half message waits for its producer's decision.
+		off, err := s.broker.AppendHalf(rc.ctx, t.Name, queueID, msgs[0])
+		if err != nil {
+			return errorResponse(req, err)
+		}
+		return sendResponse(req, []string{rc.conn.ids.ID(position(s.broker.HalfQueue(), off))}, queueID, off, &msgs[0])
+	}
 	if lv, ok := msgs[0].Header(broker.HeaderDelayLevel); ok && len(msgs) == 1 {
 		if level, _ := strconv.Atoi(string(lv)); level > 0 {
 			// A delayed message waits in the broker's delay levels.

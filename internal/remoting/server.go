@@ -70,6 +70,7 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 	s := &Server{stats: serverStats{started: time.Now()}, opts: opts, log: opts.Logger.With("proto", "remoting"), broker: b,
 		clients: newRegistry(), batches: kbatch.NewReader(64 << 20), locks: locks.New(60*time.Second, nil)}
 	s.handlers = s.handlerTable()
+	b.AddTxnChecker(s.checkTransaction)
 	return s
 }
 
@@ -77,6 +78,7 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 func (s *Server) handlerTable() map[int32]handlerFunc {
 	return map[int32]handlerFunc{
 		protocol.GetRouteInfoByTopic:              handleGetRouteInfo,
+		protocol.EndTransaction:                   handleEndTransaction,
 		protocol.GetBrokerClusterInfo:             handleGetBrokerClusterInfo,
 		protocol.GetAllTopicListFromNameserver:    handleGetAllTopicList,
 		protocol.HeartBeat:                        handleHeartbeat,

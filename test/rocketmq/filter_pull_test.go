@@ -17,10 +17,7 @@ import (
 func TestPullFiltersOnBroker(t *testing.T) {
 	n := startNode(t)
 	addr := n.RemotingAddr()
-	if r := call(t, addr, &protocol.Command{Code: protocol.UpdateAndCreateTopic,
-		ExtFields: map[string]string{"topic": "filtered", "writeQueueNums": "1", "readQueueNums": "1"}}); r.Code != protocol.Success {
-		t.Fatalf("create topic: %d", r.Code)
-	}
+	createTopic(t, addr, "filtered", 1)
 	p := startProducer(t, addr, "filter-pg")
 	for i := 0; i < 30; i++ {
 		m := primitive.NewMessage("filtered", []byte(fmt.Sprint("f", i)))

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
 	"github.com/rosettamq/rosetta/internal/app/apptest"
+	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
 
 func TestMain(m *testing.M) {
@@ -49,4 +50,14 @@ func startProducer(t *testing.T, addr, group string, opts ...producer.Option) ro
 	}
 	t.Cleanup(func() { _ = p.Shutdown() })
 	return p
+}
+
+// createTopic creates a topic with queues read and write queues.
+func createTopic(t *testing.T, addr, topic string, queues int) {
+	t.Helper()
+	q := fmt.Sprint(queues)
+	if r := call(t, addr, &protocol.Command{Code: protocol.UpdateAndCreateTopic,
+		ExtFields: map[string]string{"topic": topic, "writeQueueNums": q, "readQueueNums": q}}); r.Code != protocol.Success {
+		t.Fatalf("create topic %s: %d %s", topic, r.Code, r.Remark)
+	}
 }

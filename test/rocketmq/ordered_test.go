@@ -17,7 +17,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
-	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
 
 // TestOrderedConsumption: messages sent to chosen queues are consumed by two
@@ -30,10 +29,7 @@ func TestOrderedConsumption(t *testing.T) {
 	// a queue a rebalance takes from an orderly consumer (its lease runs
 	// out after 60 s), so the test keeps the messages where the first
 	// consumer keeps them.
-	if r := call(t, addr, &protocol.Command{Code: protocol.UpdateAndCreateTopic,
-		ExtFields: map[string]string{"topic": "ordered", "writeQueueNums": "8", "readQueueNums": "8"}}); r.Code != protocol.Success {
-		t.Fatalf("create topic: %d", r.Code)
-	}
+	createTopic(t, addr, "ordered", 8)
 	p := startProducer(t, addr, "ordered-pg", producer.WithQueueSelector(producer.NewManualQueueSelector()))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

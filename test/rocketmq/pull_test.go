@@ -10,7 +10,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
-	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
 
 // TestPullConsumerSeeks: a pull consumer assigned a queue starts where it
@@ -19,10 +18,7 @@ import (
 func TestPullConsumerSeeks(t *testing.T) {
 	n := startNode(t)
 	addr := n.RemotingAddr()
-	if r := call(t, addr, &protocol.Command{Code: protocol.UpdateAndCreateTopic,
-		ExtFields: map[string]string{"topic": "seekable", "writeQueueNums": "1", "readQueueNums": "1"}}); r.Code != protocol.Success {
-		t.Fatalf("create topic: %d", r.Code)
-	}
+	createTopic(t, addr, "seekable", 1)
 	p := startProducer(t, addr, "seek-pg")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

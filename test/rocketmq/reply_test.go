@@ -9,7 +9,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
-	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
 
 // TestRequestReply: a requester's Request returns the reply a responder
@@ -18,10 +17,7 @@ import (
 func TestRequestReply(t *testing.T) {
 	n := startNode(t)
 	addr := n.RemotingAddr()
-	if r := call(t, addr, &protocol.Command{Code: protocol.UpdateAndCreateTopic,
-		ExtFields: map[string]string{"topic": "rr", "writeQueueNums": "2", "readQueueNums": "2"}}); r.Code != protocol.Success {
-		t.Fatalf("create topic: %d", r.Code)
-	}
+	createTopic(t, addr, "rr", 2)
 	responder := startProducer(t, addr, "rr-responder")
 	// The responder may see a request again (at-least-once) after the test
 	// is over and its requester gone: failures are reported, not t.Error'd

@@ -87,10 +87,7 @@ func TestTimerMessages(t *testing.T) {
 func TestRecallMessage(t *testing.T) {
 	n := startNode(t)
 	addr := n.RemotingAddr()
-	if r := call(t, addr, &protocol.Command{Code: protocol.UpdateAndCreateTopic,
-		ExtFields: map[string]string{"topic": "recallable", "writeQueueNums": "1", "readQueueNums": "1"}}); r.Code != protocol.Success {
-		t.Fatalf("create topic: %d", r.Code)
-	}
+	createTopic(t, addr, "recallable", 1)
 	send := func(id string) *protocol.Command {
 		r := call(t, addr, &protocol.Command{Code: protocol.SendMessage, Body: []byte(id), ExtFields: map[string]string{
 			"producerGroup": "recall-pg", "topic": "recallable", "queueId": "0", "sysFlag": "0", "bornTimestamp": "0", "flag": "0",
