@@ -115,3 +115,29 @@ func FuzzRecords(f *testing.F) {
 		}
 	})
 }
+
+func TestControlBatch(t *testing.T) {
+	for _, commit := range []bool{true, false} {
+		b := AppendControlBatch(nil, 42, 3, commit, 0, 1000)
+		batches, hdrs, err := Split(b)
+		if err != nil || len(batches) != 1 {
+			t.Fatalf("split: %v", err)
+		}
+		h := hdrs[0]
+		if h.ProducerID != 42 || h.ProducerEpoch != 3 || h.Attributes&AttrControl == 0 || h.Attributes&AttrTransactional == 0 || h.NumRecords != 1 {
+			t.Fatalf("header %+v", h)
+		}
+		typ, err := ControlType(b)
+		if err != nil || (typ == ControlCommit) != commit {
+			t.Fatalf("type %d %v", typ, err)
+		}
+	}
+}
+
+func FuzzControlType(f *testing.F) {
+	f.Add(AppendControlBatch(nil, 1, 0, true, 0, 0))
+	f.Add(make([]byte, HeaderSize))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = ControlType(b)
+	})
+}

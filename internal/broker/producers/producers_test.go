@@ -150,3 +150,51 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		}
 	})
 }
+
+func TestTxnIndex(t *testing.T) {
+	x := NewTxnIndex()
+	x.Begin(1, 7, 10)
+	x.Placed(1, 7, 10, 12)
+	x.Begin(1, 8, 15)
+	if lso := x.LastStable(1, 20); lso != 12 {
+		t.Fatalf("lso %d", lso)
+	}
+	x.End(1, 7, 18, false)
+	x.End(1, 8, 19, true)
+	if lso := x.LastStable(1, 20); lso != 20 {
+		t.Fatalf("lso after end %d", lso)
+	}
+	if !x.IsAborted(1, 7, 13) || x.IsAborted(1, 8, 16) || x.IsAborted(1, 7, 19) {
+		t.Fatal("aborted ranges")
+	}
+	if got := x.Aborted(1, 0, 13); len(got) != 1 || got[0].FirstOffset != 12 {
+		t.Fatalf("aborted %+v", got)
+	}
+	if got := x.Aborted(1, 19, 30); len(got) != 0 {
+		t.Fatalf("aborted past the range %+v", got)
+	}
+	x.Begin(2, 9, 3)
+	snap, err := x.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := NewTxnIndex()
+	if err := y.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	if y.LastStable(2, 10) != 3 || !y.IsAborted(1, 7, 13) {
+		t.Fatal("restored index differs")
+	}
+}
+
+func FuzzDecodeTxnSnapshot(f *testing.F) {
+	x := NewTxnIndex()
+	x.Begin(1, 7, 10)
+	x.End(1, 7, 12, false)
+	x.Begin(1, 8, 13)
+	snap, _ := x.Capture()
+	f.Add(snap)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = decodeTxnSnapshot(b)
+	})
+}
