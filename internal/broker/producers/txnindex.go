@@ -292,7 +292,9 @@ func (x *TxnIndex) Restore(data []byte) error {
 
 func decodeTxnSnapshot(data []byte) (map[model.QueueID]*queueTxns, error) {
 	le := binary.LittleEndian
-	bad := func(what string) error { return fmt.Errorf("%w: transaction index snapshot: %s", model.ErrCorruptRecord, what) }
+	bad := func(what string) error {
+		return fmt.Errorf("%w: transaction index snapshot: %s", model.ErrCorruptRecord, what)
+	}
 	if len(data) < 5 {
 		return nil, bad("short header")
 	}
