@@ -23,6 +23,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
+	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/kafka"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
@@ -85,6 +86,8 @@ type App struct {
 	broker    *broker.Broker
 	groups    *groups.Coordinator
 	producers *producers.Manager
+	kafkaTxns *producers.TxnIndex
+	txns      *txn.Coordinator
 	metrics   *admin.Metrics
 
 	mu        sync.Mutex
@@ -117,7 +120,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		MaxStates:  cfg.Broker.MaxProducerStates,
 		Logger:     log,
 	})
-	sc.StateKeepers = append(sc.StateKeepers, a.producers)
+	a.kafkaTxns = producers.NewTxnIndex()
+	sc.StateKeepers = append(sc.StateKeepers, a.producers, a.kafkaTxns)
 	if a.engine, err = storage.Open(sc); err != nil {
 		a.meta.Close()
 		return nil, err
@@ -137,12 +141,21 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		AutoCreateTopics:  cfg.Broker.AutoCreateTopics,
 		DefaultQueues:     cfg.Broker.DefaultQueues,
 		MaxQueuesPerTopic: cfg.Broker.MaxQueuesPerTopic,
+		KafkaTxns:         a.kafkaTxns,
 		Logger:            log,
 	})
 	if err != nil {
 		a.meta.Close()
 		a.engine.Close()
 		return nil, err
+	}
+	a.txns, err = txn.New(ctx, a.broker, a.producers, a.kafkaTxns, txn.Options{
+		MaxTimeout: cfg.Broker.TransactionMaxTimeout, Logger: log})
+	if err != nil {
+		a.broker.Close()
+		a.meta.Close()
+		a.engine.Close()
+		return nil, fmt.Errorf("transaction coordinator: %w", err)
 	}
 	a.groups = groups.New(groups.Options{Logger: log,
 		MinSessionTimeout: cfg.Broker.GroupMinSessionTimeout, MaxSessionTimeout: cfg.Broker.GroupMaxSessionTimeout,
@@ -230,6 +243,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
 			MaxBytesInFlight:   int64(a.cfg.Limits.MaxBytesInFlight),
 			Producers:          a.producers,
+			Transactions:       a.txns,
 			ObserveRequest:     func(api string, took time.Duration) { a.metrics.ObserveRequest("kafka", api, took) },
 			Logger:             a.log,
 		})
@@ -280,6 +294,7 @@ func (a *App) listenAddr(name string) string {
 func (a *App) close() error {
 	var errs []error
 	a.groups.Close()
+	errs = append(errs, a.txns.Close())
 	errs = append(errs, a.broker.Close())
 	errs = append(errs, a.meta.Close())
 	errs = append(errs, a.engine.Close())

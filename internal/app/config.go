@@ -132,6 +132,7 @@ type BrokerConfig struct {
 
 	TransactionTimeout       time.Duration `yaml:"transaction_timeout" help:"age of a RocketMQ transactional half message before the broker asks its producer group (RocketMQ transactionTimeOut)"`
 	TransactionCheckInterval time.Duration `yaml:"transaction_check_interval" help:"time between two checks of one pending RocketMQ transactional message (RocketMQ transactionCheckInterval)"`
+	TransactionMaxTimeout    time.Duration `yaml:"transaction_max_timeout" help:"longest transaction timeout a Kafka transactional producer may ask for (Kafka transaction.max.timeout.ms)"`
 	TransactionCheckMax      int           `yaml:"transaction_check_max" help:"checks of a pending RocketMQ transactional message before it is moved to TRANS_CHECK_MAX_TIME_TOPIC (RocketMQ transactionCheckMax)"`
 
 	GroupConsumerSessionTimeout    time.Duration `yaml:"group_consumer_session_timeout" help:"session timeout of consumer-protocol (KIP-848) group members (Kafka group.consumer.session.timeout.ms)"`
@@ -170,7 +171,8 @@ func DefaultConfig() Config {
 			GroupConsumerSessionTimeout: 45 * time.Second, GroupConsumerHeartbeatInterval: 2 * time.Second,
 			MaxTimerDelay:      40 * 24 * time.Hour,
 			TransactionTimeout: 6 * time.Second, TransactionCheckInterval: 30 * time.Second, TransactionCheckMax: 15,
-			DelayLevels: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"},
+			TransactionMaxTimeout: 15 * time.Minute,
+			DelayLevels:           "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"},
 		Limits:          LimitsConfig{MaxFrameBytes: 100 << 20, MaxInflightPerConn: 64, MaxBytesInFlight: 512 << 20},
 		ShutdownTimeout: 5 * time.Second,
 		GCPercent:       400,
@@ -209,8 +211,8 @@ func (c Config) Validate() error {
 		return bad("gc_percent %d: want a positive percentage, or -1 (off)", c.GCPercent)
 	case c.Broker.MaxTimerDelay <= 0:
 		return bad("broker.max_timer_delay must be positive")
-	case c.Broker.TransactionTimeout <= 0 || c.Broker.TransactionCheckInterval <= 0 || c.Broker.TransactionCheckMax <= 0:
-		return bad("broker.transaction_timeout, broker.transaction_check_interval and broker.transaction_check_max must be positive")
+	case c.Broker.TransactionTimeout <= 0 || c.Broker.TransactionCheckInterval <= 0 || c.Broker.TransactionCheckMax <= 0 || c.Broker.TransactionMaxTimeout <= 0:
+		return bad("broker.transaction_timeout, broker.transaction_check_interval and broker.transaction_check_max and broker.transaction_max_timeout must be positive")
 	case c.ShutdownTimeout <= 0:
 		return bad("shutdown_timeout must be positive")
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
+	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
@@ -60,7 +61,11 @@ type Options struct {
 	TxnTimeout       time.Duration
 	TxnCheckInterval time.Duration
 	TxnCheckMax      int
-	Logger           *slog.Logger
+	// KafkaTxns is the index of open and aborted Kafka transactions per
+	// queue (a storage state keeper the composition root registers); nil:
+	// an empty one, in memory.
+	KafkaTxns *producers.TxnIndex
+	Logger    *slog.Logger
 	Now              func() time.Time
 }
 
@@ -133,6 +138,9 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	if opts.TxnCheckMax <= 0 {
 		opts.TxnCheckMax = 15
 	}
+	if opts.KafkaTxns == nil {
+		opts.KafkaTxns = producers.NewTxnIndex()
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -149,6 +157,10 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 		byQueue: map[model.QueueID]QueueRef{},
 		batches: kbatch.NewReader(maxDecompressedBatch),
 	}
+	opts.KafkaTxns.SetStartOffsets(func(q model.QueueID) (model.QueueOffset, bool) {
+		start, _, _, err := engine.Offsets(q)
+		return start, err == nil
+	})
 	if err := b.loadTopics(ctx); err != nil {
 		return nil, fmt.Errorf("load topics: %w", err)
 	}
@@ -205,6 +217,15 @@ func (b *Broker) Close() error {
 func (b *Broker) OffsetsTopic() *Topic {
 	t, _ := b.Topic(offsetsTopic)
 	return t
+}
+
+// KafkaTxns is the index of open and aborted Kafka transactions per queue.
+func (b *Broker) KafkaTxns() *producers.TxnIndex { return b.opts.KafkaTxns }
+
+// LastStable returns a queue's last stable offset (below any open Kafka
+// transaction) given its high watermark.
+func (b *Broker) LastStable(id model.QueueID, hw model.QueueOffset) model.QueueOffset {
+	return b.opts.KafkaTxns.LastStable(id, hw)
 }
 
 // Meta is the metadata store (for components that keep their own keys, such
@@ -296,6 +317,25 @@ func (b *Broker) AppendMessages(ctx context.Context, name model.TopicName, index
 	return offs, nil
 }
 
+// MessageRecord is m in the neutral format as a record for queue q, with
+// its keys and tag hash.
+func (b *Broker) MessageRecord(q model.QueueID, m *model.Message) *storage.Record {
+	r := &storage.Record{}
+	messageRecord(r, m, b.opts.Now().UnixMilli())
+	r.Queue = q
+	return r
+}
+
+// EnsureInternalTopic returns an internal topic, creating it with n queues
+// and cfg when missing (for state kept in the log by other components).
+func (b *Broker) EnsureInternalTopic(ctx context.Context, name model.TopicName, n int, cfg TopicConfig) (*Topic, error) {
+	t, err := b.Topic(name)
+	if errors.Is(err, model.ErrUnknownTopic) {
+		t, err = b.createTopic(ctx, name, n, cfg, true)
+	}
+	return t, err
+}
+
 // messageRecord fills r with m in the neutral format, its keys and tag hash
 // (m's born time defaults to now).
 func messageRecord(r *storage.Record, m *model.Message, now int64) {
@@ -385,6 +425,9 @@ type Watch struct {
 	// MaxBytes caps what this queue counts towards WaitBytes (the fetch's
 	// partition limit); 0 counts any data as enough.
 	MaxBytes int
+	// Stable waits for data below the last stable offset (read_committed):
+	// nothing counts while Offset is at or past it.
+	Stable bool
 }
 
 // Wait parks until one of the watched queues has data past its offset or ctx
@@ -417,6 +460,9 @@ func (b *Broker) WaitBytes(ctx context.Context, watches []Watch, minBytes int) e
 			n, hw, err := b.engine.VisibleBytes(ids[i], w.Offset, limit)
 			if err != nil {
 				return err
+			}
+			if w.Stable && w.Offset >= b.LastStable(ids[i], hw) {
+				n = 0 // (a transaction's end wakes the queue)
 			}
 			total += n
 			waitAt[ids[i]] = max(hw, w.Offset)

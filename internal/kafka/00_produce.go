@@ -19,8 +19,11 @@ package kafka
 // INVALID_RECORD naming each offending record's index in its batch (KIP-467).
 // Other invalid batches are named as a whole (index 0).
 //
-// Not implemented: transactional batches (no transaction coordinator yet:
-// INVALID_TXN_STATE).
+// Transactional batches must come from the producer id and epoch of an open
+// transaction that added the partition (INVALID_TXN_STATE otherwise;
+// INVALID_PRODUCER_EPOCH for a fenced epoch); the partition's transaction
+// index learns of the batch before it is appended, so the last stable
+// offset never passes it. Control batches from clients are INVALID_RECORD.
 
 import (
 	"context"
@@ -118,9 +121,13 @@ func (s *Server) producePartition(rc *reqCtx, t *broker.Topic, partition int32, 
 			}
 		}
 	}
+	transactional := hdrs[0].Attributes&kbatch.AttrTransactional != 0
 	for _, h := range hdrs {
-		if h.Attributes&kbatch.AttrTransactional != 0 || h.Attributes&kbatch.AttrControl != 0 {
-			return 0, errTransactionsUnsupported
+		if h.Attributes&kbatch.AttrControl != 0 {
+			return 0, errClientControlBatch
+		}
+		if (h.Attributes&kbatch.AttrTransactional != 0) != transactional || (transactional && h.ProducerID < 0) {
+			return 0, errMixedTransactional
 		}
 	}
 	logAppend := t.Config.TimestampType == "LogAppendTime"
@@ -164,6 +171,15 @@ func fillProduced(pr *kmsg.ProduceResponseTopicPartition, recs []*broker.Record,
 func (s *Server) produceIdempotent(rc *reqCtx, t *broker.Topic, partition int32, queue model.QueueID, recs []*broker.Record,
 	hdrs []kbatch.Header, pr *kmsg.ProduceResponseTopicPartition, logAppend bool, now int64) (model.LogPos, error) {
 	pid := hdrs[0].ProducerID
+	transactional := hdrs[0].Attributes&kbatch.AttrTransactional != 0
+	if transactional {
+		if s.txns == nil {
+			return 0, errNoTxnCoordinator
+		}
+		if err := s.txns.Verify(pid, hdrs[0].ProducerEpoch, queue); err != nil {
+			return 0, err
+		}
+	}
 	st := s.producers.Acquire(queue, pid)
 	defer st.Unlock()
 	var toWrite []*broker.Record
@@ -190,8 +206,25 @@ func (s *Server) produceIdempotent(rc *reqCtx, t *broker.Topic, partition int32,
 		pr.BaseOffset = int64(dupOffset)
 		return 0, nil
 	}
+	var provisional model.QueueOffset
+	opened := false
+	if transactional {
+		// Known to the index before it can be read: the last stable offset
+		// stays at or below the batch (corrected once its offset is known).
+		var err error
+		if _, _, provisional, err = s.broker.Offsets(t.Name, partition); err != nil {
+			return 0, err
+		}
+		opened = s.txnIndex.Begin(queue, pid, provisional)
+	}
 	if err := s.broker.Append(rc.ctx(), t.Name, partition, toWrite, broker.AppendOptions{NoWait: true}); err != nil {
+		if opened {
+			s.txnIndex.Unbegin(queue, pid)
+		}
 		return 0, err
+	}
+	if opened {
+		s.txnIndex.Placed(queue, pid, provisional, toWrite[0].BaseOffset)
 	}
 	for i, r := range toWrite {
 		h := toHdr[i]
@@ -271,7 +304,10 @@ func setLogAppendTime(b []byte, now int64) {
 	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[kbatch.CRCFrom:], kbatch.CRC32C))
 }
 
-var errTransactionsUnsupported = &kafkaCodeError{code: kerr.InvalidTxnState.Code, msg: "transactional produce is not supported yet"}
+var (
+	errClientControlBatch = &kafkaCodeError{code: kerr.InvalidRecord.Code, msg: "control batches are written by the broker only"}
+	errMixedTransactional = &kafkaCodeError{code: kerr.InvalidRecord.Code, msg: "transactional and non-transactional batches mixed, or a transactional batch without a producer id"}
+)
 
 // kafkaCodeError carries a Kafka code decided by a handler.
 type kafkaCodeError struct {

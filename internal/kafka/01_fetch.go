@@ -9,8 +9,13 @@ package kafka
 // MinBytes without polling: the request parks until MinBytes are visible
 // across its partitions (each counted up to its partition limit, from the
 // index) or MaxWait passes; appends wake it to count again. Partition and response byte limits apply, but the first batch is
-// always returned whole (KIP-74). read_committed sees the last stable offset,
-// which equals the high watermark while no transactions exist.
+// always returned whole (KIP-74). Every answer carries the last stable
+// offset (below the oldest open transaction; the high watermark when none
+// is open). read_committed fetches stop there and get the aborted
+// transactions overlapping what they return, so the client drops aborted
+// records even when they share a response with committed ones; their long
+// polls wait for data below the last stable offset (a transaction's end
+// wakes them).
 //
 // Incremental fetch sessions (KIP-227, v7+) are kept broker-wide (see
 // fetch_sessions.go). v13+ names topics by id.
@@ -154,12 +159,13 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 			if budget <= 0 && total > 0 {
 				budget = 0
 			}
-			n, err := s.fetchPartition(t, rp.Partition, model.QueueOffset(rp.FetchOffset), budget, total == 0, &pr)
+			committed := req.IsolationLevel == 1
+			n, err := s.fetchPartition(t, rp.Partition, model.QueueOffset(rp.FetchOffset), budget, total == 0, committed, &pr)
 			if err != nil {
 				pr.ErrorCode = errorCode(err)
 			} else {
 				watches = append(watches, broker.Watch{Topic: t.Name, Index: rp.Partition,
-					Offset: model.QueueOffset(rp.FetchOffset), MaxBytes: int(rp.PartitionMaxBytes)})
+					Offset: model.QueueOffset(rp.FetchOffset), MaxBytes: int(rp.PartitionMaxBytes), Stable: committed})
 			}
 			total += n
 			tr.Partitions = append(tr.Partitions, pr)
@@ -170,8 +176,9 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 }
 
 // fetchPartition fills pr with batches from offset, at most budget bytes
-// (but at least one batch when first is set).
-func (s *Server) fetchPartition(t *broker.Topic, partition int32, offset model.QueueOffset, budget int, first bool, pr *kmsg.FetchResponseTopicPartition) (int, error) {
+// (but at least one batch when first is set); committed stops at the last
+// stable offset and lists the aborted transactions.
+func (s *Server) fetchPartition(t *broker.Topic, partition int32, offset model.QueueOffset, budget int, first, committed bool, pr *kmsg.FetchResponseTopicPartition) (int, error) {
 	if partition < 0 || int(partition) >= len(t.Queues) {
 		return 0, model.ErrUnknownQueue
 	}
@@ -179,11 +186,18 @@ func (s *Server) fetchPartition(t *broker.Topic, partition int32, offset model.Q
 	if err != nil {
 		return 0, err
 	}
-	pr.HighWatermark, pr.LastStableOffset, pr.LogStartOffset = int64(hw), int64(hw), int64(start)
+	queue := t.Queues[partition]
+	lso := s.txnIndex.LastStable(queue, hw)
+	pr.HighWatermark, pr.LastStableOffset, pr.LogStartOffset = int64(hw), int64(lso), int64(start)
 	if offset < start || offset > hw {
 		return 0, model.ErrOffsetOutOfRange
 	}
-	if offset == hw || (budget <= 0 && !first) {
+	end := hw
+	if committed {
+		end = lso
+		pr.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+	}
+	if offset >= end || (budget <= 0 && !first) {
 		return 0, nil
 	}
 	readMax := budget
@@ -196,13 +210,25 @@ func (s *Server) fetchPartition(t *broker.Topic, partition int32, offset model.Q
 	}
 	defer res.Release()
 	var out []byte
+	upTo := offset
 	for i := range res.Records {
-		if out, err = appendStoredAsBatches(out, &res.Records[i]); err != nil {
+		r := &res.Records[i]
+		if r.BaseOffset >= end {
+			break // past the last stable offset
+		}
+		if out, err = appendStoredAsBatches(out, r); err != nil {
 			return 0, err
 		}
+		upTo = r.BaseOffset + model.QueueOffset(r.Count)
 	}
 	if out != nil {
 		pr.RecordBatches = out
+	}
+	if committed && upTo > offset {
+		for _, a := range s.txnIndex.Aborted(queue, offset, upTo) {
+			pr.AbortedTransactions = append(pr.AbortedTransactions,
+				kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: int64(a.FirstOffset)})
+		}
 	}
 	return len(out), nil
 }

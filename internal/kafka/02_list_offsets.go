@@ -3,8 +3,8 @@ package kafka
 // ListOffsets (key 2), versions 0-7.
 //
 // Version notes: timestamp -2 is the log start offset, -1 the high watermark
-// (read_uncommitted) or last stable offset (read_committed, equal while no
-// transactions exist), -3 (KIP-734) the offset of the largest timestamp, and
+// (read_uncommitted) or last stable offset (read_committed: below the oldest
+// open transaction), -3 (KIP-734) the offset of the largest timestamp, and
 // any other value the first offset whose record timestamp is at or after it
 // with that record's timestamp (exact inside multi-record batches: the
 // broker's time lookup decodes the one batch concerned). v0's
@@ -28,7 +28,7 @@ func handleListOffsets(rc *reqCtx, kreq kmsg.Request) reply {
 			pr := kmsg.ListOffsetsResponseTopicPartition{Partition: rp.Partition, Timestamp: -1, Offset: -1, LeaderEpoch: -1}
 			if nerr != nil {
 				pr.ErrorCode = errorCode(nerr)
-			} else if off, ts, err := s.listOffset(t, rp.Partition, rp.Timestamp); err != nil {
+			} else if off, ts, err := s.listOffset(t, rp.Partition, rp.Timestamp, req.IsolationLevel == 1); err != nil {
 				pr.ErrorCode = errorCode(err)
 			} else {
 				pr.Offset, pr.Timestamp = int64(off), ts
@@ -43,10 +43,13 @@ func handleListOffsets(rc *reqCtx, kreq kmsg.Request) reply {
 	return reply{resp: resp}
 }
 
-func (s *Server) listOffset(t *broker.Topic, partition int32, ts int64) (model.QueueOffset, int64, error) {
+func (s *Server) listOffset(t *broker.Topic, partition int32, ts int64, committed bool) (model.QueueOffset, int64, error) {
 	start, hw, _, err := s.broker.Offsets(t.Name, partition)
 	if err != nil {
 		return 0, -1, err
+	}
+	if committed {
+		hw = s.txnIndex.LastStable(t.Queues[partition], hw)
 	}
 	switch ts {
 	case -2:

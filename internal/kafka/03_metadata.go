@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -35,6 +36,9 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		topics = append(s.broker.Topics(false), s.broker.OffsetsTopic())
+		if t, err := s.broker.Topic(txn.StateTopic); err == nil {
+			topics = append(topics, t)
+		}
 	} else {
 		autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
 		for _, rt := range req.Topics {

@@ -8,14 +8,19 @@ package kafka
 // consumer-protocol group: an unknown member is UNKNOWN_MEMBER_ID, an epoch
 // newer than the member's STALE_MEMBER_EPOCH (group-level error). Leader
 // epochs are -1.
-//
-// Not implemented: require_stable (v7+) waits, since no transactions exist.
+// require_stable (v7+, KIP-447): a partition with offsets pending in an open
+// transaction answers UNSTABLE_OFFSET_COMMIT (the client retries) instead
+// of its committed offset.
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/model"
 )
+
+var errUnstableOffsetCommit = &kafkaCodeError{code: kerr.UnstableOffsetCommit.Code, msg: "offsets pending in an open transaction"}
 
 type fetchedPartition struct {
 	partition int32
@@ -25,14 +30,21 @@ type fetchedPartition struct {
 }
 
 // fetchGroupOffsets answers one group's topics (nil: all committed).
-func (s *Server) fetchGroupOffsets(group string, topics map[string][]int32, all bool) map[string][]fetchedPartition {
+func (s *Server) fetchGroupOffsets(group string, topics map[string][]int32, all, requireStable bool) map[string][]fetchedPartition {
 	out := map[string][]fetchedPartition{}
+	unstable := func(t *broker.Topic, p int32) bool {
+		return requireStable && s.txns != nil && p >= 0 && int(p) < len(t.Queues) && s.txns.HasPendingOffsets(group, t.Queues[p])
+	}
 	if all {
 		for t, parts := range s.broker.FetchAllOffsets(group) {
 			name := t.Name.Short()
 			for p, c := range parts {
 				md := c.Metadata
-				out[name] = append(out[name], fetchedPartition{partition: p, offset: int64(c.Offset), metadata: &md})
+				fp := fetchedPartition{partition: p, offset: int64(c.Offset), metadata: &md}
+				if unstable(t, p) {
+					fp = fetchedPartition{partition: p, offset: -1, err: errUnstableOffsetCommit}
+				}
+				out[name] = append(out[name], fp)
 			}
 		}
 		return out
@@ -43,10 +55,13 @@ func (s *Server) fetchGroupOffsets(group string, topics map[string][]int32, all 
 		if err == nil {
 			committed, err = s.committed(group, name)
 		}
+		t, _ := s.broker.Topic(name)
 		for _, p := range parts {
 			fp := fetchedPartition{partition: p, offset: -1}
 			if err != nil && !isUnknownTopic(err) {
 				fp.err = err
+			} else if t != nil && unstable(t, p) {
+				fp.err = errUnstableOffsetCommit
 			} else if c, ok := committed[p]; ok {
 				md := c.metadata
 				fp.offset, fp.metadata = c.offset, &md
@@ -90,7 +105,7 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) reply {
 				resp.Groups = append(resp.Groups, rg)
 				continue
 			}
-			for topic, parts := range s.fetchGroupOffsets(g.Group, topics, g.Topics == nil) {
+			for topic, parts := range s.fetchGroupOffsets(g.Group, topics, g.Topics == nil, req.RequireStable) {
 				rt := kmsg.OffsetFetchResponseGroupTopic{Topic: topic}
 				for _, p := range parts {
 					rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseGroupTopicPartition{
@@ -106,7 +121,7 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) reply {
 	for _, t := range req.Topics {
 		topics[t.Topic] = t.Partitions
 	}
-	for topic, parts := range s.fetchGroupOffsets(req.Group, topics, req.Topics == nil && req.Version >= 2) {
+	for topic, parts := range s.fetchGroupOffsets(req.Group, topics, req.Topics == nil && req.Version >= 2, req.RequireStable) {
 		rt := kmsg.OffsetFetchResponseTopic{Topic: topic}
 		for _, p := range parts {
 			rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseTopicPartition{

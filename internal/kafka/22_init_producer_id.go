@@ -5,13 +5,14 @@ package kafka
 // Version notes: idempotent producers get a fresh producer id (allocated in
 // durable blocks, never reused) with epoch 0. v3+ requests that carry an
 // existing id and epoch (KIP-360) get the same id with the epoch bumped.
-//
-// Not implemented: transactional ids (no transaction coordinator yet) are
-// answered with COORDINATOR_NOT_AVAILABLE, so a transactional producer fails
-// loudly instead of silently losing atomicity.
+// Transactional producers get their transactional id's producer id with a
+// new epoch from the transaction coordinator, which fences the previous
+// producer (its open transaction is aborted); a transaction timeout above
+// broker.transaction_max_timeout is INVALID_TRANSACTION_TIMEOUT.
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -19,15 +20,31 @@ func handleInitProducerID(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
-	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+	s := rc.srv()
+	reqPID, reqEpoch := req.ProducerID, req.ProducerEpoch
+	if req.Version < 3 {
+		reqPID, reqEpoch = -1, -1
+	}
+	if req.TransactionalID != nil && *req.TransactionalID != "" {
+		if s.txns == nil {
+			resp.ErrorCode = errorCode(errNoTxnCoordinator)
+			return reply{resp: resp}
+		}
+		pid, epoch, err := s.txns.InitProducerID(rc.ctx(), *req.TransactionalID,
+			time.Duration(req.TransactionTimeoutMillis)*time.Millisecond, reqPID, reqEpoch)
+		if err != nil {
+			rc.conn.log.Debug("init producer id refused", "transactional_id", *req.TransactionalID, "err", err)
+			resp.ErrorCode = errorCode(err)
+			return reply{resp: resp}
+		}
+		resp.ProducerID, resp.ProducerEpoch = pid, epoch
 		return reply{resp: resp}
 	}
-	if req.Version >= 3 && req.ProducerID >= 0 && req.ProducerEpoch >= 0 && req.ProducerEpoch < 32767 {
-		resp.ProducerID, resp.ProducerEpoch = req.ProducerID, req.ProducerEpoch+1
+	if reqPID >= 0 && reqEpoch >= 0 && reqEpoch < 32767 {
+		resp.ProducerID, resp.ProducerEpoch = reqPID, reqEpoch+1
 		return reply{resp: resp}
 	}
-	id, err := rc.srv().producers.NewProducerID(rc.ctx())
+	id, err := s.producers.NewProducerID(rc.ctx())
 	if err != nil {
 		resp.ErrorCode = errorCode(err)
 		return reply{resp: resp}

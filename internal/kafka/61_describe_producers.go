@@ -4,8 +4,8 @@ package kafka
 //
 // Version notes: lists the idempotent producers seen on each partition since
 // start (or loaded from the log since), with their epoch, last sequence and
-// the offset of their last batch. No transactions: CurrentTxnStartOffset
-// is -1.
+// the offset of their last batch; CurrentTxnStartOffset is the first offset
+// of the producer's open transaction in the partition (-1 when none).
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -27,9 +27,13 @@ func handleDescribeProducers(rc *reqCtx, kreq kmsg.Request) reply {
 				pr.ErrorCode = errorCode(errUnknownPartition)
 			default:
 				for pid, b := range s.producers.Describe(t.Queues[p]) {
+					txnStart := int64(-1)
+					if first, ok := s.txnIndex.OpenFirst(t.Queues[p], pid); ok {
+						txnStart = int64(first)
+					}
 					pr.ActiveProducers = append(pr.ActiveProducers, kmsg.DescribeProducersResponseTopicPartitionActiveProducer{
 						ProducerID: pid, ProducerEpoch: int32(b.Epoch), LastSequence: b.LastSeq,
-						LastTimestamp: -1, CoordinatorEpoch: -1, CurrentTxnStartOffset: -1,
+						LastTimestamp: -1, CoordinatorEpoch: -1, CurrentTxnStartOffset: txnStart,
 					})
 				}
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
+	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -86,6 +87,20 @@ func errorCode(err error) int16 {
 		return kerr.UnreleasedInstanceID.Code
 	case errors.Is(err, groups.ErrInvalidRegex):
 		return kerr.InvalidRegularExpression.Code
+	case errors.Is(err, txn.ErrInvalidProducerIDMapping):
+		return kerr.InvalidProducerIDMapping.Code
+	case errors.Is(err, txn.ErrProducerFenced):
+		return kerr.ProducerFenced.Code
+	case errors.Is(err, txn.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, txn.ErrInvalidTxnState), errors.Is(err, txn.ErrNotInTransaction):
+		return kerr.InvalidTxnState.Code
+	case errors.Is(err, txn.ErrConcurrentTransactions):
+		return kerr.ConcurrentTransactions.Code
+	case errors.Is(err, txn.ErrInvalidTimeout):
+		return kerr.InvalidTransactionTimeout.Code
+	case errors.Is(err, txn.ErrUnknownTransactionalID):
+		return kerr.TransactionalIDNotFound.Code
 	case errors.Is(err, producers.ErrOutOfOrderSequence):
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, producers.ErrInvalidEpoch):
@@ -106,6 +121,7 @@ func errorMessage(err error) *string {
 func isUnknownTopic(err error) bool { return errors.Is(err, model.ErrUnknownTopic) }
 
 var (
+	errNoTxnCoordinator = &kafkaCodeError{code: kerr.CoordinatorNotAvailable.Code, msg: "no transaction coordinator"}
 	errUnknownTopicID    = &kafkaCodeError{code: kerr.UnknownTopicID.Code, msg: "unknown topic id"}
 	errUnknownPartition  = fmt.Errorf("%w: no such partition", model.ErrUnknownQueue)
 	errInvalidPartitions = fmt.Errorf("%w: partition count must grow", model.ErrInvalidQueueCount)

@@ -12,6 +12,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
+	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/task"
 )
 
@@ -26,6 +27,9 @@ type Options struct {
 	// Producers holds idempotent-producer state; the composition root makes
 	// it a storage state keeper so it survives crashes. Nil: in memory only.
 	Producers *producers.Manager
+	// Transactions is the transaction coordinator; nil: transactional
+	// requests get COORDINATOR_NOT_AVAILABLE.
+	Transactions *txn.Coordinator
 	// ObserveRequest, when set, is told of each handled request (metrics).
 	ObserveRequest func(api string, took time.Duration)
 	Logger         *slog.Logger
@@ -38,6 +42,8 @@ type Server struct {
 	broker    *broker.Broker
 	groups    *groups.Coordinator
 	producers *producers.Manager
+	txns      *txn.Coordinator
+	txnIndex  *producers.TxnIndex
 	batches   *kbatch.Reader // decodes batches of compacted topics
 	budget    *byteBudget
 	sessions  *fetchSessions
@@ -67,6 +73,8 @@ func NewServer(b *broker.Broker, g *groups.Coordinator, opts Options) *Server {
 		batches: kbatch.NewReader(int(opts.MaxFrameBytes) * 4),
 	}
 	s.producers = opts.Producers
+	s.txns = opts.Transactions
+	s.txnIndex = b.KafkaTxns()
 	if s.producers == nil {
 		s.producers = producers.New(b.Meta(), producers.Options{Logger: opts.Logger})
 	}

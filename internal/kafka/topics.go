@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -17,11 +18,18 @@ import (
 // format, not Kafka's).
 const consumerOffsetsName = "__consumer_offsets"
 
+// transactionStateName is the name of the transaction coordinator's
+// internal topic, listed like __consumer_offsets.
+const transactionStateName = "__transaction_state"
+
 // topicName parses a Kafka topic name: "orders" is public/default/orders;
 // "ns/orders" and "tenant/ns/orders" name other namespaces.
 func (s *Server) topicName(name string) (model.TopicName, error) {
-	if name == consumerOffsetsName {
+	switch name {
+	case consumerOffsetsName:
 		return s.broker.OffsetsTopic().Name, nil
+	case transactionStateName:
+		return txn.StateTopic, nil
 	}
 	return model.ParseTopicName(name)
 }
@@ -63,7 +71,10 @@ func (s *Server) lookupTopic(name string) (*broker.Topic, error) {
 
 // kafkaName is the name Kafka clients see.
 func kafkaName(t *broker.Topic) string {
-	if t.Internal && t.Name.Topic == "consumer_offsets" {
+	switch {
+	case t.Internal && t.Name == txn.StateTopic:
+		return transactionStateName
+	case t.Internal && t.Name.Topic == "consumer_offsets":
 		return consumerOffsetsName
 	}
 	return t.Name.Short()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
+	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
@@ -80,6 +81,7 @@ func handlePullMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		if err != nil {
 			return errorResponse(req, err)
 		}
+		lso := s.broker.LastStable(t.Queues[queueID], hw)
 		resp := protocol.NewResponse(req, protocol.Success, "")
 		resp.SetExt("minOffset", strconv.FormatInt(int64(start), 10))
 		resp.SetExt("maxOffset", strconv.FormatInt(int64(hw), 10))
@@ -89,8 +91,9 @@ func handlePullMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 			resp.Code = protocol.PullOffsetMoved
 			resp.SetExt("nextBeginOffset", strconv.FormatInt(max(min(offset, int64(hw)), int64(start)), 10))
 			return resp
-		case offset < int64(hw):
-			body, next, err := s.readForPull(t, queueID, model.QueueOffset(offset), maxMsgs, filter, store)
+		case offset < int64(lso):
+			// Kafka records of open transactions wait; aborted ones never come.
+			body, next, err := s.readForPull(t, queueID, model.QueueOffset(offset), lso, maxMsgs, filter, store)
 			if err != nil {
 				return errorResponse(req, err)
 			}
@@ -107,7 +110,7 @@ func handlePullMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 			return resp
 		}
 		ctx, cancel := context.WithDeadline(rc.ctx, deadline)
-		err = s.broker.Wait(ctx, []broker.Watch{{Topic: t.Name, Index: queueID, Offset: model.QueueOffset(offset)}})
+		err = s.broker.Wait(ctx, []broker.Watch{{Topic: t.Name, Index: queueID, Offset: model.QueueOffset(offset), Stable: true}})
 		cancel()
 		if rc.ctx.Err() != nil {
 			return nil
@@ -118,7 +121,7 @@ func handlePullMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 
 // readForPull reads messages from offset and encodes those that pass
 // filter; it returns the body and the offset after what it read.
-func (s *Server) readForPull(t *topicRef, queueID int32, offset model.QueueOffset, maxMsgs int, filter msgFilter, store string) ([]byte, model.QueueOffset, error) {
+func (s *Server) readForPull(t *topicRef, queueID int32, offset, stable model.QueueOffset, maxMsgs int, filter msgFilter, store string) ([]byte, model.QueueOffset, error) {
 	res, err := s.broker.Read(t.Name, queueID, offset, broker.ReadOptions{MaxRecords: maxMsgs, MaxBytes: maxPullBytes,
 		SkipTag: tagSkipper(filter)})
 	if err != nil {
@@ -138,6 +141,9 @@ func (s *Server) readForPull(t *topicRef, queueID int32, offset model.QueueOffse
 	}
 	for i := range res.Records {
 		r := &res.Records[i]
+		if r.BaseOffset >= stable {
+			return body, next, nil // behind an open Kafka transaction
+		}
 		switch r.Format {
 		case model.FormatMessage:
 			if r.BaseOffset < offset {
@@ -149,6 +155,10 @@ func (s *Server) readForPull(t *topicRef, queueID int32, offset model.QueueOffse
 			}
 			emit(&m, r.BaseOffset, r.StoreTime)
 		case model.FormatKafkaBatchV2:
+			if kafkaTxnSkip(s.broker.KafkaTxns(), t.Queues[queueID], r) {
+				next = max(next, r.BaseOffset+model.QueueOffset(r.Count))
+				continue
+			}
 			err := s.batches.Records(r.Payload, true, func(kr *kbatch.Record) bool {
 				off := r.BaseOffset + model.QueueOffset(kr.OffsetDelta)
 				if off < offset || n >= maxMsgs {
@@ -172,6 +182,19 @@ func (s *Server) readForPull(t *topicRef, queueID int32, offset model.QueueOffse
 		next = max(next, res.NextOffset) // records skipped by tag after the last one read
 	}
 	return body, next, nil
+}
+
+// kafkaTxnSkip says whether a stored Kafka batch is one a RocketMQ consumer
+// must not see: a transaction marker or a record of an aborted transaction.
+func kafkaTxnSkip(x *producers.TxnIndex, q model.QueueID, r *broker.StoredRecord) bool {
+	if len(r.Payload) < kbatch.HeaderSize {
+		return false
+	}
+	h := kbatch.ReadHeader(r.Payload)
+	if h.Attributes&kbatch.AttrTransactional == 0 {
+		return false
+	}
+	return h.Attributes&kbatch.AttrControl != 0 || x.IsAborted(q, h.ProducerID, r.BaseOffset)
 }
 
 // kafkaToMessage views a Kafka record as a message: the key as KEYS, the

@@ -354,6 +354,14 @@ func (e *Engine) onVisible(end model.LogPos) {
 	}
 }
 
+// Wake wakes the waiters of a queue (for a change in what they may read that
+// is not an append, such as a transaction ending).
+func (e *Engine) Wake(id model.QueueID) {
+	if q, err := e.queue(id); err == nil {
+		q.wake()
+	}
+}
+
 // wakeAll wakes every waiter (shutdown).
 func (e *Engine) wakeAll() {
 	e.qmu.RLock()

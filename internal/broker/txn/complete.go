@@ -1,0 +1,258 @@
+package txn
+
+// Ending transactions: markers, offsets, completion, timeouts and recovery.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/kbatch"
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage"
+)
+
+// markerRecord is a commit or abort marker for one partition.
+func markerRecord(q model.QueueID, pid int64, epoch int16, commit bool, now int64) *storage.Record {
+	b := kbatch.AppendControlBatch(nil, pid, epoch, commit, 0, now)
+	return &storage.Record{Queue: q, Format: model.FormatKafkaBatchV2, Flags: broker.FlagPayloadOffset, Count: 1,
+		Timestamp: now, Payload: b, PayloadTailFrom: kbatch.CRCFrom, PayloadTailCRC: binary.BigEndian.Uint32(b[17:])}
+}
+
+// end moves an open transaction to prepared — the prepare record and every
+// marker (at markerEpoch) in one append — and completes it; t.mu is held.
+func (c *Coordinator) end(ctx context.Context, t *txn, commit bool, markerEpoch int16) error {
+	next := t.st
+	next.State = StatePrepareAbort
+	if commit {
+		next.State = StatePrepareCommit
+	}
+	next.Epoch = markerEpoch
+	if markerEpoch != t.st.Epoch {
+		next.LastEpoch = t.st.Epoch
+	}
+	markers := c.markers(&next, commit)
+	if err := c.persist(ctx, t, next, markers); err != nil {
+		return err
+	}
+	c.markersWritten(&next, markers, commit)
+	return c.finish(ctx, t)
+}
+
+// markers builds the markers of a prepared transaction.
+func (c *Coordinator) markers(st *Status, commit bool) []*storage.Record {
+	now := c.now()
+	out := make([]*storage.Record, 0, len(st.Partitions))
+	for _, p := range st.Partitions {
+		out = append(out, markerRecord(p.Queue, st.PID, st.Epoch, commit, now))
+	}
+	return out
+}
+
+// markersWritten closes the transaction in the index of each partition and
+// wakes its readers (the last stable offset moved).
+func (c *Coordinator) markersWritten(st *Status, markers []*storage.Record, commit bool) {
+	for _, m := range markers {
+		c.index.End(m.Queue, st.PID, m.BaseOffset, commit)
+		c.engine.Wake(m.Queue)
+	}
+}
+
+// complete writes the markers of a prepared transaction again (after a
+// restart or a failure half-way) and finishes it; t.mu is held.
+func (c *Coordinator) complete(ctx context.Context, t *txn) error {
+	commit := t.st.State == StatePrepareCommit
+	markers := c.markers(&t.st, commit)
+	if len(markers) > 0 {
+		if err := c.engine.Append(ctx, markers); err != nil {
+			return err
+		}
+	}
+	c.markersWritten(&t.st, markers, commit)
+	return c.finish(ctx, t)
+}
+
+// finish commits a prepared transaction's offsets (when it commits) and
+// records it complete; t.mu is held.
+func (c *Coordinator) finish(ctx context.Context, t *txn) error {
+	st := t.st
+	commit := st.State == StatePrepareCommit
+	if commit && len(st.Offsets) > 0 {
+		type groupTopic struct {
+			group string
+			topic model.TopicName
+		}
+		byTopic := map[groupTopic]map[int32]broker.OffsetCommit{}
+		for _, o := range st.Offsets {
+			k := groupTopic{o.Group, o.Topic}
+			if byTopic[k] == nil {
+				byTopic[k] = map[int32]broker.OffsetCommit{}
+			}
+			byTopic[k][o.Index] = broker.OffsetCommit{Queue: o.Queue, Offset: o.Offset, Metadata: o.Metadata}
+		}
+		for k, offs := range byTopic {
+			err := c.b.CommitOffsets(ctx, k.group, k.topic, offs)
+			if errors.Is(err, model.ErrUnknownTopic) || errors.Is(err, model.ErrUnknownQueue) {
+				continue // the topic went away
+			}
+			if err != nil {
+				return fmt.Errorf("commit transactional offsets of %s: %w", k.group, err)
+			}
+		}
+	}
+	next := st
+	next.State = StateCompleteAbort
+	if commit {
+		next.State = StateCompleteCommit
+	}
+	next.Partitions, next.Groups, next.Offsets, next.StartMs = nil, nil, nil, -1
+	return c.persist(ctx, t, next, nil)
+}
+
+// run aborts timed-out transactions, retries unfinished ends, forgets idle
+// ids and snapshots the state, until ctx ends.
+func (c *Coordinator) run(ctx context.Context) {
+	tick := time.NewTicker(c.opts.AbortInterval)
+	defer tick.Stop()
+	lastSnap := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		c.sweep(ctx)
+		if time.Since(lastSnap) >= c.opts.SnapshotInterval {
+			if err := c.snapshot(ctx); err != nil && ctx.Err() == nil {
+				c.log.Warn("transaction state snapshot failed", "err", err)
+			}
+			lastSnap = time.Now()
+		}
+	}
+}
+
+// sweep handles every id that needs the coordinator's own action.
+func (c *Coordinator) sweep(ctx context.Context) {
+	now := c.now()
+	c.mu.RLock()
+	var due []*txn
+	for _, t := range c.txns {
+		due = append(due, t)
+	}
+	c.mu.RUnlock()
+	for _, t := range due {
+		if ctx.Err() != nil {
+			return
+		}
+		if !t.mu.TryLock() {
+			continue // busy: next time
+		}
+		st := t.st
+		var err error
+		switch {
+		case st.State == StateOngoing && now > st.StartMs+int64(st.TimeoutMs):
+			err = c.end(ctx, t, false, min(st.Epoch+1, 32767))
+			if err == nil {
+				c.log.Info("transaction timed out and was aborted", "transactional_id", st.ID, "pid", st.PID,
+					"timeout_ms", st.TimeoutMs, "partitions", len(st.Partitions))
+			}
+		case st.State == StatePrepareCommit || st.State == StatePrepareAbort:
+			err = c.complete(ctx, t)
+		case (st.State == StateEmpty || st.State == StateCompleteCommit || st.State == StateCompleteAbort) &&
+			now > st.UpdateMs+c.opts.IDExpiration.Milliseconds():
+			next := st
+			next.Deleted = true
+			err = c.persist(ctx, t, next, nil)
+		}
+		t.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("transaction not ended yet, retrying", "transactional_id", st.ID, "state", st.State.String(), "err", err)
+		}
+	}
+}
+
+// recover completes transactions a restart interrupted and aborts
+// transactions the log has open that no open transaction accounts for.
+func (c *Coordinator) recover(ctx context.Context) error {
+	c.mu.RLock()
+	all := make([]*txn, 0, len(c.txns))
+	for _, t := range c.txns {
+		all = append(all, t)
+	}
+	c.mu.RUnlock()
+	for _, t := range all {
+		t.mu.Lock()
+		var err error
+		if t.st.State == StatePrepareCommit || t.st.State == StatePrepareAbort {
+			err = c.complete(ctx, t)
+		}
+		t.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("complete transaction %s: %w", t.st.ID, err)
+		}
+	}
+	var hanging []*storage.Record
+	now := c.now()
+	for _, q := range c.engine.QueueIDs() {
+		for pid := range c.index.Open(q) {
+			c.mu.RLock()
+			a := c.active[pid]
+			epoch := c.epochs[pid]
+			c.mu.RUnlock()
+			if a != nil && a.queues[q] {
+				continue
+			}
+			c.log.Warn("aborting a transaction the log has open but no coordinator state knows", "queue", q, "pid", pid)
+			hanging = append(hanging, markerRecord(q, pid, epoch, false, now))
+		}
+	}
+	if len(hanging) > 0 {
+		if err := c.engine.Append(ctx, hanging); err != nil {
+			return err
+		}
+		for _, m := range hanging {
+			h := kbatch.ReadHeader(m.Payload)
+			c.index.End(m.Queue, h.ProducerID, m.BaseOffset, false)
+		}
+	}
+	return nil
+}
+
+// Describe returns the state of transactional ids.
+func (c *Coordinator) Describe(id string) (Status, error) {
+	t := c.lookup(id)
+	if t == nil {
+		return Status{}, ErrUnknownTransactionalID
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.st, nil
+}
+
+// List returns every known transactional id's state, filtered by states and
+// producer ids when given, sorted by id.
+func (c *Coordinator) List(states []State, pids []int64) []Status {
+	c.mu.RLock()
+	all := make([]*txn, 0, len(c.txns))
+	for _, t := range c.txns {
+		all = append(all, t)
+	}
+	c.mu.RUnlock()
+	var out []Status
+	for _, t := range all {
+		t.mu.Lock()
+		st := t.st
+		t.mu.Unlock()
+		if st.PID < 0 || (len(states) > 0 && !slices.Contains(states, st.State)) || (len(pids) > 0 && !slices.Contains(pids, st.PID)) {
+			continue
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

@@ -1,0 +1,73 @@
+package kafka
+
+// AddPartitionsToTxn (key 24), versions 0-3.
+//
+// Version notes: adds the partitions to the producer's transaction (opening
+// it), durably, before the producer may write to them; the produce path
+// refuses transactional batches for partitions not added (INVALID_TXN_STATE),
+// so a fenced producer cannot write. An unknown topic or partition fails
+// with UNKNOWN_TOPIC_OR_PARTITION and the others with
+// OPERATION_NOT_ATTEMPTED, as Kafka answers.
+//
+// Not implemented: v4+ (the broker-to-broker batched form of KIP-890).
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/txn"
+)
+
+func handleAddPartitionsToTxn(rc *reqCtx, kreq kmsg.Request) reply {
+	req := kreq.(*kmsg.AddPartitionsToTxnRequest)
+	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	s := rc.srv()
+	var parts []txn.Partition
+	bad := map[string]map[int32]int16{}
+	for _, rt := range req.Topics {
+		t, err := s.lookupTopic(rt.Topic)
+		for _, p := range rt.Partitions {
+			code := int16(0)
+			switch {
+			case err != nil:
+				code = errorCode(err)
+			case p < 0 || int(p) >= len(t.Queues):
+				code = kerr.UnknownTopicOrPartition.Code
+			case t.Internal:
+				code = kerr.TopicAuthorizationFailed.Code
+			default:
+				parts = append(parts, txn.Partition{Topic: t.Name, Index: p, Queue: t.Queues[p]})
+				continue
+			}
+			if bad[rt.Topic] == nil {
+				bad[rt.Topic] = map[int32]int16{}
+			}
+			bad[rt.Topic][p] = code
+		}
+	}
+	var err error
+	switch {
+	case s.txns == nil:
+		err = errNoTxnCoordinator
+	case len(bad) == 0:
+		err = s.txns.AddPartitions(rc.ctx(), req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts)
+	}
+	if err != nil {
+		rc.conn.log.Debug("add partitions to transaction refused", "transactional_id", req.TransactionalID, "err", err)
+	}
+	for _, rt := range req.Topics {
+		tr := kmsg.AddPartitionsToTxnResponseTopic{Topic: rt.Topic}
+		for _, p := range rt.Partitions {
+			code := errorCode(err)
+			if len(bad) > 0 {
+				code = kerr.OperationNotAttempted.Code
+				if c, ok := bad[rt.Topic][p]; ok {
+					code = c
+				}
+			}
+			tr.Partitions = append(tr.Partitions, kmsg.AddPartitionsToTxnResponseTopicPartition{Partition: p, ErrorCode: code})
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	return reply{resp: resp}
+}

@@ -1,0 +1,79 @@
+package kafka
+
+// TxnOffsetCommit (key 28), versions 0-3.
+//
+// Version notes: offsets committed inside a transaction are held by the
+// transaction coordinator (durably, in its state) and become the group's
+// committed offsets when the transaction commits; an abort drops them.
+// The group must have been added with AddOffsetsToTxn (INVALID_TXN_STATE
+// otherwise). v3 (KIP-447) carries the member's generation, checked
+// against the group as OffsetCommit does; while offsets are pending,
+// OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT.
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/groups"
+	"github.com/rosettamq/rosetta/internal/broker/txn"
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+func handleTxnOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
+	req := kreq.(*kmsg.TxnOffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	s := rc.srv()
+	perPartition := map[string]map[int32]error{}
+	fail := func(topic string, p int32, err error) {
+		if perPartition[topic] == nil {
+			perPartition[topic] = map[int32]error{}
+		}
+		perPartition[topic][p] = err
+	}
+	var offsets []txn.PendingOffset
+	var parts []groups.TopicPartitions
+	for _, rt := range req.Topics {
+		t, err := s.lookupTopic(rt.Topic)
+		var tp groups.TopicPartitions
+		if err == nil {
+			tp.Topic = topicID(t)
+		}
+		for _, rp := range rt.Partitions {
+			switch {
+			case err != nil:
+				fail(rt.Topic, rp.Partition, err)
+			case rp.Partition < 0 || int(rp.Partition) >= len(t.Queues):
+				fail(rt.Topic, rp.Partition, model.ErrUnknownQueue)
+			default:
+				tp.Partitions = append(tp.Partitions, rp.Partition)
+				offsets = append(offsets, txn.PendingOffset{Partition: txn.Partition{Topic: t.Name, Index: rp.Partition, Queue: t.Queues[rp.Partition]},
+					Offset: model.QueueOffset(rp.Offset), Metadata: deref(rp.Metadata)})
+			}
+		}
+		if err == nil {
+			parts = append(parts, tp)
+		}
+	}
+	var err error
+	if req.Version >= 3 && (req.Generation >= 0 || req.MemberID != "") {
+		err = s.groups.CheckCommit(req.Group, req.MemberID, deref(req.InstanceID), req.Generation, parts)
+	}
+	switch {
+	case err != nil:
+	case s.txns == nil:
+		err = errNoTxnCoordinator
+	case len(offsets) > 0:
+		err = s.txns.CommitOffsets(rc.ctx(), req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, offsets)
+	}
+	for _, rt := range req.Topics {
+		tr := kmsg.TxnOffsetCommitResponseTopic{Topic: rt.Topic}
+		for _, rp := range rt.Partitions {
+			perr := err
+			if e, ok := perPartition[rt.Topic][rp.Partition]; ok {
+				perr = e
+			}
+			tr.Partitions = append(tr.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: rp.Partition, ErrorCode: errorCode(perr)})
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	return reply{resp: resp}
+}

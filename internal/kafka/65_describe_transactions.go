@@ -1,0 +1,56 @@
+package kafka
+
+// DescribeTransactions (key 65), version 0: the coordinator's state of each
+// transactional id (TRANSACTIONAL_ID_NOT_FOUND for unknown ones).
+
+import (
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/txn"
+)
+
+func handleDescribeTransactions(rc *reqCtx, kreq kmsg.Request) reply {
+	req := kreq.(*kmsg.DescribeTransactionsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+	s := rc.srv()
+	for _, id := range req.TransactionalIDs {
+		ts := kmsg.DescribeTransactionsResponseTransactionState{TransactionalID: id, ProducerID: -1, ProducerEpoch: -1, StartTimestamp: -1}
+		if s.txns == nil {
+			ts.ErrorCode = errorCode(errNoTxnCoordinator)
+			resp.TransactionStates = append(resp.TransactionStates, ts)
+			continue
+		}
+		st, err := s.txns.Describe(id)
+		if err != nil {
+			ts.ErrorCode = errorCode(err)
+			resp.TransactionStates = append(resp.TransactionStates, ts)
+			continue
+		}
+		ts.State, ts.TimeoutMillis, ts.StartTimestamp = st.State.String(), st.TimeoutMs, st.StartMs
+		ts.ProducerID, ts.ProducerEpoch = st.PID, st.Epoch
+		ts.Topics = s.txnTopics(st.Partitions)
+		resp.TransactionStates = append(resp.TransactionStates, ts)
+	}
+	return reply{resp: resp}
+}
+
+// txnTopics groups a transaction's partitions by Kafka topic name.
+func (s *Server) txnTopics(parts []txn.Partition) []kmsg.DescribeTransactionsResponseTransactionStateTopic {
+	byTopic := map[string][]int32{}
+	for _, p := range parts {
+		name := p.Topic.Short()
+		if t, err := s.broker.Topic(p.Topic); err == nil {
+			name = kafkaName(t)
+		}
+		byTopic[name] = append(byTopic[name], p.Index)
+	}
+	out := make([]kmsg.DescribeTransactionsResponseTransactionStateTopic, 0, len(byTopic))
+	for name, ps := range byTopic {
+		sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+		out = append(out, kmsg.DescribeTransactionsResponseTransactionStateTopic{Topic: name, Partitions: ps})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Topic < out[j].Topic })
+	return out
+}

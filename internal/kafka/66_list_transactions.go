@@ -1,0 +1,43 @@
+package kafka
+
+// ListTransactions (key 66), versions 0-1: transactional ids filtered by
+// state, producer id and (v1) how long their transaction has been open.
+// Unknown state names come back in UnknownStateFilters.
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/txn"
+)
+
+func handleListTransactions(rc *reqCtx, kreq kmsg.Request) reply {
+	req := kreq.(*kmsg.ListTransactionsRequest)
+	resp := req.ResponseKind().(*kmsg.ListTransactionsResponse)
+	s := rc.srv()
+	if s.txns == nil {
+		resp.ErrorCode = errorCode(errNoTxnCoordinator)
+		return reply{resp: resp}
+	}
+	var states []txn.State
+	for _, f := range req.StateFilters {
+		if st, ok := txn.ParseState(f); ok {
+			states = append(states, st)
+		} else {
+			resp.UnknownStateFilters = append(resp.UnknownStateFilters, f)
+		}
+	}
+	if len(req.StateFilters) > 0 && len(states) == 0 {
+		return reply{resp: resp}
+	}
+	now := time.Now().UnixMilli()
+	for _, st := range s.txns.List(states, req.ProducerIDFilters) {
+		if req.DurationFilterMillis >= 0 && req.Version >= 1 && (st.StartMs < 0 || now-st.StartMs < req.DurationFilterMillis) {
+			continue
+		}
+		resp.TransactionStates = append(resp.TransactionStates, kmsg.ListTransactionsResponseTransactionState{
+			TransactionalID: st.ID, ProducerID: st.PID, TransactionState: st.State.String()})
+	}
+	return reply{resp: resp}
+}
