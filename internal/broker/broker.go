@@ -66,7 +66,7 @@ type Options struct {
 	// an empty one, in memory.
 	KafkaTxns *producers.TxnIndex
 	Logger    *slog.Logger
-	Now              func() time.Time
+	Now       func() time.Time
 }
 
 // DefaultOptions returns the broker defaults.

@@ -121,7 +121,7 @@ func errorMessage(err error) *string {
 func isUnknownTopic(err error) bool { return errors.Is(err, model.ErrUnknownTopic) }
 
 var (
-	errNoTxnCoordinator = &kafkaCodeError{code: kerr.CoordinatorNotAvailable.Code, msg: "no transaction coordinator"}
+	errNoTxnCoordinator  = &kafkaCodeError{code: kerr.CoordinatorNotAvailable.Code, msg: "no transaction coordinator"}
 	errUnknownTopicID    = &kafkaCodeError{code: kerr.UnknownTopicID.Code, msg: "unknown topic id"}
 	errUnknownPartition  = fmt.Errorf("%w: no such partition", model.ErrUnknownQueue)
 	errInvalidPartitions = fmt.Errorf("%w: partition count must grow", model.ErrInvalidQueueCount)

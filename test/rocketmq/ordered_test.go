@@ -16,7 +16,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
-
 )
 
 // TestOrderedConsumption: messages sent to chosen queues are consumed by two

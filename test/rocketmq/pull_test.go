@@ -9,7 +9,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-
 )
 
 // TestPullConsumerSeeks: a pull consumer assigned a queue starts where it

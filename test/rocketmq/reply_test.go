@@ -8,7 +8,6 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-
 )
 
 // TestRequestReply: a requester's Request returns the reply a responder
