@@ -91,3 +91,41 @@ func TestKIP848Librdkafka(t *testing.T) {
 		})
 	}
 }
+
+// TestTransactionsKafkaJS runs kafkajs's transactional producer against
+// read_committed and read_uncommitted consumers (interop/kafkajs/txn.js).
+func TestTransactionsKafkaJS(t *testing.T) {
+	node := requireTool(t, "node")
+	dir, _ := filepath.Abs("interop/kafkajs")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "kafkajs")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("kafkajs not installed (scripts/test.sh runs npm ci)")
+		}
+		t.Skip("kafkajs not installed: run npm ci in test/kafka/interop/kafkajs")
+	}
+	n := startNode(t)
+	out := run(t, 2*time.Minute, "", node, filepath.Join(dir, "txn.js"), n.KafkaAddr(), "kafkajs-txn")
+	if !strings.Contains(out, "kafkajs txn ok: 30 committed of 50") {
+		t.Fatalf("kafkajs:\n%s", out)
+	}
+}
+
+// TestTransactionsLibrdkafka runs a current librdkafka's (node-rdkafka)
+// transactional producer against read_committed and read_uncommitted
+// consumers (interop/rdkafka/txn.js).
+func TestTransactionsLibrdkafka(t *testing.T) {
+	node := requireTool(t, "node")
+	dir, _ := filepath.Abs("interop/rdkafka")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "node-rdkafka", "build", "Release")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("node-rdkafka not built (scripts/test.sh runs npm ci)")
+		}
+		t.Skip("node-rdkafka not built: run npm ci in test/kafka/interop/rdkafka")
+	}
+	n := startNode(t)
+	out := run(t, 2*time.Minute, "", node, filepath.Join(dir, "txn.js"), n.KafkaAddr(), "rdkafka-txn")
+	if !strings.Contains(out, "rdkafka txn ok: 30 committed of 50") {
+		t.Fatalf("node-rdkafka:\n%s", out)
+	}
+	t.Log(out)
+}
