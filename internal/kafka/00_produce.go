@@ -144,11 +144,15 @@ func (s *Server) producePartition(rc *reqCtx, t *broker.Topic, partition int32, 
 			// setLogAppendTime) covers b[21:]: storage combines it.
 			PayloadTailFrom: kbatch.CRCFrom, PayloadTailCRC: binary.BigEndian.Uint32(b[17:])}
 	}
-	if err := s.scanKeys(batches, recs, t, partition, strings.Contains(t.Config.CleanupPolicy, "compact")); err != nil {
+	timers, err := s.scanKeys(batches, recs, t, partition, strings.Contains(t.Config.CleanupPolicy, "compact"))
+	if err != nil {
 		return 0, err
 	}
 	queue := t.Queues[partition]
 	pid := hdrs[0].ProducerID
+	if timers && !transactional {
+		return s.produceTimers(rc, t, partition, batches, hdrs, pr)
+	}
 	if pid >= 0 {
 		return s.produceIdempotent(rc, t, partition, queue, recs, hdrs, pr, logAppend, now)
 	}
@@ -245,16 +249,22 @@ const (
 	maxIndexedKeyBytes = 64 << 10
 )
 
+// timerMarker starts every timer header name (TIMER_DELIVER_MS,
+// TIMER_DELAY_SEC, TIMER_DELAY_MS): batches without it anywhere have none.
+var timerMarker = []byte("TIMER_")
+
 // scanKeys decodes each batch once to put its record keys into the key
 // index (so RocketMQ's QUERY_MESSAGE finds a Kafka record by its key) and,
 // for compacted topics, to refuse records without a key, naming each one.
-func (s *Server) scanKeys(batches [][]byte, recs []*broker.Record, t *broker.Topic, partition int32, compacted bool) error {
+// It reports whether a batch may carry timer headers.
+func (s *Server) scanKeys(batches [][]byte, recs []*broker.Record, t *broker.Topic, partition int32, compacted bool) (bool, error) {
 	var bad []int32
+	timers := false
 	for bi, b := range batches {
 		i, size := int32(0), 0
 		var keys []broker.Key
 		var arena []byte
-		err := s.batches.Records(b, false, func(r *kbatch.Record) bool {
+		found, err := s.batches.RecordsFind(b, false, timerMarker, func(r *kbatch.Record) bool {
 			if r.KeyNull {
 				bad = append(bad, i)
 			} else if n := len(r.Key); n > 0 && n <= maxIndexedKeyLen && size+n <= maxIndexedKeyBytes {
@@ -266,8 +276,9 @@ func (s *Server) scanKeys(batches [][]byte, recs []*broker.Record, t *broker.Top
 			return true
 		})
 		if err != nil {
-			return &kbatch.Error{Reason: err.Error(), Corrupt: true}
+			return false, &kbatch.Error{Reason: err.Error(), Corrupt: true}
 		}
+		timers = timers || found
 		if len(keys) > 0 {
 			// The arena may have moved while growing: point keys at its final bytes.
 			at := 0
@@ -280,9 +291,9 @@ func (s *Server) scanKeys(batches [][]byte, recs []*broker.Record, t *broker.Top
 		}
 	}
 	if !compacted || len(bad) == 0 {
-		return nil
+		return timers, nil
 	}
-	return &recordErrors{indexes: bad,
+	return false, &recordErrors{indexes: bad,
 		msg: fmt.Sprintf("compacted topic cannot accept a record without a key in topic partition %s-%d", kafkaName(t), partition)}
 }
 

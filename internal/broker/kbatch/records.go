@@ -62,8 +62,21 @@ func NewReader(maxDecompressed int) *Reader {
 // record's byte slices are valid only during fn: a compressed batch is
 // decompressed into a buffer reused once Records returns.
 func (rd *Reader) Records(batch []byte, withHeaders bool, fn func(*Record) bool) error {
+	_, err := rd.RecordsFind(batch, withHeaders, nil, fn)
+	return err
+}
+
+// RecordsFind is Records that also reports whether the batch's records
+// section (decompressed) contains marker anywhere — a cheap test for a
+// header key without decoding the headers.
+func (rd *Reader) RecordsFind(batch []byte, withHeaders bool, marker []byte, fn func(*Record) bool) (bool, error) {
+	found, err := rd.records(batch, withHeaders, marker, fn)
+	return found, err
+}
+
+func (rd *Reader) records(batch []byte, withHeaders bool, marker []byte, fn func(*Record) bool) (found bool, err error) {
 	if len(batch) < HeaderSize {
-		return fmt.Errorf("%w: %d bytes", ErrMalformed, len(batch))
+		return false, fmt.Errorf("%w: %d bytes", ErrMalformed, len(batch))
 	}
 	h := ReadHeader(batch)
 	body := batch[HeaderSize:]
@@ -75,7 +88,7 @@ func (rd *Reader) Records(batch []byte, withHeaders bool, fn func(*Record) bool)
 		out, err := rd.decompress(h.Codec(), body, (*bp)[:0])
 		if err != nil {
 			rd.bufs.Put(bp)
-			return err
+			return false, err
 		}
 		defer func() {
 			if cap(out) <= maxPooledBuffer {
@@ -85,13 +98,16 @@ func (rd *Reader) Records(batch []byte, withHeaders bool, fn func(*Record) bool)
 		}()
 		body = out
 	}
+	if marker != nil {
+		found = bytes.Contains(body, marker)
+	}
 	logAppend := h.Attributes&AttrLogAppendTime != 0
 	d := decoder{b: body}
 	var r Record
 	for i := int32(0); i < h.NumRecords; i++ {
 		n := d.varint()
 		if d.err != nil || n < 0 || n > int64(len(d.b)) {
-			return fmt.Errorf("%w: record %d length %d", ErrMalformed, i, n)
+			return false, fmt.Errorf("%w: record %d length %d", ErrMalformed, i, n)
 		}
 		rec := decoder{b: d.b[:n]}
 		d.b = d.b[n:]
@@ -108,7 +124,7 @@ func (rd *Reader) Records(batch []byte, withHeaders bool, fn func(*Record) bool)
 		if withHeaders {
 			nh := rec.varint()
 			if nh < 0 || nh > int64(len(rec.b)) {
-				return fmt.Errorf("%w: record %d has %d headers", ErrMalformed, i, nh)
+				return false, fmt.Errorf("%w: record %d has %d headers", ErrMalformed, i, nh)
 			}
 			for j := int64(0); j < nh && rec.err == nil; j++ {
 				k, _ := rec.bytes()
@@ -117,13 +133,13 @@ func (rd *Reader) Records(batch []byte, withHeaders bool, fn func(*Record) bool)
 			}
 		}
 		if rec.err != nil {
-			return fmt.Errorf("%w: record %d: %v", ErrMalformed, i, rec.err)
+			return false, fmt.Errorf("%w: record %d: %v", ErrMalformed, i, rec.err)
 		}
 		if !fn(&r) {
-			return nil
+			return found, nil
 		}
 	}
-	return nil
+	return found, nil
 }
 
 // maxPooledBuffer is the largest decompression buffer kept for reuse.
