@@ -192,7 +192,22 @@ func kafkaBenchCmd() *cobra.Command {
 	join.Flags().IntVar(&g.Rounds, "rounds", 5, "joins measured")
 	join.Flags().DurationVar(&g.Heartbeat, "heartbeat", 3*time.Second, "classic members' heartbeat interval")
 	join.Flags().DurationVar(&g.Settle, "settle", 5*time.Second, "pause after two members settle, before the third joins")
-	cmd.AddCommand(produce, e2e, consume, join)
+	var x bench.KafkaTxnOptions
+	txn := &cobra.Command{Use: "txn", Short: "Transactions of --txn-size records from concurrent transactional producers",
+		RunE: func(c *cobra.Command, _ []string) error {
+			x.KafkaOptions = o
+			r, err := bench.KafkaTransactions(c.Context(), x)
+			if err != nil {
+				return err
+			}
+			r.Print(c.OutOrStdout())
+			return nil
+		}}
+	txn.Flags().IntVar(&x.Producers, "producers", 4, "transactional producers")
+	txn.Flags().IntVar(&x.Txns, "txns", 4000, "transactions in all")
+	txn.Flags().IntVar(&x.TxnSize, "txn-size", 100, "records per transaction")
+	txn.Flags().BoolVar(&x.Plain, "plain", false, "no transactions: flush each group of --txn-size records instead (for comparison)")
+	cmd.AddCommand(produce, e2e, consume, join, txn)
 	return cmd
 }
 

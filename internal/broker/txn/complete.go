@@ -111,7 +111,11 @@ func (c *Coordinator) finish(ctx context.Context, t *txn) error {
 		next.State = StateCompleteCommit
 	}
 	next.Partitions, next.Groups, next.Offsets, next.StartMs = nil, nil, nil, -1
-	return c.persist(ctx, t, next, nil)
+	// Not waited for: the prepare record is durable, so a crash that loses
+	// this one completes the transaction again on restart, and the next
+	// change of this id (durable before it is answered) makes it durable
+	// first, being later in the log.
+	return c.persistWith(ctx, t, next, nil, storage.AppendOptions{NoWait: true})
 }
 
 // run aborts timed-out transactions, retries unfinished ends, forgets idle

@@ -235,11 +235,24 @@ func (c *Coordinator) get(id string) *txn {
 // persist writes a new state for t (with extra records in the same
 // append, after it) and applies it; t.mu is held.
 func (c *Coordinator) persist(ctx context.Context, t *txn, next Status, extra []*storage.Record) error {
+	return c.persistWith(ctx, t, next, extra, storage.AppendOptions{})
+}
+
+// noWait appends a change without waiting for durability. Changes within
+// an open transaction use it: a later durable append — the producer's
+// records, or the end's prepare record — makes them durable first, being
+// earlier in the log, and one lost with no later durable append leaves
+// nothing that depended on it (a produce to a partition the coordinator
+// does not know is refused).
+var noWait = storage.AppendOptions{NoWait: true}
+
+// persistWith is persist with append options.
+func (c *Coordinator) persistWith(ctx context.Context, t *txn, next Status, extra []*storage.Record, opts storage.AppendOptions) error {
 	c.changeMu.RLock()
 	defer c.changeMu.RUnlock()
 	next.UpdateMs = c.now()
 	rec := c.b.MessageRecord(c.queue, &model.Message{Key: []byte(next.ID), Body: encodeStatus(&next)})
-	if err := c.engine.Append(ctx, append([]*storage.Record{rec}, extra...)); err != nil {
+	if err := c.engine.AppendWith(ctx, append([]*storage.Record{rec}, extra...), opts); err != nil {
 		return err
 	}
 	c.apply(t, next)
@@ -429,7 +442,7 @@ func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, e
 	if !added && t.st.State == StateOngoing {
 		return nil
 	}
-	return c.persist(ctx, t, next, nil)
+	return c.persistWith(ctx, t, next, nil, noWait)
 }
 
 // AddOffsets adds a consumer group to the producer's transaction.
@@ -448,7 +461,7 @@ func (c *Coordinator) AddOffsets(ctx context.Context, id string, pid int64, epoc
 		return nil
 	}
 	next.Groups = append(slices.Clone(next.Groups), group)
-	return c.persist(ctx, t, next, nil)
+	return c.persistWith(ctx, t, next, nil, noWait)
 }
 
 // CommitOffsets records offsets of group inside the producer's transaction;
@@ -478,7 +491,7 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, id, group string, pid i
 			next.Offsets = append(next.Offsets, o)
 		}
 	}
-	return c.persist(ctx, t, next, nil)
+	return c.persistWith(ctx, t, next, nil, noWait)
 }
 
 // EndTxn commits or aborts the producer's transaction. A retry of an end
