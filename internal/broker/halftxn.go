@@ -199,7 +199,7 @@ func (b *Broker) recoverHalves(ctx context.Context, h *halfStore) error {
 		lastCheck int64
 	}
 	ops := map[model.QueueOffset]*opState{}
-	err := b.scanQueue(h.op, opFrom, func(r *StoredRecord, m *model.Message) {
+	err := b.ScanQueue(h.op, opFrom, func(r *StoredRecord, m *model.Message) {
 		off, err := strconv.ParseInt(string(m.Body), 10, 64)
 		if err != nil {
 			b.log.Error("corrupt transaction op record skipped", "offset", r.BaseOffset)
@@ -230,7 +230,7 @@ func (b *Broker) recoverHalves(ctx context.Context, h *halfStore) error {
 		return err
 	}
 	h.low = h.next
-	err = b.scanQueue(h.half, halfFrom, func(r *StoredRecord, m *model.Message) {
+	err = b.ScanQueue(h.half, halfFrom, func(r *StoredRecord, m *model.Message) {
 		st := ops[r.BaseOffset]
 		if st != nil && st.resolved {
 			return
@@ -261,8 +261,9 @@ func (h *halfStore) oldestStore() int64 {
 	return 0
 }
 
-// scanQueue reads a queue from an offset to its end, decoding each message.
-func (b *Broker) scanQueue(q model.QueueID, from model.QueueOffset, fn func(*StoredRecord, *model.Message)) error {
+// ScanQueue reads a queue from an offset to its end, decoding each message
+// (corrupt ones are logged and skipped), for state rebuilt from the log.
+func (b *Broker) ScanQueue(q model.QueueID, from model.QueueOffset, fn func(*StoredRecord, *model.Message)) error {
 	start, _, end, err := b.engine.Offsets(q)
 	if err != nil {
 		return err

@@ -17,14 +17,7 @@ import (
 // TestKafkaJS runs the kafkajs producer and consumer group script
 // (interop/kafkajs, installed with npm ci by scripts/test.sh).
 func TestKafkaJS(t *testing.T) {
-	node := requireTool(t, "node")
-	dir, _ := filepath.Abs("interop/kafkajs")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "kafkajs")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("kafkajs not installed (scripts/test.sh runs npm ci)")
-		}
-		t.Skip("kafkajs not installed: run npm ci in test/kafka/interop/kafkajs")
-	}
+	node, dir := nodeScript(t, "kafkajs", "kafkajs not installed (scripts/test.sh runs npm ci)", "node_modules", "kafkajs")
 	n := startNode(t)
 	out := run(t, 2*time.Minute, "", node, filepath.Join(dir, "interop.js"), n.KafkaAddr(), "kafkajs-topic", "1000")
 	if !strings.Contains(out, "kafkajs ok: 1000 messages") {
@@ -55,14 +48,7 @@ func TestKafkaPython(t *testing.T) {
 // join, leave and come back: every record consumed, no partition owned by
 // two members at once, and the group's commits cover every record.
 func TestKIP848Librdkafka(t *testing.T) {
-	node := requireTool(t, "node")
-	dir, _ := filepath.Abs("interop/rdkafka")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "node-rdkafka", "build", "Release")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("node-rdkafka not built (scripts/test.sh runs npm ci)")
-		}
-		t.Skip("node-rdkafka not built: run npm ci in test/kafka/interop/rdkafka")
-	}
+	node, dir := nodeScript(t, "rdkafka", "node-rdkafka not built (scripts/test.sh runs npm ci)", "node_modules", "node-rdkafka", "build", "Release")
 	for _, assignor := range []string{"uniform", "range"} {
 		t.Run(assignor, func(t *testing.T) {
 			n := apptest.StartTestNode(t, kip848Config(t))
@@ -95,14 +81,7 @@ func TestKIP848Librdkafka(t *testing.T) {
 // TestTransactionsKafkaJS runs kafkajs's transactional producer against
 // read_committed and read_uncommitted consumers (interop/kafkajs/txn.js).
 func TestTransactionsKafkaJS(t *testing.T) {
-	node := requireTool(t, "node")
-	dir, _ := filepath.Abs("interop/kafkajs")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "kafkajs")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("kafkajs not installed (scripts/test.sh runs npm ci)")
-		}
-		t.Skip("kafkajs not installed: run npm ci in test/kafka/interop/kafkajs")
-	}
+	node, dir := nodeScript(t, "kafkajs", "kafkajs not installed (scripts/test.sh runs npm ci)", "node_modules", "kafkajs")
 	n := startNode(t)
 	out := run(t, 2*time.Minute, "", node, filepath.Join(dir, "txn.js"), n.KafkaAddr(), "kafkajs-txn")
 	if !strings.Contains(out, "kafkajs txn ok: 30 committed of 50") {
@@ -114,18 +93,27 @@ func TestTransactionsKafkaJS(t *testing.T) {
 // transactional producer against read_committed and read_uncommitted
 // consumers (interop/rdkafka/txn.js).
 func TestTransactionsLibrdkafka(t *testing.T) {
-	node := requireTool(t, "node")
-	dir, _ := filepath.Abs("interop/rdkafka")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "node-rdkafka", "build", "Release")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("node-rdkafka not built (scripts/test.sh runs npm ci)")
-		}
-		t.Skip("node-rdkafka not built: run npm ci in test/kafka/interop/rdkafka")
-	}
+	node, dir := nodeScript(t, "rdkafka", "node-rdkafka not built (scripts/test.sh runs npm ci)", "node_modules", "node-rdkafka", "build", "Release")
 	n := startNode(t)
 	out := run(t, 2*time.Minute, "", node, filepath.Join(dir, "txn.js"), n.KafkaAddr(), "rdkafka-txn")
 	if !strings.Contains(out, "rdkafka txn ok: 30 committed of 50") {
 		t.Fatalf("node-rdkafka:\n%s", out)
 	}
 	t.Log(out)
+}
+
+// nodeScript returns node and the absolute path of interop/<sub>, whose
+// installed modules are checked at the path parts of probe: a CI run fails
+// without them (scripts/test.sh installs them), a local run skips.
+func nodeScript(t *testing.T, sub, missing string, probe ...string) (string, string) {
+	t.Helper()
+	node := requireTool(t, "node")
+	dir, _ := filepath.Abs(filepath.Join("interop", sub))
+	if _, err := os.Stat(filepath.Join(append([]string{dir}, probe...)...)); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(missing)
+		}
+		t.Skip(missing + ": run npm ci in test/kafka/interop/" + sub)
+	}
+	return node, dir
 }

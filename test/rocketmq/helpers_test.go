@@ -33,15 +33,20 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	apptest.Eventually(t, d, what, cond)
 }
 
+// producerOptions points a producer of group at the name server at addr,
+// in a client instance of its own.
+func producerOptions(addr, group string) []producer.Option {
+	return []producer.Option{producer.WithNsResolver(primitive.NewPassthroughResolver([]string{addr})), producer.WithGroupName(group),
+		producer.WithInstanceName(fmt.Sprintf("%s-p%d", group, instances.Add(1)))}
+}
+
 // startProducer starts a producer of group against the name server at addr,
 // with further options, in a client instance of its own (the Go client's
 // shared default instance stays bound to the first node it was used with);
 // it shuts down when the test ends.
 func startProducer(t *testing.T, addr, group string, opts ...producer.Option) rocketmq.Producer {
 	t.Helper()
-	base := []producer.Option{producer.WithNsResolver(primitive.NewPassthroughResolver([]string{addr})), producer.WithGroupName(group),
-		producer.WithInstanceName(fmt.Sprintf("%s-p%d", group, instances.Add(1)))}
-	p, err := rocketmq.NewProducer(append(base, opts...)...)
+	p, err := rocketmq.NewProducer(append(producerOptions(addr, group), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/rosettamq/rosetta/internal/app"
 	"github.com/rosettamq/rosetta/internal/app/apptest"
@@ -54,8 +53,7 @@ func (l *txnListener) checks(body string) int {
 
 func startTxnProducer(t *testing.T, addr, group string, l *txnListener) rocketmq.TransactionProducer {
 	t.Helper()
-	p, err := rocketmq.NewTransactionProducer(l, producer.WithNsResolver(primitive.NewPassthroughResolver([]string{addr})),
-		producer.WithGroupName(group), producer.WithInstanceName(fmt.Sprintf("%s-p%d", group, instances.Add(1))))
+	p, err := rocketmq.NewTransactionProducer(l, producerOptions(addr, group)...)
 	if err != nil {
 		t.Fatal(err)
 	}

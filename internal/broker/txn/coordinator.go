@@ -213,6 +213,32 @@ func (c *Coordinator) Close() error {
 
 func (c *Coordinator) now() int64 { return c.opts.Now().UnixMilli() }
 
+// locked returns an id's transaction, locked (INVALID_PRODUCER_ID_MAPPING
+// when the id is unknown).
+func (c *Coordinator) locked(id string) (*txn, error) {
+	t := c.lookup(id)
+	if t == nil {
+		return nil, ErrInvalidProducerIDMapping
+	}
+	t.mu.Lock()
+	return t, nil
+}
+
+// lockedFor is locked for a request of producer pid at epoch: it returns
+// the transaction locked and its state, or an error with nothing locked.
+func (c *Coordinator) lockedFor(id string, pid int64, epoch int16) (*txn, Status, error) {
+	t, err := c.locked(id)
+	if err != nil {
+		return nil, Status{}, err
+	}
+	st := t.st
+	if err := checkProducer(&st, pid, epoch); err != nil {
+		t.mu.Unlock()
+		return nil, st, err
+	}
+	return t, st, nil
+}
+
 // lookup returns an id's transaction (nil when unknown).
 func (c *Coordinator) lookup(id string) *txn {
 	c.mu.RLock()
@@ -421,11 +447,10 @@ func (c *Coordinator) begin(t *txn, pid int64, epoch int16) (Status, error) {
 
 // AddPartitions adds partitions to the producer's transaction, opening it.
 func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, epoch int16, parts []Partition) error {
-	t := c.lookup(id)
-	if t == nil {
-		return ErrInvalidProducerIDMapping
+	t, err := c.locked(id)
+	if err != nil {
+		return err
 	}
-	t.mu.Lock()
 	defer t.mu.Unlock()
 	next, err := c.begin(t, pid, epoch)
 	if err != nil {
@@ -447,11 +472,10 @@ func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, e
 
 // AddOffsets adds a consumer group to the producer's transaction.
 func (c *Coordinator) AddOffsets(ctx context.Context, id string, pid int64, epoch int16, group string) error {
-	t := c.lookup(id)
-	if t == nil {
-		return ErrInvalidProducerIDMapping
+	t, err := c.locked(id)
+	if err != nil {
+		return err
 	}
-	t.mu.Lock()
 	defer t.mu.Unlock()
 	next, err := c.begin(t, pid, epoch)
 	if err != nil {
@@ -467,16 +491,11 @@ func (c *Coordinator) AddOffsets(ctx context.Context, id string, pid int64, epoc
 // CommitOffsets records offsets of group inside the producer's transaction;
 // they become the group's committed offsets when it commits.
 func (c *Coordinator) CommitOffsets(ctx context.Context, id, group string, pid int64, epoch int16, offsets []PendingOffset) error {
-	t := c.lookup(id)
-	if t == nil {
-		return ErrInvalidProducerIDMapping
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	st := t.st
-	if err := checkProducer(&st, pid, epoch); err != nil {
+	t, st, err := c.lockedFor(id, pid, epoch)
+	if err != nil {
 		return err
 	}
+	defer t.mu.Unlock()
 	if st.State != StateOngoing || !slices.Contains(st.Groups, group) {
 		return ErrInvalidTxnState
 	}
@@ -497,16 +516,11 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, id, group string, pid i
 // EndTxn commits or aborts the producer's transaction. A retry of an end
 // that completed succeeds.
 func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch int16, commit bool) error {
-	t := c.lookup(id)
-	if t == nil {
-		return ErrInvalidProducerIDMapping
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	st := t.st
-	if err := checkProducer(&st, pid, epoch); err != nil {
+	t, st, err := c.lockedFor(id, pid, epoch)
+	if err != nil {
 		return err
 	}
+	defer t.mu.Unlock()
 	switch st.State {
 	case StateOngoing:
 		return c.end(ctx, t, commit, st.Epoch)

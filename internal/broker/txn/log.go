@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
@@ -63,35 +62,18 @@ func (c *Coordinator) load(ctx context.Context) error {
 		}
 		c.install(st)
 	}
-	start, _, end, err := c.engine.Offsets(c.queue)
+	n := 0
+	err = c.b.ScanQueue(c.queue, applied, func(r *storage.StoredRecord, m *model.Message) {
+		st, err := decodeStatus(m.Body)
+		if err != nil {
+			c.log.Error("corrupt transaction state record skipped", "offset", r.BaseOffset, "err", err)
+			return
+		}
+		c.install(st)
+		n++
+	})
 	if err != nil {
 		return err
-	}
-	n := 0
-	for off := max(applied, start); off < end; {
-		res, err := c.engine.Read(c.queue, off, storage.ReadOptions{MaxBytes: 1 << 20})
-		if err != nil {
-			return err
-		}
-		if len(res.Records) == 0 {
-			res.Release()
-			break
-		}
-		for i := range res.Records {
-			m, err := broker.DecodeMessage(res.Records[i].Payload)
-			var st Status
-			if err == nil {
-				st, err = decodeStatus(m.Body)
-			}
-			if err != nil {
-				c.log.Error("corrupt transaction state record skipped", "offset", res.Records[i].BaseOffset, "err", err)
-				continue
-			}
-			c.install(st)
-			n++
-		}
-		off = res.NextOffset
-		res.Release()
 	}
 	c.mu.Lock()
 	c.dirty = map[string]bool{}
