@@ -215,3 +215,35 @@ func TestTransactionFencingAndTimeout(t *testing.T) {
 		t.Fatalf("read_committed after the timeout: %v", got)
 	}
 }
+
+// TestTransactionAfterTopicDeletion: a transaction whose topic was deleted
+// while it was open still commits its other partitions.
+func TestTransactionAfterTopicDeletion(t *testing.T) {
+	n := startNode(t)
+	addr := n.KafkaAddr()
+	adm := kadm.NewClient(newClient(t, addr))
+	ctx := ctxTimeout(t, time.Minute)
+	for _, topic := range []string{"txn-kept", "txn-deleted"} {
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := newClient(t, addr, kgo.TransactionalID("txn-delete-1"))
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range []string{"txn-kept", "txn-deleted"} {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(topic)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := adm.DeleteTopics(ctx, "txn-deleted"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, addr, "txn-kept", true); fmt.Sprint(got) != "[txn-kept]" {
+		t.Fatalf("read_committed: %v", got)
+	}
+}

@@ -49,6 +49,9 @@ func (c *Coordinator) markers(st *Status, commit bool) []*storage.Record {
 	now := c.now()
 	out := make([]*storage.Record, 0, len(st.Partitions))
 	for _, p := range st.Partitions {
+		if _, _, _, err := c.engine.Offsets(p.Queue); err != nil {
+			continue // the topic was deleted
+		}
 		out = append(out, markerRecord(p.Queue, st.PID, st.Epoch, commit, now))
 	}
 	return out
