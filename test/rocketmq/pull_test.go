@@ -1,3 +1,10 @@
+// The Go client's pull consumer writes its consumer group field on every
+// PullFrom while its own background puller reads it (a data race in
+// rocketmq-client-go, not in Rosetta), so this test is left out of
+// race-detector builds; scripts/test.sh runs it without -race.
+
+//go:build !race
+
 package rocketmq_test
 
 import (
