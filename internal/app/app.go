@@ -24,6 +24,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
+	"github.com/rosettamq/rosetta/internal/grpcv5"
 	"github.com/rosettamq/rosetta/internal/kafka"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
@@ -194,7 +195,7 @@ func (a *App) listen(name, addr string) (net.Listener, error) {
 // all within the configured shutdown timeout.
 func (a *App) Run(ctx context.Context, ready func()) error {
 	// Open every listener first, so a port in use fails before anything runs.
-	var httpL, kafkaL, remotingL net.Listener
+	var httpL, kafkaL, remotingL, grpcL net.Listener
 	var err error
 	if a.cfg.Listen.HTTP != "" {
 		if httpL, err = a.listen("http", a.cfg.Listen.HTTP); err != nil {
@@ -219,8 +220,15 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 			return errors.Join(err, a.close())
 		}
 	}
-	if addr := a.listenAddr("grpc"); addr != "" {
-		a.log.Info("protocol front-end not built yet; listener skipped", "listener", "grpc", "addr", addr)
+	if a.cfg.Listen.GRPC != "" {
+		if grpcL, err = a.listen("grpc", a.cfg.Listen.GRPC); err != nil {
+			for _, l := range []net.Listener{httpL, kafkaL, remotingL} {
+				if l != nil {
+					l.Close()
+				}
+			}
+			return errors.Join(err, a.close())
+		}
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -258,6 +266,14 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 			Logger:             a.log,
 		})
 		g.Go(func() error { return srv.Serve(gctx, remotingL) })
+	}
+	if grpcL != nil {
+		srv := grpcv5.NewServer(a.broker, grpcv5.Options{
+			AdvertisedAddr: a.cfg.Listen.GRPCAdvertised,
+			ObserveRequest: func(rpc string, took time.Duration) { a.metrics.ObserveRequest("grpc", rpc, took) },
+			Logger:         a.log,
+		})
+		g.Go(func() error { return srv.Serve(gctx, grpcL) })
 	}
 	if ready != nil {
 		ready()

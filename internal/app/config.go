@@ -98,6 +98,7 @@ type ListenConfig struct {
 	Remoting           string `yaml:"remoting" help:"RocketMQ remoting (name server and broker) address"`
 	RemotingAdvertised string `yaml:"remoting_advertised" help:"host:port RocketMQ routes point clients at (default: the address each client connected to)"`
 	GRPC               string `yaml:"grpc" help:"RocketMQ 5 gRPC address"`
+	GRPCAdvertised     string `yaml:"grpc_advertised" help:"host:port gRPC routes point clients at (default: the address each client connected to)"`
 }
 
 // StorageConfig configures the storage engine.

@@ -2,9 +2,11 @@ package broker
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
@@ -19,6 +21,32 @@ import (
 
 // headerTimerCancel marks a tombstone and names the entry it cancels.
 const headerTimerCancel = "__ROSETTA_TIMER_CANCEL"
+
+// RecallHandle is the handle a timer message's send answers: base64url of
+// "v1 <topic> <broker> <due ms> <message id>", the form RocketMQ's
+// RecallMessageHandle uses (topic as the client names it).
+func RecallHandle(topic, brokerName string, due int64, id string) string {
+	return base64.URLEncoding.EncodeToString([]byte("v1 " + topic + " " + brokerName + " " + strconv.FormatInt(due, 10) + " " + id))
+}
+
+// ErrBadRecallHandle is a recall handle that does not parse.
+var ErrBadRecallHandle = errors.New("recall handle is not valid")
+
+// ParseRecallHandle reads a recall handle (padded or not).
+func ParseRecallHandle(h string) (topic string, due int64, id string, err error) {
+	raw, err := base64.URLEncoding.DecodeString(h)
+	if err != nil {
+		raw, err = base64.RawURLEncoding.DecodeString(h)
+	}
+	parts := strings.Split(string(raw), " ")
+	if err != nil || len(parts) != 5 || parts[0] != "v1" {
+		return "", 0, "", ErrBadRecallHandle
+	}
+	if due, err = strconv.ParseInt(parts[3], 10, 64); err != nil {
+		return "", 0, "", ErrBadRecallHandle
+	}
+	return parts[1], due, parts[4], nil
+}
 
 // ErrTimerNotPending is a recall of a timer message that is not waiting
 // (never sent, delivered already, or recalled already).

@@ -8,10 +8,7 @@ package remoting
 // message is not pending (delivered, recalled, or unknown).
 
 import (
-	"encoding/base64"
 	"errors"
-	"strconv"
-	"strings"
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
@@ -19,26 +16,17 @@ import (
 
 // recallHandle builds the handle a timer message's send answers.
 func (s *Server) recallHandle(topic string, due int64, id string) string {
-	return base64.URLEncoding.EncodeToString([]byte("v1 " + topic + " " + s.opts.BrokerName + " " + strconv.FormatInt(due, 10) + " " + id))
+	return broker.RecallHandle(topic, s.opts.BrokerName, due, id)
 }
 
 func handleRecallMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	s := rc.conn.s
-	raw, err := base64.URLEncoding.DecodeString(req.Ext("recallHandle"))
+	topic, dueMs, id, err := broker.ParseRecallHandle(req.Ext("recallHandle"))
 	if err != nil {
-		raw, err = base64.RawURLEncoding.DecodeString(req.Ext("recallHandle"))
+		return protocol.NewResponse(req, protocol.InvalidParameter, err.Error())
 	}
-	parts := strings.Split(string(raw), " ")
-	if err != nil || len(parts) != 5 || parts[0] != "v1" {
-		return protocol.NewResponse(req, protocol.InvalidParameter, "recall handle is not valid")
-	}
-	topic, due, id := parts[1], parts[3], parts[4]
 	if t := req.Ext("topic"); t != "" && t != topic {
 		return protocol.NewResponse(req, protocol.InvalidParameter, "recall handle is for topic "+topic+", not "+t)
-	}
-	dueMs, err := strconv.ParseInt(due, 10, 64)
-	if err != nil {
-		return protocol.NewResponse(req, protocol.InvalidParameter, "recall handle is not valid")
 	}
 	name, err := topicName(topic)
 	if err != nil {

@@ -24,7 +24,7 @@ type TestNode struct {
 func TestConfig(dir string) app.Config {
 	c := app.DefaultConfig()
 	c.DataDir = dir
-	c.Listen = app.ListenConfig{Kafka: "127.0.0.1:0", HTTP: "127.0.0.1:0", Remoting: "127.0.0.1:0"}
+	c.Listen = app.ListenConfig{Kafka: "127.0.0.1:0", HTTP: "127.0.0.1:0", Remoting: "127.0.0.1:0", GRPC: "127.0.0.1:0"}
 	c.Storage.MinFreeBytes, c.Storage.MinFreeRatio = 0, 0
 	c.Storage.SegmentSize = 64 << 20
 	c.Storage.MaxRecordSize = 8 << 20
@@ -85,3 +85,6 @@ func (n *TestNode) RemotingAddr() string { return n.App.Addr("remoting") }
 
 // KafkaAddr is the Kafka listener's address.
 func (n *TestNode) KafkaAddr() string { return n.App.Addr("kafka") }
+
+// GRPCAddr is the node's RocketMQ 5 gRPC address.
+func (n *TestNode) GRPCAddr() string { return n.App.Addr("grpc") }

@@ -1,0 +1,114 @@
+package grpcv5
+
+// Clients: each client (x-mq-client-id) opens a telemetry stream per
+// endpoint and sends its settings there; the registry keeps the settings
+// and the stream, so calls can read the settings and the broker can reach
+// a producer (transaction recovery) through it.
+
+import (
+	"context"
+	"sync"
+
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"google.golang.org/grpc/metadata"
+)
+
+// client is one connected client.
+type client struct {
+	id string
+
+	sendMu sync.Mutex // gRPC streams take one sender at a time
+	stream v2.MessagingService_TelemetryServer
+
+	mu       sync.Mutex
+	settings *v2.Settings
+}
+
+// send writes a command on the client's telemetry stream.
+func (c *client) send(cmd *v2.TelemetryCommand) error {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	return c.stream.Send(cmd)
+}
+
+func (c *client) getSettings() *v2.Settings {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.settings
+}
+
+// publishes says whether the client is a producer that declared topic.
+func (c *client) publishes(topic string) bool {
+	st := c.getSettings()
+	if st == nil {
+		return false
+	}
+	for _, t := range st.GetPublishing().GetTopics() {
+		if t.GetName() == topic {
+			return true
+		}
+	}
+	return false
+}
+
+// registry holds the clients with an open telemetry stream.
+type registry struct {
+	mu      sync.Mutex
+	clients map[string]map[*client]bool // client id → its streams
+}
+
+func newRegistry() *registry { return &registry{clients: map[string]map[*client]bool{}} }
+
+func (r *registry) add(c *client) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.clients[c.id]
+	if m == nil {
+		m = map[*client]bool{}
+		r.clients[c.id] = m
+	}
+	m[c] = true
+}
+
+func (r *registry) remove(c *client) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.clients[c.id], c)
+	if len(r.clients[c.id]) == 0 {
+		delete(r.clients, c.id)
+	}
+}
+
+// settings returns a client's latest settings (nil when unknown).
+func (r *registry) settings(id string) *v2.Settings {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for c := range r.clients[id] {
+		if st := c.getSettings(); st != nil {
+			return st
+		}
+	}
+	return nil
+}
+
+// all returns every connected client stream.
+func (r *registry) all() []*client {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*client
+	for _, m := range r.clients {
+		for c := range m {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// clientID is the x-mq-client-id of a call.
+func clientID(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get("x-mq-client-id"); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}

@@ -1,0 +1,93 @@
+package grpcv5
+
+// QueryRoute, Heartbeat, QueryAssignment and NotifyClientTermination.
+// Routes list every queue of the topic as readable and writable at this
+// node, reached at the endpoints the client asked through (or the
+// advertised address), accepting every message type. A topic is created
+// on first route query while auto-creation is on, as remoting sends do.
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+var acceptTypes = []v2.MessageType{v2.MessageType_NORMAL, v2.MessageType_FIFO, v2.MessageType_DELAY, v2.MessageType_TRANSACTION}
+
+// QueryRoute answers a topic's queues.
+func (s *Server) QueryRoute(ctx context.Context, req *v2.QueryRouteRequest) (*v2.QueryRouteResponse, error) {
+	if len(req.GetEndpoints().GetAddresses()) == 0 && s.opts.AdvertisedAddr == "" {
+		return &v2.QueryRouteResponse{Status: &v2.Status{Code: v2.Code_ILLEGAL_ACCESS_POINT, Message: "no endpoints"}}, nil
+	}
+	t, err := s.routeTopic(ctx, req.GetTopic())
+	if err != nil {
+		return &v2.QueryRouteResponse{Status: status(err)}, nil
+	}
+	return &v2.QueryRouteResponse{Status: okStatus(), MessageQueues: s.queues(req.GetTopic(), t, req.GetEndpoints())}, nil
+}
+
+// routeTopic returns the topic a route names, creating it while
+// auto-creation is on.
+func (s *Server) routeTopic(ctx context.Context, r *v2.Resource) (*broker.Topic, error) {
+	name, err := topicName(r)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.broker.EnsureTopic(ctx, name)
+	if err == nil && t.Internal {
+		return nil, statusErr(v2.Code_ILLEGAL_TOPIC, "topic %s is internal", r.GetName())
+	}
+	return t, err
+}
+
+// queues lists a topic's queues as routes show them.
+func (s *Server) queues(r *v2.Resource, t *broker.Topic, asked *v2.Endpoints) []*v2.MessageQueue {
+	b := &v2.Broker{Name: s.opts.BrokerName, Id: 0, Endpoints: s.endpoints(asked)}
+	out := make([]*v2.MessageQueue, t.QueueCount())
+	for i := range out {
+		out[i] = &v2.MessageQueue{Topic: r, Id: int32(i), Permission: v2.Permission_READ_WRITE, Broker: b, AcceptMessageTypes: acceptTypes}
+	}
+	return out
+}
+
+// endpoints is where routes send clients: the advertised address, or the
+// endpoints the client asked through.
+func (s *Server) endpoints(asked *v2.Endpoints) *v2.Endpoints {
+	if s.opts.AdvertisedAddr == "" {
+		return asked
+	}
+	host, port, err := net.SplitHostPort(s.opts.AdvertisedAddr)
+	if err != nil {
+		return asked
+	}
+	p, _ := strconv.Atoi(port)
+	scheme := v2.AddressScheme_IPv4
+	if ip := net.ParseIP(host); ip == nil {
+		scheme = v2.AddressScheme_DOMAIN_NAME
+	} else if ip.To4() == nil {
+		scheme = v2.AddressScheme_IPv6
+	}
+	return &v2.Endpoints{Scheme: scheme, Addresses: []*v2.Address{{Host: host, Port: int32(p)}}}
+}
+
+// Heartbeat keeps a client alive; nothing to record beyond its telemetry.
+func (s *Server) Heartbeat(ctx context.Context, req *v2.HeartbeatRequest) (*v2.HeartbeatResponse, error) {
+	if clientID(ctx) == "" {
+		return &v2.HeartbeatResponse{Status: &v2.Status{Code: v2.Code_CLIENT_ID_REQUIRED, Message: "x-mq-client-id required"}}, nil
+	}
+	return &v2.HeartbeatResponse{Status: okStatus()}, nil
+}
+
+// NotifyClientTermination acknowledges a client's graceful stop.
+func (s *Server) NotifyClientTermination(ctx context.Context, req *v2.NotifyClientTerminationRequest) (*v2.NotifyClientTerminationResponse, error) {
+	return &v2.NotifyClientTerminationResponse{Status: okStatus()}, nil
+}
+
+// errNotFound reports whether err is an unknown topic.
+func errNotFound(err error) bool { return errors.Is(err, model.ErrUnknownTopic) }

@@ -1,0 +1,108 @@
+package grpcv5
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"time"
+
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"google.golang.org/grpc"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+)
+
+// Options configure the gRPC front-end.
+type Options struct {
+	// AdvertisedAddr is the host:port routes name; empty: the address each
+	// client connected to.
+	AdvertisedAddr string
+	BrokerName     string
+	MaxBodyBytes   int32 // largest message body accepted (4 MiB)
+	// ObserveRequest, when set, is told of each handled call (metrics).
+	ObserveRequest func(rpc string, took time.Duration)
+	Logger         *slog.Logger
+}
+
+// Server is the gRPC listener.
+type Server struct {
+	v2.UnimplementedMessagingServiceServer
+	opts    Options
+	log     *slog.Logger
+	broker  *broker.Broker
+	clients *registry
+	// roundRobin spreads messages without a group over the queues.
+	roundRobin atomic.Uint32
+}
+
+// NewServer builds the front-end over a broker.
+func NewServer(b *broker.Broker, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.BrokerName == "" {
+		opts.BrokerName = "rosetta"
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 4 << 20
+	}
+	s := &Server{opts: opts, log: opts.Logger.With("proto", "grpc"), broker: b, clients: newRegistry()}
+	b.AddTxnChecker(s.recoverOrphan)
+	return s
+}
+
+// Serve answers calls on l until ctx ends, then stops gracefully (calls in
+// flight finish; streams are cut after a grace period).
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(int(s.opts.MaxBodyBytes)+1<<20), grpc.ChainUnaryInterceptor(s.observeUnary),
+		grpc.ChainStreamInterceptor(s.observeStream))
+	v2.RegisterMessagingServiceServer(gs, s)
+	stop := context.AfterFunc(ctx, func() {
+		done := make(chan struct{})
+		go func() {
+			gs.GracefulStop()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+			gs.Stop()
+		}
+	})
+	defer stop()
+	err := gs.Serve(l)
+	if errors.Is(err, grpc.ErrServerStopped) || ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) observeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := h(ctx, req)
+	if obs := s.opts.ObserveRequest; obs != nil {
+		obs(rpcName(info.FullMethod), time.Since(start))
+	}
+	return resp, err
+}
+
+func (s *Server) observeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	start := time.Now()
+	err := h(srv, ss)
+	if obs := s.opts.ObserveRequest; obs != nil && !info.IsClientStream {
+		obs(rpcName(info.FullMethod), time.Since(start))
+	}
+	return err
+}
+
+// rpcName is the method part of a full gRPC method name.
+func rpcName(full string) string {
+	for i := len(full) - 1; i >= 0; i-- {
+		if full[i] == '/' {
+			return full[i+1:]
+		}
+	}
+	return full
+}
