@@ -76,6 +76,26 @@ func (s *Server) endpoints(asked *v2.Endpoints) *v2.Endpoints {
 	return &v2.Endpoints{Scheme: scheme, Addresses: []*v2.Address{{Host: host, Port: int32(p)}}}
 }
 
+// QueryAssignment tells a push consumer which queues to receive from: for a
+// FIFO group every queue (each is received in order), otherwise one queue
+// with id -1 — receive from any queue — as RocketMQ's proxy answers.
+func (s *Server) QueryAssignment(ctx context.Context, req *v2.QueryAssignmentRequest) (*v2.QueryAssignmentResponse, error) {
+	t, err := s.routeTopic(ctx, req.GetTopic())
+	if err != nil {
+		return &v2.QueryAssignmentResponse{Status: status(err)}, nil
+	}
+	qs := s.queues(req.GetTopic(), t, req.GetEndpoints())
+	if !s.groupConfig(req.GetGroup()).ConsumeMessageOrderly {
+		q := qs[0]
+		qs = []*v2.MessageQueue{{Topic: q.Topic, Id: -1, Permission: q.Permission, Broker: q.Broker, AcceptMessageTypes: q.AcceptMessageTypes}}
+	}
+	out := make([]*v2.Assignment, len(qs))
+	for i, q := range qs {
+		out[i] = &v2.Assignment{MessageQueue: q}
+	}
+	return &v2.QueryAssignmentResponse{Status: okStatus(), Assignments: out}, nil
+}
+
 // Heartbeat keeps a client alive; nothing to record beyond its telemetry.
 func (s *Server) Heartbeat(ctx context.Context, req *v2.HeartbeatRequest) (*v2.HeartbeatResponse, error) {
 	if clientID(ctx) == "" {

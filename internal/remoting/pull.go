@@ -17,7 +17,6 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
-	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
@@ -155,7 +154,7 @@ func (s *Server) readForPull(t *topicRef, queueID int32, offset, stable model.Qu
 			}
 			emit(&m, r.BaseOffset, r.StoreTime)
 		case model.FormatKafkaBatchV2:
-			if kafkaTxnSkip(s.broker.KafkaTxns(), t.Queues[queueID], r) {
+			if s.broker.HiddenKafkaBatch(t.Queues[queueID], r) {
 				next = max(next, r.BaseOffset+model.QueueOffset(r.Count))
 				continue
 			}
@@ -164,7 +163,7 @@ func (s *Server) readForPull(t *topicRef, queueID int32, offset, stable model.Qu
 				if off < offset || n >= maxMsgs {
 					return n < maxMsgs
 				}
-				m := kafkaToMessage(kr)
+				m := broker.KafkaRecordMessage(kr)
 				emit(&m, off, r.StoreTime)
 				return true
 			})
@@ -182,36 +181,6 @@ func (s *Server) readForPull(t *topicRef, queueID int32, offset, stable model.Qu
 		next = max(next, res.NextOffset) // records skipped by tag after the last one read
 	}
 	return body, next, nil
-}
-
-// kafkaTxnSkip says whether a stored Kafka batch is one a RocketMQ consumer
-// must not see: a transaction marker or a record of an aborted transaction.
-func kafkaTxnSkip(x *producers.TxnIndex, q model.QueueID, r *broker.StoredRecord) bool {
-	if len(r.Payload) < kbatch.HeaderSize {
-		return false
-	}
-	h := kbatch.ReadHeader(r.Payload)
-	if h.Attributes&kbatch.AttrTransactional == 0 {
-		return false
-	}
-	return h.Attributes&kbatch.AttrControl != 0 || x.IsAborted(q, h.ProducerID, r.BaseOffset)
-}
-
-// kafkaToMessage views a Kafka record as a message: the key as KEYS, the
-// headers as properties (a rocketmq.TAGS header as the tag).
-func kafkaToMessage(r *kbatch.Record) model.Message {
-	m := model.Message{Body: r.Value, BornTime: r.Timestamp}
-	if !r.KeyNull {
-		m.Key = r.Key
-	}
-	for _, h := range r.Headers {
-		if h.Key == "rocketmq.TAGS" {
-			m.Tags = string(h.Value)
-			continue
-		}
-		m.Headers = append(m.Headers, model.Header{Key: h.Key, Value: h.Value})
-	}
-	return m
 }
 
 // storedMessage lays a message out as pull responses carry it.

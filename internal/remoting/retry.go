@@ -127,7 +127,7 @@ func (s *Server) messageAt(pos int64) (*found, error) {
 			if r.BaseOffset+model.QueueOffset(kr.OffsetDelta) != off {
 				return true
 			}
-			m, err = cloneMessage(kafkaToMessage(kr)), nil // kr's bytes live only during this call
+			m, err = cloneMessage(broker.KafkaRecordMessage(kr)), nil // kr's bytes live only during this call
 			return false
 		})
 	default:

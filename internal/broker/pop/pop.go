@@ -1,0 +1,405 @@
+// Package pop is the engine of consumption by invisibility: RocketMQ 5's
+// POP (gRPC SimpleConsumer and PushConsumer, remoting POP_MESSAGE), and
+// the machinery Kafka share groups (KIP-932) need. Per (group, queue) it
+// hands messages out with a deadline (invisible until then) and an attempt
+// count, takes acknowledgements and deadline changes by receipt handle,
+// and hands a message out again once its deadline passes unacknowledged.
+//
+// State per (group, queue): base (every offset below is done), next (the
+// first offset never handed out), the leases of messages handed out and
+// not done, and the done offsets above base. base is also committed as
+// the group's consumer offset, so admin tools see the group's progress and
+// other protocols' consumers of the group start there.
+//
+// Durability: every change is a record in the internal queue
+// system/internal/pop (receive, ack, deadline change), appended and made
+// durable before the answer, so after a crash no acknowledged message
+// comes back and an unacknowledged one comes back when its deadline
+// passes, as before the crash. A snapshot in the metadata store every
+// 30 s lets the queue drop older records; a restart loads it and replays
+// the queue after it.
+//
+// FIFO groups: a queue with a message in flight hands out nothing new, so
+// the messages of one queue (hence of one message group, which the
+// producer side keeps in one queue) are consumed one batch at a time, in
+// order; expired ones are handed out again first.
+package pop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+// Errors of handles.
+var (
+	// ErrStaleHandle: the handle no longer names the message's current
+	// lease (acknowledged, handed out again, or its deadline changed since).
+	ErrStaleHandle = errors.New("receipt handle expired or already used")
+)
+
+// Options configure the engine.
+type Options struct {
+	SnapshotInterval time.Duration // 30 s
+	Logger           *slog.Logger
+	Now              func() time.Time
+}
+
+type key struct {
+	group string
+	queue model.QueueID
+}
+
+// lease is a message handed out and not done.
+type lease struct {
+	deadline int64 // ms
+	attempts int32
+	gen      uint32 // changes with each hand-out and deadline change
+}
+
+type state struct {
+	mu       sync.Mutex
+	loaded   bool
+	base     model.QueueOffset
+	next     model.QueueOffset
+	leases   map[model.QueueOffset]*lease
+	done     map[model.QueueOffset]bool
+	gen      uint32
+	baseSent model.QueueOffset // base last committed as the group offset
+}
+
+// Delivery is one message handed out.
+type Delivery struct {
+	Queue     model.QueueID
+	Offset    model.QueueOffset
+	StoreTime int64
+	Attempt   int32 // 1 on first delivery
+	Handle    Handle
+	Message   model.Message // owned by the delivery
+}
+
+// Engine is the POP engine of a node.
+type Engine struct {
+	b    *broker.Broker
+	opts Options
+	log  *slog.Logger
+	st   *store
+
+	mu     sync.Mutex
+	states map[key]*state
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Filter says whether a message is for the receiving consumer; messages it
+// refuses are done for the group at once (as RocketMQ's POP filters).
+type Filter func(*model.Message) bool
+
+func (e *Engine) now() int64 { return e.opts.Now().UnixMilli() }
+
+// state returns the (group, queue) state, loading its start on first use.
+func (e *Engine) state(group string, q model.QueueID) (*state, error) {
+	e.mu.Lock()
+	s := e.states[key{group, q}]
+	if s == nil {
+		s = &state{leases: map[model.QueueOffset]*lease{}, done: map[model.QueueOffset]bool{}}
+		e.states[key{group, q}] = s
+	}
+	e.mu.Unlock()
+	s.mu.Lock()
+	if !s.loaded {
+		start, err := e.startOffset(group, q)
+		if err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
+		s.base, s.next, s.baseSent, s.loaded = start, start, start, true
+	}
+	s.mu.Unlock()
+	return s, nil
+}
+
+// startOffset is where a group new to a queue starts: its committed offset
+// (shared with the group's other protocols), else the queue's start.
+func (e *Engine) startOffset(group string, q model.QueueID) (model.QueueOffset, error) {
+	ref, err := e.b.QueueByID(q)
+	if err != nil {
+		return 0, err
+	}
+	if got, err := e.b.FetchOffsets(group, ref.Topic.Name); err == nil {
+		if c, ok := got[ref.Index]; ok {
+			return c.Offset, nil
+		}
+	}
+	start, _, err := e.b.QueueOffsets(q)
+	return start, err
+}
+
+// Receive hands out up to max messages of group from queues (tried in the
+// order given) with a deadline invisible from now: first messages whose
+// deadline passed, then new ones. fifo holds back a queue with a message in
+// flight.
+func (e *Engine) Receive(ctx context.Context, group string, queues []model.QueueID, max int, invisible time.Duration, fifo bool, match Filter) ([]Delivery, error) {
+	var out []Delivery
+	for _, q := range queues {
+		if len(out) >= max {
+			break
+		}
+		got, err := e.receiveQueue(ctx, group, q, max-len(out), invisible, fifo, match)
+		if err != nil {
+			if errors.Is(err, model.ErrUnknownQueue) {
+				continue // deleted meanwhile
+			}
+			return out, err
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
+func (e *Engine) receiveQueue(ctx context.Context, group string, q model.QueueID, max int, invisible time.Duration, fifo bool, match Filter) ([]Delivery, error) {
+	s, err := e.state(group, q)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := e.now()
+	deadline := now + invisible.Milliseconds()
+	// Expired leases first, lowest offset first.
+	var expired []model.QueueOffset
+	inFlight := false
+	for off, l := range s.leases {
+		if l.deadline <= now {
+			expired = append(expired, off)
+		} else {
+			inFlight = true
+		}
+	}
+	if fifo && inFlight {
+		return nil, nil
+	}
+	sort.Slice(expired, func(i, j int) bool { return expired[i] < expired[j] })
+	var picks []pick
+	for _, off := range expired {
+		if len(picks) >= max {
+			break
+		}
+		picks = append(picks, pick{offset: off, attempts: s.leases[off].attempts + 1})
+	}
+	var msgs map[model.QueueOffset]*broker.StoredMessage
+	var filtered []model.QueueOffset
+	next := s.next
+	if len(picks) < max && !(fifo && len(expired) > 0) {
+		msgs = map[model.QueueOffset]*broker.StoredMessage{}
+		next, err = e.b.EachMessage(q, s.next, 256, func(m *broker.StoredMessage) bool {
+			if match != nil && !match(&m.Message) {
+				filtered = append(filtered, m.Offset)
+				return true
+			}
+			cp := *m
+			cp.Message = cloneMessage(m.Message)
+			msgs[m.Offset] = &cp
+			picks = append(picks, pick{offset: m.Offset, attempts: 1})
+			return len(picks) < max
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(picks) == 0 && next == s.next {
+		return nil, nil
+	}
+	// Record the hand-out before answering.
+	rec := receiveRecord{group: group, queue: q, next: next, filtered: filtered}
+	for i := range picks {
+		s.gen++
+		picks[i].gen = s.gen
+		rec.leases = append(rec.leases, leaseRecord{offset: picks[i].offset, deadline: deadline, attempts: picks[i].attempts, gen: s.gen})
+	}
+	if err := e.st.write(ctx, rec.encode(), func() { e.applyReceive(s, &rec) }); err != nil {
+		return nil, err
+	}
+	out := make([]Delivery, 0, len(picks))
+	for _, p := range picks {
+		sm := msgs[p.offset]
+		if sm == nil { // handed out before: read it again
+			if sm, err = e.readOne(q, p.offset); err != nil {
+				e.log.Warn("message gone before it could be handed out again (retention)", "group", group, "queue", q, "offset", p.offset, "err", err)
+				continue
+			}
+		}
+		out = append(out, Delivery{Queue: q, Offset: p.offset, StoreTime: sm.StoreTime, Attempt: p.attempts,
+			Handle: Handle{Queue: q, Offset: p.offset, Gen: p.gen, Deadline: deadline}, Message: sm.Message})
+	}
+	return out, nil
+}
+
+type pick struct {
+	offset   model.QueueOffset
+	attempts int32
+	gen      uint32
+}
+
+// readOne reads the message at one offset (a copy).
+func (e *Engine) readOne(q model.QueueID, off model.QueueOffset) (*broker.StoredMessage, error) {
+	var got *broker.StoredMessage
+	_, err := e.b.EachMessage(q, off, 1, func(m *broker.StoredMessage) bool {
+		if m.Offset == off {
+			cp := *m
+			cp.Message = cloneMessage(m.Message)
+			got = &cp
+		}
+		return false
+	})
+	if err == nil && got == nil {
+		err = fmt.Errorf("%w: no message at %d", model.ErrOffsetOutOfRange, off)
+	}
+	return got, err
+}
+
+// applyReceive applies a receive record; s.mu held.
+func (e *Engine) applyReceive(s *state, r *receiveRecord) {
+	for _, l := range r.leases {
+		if l.offset < s.base || s.done[l.offset] {
+			continue
+		}
+		s.leases[l.offset] = &lease{deadline: l.deadline, attempts: l.attempts, gen: l.gen}
+		s.gen = max(s.gen, l.gen)
+	}
+	for _, off := range r.filtered {
+		if off >= s.base {
+			s.done[off] = true
+		}
+	}
+	s.next = max(s.next, r.next)
+	e.advance(s)
+}
+
+// advance moves base past done offsets and offsets never leased below next.
+func (e *Engine) advance(s *state) {
+	for s.base < s.next {
+		if s.done[s.base] {
+			delete(s.done, s.base)
+			s.base++
+			continue
+		}
+		if _, leased := s.leases[s.base]; leased {
+			return
+		}
+		// Below next and neither leased nor done: skipped (hidden records).
+		s.base++
+	}
+}
+
+// Ack marks a handed-out message done. A stale handle is refused.
+func (e *Engine) Ack(ctx context.Context, group string, h Handle) error {
+	s, err := e.state(group, h.Queue)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.leases[h.Offset]
+	if l == nil || l.gen != h.Gen {
+		return ErrStaleHandle
+	}
+	rec := ackRecord{group: group, queue: h.Queue, offset: h.Offset, gen: h.Gen}
+	if err := e.st.write(ctx, rec.encode(), func() { e.applyAck(s, &rec) }); err != nil {
+		return err
+	}
+	return nil
+}
+
+// applyAck applies an ack record; s.mu held.
+func (e *Engine) applyAck(s *state, r *ackRecord) {
+	if l := s.leases[r.offset]; l != nil && l.gen == r.gen {
+		delete(s.leases, r.offset)
+		if r.offset >= s.base {
+			s.done[r.offset] = true
+		}
+		e.advance(s)
+	}
+}
+
+// ChangeInvisible moves a handed-out message's deadline to now+d and
+// returns the new handle (the old one stops working).
+func (e *Engine) ChangeInvisible(ctx context.Context, group string, h Handle, d time.Duration) (Handle, error) {
+	s, err := e.state(group, h.Queue)
+	if err != nil {
+		return Handle{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.leases[h.Offset]
+	if l == nil || l.gen != h.Gen {
+		return Handle{}, ErrStaleHandle
+	}
+	s.gen++
+	rec := changeRecord{group: group, queue: h.Queue, offset: h.Offset, oldGen: h.Gen, gen: s.gen, deadline: e.now() + d.Milliseconds()}
+	if err := e.st.write(ctx, rec.encode(), func() { e.applyChange(s, &rec) }); err != nil {
+		return Handle{}, err
+	}
+	return Handle{Queue: h.Queue, Offset: h.Offset, Gen: rec.gen, Deadline: rec.deadline}, nil
+}
+
+// applyChange applies a deadline change; s.mu held.
+func (e *Engine) applyChange(s *state, r *changeRecord) {
+	if l := s.leases[r.offset]; l != nil && l.gen == r.oldGen {
+		l.gen, l.deadline = r.gen, r.deadline
+		s.gen = max(s.gen, r.gen)
+	}
+}
+
+// Attempts returns the attempts of a handed-out message (0 when not in flight).
+func (e *Engine) Attempts(group string, h Handle) int32 {
+	s, err := e.state(group, h.Queue)
+	if err != nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.leases[h.Offset]; l != nil && l.gen == h.Gen {
+		return l.attempts
+	}
+	return 0
+}
+
+// InFlight counts a group's messages handed out and not done.
+func (e *Engine) InFlight(group string) int {
+	e.mu.Lock()
+	var ss []*state
+	for k, s := range e.states {
+		if k.group == group {
+			ss = append(ss, s)
+		}
+	}
+	e.mu.Unlock()
+	n := 0
+	for _, s := range ss {
+		s.mu.Lock()
+		n += len(s.leases)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+func cloneMessage(m model.Message) model.Message {
+	c := m
+	c.Key = append([]byte(nil), m.Key...)
+	c.Body = append([]byte(nil), m.Body...)
+	c.Headers = make([]model.Header, len(m.Headers))
+	for i, h := range m.Headers {
+		c.Headers[i] = model.Header{Key: h.Key, Value: append([]byte(nil), h.Value...)}
+	}
+	c.IndexKeys = nil
+	return c
+}
