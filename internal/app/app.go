@@ -22,6 +22,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/admin"
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/groups"
+	"github.com/rosettamq/rosetta/internal/broker/pop"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/grpcv5"
@@ -89,6 +90,7 @@ type App struct {
 	producers *producers.Manager
 	kafkaTxns *producers.TxnIndex
 	txns      *txn.Coordinator
+	pop       *pop.Engine
 	metrics   *admin.Metrics
 
 	mu        sync.Mutex
@@ -157,6 +159,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		a.meta.Close()
 		a.engine.Close()
 		return nil, fmt.Errorf("transaction coordinator: %w", err)
+	}
+	if a.pop, err = pop.New(ctx, a.broker, pop.Options{Logger: log}); err != nil {
+		a.txns.Close()
+		a.broker.Close()
+		a.meta.Close()
+		a.engine.Close()
+		return nil, fmt.Errorf("pop engine: %w", err)
 	}
 	a.groups = groups.New(groups.Options{Logger: log,
 		MinSessionTimeout: cfg.Broker.GroupMinSessionTimeout, MaxSessionTimeout: cfg.Broker.GroupMaxSessionTimeout,
@@ -270,6 +279,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 	if grpcL != nil {
 		srv := grpcv5.NewServer(a.broker, grpcv5.Options{
 			AdvertisedAddr: a.cfg.Listen.GRPCAdvertised,
+			Pop:            a.pop,
 			ObserveRequest: func(rpc string, took time.Duration) { a.metrics.ObserveRequest("grpc", rpc, took) },
 			Logger:         a.log,
 		})
@@ -310,6 +320,7 @@ func (a *App) listenAddr(name string) string {
 func (a *App) close() error {
 	var errs []error
 	a.groups.Close()
+	a.pop.Close()
 	errs = append(errs, a.txns.Close())
 	errs = append(errs, a.broker.Close())
 	errs = append(errs, a.meta.Close())

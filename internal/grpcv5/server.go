@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/pop"
 )
 
 // Options configure the gRPC front-end.
@@ -20,7 +21,10 @@ type Options struct {
 	// client connected to.
 	AdvertisedAddr string
 	BrokerName     string
-	MaxBodyBytes   int32 // largest message body accepted (4 MiB)
+	// Pop is the POP engine consumers receive through; nil: receiving is
+	// NOT_IMPLEMENTED.
+	Pop          *pop.Engine
+	MaxBodyBytes int32 // largest message body accepted (4 MiB)
 	// ObserveRequest, when set, is told of each handled call (metrics).
 	ObserveRequest func(rpc string, took time.Duration)
 	Logger         *slog.Logger
@@ -33,6 +37,7 @@ type Server struct {
 	log     *slog.Logger
 	broker  *broker.Broker
 	clients *registry
+	pop     *pop.Engine
 	// roundRobin spreads messages without a group over the queues.
 	roundRobin atomic.Uint32
 }
@@ -48,7 +53,7 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 4 << 20
 	}
-	s := &Server{opts: opts, log: opts.Logger.With("proto", "grpc"), broker: b, clients: newRegistry()}
+	s := &Server{opts: opts, log: opts.Logger.With("proto", "grpc"), broker: b, clients: newRegistry(), pop: opts.Pop}
 	b.AddTxnChecker(s.recoverOrphan)
 	return s
 }

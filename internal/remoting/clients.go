@@ -303,19 +303,7 @@ type msgFilter interface{ match(m *model.Message) bool }
 type tagFilter map[string]bool
 
 // parseTagFilter parses a tag expression; nil matches everything.
-func parseTagFilter(expr string) tagFilter {
-	expr = strings.TrimSpace(expr)
-	if expr == "" || expr == "*" {
-		return nil
-	}
-	f := tagFilter{}
-	for _, t := range strings.Split(expr, "||") {
-		if t = strings.TrimSpace(t); t != "" {
-			f[t] = true
-		}
-	}
-	return f
-}
+func parseTagFilter(expr string) tagFilter { return filter.TagSet(expr) }
 
 // match reports whether a message passes.
 func (f tagFilter) match(m *model.Message) bool { return f == nil || f[m.Tags] }
@@ -346,18 +334,7 @@ func tagSkipper(f msgFilter) func(uint64) bool {
 // sqlFilter is a SQL92 subscription evaluated on the message's properties.
 type sqlFilter struct{ expr *filter.Expr }
 
-func (f sqlFilter) match(m *model.Message) bool {
-	return f.expr.Match(func(name string) (string, bool) {
-		switch name {
-		case propTags:
-			return m.Tags, m.Tags != ""
-		case propKeys:
-			return string(m.Key), len(m.Key) > 0
-		}
-		v, ok := m.Header(name)
-		return string(v), ok
-	})
-}
+func (f sqlFilter) match(m *model.Message) bool { return f.expr.Match(filter.MessageProperties(m)) }
 
 // subscriptionFilter compiles a subscription of either type, caching SQL
 // expressions.

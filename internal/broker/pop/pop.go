@@ -359,6 +359,27 @@ func (e *Engine) applyChange(s *state, r *changeRecord) {
 	}
 }
 
+// Lookup returns the message a valid handle names, with its attempts.
+func (e *Engine) Lookup(group string, h Handle) (Delivery, error) {
+	s, err := e.state(group, h.Queue)
+	if err != nil {
+		return Delivery{}, err
+	}
+	s.mu.Lock()
+	l := s.leases[h.Offset]
+	if l == nil || l.gen != h.Gen {
+		s.mu.Unlock()
+		return Delivery{}, ErrStaleHandle
+	}
+	attempts := l.attempts
+	s.mu.Unlock()
+	sm, err := e.readOne(h.Queue, h.Offset)
+	if err != nil {
+		return Delivery{}, err
+	}
+	return Delivery{Queue: h.Queue, Offset: h.Offset, StoreTime: sm.StoreTime, Attempt: attempts, Handle: h, Message: sm.Message}, nil
+}
+
 // Attempts returns the attempts of a handed-out message (0 when not in flight).
 func (e *Engine) Attempts(group string, h Handle) int32 {
 	s, err := e.state(group, h.Queue)

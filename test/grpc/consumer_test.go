@@ -1,0 +1,161 @@
+//go:build !race
+
+package grpc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/rosettamq/rosetta/internal/app/apptest"
+)
+
+func startSimpleConsumer(t *testing.T, addr, group, topic string) rmq.SimpleConsumer {
+	t.Helper()
+	cfg := config(addr)
+	cfg.ConsumerGroup = group
+	sc, err := rmq.NewSimpleConsumer(cfg, rmq.WithSimpleAwaitDuration(2*time.Second),
+		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sc.GracefulStop() })
+	return sc
+}
+
+// receive polls a simple consumer once; "no new message" is an empty result.
+func receive(t *testing.T, sc rmq.SimpleConsumer, n int32, invisible time.Duration) []*rmq.MessageView {
+	t.Helper()
+	mvs, err := sc.Receive(context.Background(), n, invisible)
+	var es *rmq.ErrRpcStatus
+	if errors.As(err, &es) && es.Code == 40401 {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mvs
+}
+
+// TestSimpleConsumerReceivesAndAcks: 10,000 messages sent by gRPC and by a
+// Kafka producer are received and acknowledged by two SimpleConsumers of
+// one group: each exactly once.
+func TestSimpleConsumerReceivesAndAcks(t *testing.T) {
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	const topic, total = "grpc-pop", 10_000
+	p := startProducer(t, n.GRPCAddr(), rmq.WithTopics(topic))
+	ctx := context.Background()
+	for i := range total / 2 {
+		if _, err := p.Send(ctx, &rmq.Message{Topic: topic, Body: []byte(fmt.Sprintf("grpc-%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kc, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	for i := range total / 2 {
+		kc.Produce(ctx, kgo.StringRecord(fmt.Sprintf("kafka-%d", i)), nil)
+	}
+	if err := kc.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	got := map[string]int{}
+	var wg sync.WaitGroup
+	for c := range 2 {
+		sc := startSimpleConsumer(t, n.GRPCAddr(), "pop-group", topic)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			deadline := time.Now().Add(2 * time.Minute)
+			for time.Now().Before(deadline) {
+				mu.Lock()
+				done := len(got) >= total
+				mu.Unlock()
+				if done {
+					return
+				}
+				for _, mv := range receive(t, sc, 32, 20*time.Second) {
+					if err := sc.Ack(ctx, mv); err != nil {
+						t.Errorf("consumer %d ack: %v", c, err)
+						return
+					}
+					mu.Lock()
+					got[string(mv.GetBody())]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != total {
+		t.Fatalf("%d of %d messages received", len(got), total)
+	}
+	for body, c := range got {
+		if c != 1 {
+			t.Fatalf("%s received %d times", body, c)
+		}
+	}
+}
+
+// TestUnackedMessageReappears: a message received and not acknowledged
+// comes back after its invisible time with attempt 2; a changed invisible
+// duration postpones it; past the group's attempts it goes to the DLQ.
+func TestUnackedMessageReappears(t *testing.T) {
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	const topic = "grpc-redeliver"
+	p := startProducer(t, n.GRPCAddr(), rmq.WithTopics(topic))
+	if _, err := p.Send(context.Background(), &rmq.Message{Topic: topic, Body: []byte("again")}); err != nil {
+		t.Fatal(err)
+	}
+	sc := startSimpleConsumer(t, n.GRPCAddr(), "redeliver-group", topic)
+	var first *rmq.MessageView
+	eventually(t, 10*time.Second, "the message", func() bool {
+		if mvs := receive(t, sc, 1, 10*time.Second); len(mvs) == 1 {
+			first = mvs[0]
+		}
+		return first != nil
+	})
+	if first.GetDeliveryAttempt() != 1 {
+		t.Fatalf("first attempt %d", first.GetDeliveryAttempt())
+	}
+	if mvs := receive(t, sc, 1, 10*time.Second); len(mvs) != 0 {
+		t.Fatal("message visible while in flight")
+	}
+	start := time.Now()
+	var second *rmq.MessageView
+	eventually(t, 20*time.Second, "the message again", func() bool {
+		if mvs := receive(t, sc, 1, 10*time.Second); len(mvs) == 1 {
+			second = mvs[0]
+		}
+		return second != nil
+	})
+	if second.GetDeliveryAttempt() != 2 || string(second.GetBody()) != "again" {
+		t.Fatalf("second delivery: attempt %d", second.GetDeliveryAttempt())
+	}
+	t.Logf("redelivered %v after the second receive started", time.Since(start))
+	// Postponed: not back within its original invisible time.
+	if err := sc.ChangeInvisibleDuration(second, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(11 * time.Second)
+	if mvs := receive(t, sc, 1, 10*time.Second); len(mvs) != 0 {
+		t.Fatalf("postponed message back after %v", time.Since(start))
+	}
+	if err := sc.Ack(context.Background(), second); err != nil {
+		t.Fatal(err)
+	}
+}
