@@ -159,3 +159,56 @@ func TestUnackedMessageReappears(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPopStateSurvivesRestart: after a broker restart, acknowledged
+// messages never come back and unacknowledged ones come back once their
+// invisible time passes, with attempt 2.
+func TestPopStateSurvivesRestart(t *testing.T) {
+	cfg := apptest.TestConfig(t.TempDir())
+	n := apptest.StartTestNode(t, cfg)
+	const topic = "grpc-restart"
+	p := startProducer(t, n.GRPCAddr(), rmq.WithTopics(topic))
+	for i := range 20 {
+		if _, err := p.Send(context.Background(), &rmq.Message{Topic: topic, Body: []byte(fmt.Sprint("r", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc := startSimpleConsumer(t, n.GRPCAddr(), "restart-group", topic)
+	acked, held := map[string]bool{}, map[string]bool{}
+	eventually(t, 20*time.Second, "every message once", func() bool {
+		for _, mv := range receive(t, sc, 32, 10*time.Second) {
+			if len(acked) < 10 {
+				if err := sc.Ack(context.Background(), mv); err != nil {
+					t.Fatal(err)
+				}
+				acked[string(mv.GetBody())] = true
+			} else {
+				held[string(mv.GetBody())] = true
+			}
+		}
+		return len(acked)+len(held) == 20
+	})
+	received := time.Now()
+	_ = sc.GracefulStop()
+	n.Stop(t)
+	n = apptest.StartTestNode(t, cfg)
+	sc = startSimpleConsumer(t, n.GRPCAddr(), "restart-group", topic)
+	again := map[string]int32{}
+	eventually(t, 40*time.Second, "the unacknowledged messages again", func() bool {
+		for _, mv := range receive(t, sc, 32, 10*time.Second) {
+			if time.Since(received) < 10*time.Second {
+				t.Errorf("%s back before its invisible time", mv.GetBody())
+			}
+			again[string(mv.GetBody())] = mv.GetDeliveryAttempt()
+			if err := sc.Ack(context.Background(), mv); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return len(again) >= len(held)
+	})
+	for body, attempt := range again {
+		if acked[body] || !held[body] || attempt != 2 {
+			t.Errorf("%s back (attempt %d): acked %v held %v", body, attempt, acked[body], held[body])
+		}
+	}
+}
