@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/pop"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -186,4 +187,32 @@ func registerTxnMetrics(reg *prometheus.Registry, b *broker.Broker) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name("discarded_total"), Help: "Half messages moved to TRANS_CHECK_MAX_TIME_TOPIC after the maximum checks."},
 			func() float64 { return float64(b.TxnStats().Discarded) }),
 	)
+}
+
+// RegisterPopMetrics exposes POP consumption per group: messages in flight,
+// redelivered and dead-lettered.
+func RegisterPopMetrics(reg *prometheus.Registry, e *pop.Engine) {
+	reg.MustRegister(&popCollector{e: e,
+		inFlight:     prometheus.NewDesc("rosetta_pop_in_flight", "Messages handed out by POP and not acknowledged yet.", []string{"group"}, nil),
+		redelivered:  prometheus.NewDesc("rosetta_pop_redelivered_total", "Messages handed out again after their invisible time, since start.", []string{"group"}, nil),
+		deadLettered: prometheus.NewDesc("rosetta_pop_dead_lettered_total", "Messages moved to the group's dead-letter topic, since start.", []string{"group"}, nil)})
+}
+
+type popCollector struct {
+	e                                   *pop.Engine
+	inFlight, redelivered, deadLettered *prometheus.Desc
+}
+
+func (c *popCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.inFlight
+	ch <- c.redelivered
+	ch <- c.deadLettered
+}
+
+func (c *popCollector) Collect(ch chan<- prometheus.Metric) {
+	for g, st := range c.e.Stats() {
+		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(st.InFlight), g)
+		ch <- prometheus.MustNewConstMetric(c.redelivered, prometheus.CounterValue, float64(st.Redelivered), g)
+		ch <- prometheus.MustNewConstMetric(c.deadLettered, prometheus.CounterValue, float64(st.DeadLettered), g)
+	}
 }

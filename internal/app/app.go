@@ -243,6 +243,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 	g, gctx := errgroup.WithContext(ctx)
 	var httpSrv *http.Server
 	if httpL != nil {
+		admin.RegisterPopMetrics(a.metrics.Registry, a.pop)
 		httpSrv = &http.Server{Handler: admin.Handler(a.broker, a.metrics, a.log), ReadHeaderTimeout: 10 * time.Second}
 		g.Go(func() error {
 			if err := httpSrv.Serve(httpL); err != nil && !errors.Is(err, http.ErrServerClosed) {

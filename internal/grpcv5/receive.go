@@ -172,6 +172,7 @@ func (s *Server) deadLetter(ctx context.Context, group string, topic model.Topic
 	if _, err := s.broker.AppendMessages(ctx, t.Name, 0, []model.Message{m}); err != nil {
 		return err
 	}
+	s.pop.DeadLettered(group)
 	s.log.Info("message moved to the dead-letter topic", "group", group, "topic", topic.String(), "offset", d.Offset, "attempts", d.Attempt-1)
 	return s.pop.Ack(ctx, group, d.Handle)
 }

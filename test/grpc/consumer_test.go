@@ -6,6 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/rosettamq/rosetta/internal/app/apptest"
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/model"
 )
 
 func startSimpleConsumer(t *testing.T, addr, group, topic string) rmq.SimpleConsumer {
@@ -147,6 +152,16 @@ func TestUnackedMessageReappears(t *testing.T) {
 		t.Fatalf("second delivery: attempt %d", second.GetDeliveryAttempt())
 	}
 	t.Logf("redelivered %v after the second receive started", time.Since(start))
+	resp, err := http.Get("http://" + n.App.Addr("http") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), `rosetta_pop_redelivered_total{group="redeliver-group"} 1`) ||
+		!strings.Contains(string(metrics), `rosetta_pop_in_flight{group="redeliver-group"} 1`) {
+		t.Errorf("POP metrics missing:\n%s", metrics)
+	}
 	// Postponed: not back within its original invisible time.
 	if err := sc.ChangeInvisibleDuration(second, 30*time.Second); err != nil {
 		t.Fatal(err)
@@ -210,5 +225,41 @@ func TestPopStateSurvivesRestart(t *testing.T) {
 		if acked[body] || !held[body] || attempt != 2 {
 			t.Errorf("%s back (attempt %d): acked %v held %v", body, attempt, acked[body], held[body])
 		}
+	}
+}
+
+// TestMaxAttemptsDeadLetter: a message never acknowledged by a group whose
+// retryMaxTimes is 1 is received twice, then moved to %DLQ%<group>.
+func TestMaxAttemptsDeadLetter(t *testing.T) {
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	const topic, group = "grpc-dlq", "dlq-group"
+	cfg := broker.DefaultGroupConfig(group)
+	cfg.RetryMaxTimes = 1
+	if err := n.App.Broker().SetGroupConfig(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	p := startProducer(t, n.GRPCAddr(), rmq.WithTopics(topic))
+	if _, err := p.Send(context.Background(), &rmq.Message{Topic: topic, Body: []byte("poison")}); err != nil {
+		t.Fatal(err)
+	}
+	sc := startSimpleConsumer(t, n.GRPCAddr(), group, topic)
+	var attempts []int32
+	dlq, _ := model.ParseTopicName("%DLQ%" + group)
+	eventually(t, 60*time.Second, "the message in the dead-letter topic", func() bool {
+		for _, mv := range receive(t, sc, 1, 10*time.Second) {
+			attempts = append(attempts, mv.GetDeliveryAttempt())
+		}
+		if _, err := n.App.Broker().Topic(dlq); err != nil {
+			return false
+		}
+		res, err := n.App.Broker().Read(dlq, 0, 0, broker.ReadOptions{})
+		if err != nil {
+			return false
+		}
+		defer res.Release()
+		return len(res.Records) == 1
+	})
+	if fmt.Sprint(attempts) != "[1 2]" {
+		t.Fatalf("attempts %v, want [1 2]", attempts)
 	}
 }

@@ -94,6 +94,7 @@ type Engine struct {
 
 	mu     sync.Mutex
 	states map[key]*state
+	counts map[string]*GroupStats // per group, since start
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -217,6 +218,9 @@ func (e *Engine) receiveQueue(ctx context.Context, group string, q model.QueueID
 	}
 	if len(picks) == 0 && next == s.next {
 		return nil, nil
+	}
+	if again := len(picks) - len(msgs); again > 0 {
+		e.count(group, func(c *GroupStats) { c.Redelivered += int64(again) })
 	}
 	// Record the hand-out before answering.
 	rec := receiveRecord{group: group, queue: q, next: next, filtered: filtered}
@@ -392,6 +396,51 @@ func (e *Engine) Attempts(group string, h Handle) int32 {
 		return l.attempts
 	}
 	return 0
+}
+
+// GroupStats counts a group's POP activity.
+type GroupStats struct {
+	InFlight     int   // handed out, not done (now)
+	Redelivered  int64 // handed out again since start
+	DeadLettered int64 // moved to the dead-letter topic since start
+}
+
+// count updates a group's counters; fn runs under the engine lock.
+func (e *Engine) count(group string, fn func(*GroupStats)) {
+	e.mu.Lock()
+	c := e.counts[group]
+	if c == nil {
+		c = &GroupStats{}
+		e.counts[group] = c
+	}
+	fn(c)
+	e.mu.Unlock()
+}
+
+// DeadLettered records a message of group moved to its dead-letter topic.
+func (e *Engine) DeadLettered(group string) { e.count(group, func(c *GroupStats) { c.DeadLettered++ }) }
+
+// Stats returns every group's counters.
+func (e *Engine) Stats() map[string]GroupStats {
+	e.mu.Lock()
+	out := make(map[string]GroupStats, len(e.counts))
+	for g, c := range e.counts {
+		out[g] = *c
+	}
+	ss := make(map[key]*state, len(e.states))
+	for k, s := range e.states {
+		ss[k] = s
+	}
+	e.mu.Unlock()
+	for k, s := range ss {
+		s.mu.Lock()
+		n := len(s.leases)
+		s.mu.Unlock()
+		st := out[k.group]
+		st.InFlight += n
+		out[k.group] = st
+	}
+	return out
 }
 
 // InFlight counts a group's messages handed out and not done.

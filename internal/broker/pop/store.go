@@ -206,7 +206,7 @@ func New(ctx context.Context, b *broker.Broker, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{b: b, opts: opts, log: opts.Logger.With("component", "pop"), states: map[key]*state{},
+	e := &Engine{b: b, opts: opts, log: opts.Logger.With("component", "pop"), states: map[key]*state{}, counts: map[string]*GroupStats{},
 		st: &store{engine: b.Engine(), queue: t.Queues[0]}}
 	if err := e.load(ctx); err != nil {
 		return nil, err
