@@ -61,7 +61,7 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 // Serve answers calls on l until ctx ends, then stops gracefully (calls in
 // flight finish; streams are cut after a grace period).
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(int(s.opts.MaxBodyBytes)+1<<20), grpc.ChainUnaryInterceptor(s.observeUnary),
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(2*int(s.opts.MaxBodyBytes)+1<<20), grpc.ChainUnaryInterceptor(s.observeUnary),
 		grpc.ChainStreamInterceptor(s.observeStream))
 	v2.RegisterMessagingServiceServer(gs, s)
 	stop := context.AfterFunc(ctx, func() {

@@ -1,5 +1,5 @@
 // Package grpc_test drives Rosetta's RocketMQ 5 gRPC front-end with the
-// official Go client; its tests are built without the race detector (see
-// helpers_test.go), and this file keeps the package non-empty when they are
-// left out.
+// official Go client (and one raw gRPC client); the client tests are built
+// without the race detector (see
+// helpers_test.go).
 package grpc_test
