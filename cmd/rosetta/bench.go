@@ -145,7 +145,7 @@ func benchCmd() *cobra.Command {
 	timer.Flags().IntVar(&to.Senders, "senders", 64, "concurrent schedulers")
 	timer.Flags().BoolVar(&to.Sync, "sync", false, "sync durability")
 	timer.Flags().BoolVar(&to.Deliver, "deliver", false, "wait for delivery and report lateness (due times from +2 s over --spread)")
-	cmd.AddCommand(st, restart, disk, idle, timer, kafkaBenchCmd(), rocketmqBenchCmd())
+	cmd.AddCommand(st, restart, disk, idle, timer, kafkaBenchCmd(), rocketmqBenchCmd(), grpcBenchCmd())
 	return cmd
 }
 
@@ -252,5 +252,34 @@ func rocketmqBenchCmd() *cobra.Command {
 	e2e := &cobra.Command{Use: "e2e", Short: "End-to-end latency at a fixed rate (async sends, push consumer)", RunE: run(bench.RocketMQE2E)}
 	e2e.Flags().IntVar(&o.Rate, "rate", 5000, "messages per second")
 	cmd.AddCommand(produce, consume, e2e)
+	return cmd
+}
+
+func grpcBenchCmd() *cobra.Command {
+	var o bench.GRPCOptions
+	cmd := &cobra.Command{Use: "grpc", Short: "RocketMQ 5 gRPC workloads driven with rocketmq-clients/golang/v5 against a running node"}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&o.Endpoint, "endpoint", "127.0.0.1:8081", "gRPC endpoint")
+	pf.StringVar(&o.Topic, "topic", "bench-grpc", "topic (created on first use)")
+	pf.StringVar(&o.Group, "group", "bench-grpc-group", "consumer group")
+	pf.IntVar(&o.Size, "size", 128, "bytes per message body")
+	pf.Int64Var(&o.Messages, "messages", 200_000, "messages")
+	pf.IntVar(&o.BrokerPID, "broker-pid", 0, "the broker's pid, to report its CPU and RSS")
+	run := func(f func(context.Context, bench.GRPCOptions) (*bench.Report, error)) func(*cobra.Command, []string) error {
+		return func(c *cobra.Command, _ []string) error {
+			r, err := f(c.Context(), o)
+			if err != nil {
+				return err
+			}
+			r.Print(c.OutOrStdout())
+			return nil
+		}
+	}
+	send := &cobra.Command{Use: "send", Short: "Concurrent sync senders (v5 producer)", RunE: run(bench.GRPCSend)}
+	send.Flags().IntVar(&o.Senders, "senders", 64, "concurrent sync senders")
+	receive := &cobra.Command{Use: "receive", Short: "SimpleConsumers receiving and acknowledging what the topic holds", RunE: run(bench.GRPCReceive)}
+	receive.Flags().IntVar(&o.Receivers, "receivers", 4, "SimpleConsumer loops")
+	receive.Flags().Int32Var(&o.Batch, "batch", 32, "messages per receive")
+	cmd.AddCommand(send, receive)
 	return cmd
 }

@@ -12,10 +12,12 @@
 // other protocols' consumers of the group start there.
 //
 // Durability: every change is a record in the internal queue
-// system/internal/pop (receive, ack, deadline change), appended and made
-// durable before the answer, so after a crash no acknowledged message
+// system/internal/pop (receive, ack, deadline change), written to the log
+// before the answer, so after a process crash no acknowledged message
 // comes back and an unacknowledged one comes back when its deadline
-// passes, as before the crash. A snapshot in the metadata store every
+// passes, as before the crash. The records do not wait for fsync: an
+// operating-system crash may lose the last of them, which only makes
+// messages come back sooner (at least once, never lost). A snapshot in the metadata store every
 // 30 s lets the queue drop older records; a restart loads it and replays
 // the queue after it.
 //

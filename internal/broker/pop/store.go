@@ -177,13 +177,17 @@ type store struct {
 	changeMu sync.RWMutex // shared from append to apply, exclusive for a snapshot
 }
 
-// write appends a record durably and applies it, both under the shared
-// lock (a snapshot never misses an applied record below its position).
+// write appends a record and applies it, both under the shared lock (a
+// snapshot never misses an applied record below its position). It does not
+// wait for fsync: the record is in the log (it survives a process crash)
+// and becomes durable with the next flush or durable append; what an
+// operating-system crash can lose of it only makes a message come back
+// sooner (at least once), never loses one.
 func (st *store) write(ctx context.Context, payload []byte, apply func()) error {
 	st.changeMu.RLock()
 	defer st.changeMu.RUnlock()
 	r := &storage.Record{Queue: st.queue, Format: model.FormatInternal, Count: 1, Payload: payload}
-	if err := st.engine.Append(ctx, []*storage.Record{r}); err != nil {
+	if err := st.engine.AppendWith(ctx, []*storage.Record{r}, storage.AppendOptions{NoWait: true}); err != nil {
 		return err
 	}
 	apply()
