@@ -104,6 +104,17 @@ func (r *registry) all() []*client {
 	return out
 }
 
+// connected is the set of client ids with a telemetry stream open.
+func (r *registry) connected() map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]bool, len(r.clients))
+	for id := range r.clients {
+		out[id] = true
+	}
+	return out
+}
+
 // clientID is the x-mq-client-id of a call.
 func clientID(ctx context.Context) string {
 	md, _ := metadata.FromIncomingContext(ctx)

@@ -7,7 +7,7 @@ package grpcv5
 // ForwardMessageToDeadLetterQueue take receipt handles. A message handed
 // out more than its group's retryMaxTimes+1 times goes to %DLQ%<group>
 // instead. Simple consumers set the invisible time; push consumers ask for
-// auto-renewal, which gets a 60 s invisible time (not renewed yet).
+// auto-renewal (renew.go).
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 const (
 	minInvisible       = 10 * time.Second
 	maxInvisible       = 12 * time.Hour
-	autoRenewInvisible = 60 * time.Second
+	autoRenewInvisible = renewInvisible
 	maxBatch           = 1024
 )
 
@@ -100,7 +100,11 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 			if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Status{Status: okStatus()}}); err != nil {
 				return err
 			}
+			client := clientID(ctx)
 			for i := range got {
+				if req.GetInvisibleDuration() == nil && req.GetAutoRenew() {
+					s.renew.add(client, group, got[i].Handle)
+				}
 				if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{
 					Message: s.deliveryProto(&got[i], mq.GetTopic(), t, invisible)}}); err != nil {
 					return err
@@ -225,6 +229,7 @@ func (s *Server) AckMessage(ctx context.Context, req *v2.AckMessageRequest) (*v2
 		st := okStatus()
 		h, err := pop.ParseHandle(e.GetReceiptHandle())
 		if err == nil {
+			s.renew.remove(h)
 			err = s.pop.Ack(ctx, group, h)
 		}
 		if err != nil {
@@ -254,6 +259,7 @@ func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *v2.ChangeInvi
 	if err != nil {
 		return &v2.ChangeInvisibleDurationResponse{Status: handleStatus(err)}, nil
 	}
+	s.renew.remove(h)
 	d := req.GetInvisibleDuration().AsDuration()
 	if d < 0 || d > maxInvisible {
 		return &v2.ChangeInvisibleDurationResponse{Status: &v2.Status{Code: v2.Code_ILLEGAL_INVISIBLE_TIME, Message: "invisible duration out of range"}}, nil
@@ -275,6 +281,7 @@ func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *v2.Fo
 	if err != nil {
 		return &v2.ForwardMessageToDeadLetterQueueResponse{Status: handleStatus(err)}, nil
 	}
+	s.renew.remove(h)
 	group := groupName(req.GetGroup())
 	d, err := s.pop.Lookup(group, h)
 	if err != nil {

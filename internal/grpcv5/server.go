@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +39,7 @@ type Server struct {
 	broker  *broker.Broker
 	clients *registry
 	pop     *pop.Engine
+	renew   renewals
 	// roundRobin spreads messages without a group over the queues.
 	roundRobin atomic.Uint32
 }
@@ -64,6 +66,19 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	gs := grpc.NewServer(grpc.MaxRecvMsgSize(2*int(s.opts.MaxBodyBytes)+1<<20), grpc.ChainUnaryInterceptor(s.observeUnary),
 		grpc.ChainStreamInterceptor(s.observeStream))
 	v2.RegisterMessagingServiceServer(gs, s)
+	if s.pop != nil {
+		var wg sync.WaitGroup
+		rctx, cancel := context.WithCancel(ctx)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.renewLoop(rctx)
+		}()
+		defer func() {
+			cancel()
+			wg.Wait()
+		}()
+	}
 	stop := context.AfterFunc(ctx, func() {
 		done := make(chan struct{})
 		go func() {

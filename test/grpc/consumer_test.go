@@ -263,3 +263,42 @@ func TestMaxAttemptsDeadLetter(t *testing.T) {
 		t.Fatalf("attempts %v, want [1 2]", attempts)
 	}
 }
+
+// TestVanishedConsumerDoesNotBlockOthers: a consumer that receives messages
+// and goes away without acknowledging them holds nothing else back; its
+// messages reach another consumer of the group once their invisible time
+// ends.
+func TestVanishedConsumerDoesNotBlockOthers(t *testing.T) {
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	const topic = "grpc-vanish"
+	p := startProducer(t, n.GRPCAddr(), rmq.WithTopics(topic))
+	for i := range 20 {
+		if _, err := p.Send(context.Background(), &rmq.Message{Topic: topic, Body: []byte(fmt.Sprint("v", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := startSimpleConsumer(t, n.GRPCAddr(), "vanish-group", topic)
+	var taken []*rmq.MessageView
+	eventually(t, 20*time.Second, "the first consumer's messages", func() bool {
+		taken = append(taken, receive(t, gone, 5-int32(len(taken)), 10*time.Second)...)
+		return len(taken) == 5
+	})
+	_ = gone.GracefulStop()
+	vanished := time.Now()
+	other := startSimpleConsumer(t, n.GRPCAddr(), "vanish-group", topic)
+	got := map[string]time.Duration{}
+	eventually(t, 40*time.Second, "every message at the other consumer", func() bool {
+		for _, mv := range receive(t, other, 32, 10*time.Second) {
+			got[string(mv.GetBody())] = time.Since(vanished)
+			if err := other.Ack(context.Background(), mv); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return len(got) == 20
+	})
+	for _, mv := range taken {
+		if got[string(mv.GetBody())] < 5*time.Second {
+			t.Errorf("%s back %v after the consumer went, before its invisible time", mv.GetBody(), got[string(mv.GetBody())])
+		}
+	}
+}

@@ -357,6 +357,23 @@ func (e *Engine) ChangeInvisible(ctx context.Context, group string, h Handle, d 
 	return Handle{Queue: h.Queue, Offset: h.Offset, Gen: rec.gen, Deadline: rec.deadline}, nil
 }
 
+// Renew moves a handed-out message's deadline to now+d on behalf of its
+// holder: the handle stays valid (auto-renewal of push consumers' leases).
+func (e *Engine) Renew(ctx context.Context, group string, h Handle, d time.Duration) error {
+	s, err := e.state(group, h.Queue)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.leases[h.Offset]
+	if l == nil || l.gen != h.Gen {
+		return ErrStaleHandle
+	}
+	rec := changeRecord{group: group, queue: h.Queue, offset: h.Offset, oldGen: h.Gen, gen: h.Gen, deadline: e.now() + d.Milliseconds()}
+	return e.st.write(ctx, rec.encode(), func() { e.applyChange(s, &rec) })
+}
+
 // applyChange applies a deadline change; s.mu held.
 func (e *Engine) applyChange(s *state, r *changeRecord) {
 	if l := s.leases[r.offset]; l != nil && l.gen == r.oldGen {
