@@ -163,20 +163,10 @@ func kafkaBenchCmd() *cobra.Command {
 	pf.StringVar(&o.Acks, "acks", "all", "all, leader or none")
 	pf.StringVar(&o.Compression, "compression", "none", "none, gzip, snappy, lz4 or zstd")
 	pf.IntVar(&o.BrokerPID, "broker-pid", 0, "the broker's pid, to report its CPU and RSS")
-	run := func(fn func(context.Context, bench.KafkaOptions) (*bench.Report, error)) func(*cobra.Command, []string) error {
-		return func(c *cobra.Command, _ []string) error {
-			r, err := fn(c.Context(), o)
-			if err != nil {
-				return err
-			}
-			r.Print(c.OutOrStdout())
-			return nil
-		}
-	}
-	produce := &cobra.Command{Use: "produce", Short: "Produce as fast as acknowledged", RunE: run(bench.KafkaProduce)}
-	e2e := &cobra.Command{Use: "e2e", Short: "End-to-end latency at a fixed rate", RunE: run(bench.KafkaEndToEnd)}
+	produce := &cobra.Command{Use: "produce", Short: "Produce as fast as acknowledged", RunE: runReport(&o, bench.KafkaProduce)}
+	e2e := &cobra.Command{Use: "e2e", Short: "End-to-end latency at a fixed rate", RunE: runReport(&o, bench.KafkaEndToEnd)}
 	e2e.Flags().IntVar(&o.Rate, "rate", 50000, "messages per second")
-	consume := &cobra.Command{Use: "consume", Short: "Catch-up read of a topic from the start", RunE: run(bench.KafkaConsume)}
+	consume := &cobra.Command{Use: "consume", Short: "Catch-up read of a topic from the start", RunE: runReport(&o, bench.KafkaConsume)}
 	var g bench.GroupJoinOptions
 	join := &cobra.Command{Use: "group-join", Short: "Time for a group to converge after a third member joins",
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -238,18 +228,8 @@ func rocketmqBenchCmd() *cobra.Command {
 	produce.Flags().BoolVar(&raw, "raw", false, "a lean pipelined sender instead of the Go client (the broker's capacity when the client is the bottleneck)")
 	produce.Flags().IntVar(&o.Connections, "connections", 4, "--raw: connections")
 	produce.Flags().IntVar(&o.Inflight, "inflight", 64, "--raw: requests in flight per connection")
-	run := func(f func(context.Context, bench.RocketMQOptions) (*bench.Report, error)) func(*cobra.Command, []string) error {
-		return func(c *cobra.Command, _ []string) error {
-			r, err := f(c.Context(), o)
-			if err != nil {
-				return err
-			}
-			r.Print(c.OutOrStdout())
-			return nil
-		}
-	}
-	consume := &cobra.Command{Use: "consume", Short: "Push consumer reading a topic from the start", RunE: run(bench.RocketMQConsume)}
-	e2e := &cobra.Command{Use: "e2e", Short: "End-to-end latency at a fixed rate (async sends, push consumer)", RunE: run(bench.RocketMQE2E)}
+	consume := &cobra.Command{Use: "consume", Short: "Push consumer reading a topic from the start", RunE: runReport(&o, bench.RocketMQConsume)}
+	e2e := &cobra.Command{Use: "e2e", Short: "End-to-end latency at a fixed rate (async sends, push consumer)", RunE: runReport(&o, bench.RocketMQE2E)}
 	e2e.Flags().IntVar(&o.Rate, "rate", 5000, "messages per second")
 	cmd.AddCommand(produce, consume, e2e)
 	return cmd
@@ -265,21 +245,24 @@ func grpcBenchCmd() *cobra.Command {
 	pf.IntVar(&o.Size, "size", 128, "bytes per message body")
 	pf.Int64Var(&o.Messages, "messages", 200_000, "messages")
 	pf.IntVar(&o.BrokerPID, "broker-pid", 0, "the broker's pid, to report its CPU and RSS")
-	run := func(f func(context.Context, bench.GRPCOptions) (*bench.Report, error)) func(*cobra.Command, []string) error {
-		return func(c *cobra.Command, _ []string) error {
-			r, err := f(c.Context(), o)
-			if err != nil {
-				return err
-			}
-			r.Print(c.OutOrStdout())
-			return nil
-		}
-	}
-	send := &cobra.Command{Use: "send", Short: "Concurrent sync senders (v5 producer)", RunE: run(bench.GRPCSend)}
+	send := &cobra.Command{Use: "send", Short: "Concurrent sync senders (v5 producer)", RunE: runReport(&o, bench.GRPCSend)}
 	send.Flags().IntVar(&o.Senders, "senders", 64, "concurrent sync senders")
-	receive := &cobra.Command{Use: "receive", Short: "SimpleConsumers receiving and acknowledging what the topic holds", RunE: run(bench.GRPCReceive)}
+	receive := &cobra.Command{Use: "receive", Short: "SimpleConsumers receiving and acknowledging what the topic holds", RunE: runReport(&o, bench.GRPCReceive)}
 	receive.Flags().IntVar(&o.Receivers, "receivers", 4, "SimpleConsumer loops")
 	receive.Flags().Int32Var(&o.Batch, "batch", 32, "messages per receive")
 	cmd.AddCommand(send, receive)
 	return cmd
+}
+
+// runReport runs a workload with the options the flags filled and prints
+// its report.
+func runReport[O any](o *O, fn func(context.Context, O) (*bench.Report, error)) func(*cobra.Command, []string) error {
+	return func(c *cobra.Command, _ []string) error {
+		r, err := fn(c.Context(), *o)
+		if err != nil {
+			return err
+		}
+		r.Print(c.OutOrStdout())
+		return nil
+	}
 }

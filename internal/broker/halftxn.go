@@ -261,9 +261,9 @@ func (h *halfStore) oldestStore() int64 {
 	return 0
 }
 
-// ScanQueue reads a queue from an offset to its end, decoding each message
-// (corrupt ones are logged and skipped), for state rebuilt from the log.
-func (b *Broker) ScanQueue(q model.QueueID, from model.QueueOffset, fn func(*StoredRecord, *model.Message)) error {
+// ScanRecords reads a queue from an offset to its end, record by record,
+// for state rebuilt from the log.
+func (b *Broker) ScanRecords(q model.QueueID, from model.QueueOffset, fn func(*StoredRecord)) error {
 	start, _, end, err := b.engine.Offsets(q)
 	if err != nil {
 		return err
@@ -278,18 +278,25 @@ func (b *Broker) ScanQueue(q model.QueueID, from model.QueueOffset, fn func(*Sto
 			break
 		}
 		for i := range res.Records {
-			r := &res.Records[i]
-			m, err := DecodeMessage(r.Payload)
-			if err != nil {
-				b.log.Error("corrupt record skipped", "queue", q, "offset", r.BaseOffset, "err", err)
-				continue
-			}
-			fn(r, &m)
+			fn(&res.Records[i])
 		}
 		off = res.NextOffset
 		res.Release()
 	}
 	return nil
+}
+
+// ScanQueue is ScanRecords decoding each message (corrupt ones are logged
+// and skipped).
+func (b *Broker) ScanQueue(q model.QueueID, from model.QueueOffset, fn func(*StoredRecord, *model.Message)) error {
+	return b.ScanRecords(q, from, func(r *StoredRecord) {
+		m, err := DecodeMessage(r.Payload)
+		if err != nil {
+			b.log.Error("corrupt record skipped", "queue", q, "offset", r.BaseOffset, "err", err)
+			return
+		}
+		fn(r, &m)
+	})
 }
 
 // newHalfEntry is the pending state of a half message stored at stored (ms).

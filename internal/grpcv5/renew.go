@@ -57,21 +57,8 @@ func (r *renewals) remove(h pop.Handle) {
 	r.mu.Unlock()
 }
 
-// renewLoop renews due leases every second until ctx ends.
-func (s *Server) renewLoop(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		s.renewDue(ctx)
-	}
-}
-
-func (s *Server) renewDue(ctx context.Context) {
+// renewDue renews the leases that end within renewAhead (every second).
+func (s *Server) renewDue(ctx context.Context) error {
 	now := time.Now()
 	connected := s.clients.connected()
 	var due []*renewal
@@ -95,4 +82,5 @@ func (s *Server) renewDue(ctx context.Context) {
 		}
 		s.renew.mu.Unlock()
 	}
+	return nil
 }

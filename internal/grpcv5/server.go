@@ -14,6 +14,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/pop"
+	"github.com/rosettamq/rosetta/internal/task"
 )
 
 // Options configure the gRPC front-end.
@@ -69,11 +70,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	if s.pop != nil {
 		var wg sync.WaitGroup
 		rctx, cancel := context.WithCancel(ctx)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.renewLoop(rctx)
-		}()
+		task.Every(rctx, &wg, time.Second, s.renewDue, nil)
 		defer func() {
 			cancel()
 			wg.Wait()

@@ -384,18 +384,10 @@ func (e *Engine) applyChange(s *state, r *changeRecord) {
 
 // Lookup returns the message a valid handle names, with its attempts.
 func (e *Engine) Lookup(group string, h Handle) (Delivery, error) {
-	s, err := e.state(group, h.Queue)
-	if err != nil {
-		return Delivery{}, err
-	}
-	s.mu.Lock()
-	l := s.leases[h.Offset]
-	if l == nil || l.gen != h.Gen {
-		s.mu.Unlock()
+	attempts := e.Attempts(group, h)
+	if attempts == 0 {
 		return Delivery{}, ErrStaleHandle
 	}
-	attempts := l.attempts
-	s.mu.Unlock()
 	sm, err := e.readOne(h.Queue, h.Offset)
 	if err != nil {
 		return Delivery{}, err

@@ -361,31 +361,14 @@ func (e *Engine) load(ctx context.Context) error {
 		}
 		e.states[key{group, model.QueueID(q)}] = s
 	}
-	start, _, end, err := e.st.engine.Offsets(e.st.queue)
-	if err != nil {
-		return err
-	}
-	for off := max(applied, start); off < end; {
-		res, err := e.st.engine.Read(e.st.queue, off, storage.ReadOptions{MaxBytes: 1 << 20})
+	return e.b.ScanRecords(e.st.queue, applied, func(r *broker.StoredRecord) {
+		rec, err := decodeRecord(r.Payload)
 		if err != nil {
-			return err
+			e.log.Error("corrupt pop record skipped", "offset", r.BaseOffset, "err", err)
+			return
 		}
-		if len(res.Records) == 0 {
-			res.Release()
-			break
-		}
-		for i := range res.Records {
-			rec, err := decodeRecord(res.Records[i].Payload)
-			if err != nil {
-				e.log.Error("corrupt pop record skipped", "offset", res.Records[i].BaseOffset, "err", err)
-				continue
-			}
-			e.replay(rec)
-		}
-		off = res.NextOffset
-		res.Release()
-	}
-	return nil
+		e.replay(rec)
+	})
 }
 
 // replay applies one record read back.
