@@ -272,6 +272,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 			AdvertisedAddr:     a.cfg.Listen.RemotingAdvertised,
 			MaxFrameBytes:      int32(min(int64(a.cfg.Limits.MaxFrameBytes), 1<<30)),
 			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
+			Pop:                a.pop,
 			ObserveRequest:     func(code string, took time.Duration) { a.metrics.ObserveRequest("remoting", code, took) },
 			Logger:             a.log,
 		})

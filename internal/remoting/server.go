@@ -13,6 +13,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/filter"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/locks"
+	"github.com/rosettamq/rosetta/internal/broker/pop"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 	"github.com/rosettamq/rosetta/internal/task"
 )
@@ -26,6 +27,9 @@ type Options struct {
 	ClusterName        string
 	MaxFrameBytes      int32 // default 16 MiB, as RocketMQ's frameMaxLength
 	MaxInflightPerConn int   // requests running at once per connection
+	// Pop is the POP engine POP_MESSAGE pops through; nil: POP codes are
+	// not supported.
+	Pop *pop.Engine
 	// ObserveRequest, when set, is told of each handled request (metrics).
 	ObserveRequest func(code string, took time.Duration)
 	Logger         *slog.Logger
@@ -46,7 +50,8 @@ type Server struct {
 	sqlMu    sync.Mutex
 	sqlCache map[string]*filter.Expr // compiled SQL92 subscriptions, bounded
 	batches  *kbatch.Reader          // reads Kafka-produced records for remoting consumers
-	opaque   atomic.Int32            // opaques of server-initiated requests
+	pop      *pop.Engine
+	opaque   atomic.Int32 // opaques of server-initiated requests
 	stats    serverStats
 }
 
@@ -68,7 +73,7 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 		opts.ClusterName = "DefaultCluster"
 	}
 	s := &Server{stats: serverStats{started: time.Now()}, opts: opts, log: opts.Logger.With("proto", "remoting"), broker: b,
-		clients: newRegistry(), batches: kbatch.NewReader(64 << 20), locks: locks.New(60*time.Second, nil)}
+		clients: newRegistry(), batches: kbatch.NewReader(64 << 20), pop: opts.Pop, locks: locks.New(60*time.Second, nil)}
 	s.handlers = s.handlerTable()
 	b.AddTxnChecker(s.checkTransaction)
 	return s
@@ -79,6 +84,10 @@ func (s *Server) handlerTable() map[int32]handlerFunc {
 	return map[int32]handlerFunc{
 		protocol.GetRouteInfoByTopic:              handleGetRouteInfo,
 		protocol.EndTransaction:                   handleEndTransaction,
+		protocol.PopMessage:                       handlePopMessage,
+		protocol.AckMessage:                       handleAckMessage,
+		protocol.ChangeMessageInvisibleTime:       handleChangeInvisibleTime,
+		protocol.Notification:                     handleNotification,
 		protocol.GetBrokerClusterInfo:             handleGetBrokerClusterInfo,
 		protocol.GetAllTopicListFromNameserver:    handleGetAllTopicList,
 		protocol.HeartBeat:                        handleHeartbeat,

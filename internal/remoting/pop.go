@@ -1,0 +1,234 @@
+package remoting
+
+// POP over remoting (RocketMQ 5 clients in pop mode, and proxies):
+// POP_MESSAGE (200050), ACK_MESSAGE (200051), CHANGE_MESSAGE_INVISIBLETIME
+// (200053) and NOTIFICATION (200054), over the same POP engine as gRPC.
+// Each popped message carries its receipt handle as property POP_CK, in
+// RocketMQ's extraInfo layout "ckOffset popTime invisibleTime reviveQid
+// retryFlag brokerName queueId queueOffset" (clients read the queue and
+// offset from it to address acks); the lease generation rides in
+// ckOffset. queueId -1 pops every queue of the topic; order=true (or the
+// group's consumeMessageOrderly) holds a queue back while a message of it
+// is in flight. Nothing popped within pollTime answers POLLING_TIMEOUT.
+//
+// Not implemented: BATCH_ACK_MESSAGE (200151, a bit-set body).
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/pop"
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/remoting/protocol"
+)
+
+const propPopCK = "POP_CK"
+
+// maxPopPoll bounds a POP_MESSAGE long poll.
+const maxPopPoll = 30 * time.Second
+
+// extraInfo lays a handle out as RocketMQ's POP_CK.
+func (s *Server) extraInfo(h pop.Handle, popTime, invisible int64, queueIndex int32) string {
+	return strings.Join([]string{strconv.FormatUint(uint64(h.Gen), 10), strconv.FormatInt(popTime, 10),
+		strconv.FormatInt(invisible, 10), "0", "0", s.opts.BrokerName, strconv.Itoa(int(queueIndex)),
+		strconv.FormatInt(int64(h.Offset), 10)}, " ")
+}
+
+// popHandle reads the handle an ack or change names: the generation and
+// deadline from extraInfo, the queue from the topic and queue id, the
+// offset from the header (or extraInfo).
+func (s *Server) popHandle(req *protocol.Command) (pop.Handle, *topicRef, error) {
+	t, err := s.lookupTopic(req.Ext("topic"))
+	if err != nil {
+		return pop.Handle{}, nil, err
+	}
+	parts := strings.Split(req.Ext("extraInfo"), " ")
+	if len(parts) < 7 {
+		return pop.Handle{}, nil, pop.ErrBadHandle
+	}
+	gen, err1 := strconv.ParseUint(parts[0], 10, 32)
+	popTime, err2 := strconv.ParseInt(parts[1], 10, 64)
+	invisible, err3 := strconv.ParseInt(parts[2], 10, 64)
+	qid, err4 := strconv.Atoi(req.Ext("queueId"))
+	if req.Ext("queueId") == "" {
+		qid, err4 = strconv.Atoi(parts[6])
+	}
+	off, err5 := strconv.ParseInt(req.Ext("offset"), 10, 64)
+	if req.Ext("offset") == "" && len(parts) > 7 {
+		off, err5 = strconv.ParseInt(parts[7], 10, 64)
+	}
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil || qid < 0 || qid >= len(t.Queues) || off < 0 {
+		return pop.Handle{}, nil, pop.ErrBadHandle
+	}
+	return pop.Handle{Queue: t.Queues[qid], Offset: model.QueueOffset(off), Gen: uint32(gen), Deadline: popTime + invisible}, t, nil
+}
+
+func handlePopMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
+	s := rc.conn.s
+	if s.pop == nil {
+		return protocol.NewResponse(req, protocol.RequestCodeNotSupported, "POP is not available")
+	}
+	group := req.Ext("consumerGroup")
+	t, err := s.lookupTopic(req.Ext("topic"))
+	if err != nil || group == "" {
+		if err == nil {
+			err = errInvalidParameter
+		}
+		return errorResponse(req, err)
+	}
+	qid := atoi32(req.Ext("queueId"))
+	var queues []model.QueueID
+	switch {
+	case qid == -1:
+		start := int(s.opaque.Add(1))
+		for i := range t.Queues {
+			queues = append(queues, t.Queues[(start+i)%len(t.Queues)])
+		}
+	case qid >= 0 && int(qid) < len(t.Queues):
+		queues = []model.QueueID{t.Queues[qid]}
+	default:
+		return protocol.NewResponse(req, protocol.InvalidParameter, "no such queue")
+	}
+	max := int(atoi32(req.Ext("maxMsgNums")))
+	if max <= 0 || max > 1024 {
+		max = 32
+	}
+	invisibleMs, _ := strconv.ParseInt(req.Ext("invisibleTime"), 10, 64)
+	if invisibleMs <= 0 {
+		return protocol.NewResponse(req, protocol.InvalidParameter, "invisibleTime required")
+	}
+	pollMs, _ := strconv.ParseInt(req.Ext("pollTime"), 10, 64)
+	filt, err := s.subscriptionFilter(req.Ext("expType"), req.Ext("exp"))
+	if err != nil {
+		return protocol.NewResponse(req, protocol.SubscriptionParseFailed, err.Error())
+	}
+	cfg, _ := s.broker.GroupConfig(group)
+	order := req.Ext("order") == "true" || cfg.ConsumeMessageOrderly
+	until := time.Now().Add(min(time.Duration(pollMs)*time.Millisecond, maxPopPoll))
+	for {
+		popTime := time.Now().UnixMilli()
+		got, err := s.pop.Receive(rc.ctx, group, queues, max, time.Duration(invisibleMs)*time.Millisecond, order, filt.match)
+		if err != nil {
+			return errorResponse(req, err)
+		}
+		if len(got) > 0 {
+			resp := protocol.NewResponse(req, protocol.Success, "")
+			resp.SetExt("popTime", strconv.FormatInt(popTime, 10))
+			resp.SetExt("invisibleTime", strconv.FormatInt(invisibleMs, 10))
+			resp.SetExt("reviveQid", "0")
+			resp.SetExt("restNum", "0")
+			var body []byte
+			for i := range got {
+				d := &got[i]
+				ref, _ := s.broker.QueueByID(d.Queue)
+				m := d.Message
+				m.Headers = append(m.Headers, model.Header{Key: propPopCK, Value: []byte(s.extraInfo(d.Handle, popTime, invisibleMs, ref.Index))})
+				m.ReconsumeTimes = d.Attempt - 1
+				body = protocol.AppendStoredV1(body, storedMessage(&m, rmqName(t.Name), ref.Index, d.Queue, d.Offset, d.StoreTime, rc.conn.store))
+			}
+			resp.Body = body
+			return resp
+		}
+		wait := time.Until(until)
+		if wait <= 0 || rc.ctx.Err() != nil {
+			return protocol.NewResponse(req, protocol.PollingTimeout, "no new message")
+		}
+		s.waitPop(rc.ctx, t, min(wait, time.Second))
+	}
+}
+
+// waitPop parks until a queue of t gets new messages or d passes.
+func (s *Server) waitPop(ctx context.Context, t *topicRef, d time.Duration) {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	watches := make([]broker.Watch, 0, len(t.Queues))
+	for i := range t.Queues {
+		_, hw, _, err := s.broker.Offsets(t.Name, int32(i))
+		if err != nil {
+			return
+		}
+		watches = append(watches, broker.Watch{Topic: t.Name, Index: int32(i), Offset: hw, Stable: true})
+	}
+	_ = s.broker.Wait(wctx, watches)
+}
+
+func handleAckMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
+	s := rc.conn.s
+	if s.pop == nil {
+		return protocol.NewResponse(req, protocol.RequestCodeNotSupported, "POP is not available")
+	}
+	h, _, err := s.popHandle(req)
+	if err == nil {
+		err = s.pop.Ack(rc.ctx, req.Ext("consumerGroup"), h)
+	}
+	return popResponse(req, err)
+}
+
+func handleChangeInvisibleTime(rc *reqCtx, req *protocol.Command) *protocol.Command {
+	s := rc.conn.s
+	if s.pop == nil {
+		return protocol.NewResponse(req, protocol.RequestCodeNotSupported, "POP is not available")
+	}
+	h, _, err := s.popHandle(req)
+	invisibleMs, perr := strconv.ParseInt(req.Ext("invisibleTime"), 10, 64)
+	if err == nil && (perr != nil || invisibleMs < 0) {
+		err = errInvalidParameter
+	}
+	if err != nil {
+		return popResponse(req, err)
+	}
+	popTime := time.Now().UnixMilli()
+	nh, err := s.pop.ChangeInvisible(rc.ctx, req.Ext("consumerGroup"), h, time.Duration(invisibleMs)*time.Millisecond)
+	if err != nil {
+		return popResponse(req, err)
+	}
+	ref, _ := s.broker.QueueByID(nh.Queue)
+	resp := protocol.NewResponse(req, protocol.Success, "")
+	resp.SetExt("extraInfo", s.extraInfo(nh, popTime, invisibleMs, ref.Index))
+	resp.SetExt("popTime", strconv.FormatInt(popTime, 10))
+	resp.SetExt("invisibleTime", strconv.FormatInt(invisibleMs, 10))
+	return resp
+}
+
+// popResponse answers an ack or change.
+func popResponse(req *protocol.Command, err error) *protocol.Command {
+	switch {
+	case err == nil:
+		return protocol.NewResponse(req, protocol.Success, "")
+	case errors.Is(err, pop.ErrBadHandle), errors.Is(err, pop.ErrStaleHandle):
+		return protocol.NewResponse(req, protocol.InvalidParameter, "receipt handle: "+err.Error())
+	}
+	return errorResponse(req, err)
+}
+
+func handleNotification(rc *reqCtx, req *protocol.Command) *protocol.Command {
+	s := rc.conn.s
+	t, err := s.lookupTopic(req.Ext("topic"))
+	if err != nil {
+		return errorResponse(req, err)
+	}
+	pollMs, _ := strconv.ParseInt(req.Ext("pollTime"), 10, 64)
+	until := time.Now().Add(min(time.Duration(pollMs)*time.Millisecond, maxPopPoll))
+	has := func() bool {
+		for i := range t.Queues {
+			if _, hw, _, err := s.broker.Offsets(t.Name, int32(i)); err == nil && hw > 0 {
+				if c, err := s.broker.FetchOffsets(req.Ext("consumerGroup"), t.Name); err == nil {
+					if off, ok := c[int32(i)]; !ok || off.Offset < hw {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	for !has() && time.Now().Before(until) && rc.ctx.Err() == nil {
+		s.waitPop(rc.ctx, t, min(time.Until(until), time.Second))
+	}
+	resp := protocol.NewResponse(req, protocol.Success, "")
+	resp.SetExt("hasMsg", strconv.FormatBool(has()))
+	return resp
+}

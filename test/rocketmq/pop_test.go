@@ -1,0 +1,80 @@
+package rocketmq_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/rosettamq/rosetta/internal/remoting/protocol"
+)
+
+// TestRemotingPop: POP_MESSAGE hands out messages with POP_CK receipt
+// handles in RocketMQ's extraInfo layout; ACK_MESSAGE acknowledges one;
+// CHANGE_MESSAGE_INVISIBLETIME postpones another and answers a new handle;
+// an unacknowledged one comes back after its invisible time with a higher
+// reconsume count; a stale handle is refused; nothing left answers
+// POLLING_TIMEOUT.
+func TestRemotingPop(t *testing.T) {
+	n := startNode(t)
+	addr := n.RemotingAddr()
+	createTopic(t, addr, "popped", 2)
+	p := startProducer(t, addr, "pop-pg")
+	for i := range 3 {
+		if _, err := p.SendSync(context.Background(), primitive.NewMessage("popped", []byte(fmt.Sprint("p", i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	popReq := func(invisible int) *protocol.Command {
+		return call(t, addr, &protocol.Command{Code: protocol.PopMessage, ExtFields: map[string]string{
+			"consumerGroup": "pop-cg", "topic": "popped", "queueId": "-1", "maxMsgNums": "32",
+			"invisibleTime": strconv.Itoa(invisible), "pollTime": "1000", "expType": "TAG", "exp": "*"}})
+	}
+	r := popReq(2000)
+	if r.Code != protocol.Success {
+		t.Fatalf("pop: %d %s", r.Code, r.Remark)
+	}
+	msgs := primitive.DecodeMessage(r.Body)
+	if len(msgs) != 3 {
+		t.Fatalf("popped %d messages", len(msgs))
+	}
+	ck := map[string]*primitive.MessageExt{}
+	for _, m := range msgs {
+		if m.GetProperty("POP_CK") == "" {
+			t.Fatalf("no POP_CK: %v", m.GetProperties())
+		}
+		ck[string(m.Body)] = m
+	}
+	ackReq := func(m *primitive.MessageExt, extra string) *protocol.Command {
+		return call(t, addr, &protocol.Command{Code: protocol.AckMessage, ExtFields: map[string]string{
+			"consumerGroup": "pop-cg", "topic": "popped", "queueId": strconv.Itoa(int(m.Queue.QueueId)),
+			"extraInfo": extra, "offset": strconv.FormatInt(m.QueueOffset, 10)}})
+	}
+	if r := ackReq(ck["p0"], ck["p0"].GetProperty("POP_CK")); r.Code != protocol.Success {
+		t.Fatalf("ack: %d %s", r.Code, r.Remark)
+	}
+	if r := ackReq(ck["p0"], ck["p0"].GetProperty("POP_CK")); r.Code == protocol.Success {
+		t.Fatal("second ack accepted")
+	}
+	ch := call(t, addr, &protocol.Command{Code: protocol.ChangeMessageInvisibleTime, ExtFields: map[string]string{
+		"consumerGroup": "pop-cg", "topic": "popped", "queueId": strconv.Itoa(int(ck["p1"].Queue.QueueId)),
+		"extraInfo": ck["p1"].GetProperty("POP_CK"), "offset": strconv.FormatInt(ck["p1"].QueueOffset, 10), "invisibleTime": "60000"}})
+	if ch.Code != protocol.Success || ch.Ext("extraInfo") == "" {
+		t.Fatalf("change: %d %s", ch.Code, ch.Remark)
+	}
+	time.Sleep(2200 * time.Millisecond)
+	r = popReq(60000)
+	again := primitive.DecodeMessage(r.Body)
+	if r.Code != protocol.Success || len(again) != 1 || string(again[0].Body) != "p2" || again[0].ReconsumeTimes != 1 {
+		t.Fatalf("after the invisible time: %d %v", r.Code, again)
+	}
+	if r := ackReq(ck["p1"], ch.Ext("extraInfo")); r.Code != protocol.Success {
+		t.Fatalf("ack with the changed handle: %d %s", r.Code, r.Remark)
+	}
+	if r := popReq(60000); r.Code != protocol.PollingTimeout {
+		t.Fatalf("nothing left: %d", r.Code)
+	}
+}
