@@ -476,6 +476,22 @@ func (b *Broker) WaitBytes(ctx context.Context, watches []Watch, minBytes int) e
 	}
 }
 
+// WaitTopic parks until a queue of t gets messages past its current high
+// watermark (below the last stable offset), or d passes, or ctx ends.
+func (b *Broker) WaitTopic(ctx context.Context, t *Topic, d time.Duration) {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	watches := make([]Watch, 0, len(t.Queues))
+	for i := range t.Queues {
+		_, hw, _, err := b.Offsets(t.Name, int32(i))
+		if err != nil {
+			return
+		}
+		watches = append(watches, Watch{Topic: t.Name, Index: int32(i), Offset: hw, Stable: true})
+	}
+	_ = b.Wait(wctx, watches)
+}
+
 // enforceTopicRetention moves queue start offsets past messages older than
 // their topic's retention.ms; the engine then reclaims whole segments.
 func (b *Broker) enforceTopicRetention(ctx context.Context) error {

@@ -116,24 +116,8 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 		if wait <= 0 || ctx.Err() != nil {
 			return fail(v2.Code_MESSAGE_NOT_FOUND, "no new message")
 		}
-		s.waitForMessages(ctx, t, min(wait, time.Second))
+		s.broker.WaitTopic(ctx, t, min(wait, time.Second))
 	}
-}
-
-// waitForMessages parks until a queue of t gets new messages or d passes
-// (expired leases are looked for at least that often).
-func (s *Server) waitForMessages(ctx context.Context, t *broker.Topic, d time.Duration) {
-	wctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	watches := make([]broker.Watch, 0, len(t.Queues))
-	for i := range t.Queues {
-		_, hw, _, err := s.broker.Offsets(t.Name, int32(i))
-		if err != nil {
-			return
-		}
-		watches = append(watches, broker.Watch{Topic: t.Name, Index: int32(i), Offset: hw, Stable: true})
-	}
-	_ = s.broker.Wait(wctx, watches)
 }
 
 // deadLetterExhausted moves deliveries past the group's attempts to its

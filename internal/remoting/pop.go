@@ -14,13 +14,11 @@ package remoting
 // Not implemented: BATCH_ACK_MESSAGE (200151, a bit-set body).
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/pop"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
@@ -137,23 +135,8 @@ func handlePopMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		if wait <= 0 || rc.ctx.Err() != nil {
 			return protocol.NewResponse(req, protocol.PollingTimeout, "no new message")
 		}
-		s.waitPop(rc.ctx, t, min(wait, time.Second))
+		s.broker.WaitTopic(rc.ctx, t, min(wait, time.Second))
 	}
-}
-
-// waitPop parks until a queue of t gets new messages or d passes.
-func (s *Server) waitPop(ctx context.Context, t *topicRef, d time.Duration) {
-	wctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	watches := make([]broker.Watch, 0, len(t.Queues))
-	for i := range t.Queues {
-		_, hw, _, err := s.broker.Offsets(t.Name, int32(i))
-		if err != nil {
-			return
-		}
-		watches = append(watches, broker.Watch{Topic: t.Name, Index: int32(i), Offset: hw, Stable: true})
-	}
-	_ = s.broker.Wait(wctx, watches)
 }
 
 func handleAckMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
@@ -226,7 +209,7 @@ func handleNotification(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		return false
 	}
 	for !has() && time.Now().Before(until) && rc.ctx.Err() == nil {
-		s.waitPop(rc.ctx, t, min(time.Until(until), time.Second))
+		s.broker.WaitTopic(rc.ctx, t, min(time.Until(until), time.Second))
 	}
 	resp := protocol.NewResponse(req, protocol.Success, "")
 	resp.SetExt("hasMsg", strconv.FormatBool(has()))

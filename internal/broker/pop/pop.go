@@ -306,23 +306,31 @@ func (e *Engine) advance(s *state) {
 	}
 }
 
+// leased returns the state of a handle's queue, locked, when the handle
+// names the message's current lease (ErrStaleHandle otherwise, unlocked).
+func (e *Engine) leased(group string, h Handle) (*state, *lease, error) {
+	s, err := e.state(group, h.Queue)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	l := s.leases[h.Offset]
+	if l == nil || l.gen != h.Gen {
+		s.mu.Unlock()
+		return nil, nil, ErrStaleHandle
+	}
+	return s, l, nil
+}
+
 // Ack marks a handed-out message done. A stale handle is refused.
 func (e *Engine) Ack(ctx context.Context, group string, h Handle) error {
-	s, err := e.state(group, h.Queue)
+	s, _, err := e.leased(group, h)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := s.leases[h.Offset]
-	if l == nil || l.gen != h.Gen {
-		return ErrStaleHandle
-	}
 	rec := ackRecord{group: group, queue: h.Queue, offset: h.Offset, gen: h.Gen}
-	if err := e.st.write(ctx, rec.encode(), func() { e.applyAck(s, &rec) }); err != nil {
-		return err
-	}
-	return nil
+	return e.st.write(ctx, rec.encode(), func() { e.applyAck(s, &rec) })
 }
 
 // applyAck applies an ack record; s.mu held.
@@ -339,39 +347,32 @@ func (e *Engine) applyAck(s *state, r *ackRecord) {
 // ChangeInvisible moves a handed-out message's deadline to now+d and
 // returns the new handle (the old one stops working).
 func (e *Engine) ChangeInvisible(ctx context.Context, group string, h Handle, d time.Duration) (Handle, error) {
-	s, err := e.state(group, h.Queue)
-	if err != nil {
-		return Handle{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l := s.leases[h.Offset]
-	if l == nil || l.gen != h.Gen {
-		return Handle{}, ErrStaleHandle
-	}
-	s.gen++
-	rec := changeRecord{group: group, queue: h.Queue, offset: h.Offset, oldGen: h.Gen, gen: s.gen, deadline: e.now() + d.Milliseconds()}
-	if err := e.st.write(ctx, rec.encode(), func() { e.applyChange(s, &rec) }); err != nil {
-		return Handle{}, err
-	}
-	return Handle{Queue: h.Queue, Offset: h.Offset, Gen: rec.gen, Deadline: rec.deadline}, nil
+	return e.moveDeadline(ctx, group, h, d, true)
 }
 
 // Renew moves a handed-out message's deadline to now+d on behalf of its
 // holder: the handle stays valid (auto-renewal of push consumers' leases).
 func (e *Engine) Renew(ctx context.Context, group string, h Handle, d time.Duration) error {
-	s, err := e.state(group, h.Queue)
+	_, err := e.moveDeadline(ctx, group, h, d, false)
+	return err
+}
+
+func (e *Engine) moveDeadline(ctx context.Context, group string, h Handle, d time.Duration, newGen bool) (Handle, error) {
+	s, _, err := e.leased(group, h)
 	if err != nil {
-		return err
+		return Handle{}, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := s.leases[h.Offset]
-	if l == nil || l.gen != h.Gen {
-		return ErrStaleHandle
+	gen := h.Gen
+	if newGen {
+		s.gen++
+		gen = s.gen
 	}
-	rec := changeRecord{group: group, queue: h.Queue, offset: h.Offset, oldGen: h.Gen, gen: h.Gen, deadline: e.now() + d.Milliseconds()}
-	return e.st.write(ctx, rec.encode(), func() { e.applyChange(s, &rec) })
+	rec := changeRecord{group: group, queue: h.Queue, offset: h.Offset, oldGen: h.Gen, gen: gen, deadline: e.now() + d.Milliseconds()}
+	if err := e.st.write(ctx, rec.encode(), func() { e.applyChange(s, &rec) }); err != nil {
+		return Handle{}, err
+	}
+	return Handle{Queue: h.Queue, Offset: h.Offset, Gen: gen, Deadline: rec.deadline}, nil
 }
 
 // applyChange applies a deadline change; s.mu held.
@@ -395,18 +396,15 @@ func (e *Engine) Lookup(group string, h Handle) (Delivery, error) {
 	return Delivery{Queue: h.Queue, Offset: h.Offset, StoreTime: sm.StoreTime, Attempt: attempts, Handle: h, Message: sm.Message}, nil
 }
 
-// Attempts returns the attempts of a handed-out message (0 when not in flight).
+// Attempts returns the attempts of a handed-out message (0 when the handle
+// is not its current lease).
 func (e *Engine) Attempts(group string, h Handle) int32 {
-	s, err := e.state(group, h.Queue)
+	s, l, err := e.leased(group, h)
 	if err != nil {
 		return 0
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if l := s.leases[h.Offset]; l != nil && l.gen == h.Gen {
-		return l.attempts
-	}
-	return 0
+	return l.attempts
 }
 
 // GroupStats counts a group's POP activity.
