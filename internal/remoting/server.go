@@ -86,6 +86,7 @@ func (s *Server) handlerTable() map[int32]handlerFunc {
 		protocol.EndTransaction:                   handleEndTransaction,
 		protocol.PopMessage:                       handlePopMessage,
 		protocol.AckMessage:                       handleAckMessage,
+		protocol.BatchAckMessage:                  handleBatchAck,
 		protocol.ChangeMessageInvisibleTime:       handleChangeInvisibleTime,
 		protocol.Notification:                     handleNotification,
 		protocol.GetBrokerClusterInfo:             handleGetBrokerClusterInfo,

@@ -2,8 +2,10 @@ package rocketmq_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,10 +73,81 @@ func TestRemotingPop(t *testing.T) {
 	if r.Code != protocol.Success || len(again) != 1 || string(again[0].Body) != "p2" || again[0].ReconsumeTimes != 1 {
 		t.Fatalf("after the invisible time: %d %v", r.Code, again)
 	}
+	if r := ackReq(ck["p1"], ck["p1"].GetProperty("POP_CK")); r.Code == protocol.Success {
+		t.Fatal("ack with the handle from before the change accepted")
+	}
 	if r := ackReq(ck["p1"], ch.Ext("extraInfo")); r.Code != protocol.Success {
 		t.Fatalf("ack with the changed handle: %d %s", r.Code, r.Remark)
 	}
+	if r := ackReq(again[0], again[0].GetProperty("POP_CK")); r.Code != protocol.Success {
+		t.Fatalf("ack of the redelivered message: %d %s", r.Code, r.Remark)
+	}
 	if r := popReq(60000); r.Code != protocol.PollingTimeout {
 		t.Fatalf("nothing left: %d", r.Code)
+	}
+}
+
+// TestRemotingPopBatchAck: BATCH_ACK_MESSAGE acknowledges popped messages
+// as bits above each queue's ckOffset, built from POP_CK the way upstream
+// clients build it; acknowledged messages never come back, the one left
+// out does, and a body that does not parse is refused.
+func TestRemotingPopBatchAck(t *testing.T) {
+	n := startNode(t)
+	addr := n.RemotingAddr()
+	createTopic(t, addr, "batch-acked", 2)
+	p := startProducer(t, addr, "batch-pg")
+	for i := range 40 {
+		if _, err := p.SendSync(context.Background(), primitive.NewMessage("batch-acked", []byte(fmt.Sprint("m", i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	popReq := func(invisible int) []*primitive.MessageExt {
+		r := call(t, addr, &protocol.Command{Code: protocol.PopMessage, ExtFields: map[string]string{
+			"consumerGroup": "batch-cg", "topic": "batch-acked", "queueId": "-1", "maxMsgNums": "64",
+			"invisibleTime": strconv.Itoa(invisible), "pollTime": "500"}})
+		if r.Code != protocol.Success {
+			return nil
+		}
+		return primitive.DecodeMessage(r.Body)
+	}
+	msgs := popReq(1500)
+	if len(msgs) != 40 {
+		t.Fatalf("popped %d", len(msgs))
+	}
+	type ackKey struct{ queue, ck, popTime, invisible string }
+	groups := map[ackKey][]byte{}
+	var kept *primitive.MessageExt
+	for _, m := range msgs {
+		if string(m.Body) == "m7" {
+			kept = m
+			continue
+		}
+		parts := strings.Split(m.GetProperty("POP_CK"), " ")
+		k := ackKey{parts[6], parts[0], parts[1], parts[2]}
+		ck, _ := strconv.ParseInt(parts[0], 10, 64)
+		bit := int(m.QueueOffset - ck)
+		set := groups[k]
+		for len(set) <= bit/8 {
+			set = append(set, 0)
+		}
+		set[bit/8] |= 1 << (bit % 8)
+		groups[k] = set
+	}
+	var acks []string
+	for k, set := range groups {
+		acks = append(acks, fmt.Sprintf(`{"c":"batch-cg","t":"batch-acked","r":"0","so":%s,"q":%s,"rq":0,"pt":%s,"it":%s,"b":%q}`,
+			k.ck, k.queue, k.popTime, k.invisible, base64.StdEncoding.EncodeToString(set)))
+	}
+	body := `{"brokerName":"x","acks":[` + strings.Join(acks, ",") + `]}`
+	if r := call(t, addr, &protocol.Command{Code: protocol.BatchAckMessage, Body: []byte(body)}); r.Code != protocol.Success {
+		t.Fatalf("batch ack: %d %s", r.Code, r.Remark)
+	}
+	if r := call(t, addr, &protocol.Command{Code: protocol.BatchAckMessage, Body: []byte(`{"acks":[{"b":7}]}`)}); r.Code != protocol.InvalidParameter {
+		t.Fatalf("malformed batch ack: %d %s", r.Code, r.Remark)
+	}
+	time.Sleep(1700 * time.Millisecond)
+	again := popReq(60000)
+	if len(again) != 1 || string(again[0].Body) != "m7" || again[0].QueueOffset != kept.QueueOffset {
+		t.Fatalf("after the invisible time: %d messages %v", len(again), again)
 	}
 }

@@ -308,6 +308,8 @@ func (e *Engine) advance(s *state) {
 
 // leased returns the state of a handle's queue, locked, when the handle
 // names the message's current lease (ErrStaleHandle otherwise, unlocked).
+// A handle without a generation (Gen 0: remoting's POP_CK, which carries
+// only pop time and invisible time) names the lease by its deadline.
 func (e *Engine) leased(group string, h Handle) (*state, *lease, error) {
 	s, err := e.state(group, h.Queue)
 	if err != nil {
@@ -315,7 +317,7 @@ func (e *Engine) leased(group string, h Handle) (*state, *lease, error) {
 	}
 	s.mu.Lock()
 	l := s.leases[h.Offset]
-	if l == nil || l.gen != h.Gen {
+	if l == nil || (h.Gen != 0 && l.gen != h.Gen) || (h.Gen == 0 && l.deadline != h.Deadline) {
 		s.mu.Unlock()
 		return nil, nil, ErrStaleHandle
 	}
@@ -324,12 +326,12 @@ func (e *Engine) leased(group string, h Handle) (*state, *lease, error) {
 
 // Ack marks a handed-out message done. A stale handle is refused.
 func (e *Engine) Ack(ctx context.Context, group string, h Handle) error {
-	s, _, err := e.leased(group, h)
+	s, l, err := e.leased(group, h)
 	if err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
-	rec := ackRecord{group: group, queue: h.Queue, offset: h.Offset, gen: h.Gen}
+	rec := ackRecord{group: group, queue: h.Queue, offset: h.Offset, gen: l.gen}
 	return e.st.write(ctx, rec.encode(), func() { e.applyAck(s, &rec) })
 }
 
@@ -358,17 +360,17 @@ func (e *Engine) Renew(ctx context.Context, group string, h Handle, d time.Durat
 }
 
 func (e *Engine) moveDeadline(ctx context.Context, group string, h Handle, d time.Duration, newGen bool) (Handle, error) {
-	s, _, err := e.leased(group, h)
+	s, l, err := e.leased(group, h)
 	if err != nil {
 		return Handle{}, err
 	}
 	defer s.mu.Unlock()
-	gen := h.Gen
+	gen := l.gen
 	if newGen {
 		s.gen++
 		gen = s.gen
 	}
-	rec := changeRecord{group: group, queue: h.Queue, offset: h.Offset, oldGen: h.Gen, gen: gen, deadline: e.now() + d.Milliseconds()}
+	rec := changeRecord{group: group, queue: h.Queue, offset: h.Offset, oldGen: l.gen, gen: gen, deadline: e.now() + d.Milliseconds()}
 	if err := e.st.write(ctx, rec.encode(), func() { e.applyChange(s, &rec) }); err != nil {
 		return Handle{}, err
 	}
