@@ -245,6 +245,7 @@ func grpcBenchCmd() *cobra.Command {
 	pf.IntVar(&o.Size, "size", 128, "bytes per message body")
 	pf.Int64Var(&o.Messages, "messages", 200_000, "messages")
 	pf.IntVar(&o.BrokerPID, "broker-pid", 0, "the broker's pid, to report its CPU and RSS")
+	pf.BoolVar(&o.TLS, "tls", false, "connect with TLS (the RocketMQ 5 clients' default)")
 	send := &cobra.Command{Use: "send", Short: "Concurrent sync senders (v5 producer)", RunE: runReport(&o, bench.GRPCSend)}
 	send.Flags().IntVar(&o.Senders, "senders", 64, "concurrent sync senders")
 	receive := &cobra.Command{Use: "receive", Short: "SimpleConsumers receiving and acknowledging what the topic holds", RunE: runReport(&o, bench.GRPCReceive)}

@@ -31,6 +31,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/remoting"
 	"github.com/rosettamq/rosetta/internal/storage"
+	"github.com/rosettamq/rosetta/internal/tlsmux"
 )
 
 // Version is set at build time with -ldflags "-X ...app.Version=...".
@@ -230,7 +231,10 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 		}
 	}
 	if a.cfg.Listen.GRPC != "" {
-		if grpcL, err = a.listen("grpc", a.cfg.Listen.GRPC); err != nil {
+		if grpcL, err = a.listen("grpc", a.cfg.Listen.GRPC); err == nil {
+			grpcL, err = a.grpcListener(grpcL)
+		}
+		if err != nil {
 			for _, l := range []net.Listener{httpL, kafkaL, remotingL} {
 				if l != nil {
 					l.Close()
@@ -328,4 +332,23 @@ func (a *App) close() error {
 	errs = append(errs, a.meta.Close())
 	errs = append(errs, a.engine.Close())
 	return errors.Join(errs...)
+}
+
+// grpcListener serves TLS on the gRPC listener per listen.grpc_tls: the
+// RocketMQ 5 clients connect with TLS unless told otherwise, and skip
+// certificate verification by default. l is closed on failure.
+func (a *App) grpcListener(l net.Listener) (net.Listener, error) {
+	mode, err := tlsmux.ParseMode(a.cfg.Listen.GRPCTLS)
+	if err != nil || mode == tlsmux.Disabled {
+		return l, err
+	}
+	cfg, err := tlsmux.ServerConfig(a.cfg.TLS.CertFile, a.cfg.TLS.KeyFile, "h2")
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("grpc listener: %w", err)
+	}
+	if a.cfg.TLS.CertFile == "" {
+		a.log.Info("gRPC TLS uses a self-signed certificate; set tls.cert_file and tls.key_file for a real one", "mode", mode)
+	}
+	return tlsmux.Listen(l, cfg, mode, a.log.With("proto", "grpc")), nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/tlsmux"
 )
 
 // ByteSize is a size in bytes that also parses "64MiB", "1GiB", "512k".
@@ -65,6 +66,7 @@ type Config struct {
 	NodeID          int           `yaml:"node_id" help:"this node's id (1 on a single node)"`
 	Log             LogConfig     `yaml:"log"`
 	Listen          ListenConfig  `yaml:"listen"`
+	TLS             TLSConfig     `yaml:"tls"`
 	Storage         StorageConfig `yaml:"storage"`
 	Broker          BrokerConfig  `yaml:"broker"`
 	Limits          LimitsConfig  `yaml:"limits"`
@@ -99,6 +101,13 @@ type ListenConfig struct {
 	RemotingAdvertised string `yaml:"remoting_advertised" help:"host:port RocketMQ routes point clients at (default: the address each client connected to)"`
 	GRPC               string `yaml:"grpc" help:"RocketMQ 5 gRPC address"`
 	GRPCAdvertised     string `yaml:"grpc_advertised" help:"host:port gRPC routes point clients at (default: the address each client connected to)"`
+	GRPCTLS            string `yaml:"grpc_tls" help:"gRPC TLS: permissive (TLS and plaintext on one port, as RocketMQ's proxy), enforcing (TLS only) or disabled"`
+}
+
+// TLSConfig names the certificate TLS listeners serve.
+type TLSConfig struct {
+	CertFile string `yaml:"cert_file" help:"PEM certificate (chain) for TLS listeners; re-read when it changes. Empty: a self-signed certificate made at start"`
+	KeyFile  string `yaml:"key_file" help:"PEM private key of tls.cert_file"`
 }
 
 // StorageConfig configures the storage engine.
@@ -154,7 +163,7 @@ func DefaultConfig() Config {
 		DataDir: "./data",
 		NodeID:  1,
 		Log:     LogConfig{Level: "info", Format: "text"},
-		Listen:  ListenConfig{HTTP: ":8080", Kafka: ":9092", Remoting: ":9876", GRPC: ":8081"},
+		Listen:  ListenConfig{HTTP: ":8080", Kafka: ":9092", Remoting: ":9876", GRPC: ":8081", GRPCTLS: "permissive"},
 		Storage: StorageConfig{
 			Durability:         "sync",
 			FlushInterval:      200 * time.Millisecond,
@@ -216,6 +225,12 @@ func (c Config) Validate() error {
 		return bad("broker.transaction_timeout, broker.transaction_check_interval and broker.transaction_check_max and broker.transaction_max_timeout must be positive")
 	case c.ShutdownTimeout <= 0:
 		return bad("shutdown_timeout must be positive")
+	}
+	if _, err := tlsmux.ParseMode(c.Listen.GRPCTLS); err != nil {
+		return bad("listen.grpc_tls: %v", err)
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		return bad("tls.cert_file and tls.key_file go together")
 	}
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		return err

@@ -26,13 +26,14 @@ type GRPCOptions struct {
 	Receivers int // concurrent receive+ack loops
 	Batch     int32
 	BrokerPID int
+	TLS       bool // connect with TLS (the clients' default)
 }
 
 func (o GRPCOptions) config() *rmq.Config {
 	// The client logs to a file under $HOME unless told otherwise.
 	_ = os.Setenv("rocketmq.client.logLevel", "error")
 	rmq.ResetLogger()
-	rmq.EnableSsl = false
+	rmq.EnableSsl = o.TLS
 	return &rmq.Config{Endpoint: o.Endpoint, ConsumerGroup: o.Group, Credentials: &credentials.SessionCredentials{}}
 }
 

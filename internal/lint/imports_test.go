@@ -46,9 +46,10 @@ var rules = map[string]rule{
 	"internal/grpcv5":   frontEnd("grpcv5"),
 	"internal/admin":    {allowed: []string{"model", "broker", "meta"}},
 	"internal/bench":    {allowed: []string{"model", "storage", "broker", "meta", "bench", "kafka", "remoting", "grpcv5"}, protocols: true},
-	"internal/app":      {allowed: []string{"task", "model", "storage", "meta", "broker", "kafka", "remoting", "grpcv5", "admin", "app"}, protocols: true},
+	"internal/app":      {allowed: []string{"task", "model", "storage", "meta", "broker", "kafka", "remoting", "grpcv5", "admin", "app", "tlsmux"}, protocols: true},
 	"internal/lint":     {allowed: nil},
 	"internal/task":     {allowed: nil},
+	"internal/tlsmux":   {allowed: nil},
 	"cmd":               {allowed: []string{"app", "bench", "model"}, protocols: true},
 }
 

@@ -26,12 +26,13 @@ import (
 
 func TestMain(m *testing.M) {
 	// The client logs to a file under $HOME by default; keep it in a
-	// temporary directory, and speak plaintext gRPC.
+	// temporary directory. The clients keep their default TLS (the node
+	// serves TLS and plaintext on one port; TestBadInputGetsCodes speaks
+	// plaintext).
 	dir, _ := os.MkdirTemp("", "rmq-client-log")
 	os.Setenv("rocketmq.client.logRoot", dir)
 	os.Setenv("rocketmq.client.logLevel", "error")
 	rmq.ResetLogger()
-	rmq.EnableSsl = false
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
