@@ -25,6 +25,12 @@ type AppendOptions struct {
 	// NoWait returns as soon as the records are written, without waiting for
 	// the durability policy (Kafka acks=0).
 	NoWait bool
+	// Deferred (implies NoWait) asks for no fsync of its own in sync mode:
+	// the records become durable, and visible to readers, with the next
+	// sync another append asks for or at most storage.flush_interval later.
+	// For bookkeeping only its writer reads back after a restart, where an
+	// operating-system crash losing the last of it only repeats work.
+	Deferred bool
 }
 
 // batchAssigner assigns offsets for one Append call under the log lock.
@@ -118,7 +124,11 @@ func (e *Engine) AppendWith(ctx context.Context, recs []*Record, opts AppendOpti
 		bytes += int64(len(r.Payload))
 		msgs += int64(r.Count)
 	}
-	end, err := e.clog.Append(recs, &a)
+	appendLog := e.clog.Append
+	if opts.Deferred {
+		appendLog = e.clog.AppendDeferred
+	}
+	end, err := appendLog(recs, &a)
 	written := a.i
 	if written > 0 {
 		e.stats.AppendedRecords.Add(int64(written))
@@ -128,7 +138,7 @@ func (e *Engine) AppendWith(ctx context.Context, recs []*Record, opts AppendOpti
 	if err != nil {
 		return fmt.Errorf("append: %w", err)
 	}
-	if opts.NoWait || e.cfg.Durability != DurabilitySync {
+	if opts.NoWait || opts.Deferred || e.cfg.Durability != DurabilitySync {
 		return nil
 	}
 	return e.clog.WaitSynced(ctx, end)

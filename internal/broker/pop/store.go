@@ -178,16 +178,17 @@ type store struct {
 }
 
 // write appends a record and applies it, both under the shared lock (a
-// snapshot never misses an applied record below its position). It does not
-// wait for fsync: the record is in the log (it survives a process crash)
-// and becomes durable with the next flush or durable append; what an
+// snapshot never misses an applied record below its position). It neither
+// asks for nor waits for an fsync: the record is in the log (it survives a
+// process crash) and becomes durable with the next sync (another append's,
+// or the flush interval's); what an
 // operating-system crash can lose of it only makes a message come back
 // sooner (at least once), never loses one.
 func (st *store) write(ctx context.Context, payload []byte, apply func()) error {
 	st.changeMu.RLock()
 	defer st.changeMu.RUnlock()
 	r := &storage.Record{Queue: st.queue, Format: model.FormatInternal, Count: 1, Payload: payload}
-	if err := st.engine.AppendWith(ctx, []*storage.Record{r}, storage.AppendOptions{NoWait: true}); err != nil {
+	if err := st.engine.AppendWith(ctx, []*storage.Record{r}, storage.AppendOptions{Deferred: true}); err != nil {
 		return err
 	}
 	apply()

@@ -35,7 +35,7 @@ type Options struct {
 	Dir           string
 	SegmentSize   int64
 	Mode          SyncMode
-	FlushInterval time.Duration // async mode
+	FlushInterval time.Duration // async mode; sync mode: the bound on deferred appends
 	Term          model.Term
 	Logger        *slog.Logger
 	Now           func() time.Time
@@ -207,6 +207,17 @@ func (l *Log) Size() int64 { return int64(l.End() - l.Start()) }
 // Append writes entries in order and returns the end position of the last
 // one. It does not wait for durability; call WaitSynced for that.
 func (l *Log) Append(entries []*Entry, a Assigner) (model.LogPos, error) {
+	return l.append(entries, a, true)
+}
+
+// AppendDeferred appends like Append but, in sync mode, asks for no fsync
+// of its own: the entries become durable (and visible) with the next sync
+// another append asks for, or at the latest one flush interval later.
+func (l *Log) AppendDeferred(entries []*Entry, a Assigner) (model.LogPos, error) {
+	return l.append(entries, a, false)
+}
+
+func (l *Log) append(entries []*Entry, a Assigner, kick bool) (model.LogPos, error) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -274,9 +285,11 @@ func (l *Log) Append(entries []*Entry, a Assigner) (model.LogPos, error) {
 	end := model.LogPos(l.written.Load())
 	l.mu.Unlock()
 	if l.opts.Mode == SyncAlways {
-		select {
-		case l.kick <- struct{}{}:
-		default:
+		if kick {
+			select {
+			case l.kick <- struct{}{}:
+			default:
+			}
 		}
 	} else if l.opts.OnVisible != nil {
 		l.opts.OnVisible(end)
@@ -530,8 +543,10 @@ func (l *Log) SyncTo(ctx context.Context, end model.LogPos) error {
 
 func (l *Log) syncLoop(ctx context.Context) {
 	defer close(l.done)
+	// Async mode syncs on the tick; sync mode syncs when kicked, and on the
+	// tick what deferred appends left.
 	var tick <-chan time.Time
-	if l.opts.Mode == SyncAsync {
+	if l.opts.FlushInterval > 0 {
 		t := time.NewTicker(l.opts.FlushInterval)
 		defer t.Stop()
 		tick = t.C

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -305,5 +306,46 @@ func TestLargePayloadsWrittenInPlace(t *testing.T) {
 			t.Fatalf("record %d differs", i)
 		}
 		v.Release()
+	}
+}
+
+// TestDeferredAppend: in sync mode a deferred append asks for no fsync; it
+// becomes durable with the next append that does, or on the flush tick.
+func TestDeferredAppend(t *testing.T) {
+	l, err := Open(Options{Dir: t.TempDir(), SegmentSize: 1 << 20, Mode: SyncAlways, FlushInterval: time.Hour}, Recovery{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	a := &seqAssigner{next: map[model.QueueID]model.QueueOffset{}}
+	deferred, err := l.AppendDeferred([]*Entry{{Queue: 1, Count: 1, Payload: payload(1)}}, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if l.Synced() >= deferred {
+		t.Fatal("a deferred append was synced on its own")
+	}
+	end, err := l.Append([]*Entry{{Queue: 1, Count: 1, Payload: payload(2)}}, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.WaitSynced(context.Background(), end); err != nil || l.Synced() < deferred {
+		t.Fatalf("synced %d, deferred end %d: %v", l.Synced(), deferred, err)
+	}
+
+	ticked, err := Open(Options{Dir: t.TempDir(), SegmentSize: 1 << 20, Mode: SyncAlways, FlushInterval: 20 * time.Millisecond}, Recovery{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ticked.Close()
+	end, err = ticked.AppendDeferred([]*Entry{{Queue: 1, Count: 1, Payload: payload(3)}}, &seqAssigner{next: map[model.QueueID]model.QueueOffset{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := ticked.WaitSynced(ctx, end); err != nil {
+		t.Fatalf("deferred append not synced by the flush tick: %v", err)
 	}
 }
