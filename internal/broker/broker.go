@@ -96,6 +96,7 @@ type Broker struct {
 
 	offsets  *offsetStore
 	groupCfg groupConfigs
+	reqModes requestModes
 	timers   *timerWheel
 	halves   *halfStore
 	batches  *kbatch.Reader // looks into Kafka batches (exact time lookups)
@@ -163,6 +164,9 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	})
 	if err := b.loadTopics(ctx); err != nil {
 		return nil, fmt.Errorf("load topics: %w", err)
+	}
+	if err := b.loadRequestModes(ctx); err != nil {
+		return nil, fmt.Errorf("load request modes: %w", err)
 	}
 	if err := b.loadGroupConfigs(ctx); err != nil {
 		return nil, fmt.Errorf("load group configs: %w", err)

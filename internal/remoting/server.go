@@ -87,6 +87,8 @@ func (s *Server) handlerTable() map[int32]handlerFunc {
 		protocol.PopMessage:                       handlePopMessage,
 		protocol.AckMessage:                       handleAckMessage,
 		protocol.BatchAckMessage:                  handleBatchAck,
+		protocol.QueryAssignment:                  handleQueryAssignment,
+		protocol.SetMessageRequestMode:            handleSetMessageRequestMode,
 		protocol.ChangeMessageInvisibleTime:       handleChangeInvisibleTime,
 		protocol.Notification:                     handleNotification,
 		protocol.GetBrokerClusterInfo:             handleGetBrokerClusterInfo,

@@ -3,7 +3,9 @@ package rocketmq_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,5 +151,55 @@ func TestRemotingPopBatchAck(t *testing.T) {
 	again := popReq(60000)
 	if len(again) != 1 || string(again[0].Body) != "m7" || again[0].QueueOffset != kept.QueueOffset {
 		t.Fatalf("after the invisible time: %d messages %v", len(again), again)
+	}
+}
+
+// TestRemotingQueryAssignment: a group set to POP mode (what `mqadmin
+// setConsumeMode` sends) is told to pop every queue (queue id -1); other
+// groups read their share of the queues by PULL; retry topics cannot be
+// set.
+func TestRemotingQueryAssignment(t *testing.T) {
+	n := startNode(t)
+	addr := n.RemotingAddr()
+	createTopic(t, addr, "assigned", 4)
+	set := call(t, addr, &protocol.Command{Code: protocol.SetMessageRequestMode,
+		Body: []byte(`{"topic":"assigned","consumerGroup":"pop-mode","mode":"POP","popShareQueueNum":0}`)})
+	if set.Code != protocol.Success {
+		t.Fatalf("set mode: %d %s", set.Code, set.Remark)
+	}
+	if r := call(t, addr, &protocol.Command{Code: protocol.SetMessageRequestMode,
+		Body: []byte(`{"topic":"%RETRY%pop-mode","consumerGroup":"pop-mode","mode":"POP"}`)}); r.Code != protocol.NoPermission {
+		t.Fatalf("retry topic mode: %d", r.Code)
+	}
+	query := func(group string) string {
+		r := call(t, addr, &protocol.Command{Code: protocol.QueryAssignment,
+			Body: []byte(`{"topic":"assigned","consumerGroup":"` + group + `","clientId":"10.0.0.1@1","strategyName":"AVG","messageModel":"CLUSTERING"}`)})
+		if r.Code != protocol.Success {
+			t.Fatalf("query assignment: %d %s", r.Code, r.Remark)
+		}
+		var body struct {
+			MessageQueueAssignments []struct {
+				MessageQueue struct {
+					Topic   string
+					QueueID int32 `json:"queueId"`
+				}
+				Mode string
+			}
+		}
+		if err := json.Unmarshal(r.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, a := range body.MessageQueueAssignments {
+			out = append(out, fmt.Sprint(a.MessageQueue.Topic, ":", a.MessageQueue.QueueID, ":", a.Mode))
+		}
+		slices.Sort(out)
+		return strings.Join(out, " ")
+	}
+	if got := query("pop-mode"); got != "assigned:-1:POP" {
+		t.Fatalf("POP group: %s", got)
+	}
+	if got := query("pull-mode"); got != "assigned:0:PULL assigned:1:PULL assigned:2:PULL assigned:3:PULL" {
+		t.Fatalf("PULL group: %s", got)
 	}
 }

@@ -38,6 +38,8 @@ const (
 	SendReplyMessageV2            = 325
 	PushReplyMessageToClient      = 326
 	LitePullMessage               = 361
+	QueryAssignment               = 400
+	SetMessageRequestMode         = 401
 	RecallMessage                 = 370
 	PopMessage                    = 200050
 	AckMessage                    = 200051
