@@ -55,7 +55,7 @@ func (a *batchAssigner) Done() {
 // index records a written (or replayed) data record in its queue and the key
 // index, and marks the queue for flushing and notification.
 func (e *Engine) index(q *queue, id model.QueueID, pos model.LogPos, r *commitlog.Entry) {
-	base, _ := q.idx.Assign(pos, r.Size, r.Count, r.Timestamp, r.TagHash)
+	base, _ := q.idx.Assign(pos, r.Segment, r.Size, r.Count, r.Timestamp, r.TagHash)
 	r.BaseOffset = base
 	for _, k := range r.Keys {
 		if err := e.keys.Add(keyindex.Hash(k.Key), id, base+model.QueueOffset(k.Delta), r.StoreTime, pos); err != nil {
@@ -212,7 +212,7 @@ func (e *Engine) applyControl(id model.QueueID, payload []byte) {
 	switch payload[0] {
 	case opCreateQueue:
 		if _, ok := e.queues[id]; !ok {
-			e.queues[id] = &queue{idx: e.idx.Open(id, queueindex.State{})}
+			e.queues[id] = &queue{idx: e.idx.Open(id, queueindex.State{}, nil)}
 		}
 	case opDeleteQueue:
 		if q, ok := e.queues[id]; ok {
@@ -248,7 +248,7 @@ func (e *Engine) replay(pos model.LogPos, r *commitlog.Record) error {
 		q.idx.SetNext(r.BaseOffset)
 	}
 	ent := &commitlog.Entry{Queue: r.Queue, Count: r.Count, Timestamp: r.Timestamp, StoreTime: r.StoreTime,
-		TagHash: r.TagHash, Size: r.Length}
+		TagHash: r.TagHash, Size: r.Length, Segment: r.Segment}
 	_ = r.EachKey(func(k commitlog.Key) { ent.Keys = append(ent.Keys, k) })
 	e.index(q, r.Queue, pos, ent)
 	e.markPending([]*queue{q})

@@ -226,9 +226,16 @@ func (e *Engine) checkpoint() error {
 	if err := syncFS(filepath.Join(e.cfg.Dir, "index")); err != nil {
 		return err
 	}
+	ids := make([]model.QueueID, len(list))
+	bytes := make([]queueindex.SegmentBytes, len(list))
 	for i, q := range list {
-		qs[i].State = q.idx.State()
+		qs[i].State, bytes[i] = q.idx.StateWithBytes()
+		ids[i] = qs[i].ID
 	}
+	if sections == nil {
+		sections = map[string][]byte{}
+	}
+	sections[bytesSection] = encodeQueueBytes(ids, bytes)
 	if err := e.keys.Sync(); err != nil {
 		return err
 	}

@@ -232,8 +232,21 @@ func Open(cfg Config) (*Engine, error) {
 		e.idx.Close()
 		return nil, err
 	}
+	var counted map[model.QueueID]queueindex.SegmentBytes
+	if data, ok := ck.Sections[bytesSection]; ok {
+		if counted, err = decodeQueueBytes(data); err != nil {
+			e.log.Warn("checkpoint live-byte accounting unreadable; recounting", "err", err)
+			counted = nil
+		}
+	}
+	var recount []*queue
 	for _, qs := range ck.Queues {
-		e.queues[qs.ID] = &queue{idx: e.idx.Open(qs.ID, qs.State)}
+		b, ok := counted[qs.ID]
+		q := &queue{idx: e.idx.Open(qs.ID, qs.State, b)}
+		if !ok {
+			recount = append(recount, q) // a checkpoint from before live-byte accounting
+		}
+		e.queues[qs.ID] = q
 	}
 	if err := restoreKeepers(cfg.StateKeepers, ck.Sections); err != nil {
 		e.keys.Close()
@@ -263,6 +276,19 @@ func Open(cfg Config) (*Engine, error) {
 		e.keys.Close()
 		e.idx.Close()
 		return nil, err
+	}
+	e.idx.SetSegmentOf(func(pos model.LogPos) model.LogPos {
+		base, _ := e.clog.SegmentBase(pos)
+		return base
+	})
+	for _, q := range recount {
+		if e.queues[q.idx.ID()] != q {
+			continue // deleted while replaying
+		}
+		if err := q.idx.RebuildBytes(); err != nil {
+			e.Close()
+			return nil, err
+		}
 	}
 	if end := e.clog.End(); end < ck.LogPos {
 		// The log lost data the checkpoint had indexed (an async-mode power

@@ -80,9 +80,10 @@ type Entry struct {
 	PayloadTailFrom int
 	PayloadTailCRC  uint32
 
-	Pos   model.LogPos
-	Size  uint32
-	Index model.Index
+	Pos     model.LogPos
+	Segment model.LogPos // base of the segment Pos lies in
+	Size    uint32
+	Index   model.Index
 }
 
 // Assigner is called under the log's append lock, in log order, once the
@@ -259,6 +260,7 @@ func (l *Log) append(entries []*Entry, a Assigner, kick bool) (model.LogPos, err
 			e.Timestamp = e.StoreTime
 		}
 		e.Pos = s.base + model.LogPos(w.end())
+		e.Segment = s.base
 		e.Size = uint32(n)
 		e.Index = l.nextIndex
 		if a != nil {
@@ -753,4 +755,15 @@ func (l *Log) Segments() []SegmentInfo {
 		out[i] = SegmentInfo{Base: s.base, End: s.end(), LastTime: s.lastTime.Load(), Sealed: s.sealed.Load()}
 	}
 	return out
+}
+
+// SegmentBase returns the base of the segment holding pos (false when no
+// segment does).
+func (l *Log) SegmentBase(pos model.LogPos) (model.LogPos, bool) {
+	segs := l.segments()
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > pos }) - 1
+	if i < 0 || pos >= segs[i].base+model.LogPos(len(segs[i].data)) {
+		return 0, false
+	}
+	return segs[i].base, true
 }

@@ -55,6 +55,9 @@ type Record struct {
 	Header
 	Keys    []byte // the raw keys block; iterate with EachKey
 	Payload []byte
+	// Segment is the base of the segment holding the record (set by
+	// recovery scans; not part of the encoding).
+	Segment model.LogPos
 }
 
 // Len returns the encoded size of a record with these keys and payload.

@@ -124,6 +124,7 @@ func (l *Log) scan(pos model.LogPos, expect model.Index, visit func(model.LogPos
 				return at, l.truncateLocked(at)
 			}
 			at := s.base + model.LogPos(off)
+			r.Segment = s.base
 			if visit != nil {
 				if err := visit(at, &r); err != nil {
 					return 0, err

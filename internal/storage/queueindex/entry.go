@@ -29,6 +29,9 @@ type Entry struct {
 	Count      uint32
 	MaxTime    int64
 	TagHash    uint64
+	// Segment is the base of the log segment Pos lies in, known for
+	// entries still in memory (not encoded: the files derive it).
+	Segment model.LogPos
 }
 
 // End is the offset after the entry's last message.

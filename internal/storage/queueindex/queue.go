@@ -14,10 +14,16 @@ import (
 
 // Store holds the index files of all queues under one directory.
 type Store struct {
-	dir     string
-	perFile int64
-	fds     *fdCache
+	dir       string
+	perFile   int64
+	fds       *fdCache
+	segmentOf func(model.LogPos) model.LogPos
 }
+
+// SetSegmentOf tells the store how to map a log position to the base of
+// its segment (for accounting of entries read back from the files). Set it
+// before entries are dropped or recounted.
+func (s *Store) SetSegmentOf(fn func(model.LogPos) model.LogPos) { s.segmentOf = fn }
 
 // NewStore returns a store rooted at dir whose files hold perFile entries
 // each, with at most maxOpen files open at once.
@@ -63,11 +69,18 @@ type Queue struct {
 	maxTime int64
 	hintNo  int64 // entry number after the last one read, to skip searches
 	deleted bool
+	bytes   SegmentBytes // live bytes of the retained entries, by segment
+	total   int64
 }
 
-// Open returns the index of queue id with the given checkpointed state.
-func (s *Store) Open(id model.QueueID, st State) *Queue {
-	return &Queue{id: id, store: s, first: st.First, flushed: st.Flushed, next: st.Next, start: st.Start, maxTime: st.MaxTime, hintNo: -1}
+// Open returns the index of queue id with the given checkpointed state and
+// the live bytes of its entries (nil: none counted; see RebuildBytes).
+func (s *Store) Open(id model.QueueID, st State, bytes SegmentBytes) *Queue {
+	if bytes == nil {
+		bytes = SegmentBytes{}
+	}
+	return &Queue{id: id, store: s, first: st.First, flushed: st.Flushed, next: st.Next, start: st.Start, maxTime: st.MaxTime, hintNo: -1,
+		bytes: bytes, total: bytes.Total()}
 }
 
 // ID is the queue's id.
@@ -128,6 +141,7 @@ func (q *Queue) Append(e Entry) int {
 	q.maxTime = e.MaxTime
 	q.tail = append(q.tail, e)
 	q.next = e.End()
+	q.countLocked(e.Segment, int64(e.Size))
 	return len(q.tail)
 }
 
@@ -420,6 +434,10 @@ func (q *Queue) SetStart(offset model.QueueOffset) error {
 		first = no
 	}
 	oldFirst := q.first
+	if err := q.dropLocked(oldFirst, first); err != nil {
+		q.mu.Unlock()
+		return err
+	}
 	q.first = first
 	flushed := q.flushed
 	q.mu.Unlock()
@@ -450,6 +468,9 @@ func (q *Queue) TruncateFromPos(pos model.LogPos) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := q.dropLocked(no, total); err != nil {
+		return 0, err
+	}
 	q.next = e.BaseOffset
 	if no >= q.flushed {
 		q.tail = q.tail[:no-q.flushed]
@@ -477,6 +498,7 @@ func (q *Queue) Delete() error {
 	q.mu.Lock()
 	q.deleted = true
 	q.tail = nil
+	q.bytes, q.total = SegmentBytes{}, 0
 	first, flushed := q.first, q.flushed
 	q.mu.Unlock()
 	per := q.store.perFile
@@ -489,9 +511,10 @@ func (q *Queue) Delete() error {
 	return nil
 }
 
-// Assign appends the entry for a new record of count messages at pos and
-// returns the base offset it was given and the number of unflushed entries.
-func (q *Queue) Assign(pos model.LogPos, size, count uint32, ts int64, tagHash uint64) (model.QueueOffset, int) {
+// Assign appends the entry for a new record of count messages at pos (in
+// the segment based at seg) and returns the base offset it was given and
+// the number of unflushed entries.
+func (q *Queue) Assign(pos, seg model.LogPos, size, count uint32, ts int64, tagHash uint64) (model.QueueOffset, int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	base := q.next
@@ -499,8 +522,9 @@ func (q *Queue) Assign(pos model.LogPos, size, count uint32, ts int64, tagHash u
 		ts = q.maxTime
 	}
 	q.maxTime = ts
-	q.tail = append(q.tail, Entry{Pos: pos, BaseOffset: base, Size: size, Count: count, MaxTime: ts, TagHash: tagHash})
+	q.tail = append(q.tail, Entry{Pos: pos, BaseOffset: base, Size: size, Count: count, MaxTime: ts, TagHash: tagHash, Segment: seg})
 	q.next = base + model.QueueOffset(count)
+	q.countLocked(seg, int64(size))
 	return base, len(q.tail)
 }
 

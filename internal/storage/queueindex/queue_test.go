@@ -13,9 +13,9 @@ func TestQueueFlushLookupAcrossFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	q := s.Open(7, State{})
+	q := s.Open(7, State{}, nil)
 	for i := 0; i < 100; i++ {
-		q.Assign(model.LogPos(i*100), 100, 2, int64(i%10), 0) // timestamps not monotonic
+		q.Assign(model.LogPos(i*100), model.LogPos(i*100/1000*1000), 100, 2, int64(i%10), 0) // timestamps not monotonic
 		if i%13 == 0 {
 			if err := q.Flush(); err != nil {
 				t.Fatal(err)
@@ -43,7 +43,7 @@ func TestQueueFlushLookupAcrossFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := q.State()
-	q2 := s.Open(7, st)
+	q2 := s.Open(7, st, nil)
 	if _, e, err := q2.Lookup(150); err != nil || e.Pos != 7500 {
 		t.Fatalf("reopened lookup: %+v %v", e, err)
 	}
