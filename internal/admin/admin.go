@@ -79,6 +79,10 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(b.Topics(false))
 	})
+	mux.HandleFunc("GET /api/v1/storage", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(storageReport(b))
+	})
 	// Cancel a pending timer (or delayed) message by its unique id:
 	// DELETE /api/v1/timers/{id}?topic=<topic>.
 	mux.HandleFunc("DELETE /api/v1/timers/{id}", func(w http.ResponseWriter, r *http.Request) {
@@ -106,37 +110,41 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger) http.Handler {
 
 // storageCollector reads the engine's counters at scrape time.
 type storageCollector struct {
-	b     *broker.Broker
-	descs map[string]*prometheus.Desc
+	b          *broker.Broker
+	descs      map[string]*prometheus.Desc
+	topicBytes *prometheus.Desc
 }
 
 func newStorageCollector(b *broker.Broker) *storageCollector {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc("rosetta_storage_"+name, help, nil, nil)
 	}
-	return &storageCollector{b: b, descs: map[string]*prometheus.Desc{
-		"records":    d("appended_records_total", "Records appended to the commit log."),
-		"messages":   d("appended_messages_total", "Messages appended (a batch record holds several)."),
-		"bytes":      d("appended_bytes_total", "Payload bytes appended."),
-		"read_recs":  d("read_records_total", "Records read."),
-		"read_bytes": d("read_bytes_total", "Record bytes read."),
-		"refused":    d("disk_full_refusals_total", "Appends refused by the disk guard."),
-		"ckpts":      d("checkpoints_total", "Checkpoints written."),
-		"deleted":    d("deleted_segments_total", "Segments deleted by retention."),
-		"segments":   d("segments", "Commit-log segment files."),
-		"log_bytes":  d("log_bytes", "Bytes held in the commit log."),
-		"queues":     d("queues", "Queues in the engine."),
-		"idx_files":  d("open_index_files", "Queue index files open."),
-		"disk_free":  d("disk_free_bytes", "Free bytes on the data disk."),
-		"disk_total": d("disk_total_bytes", "Size of the data disk."),
-		"disk_full":  d("disk_full", "1 while writes are refused for lack of disk space."),
-	}}
+	return &storageCollector{b: b, topicBytes: prometheus.NewDesc("rosetta_topic_bytes", "Bytes of a topic's retained records in the commit log.", []string{"topic"}, nil),
+		descs: map[string]*prometheus.Desc{
+			"records":    d("appended_records_total", "Records appended to the commit log."),
+			"messages":   d("appended_messages_total", "Messages appended (a batch record holds several)."),
+			"bytes":      d("appended_bytes_total", "Payload bytes appended."),
+			"read_recs":  d("read_records_total", "Records read."),
+			"read_bytes": d("read_bytes_total", "Record bytes read."),
+			"refused":    d("disk_full_refusals_total", "Appends refused by the disk guard."),
+			"ckpts":      d("checkpoints_total", "Checkpoints written."),
+			"deleted":    d("deleted_segments_total", "Segments deleted by retention."),
+			"segments":   d("segments", "Commit-log segment files."),
+			"log_bytes":  d("log_bytes", "Bytes held in the commit log."),
+			"live_bytes": d("live_bytes", "Commit-log bytes of records some queue still retains (the rest is reclaimable)."),
+			"queues":     d("queues", "Queues in the engine."),
+			"idx_files":  d("open_index_files", "Queue index files open."),
+			"disk_free":  d("disk_free_bytes", "Free bytes on the data disk."),
+			"disk_total": d("disk_total_bytes", "Size of the data disk."),
+			"disk_full":  d("disk_full", "1 while writes are refused for lack of disk space."),
+		}}
 }
 
 func (c *storageCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.descs {
 		ch <- d
 	}
+	ch <- c.topicBytes
 }
 
 func (c *storageCollector) Collect(ch chan<- prometheus.Metric) {
@@ -159,6 +167,15 @@ func (c *storageCollector) Collect(ch chan<- prometheus.Metric) {
 	ls := e.LogStats()
 	gauge("segments", float64(ls.Segments))
 	gauge("log_bytes", float64(ls.Bytes))
+	var live int64
+	for _, u := range e.Usage() {
+		live += u.Live
+	}
+	gauge("live_bytes", float64(live))
+	for _, t := range c.b.Topics(true) {
+		total, _ := c.b.TopicBytes(t)
+		ch <- prometheus.MustNewConstMetric(c.topicBytes, prometheus.GaugeValue, float64(total), t.FullName)
+	}
 	gauge("queues", float64(e.QueueCount()))
 	gauge("idx_files", float64(ls.OpenIndexFiles))
 	if u, err := e.DiskUsage(); err == nil {
@@ -215,4 +232,30 @@ func (c *popCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.redelivered, prometheus.CounterValue, float64(st.Redelivered), g)
 		ch <- prometheus.MustNewConstMetric(c.deadLettered, prometheus.CounterValue, float64(st.DeadLettered), g)
 	}
+}
+
+// storageReport is the commit log's space by segment and by topic.
+func storageReport(b *broker.Broker) map[string]any {
+	e := b.Engine()
+	ls := e.LogStats()
+	type segment struct {
+		Base       int64 `json:"base"`
+		End        int64 `json:"end"`
+		Bytes      int64 `json:"bytes"`
+		Live       int64 `json:"live"`
+		LastTimeMs int64 `json:"last_time_ms"`
+		Sealed     bool  `json:"sealed"`
+	}
+	var segs []segment
+	var live int64
+	for _, u := range e.Usage() {
+		segs = append(segs, segment{Base: int64(u.Base), End: int64(u.End), Bytes: int64(u.End - u.Base), Live: u.Live, LastTimeMs: u.LastTime, Sealed: u.Sealed})
+		live += u.Live
+	}
+	topics := map[string]any{}
+	for _, t := range b.Topics(true) {
+		total, per := b.TopicBytes(t)
+		topics[t.FullName] = map[string]any{"bytes": total, "queues": per}
+	}
+	return map[string]any{"log_bytes": ls.Bytes, "live_bytes": live, "segments": segs, "topics": topics}
 }

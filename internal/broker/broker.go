@@ -517,3 +517,17 @@ func (b *Broker) enforceTopicRetention(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// TopicBytes returns the size of a topic's retained records, in total and
+// per queue (the queue-index accounting; a queue gone meanwhile counts 0).
+func (b *Broker) TopicBytes(t *Topic) (int64, []int64) {
+	per := make([]int64, len(t.Queues))
+	var total int64
+	for i, id := range t.Queues {
+		if n, err := b.engine.QueueBytes(id); err == nil {
+			per[i] = n
+			total += n
+		}
+	}
+	return total, per
+}

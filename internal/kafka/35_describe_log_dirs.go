@@ -3,9 +3,9 @@ package kafka
 // DescribeLogDirs (key 35), versions 0-4.
 //
 // Version notes: one log directory (the data directory) holding every
-// partition. Partition sizes are reported as 0: the shared commit log does
-// not attribute bytes to queues. v4 reports the disk's total and usable
-// bytes.
+// partition. A partition's size is what its retained records occupy in the
+// shared commit log (the live-byte accounting). v4 reports the disk's
+// total and usable bytes.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -32,11 +32,12 @@ func handleDescribeLogDirs(rc *reqCtx, kreq kmsg.Request) reply {
 			continue
 		}
 		dt := kmsg.DescribeLogDirsResponseDirTopic{Topic: name}
+		_, sizes := s.broker.TopicBytes(t)
 		for i := range t.Queues {
 			if req.Topics != nil && !wanted[name][int32(i)] {
 				continue
 			}
-			dt.Partitions = append(dt.Partitions, kmsg.DescribeLogDirsResponseDirTopicPartition{Partition: int32(i)})
+			dt.Partitions = append(dt.Partitions, kmsg.DescribeLogDirsResponseDirTopicPartition{Partition: int32(i), Size: sizes[i]})
 		}
 		dir.Topics = append(dir.Topics, dt)
 	}
