@@ -83,6 +83,17 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(storageReport(b))
 	})
+	// Run a retention pass now: topic retention, then segment reclamation.
+	mux.HandleFunc("POST /api/v1/storage/retention", func(w http.ResponseWriter, r *http.Request) {
+		res, err := b.RunRetention(r.Context())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		log.Info("retention pass run through the admin API", "deleted_segments", res.DeletedSegments, "freed_bytes", res.FreedBytes)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(res)
+	})
 	// Cancel a pending timer (or delayed) message by its unique id:
 	// DELETE /api/v1/timers/{id}?topic=<topic>.
 	mux.HandleFunc("DELETE /api/v1/timers/{id}", func(w http.ResponseWriter, r *http.Request) {

@@ -69,7 +69,6 @@ func (c Config) StorageConfig(log *slog.Logger) storage.Config {
 	}
 	s.FlushInterval = c.Storage.FlushInterval
 	s.CheckpointInterval = c.Storage.CheckpointInterval
-	s.RetentionTime = c.Storage.RetentionTime
 	s.RetentionBytes = int64(c.Storage.RetentionBytes)
 	s.MinFreeBytes = int64(c.Storage.MinFreeBytes)
 	s.MinFreeRatio = c.Storage.MinFreeRatio
@@ -139,6 +138,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.broker, err = broker.New(ctx, a.engine, a.meta, broker.Options{
 		DelayLevels:       delays,
 		MaxTimerDelay:     cfg.Broker.MaxTimerDelay,
+		Retention:         cfg.topicRetention(),
+		RetentionBytes:    int64(cfg.Broker.RetentionBytes),
 		TxnTimeout:        cfg.Broker.TransactionTimeout,
 		TxnCheckInterval:  cfg.Broker.TransactionCheckInterval,
 		TxnCheckMax:       cfg.Broker.TransactionCheckMax,

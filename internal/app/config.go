@@ -117,8 +117,8 @@ type StorageConfig struct {
 	SegmentSize        ByteSize      `yaml:"segment_size" help:"commit-log segment file size"`
 	MaxRecordSize      ByteSize      `yaml:"max_record_size" help:"largest record (message or batch) accepted"`
 	CheckpointInterval time.Duration `yaml:"checkpoint_interval" help:"how often index state is checkpointed (bounds recovery time)"`
-	RetentionTime      time.Duration `yaml:"retention_time" help:"delete segments older than this (0 keeps them; topics may set retention.ms)"`
-	RetentionBytes     ByteSize      `yaml:"retention_bytes" help:"keep at most this many commit-log bytes (0: no limit)"`
+	RetentionTime      time.Duration `yaml:"retention_time" help:"deprecated: sets broker.retention when positive"`
+	RetentionBytes     ByteSize      `yaml:"retention_bytes" help:"last-resort guard: past this many commit-log bytes the oldest segments are cut whatever they hold (0: no limit); per-topic retention is the normal way to bound data"`
 	MinFreeBytes       ByteSize      `yaml:"min_free_bytes" help:"refuse writes when free disk space falls below this"`
 	MinFreeRatio       float64       `yaml:"min_free_ratio" help:"or below this fraction of the disk"`
 	VerifyReads        bool          `yaml:"verify_reads" help:"check each record's CRC32C when it is read"`
@@ -136,6 +136,9 @@ type BrokerConfig struct {
 
 	GroupMinSessionTimeout time.Duration `yaml:"group_min_session_timeout" help:"shortest consumer group session timeout a member may ask for (Kafka group.min.session.timeout.ms)"`
 	GroupMaxSessionTimeout time.Duration `yaml:"group_max_session_timeout" help:"longest consumer group session timeout a member may ask for (Kafka group.max.session.timeout.ms)"`
+
+	Retention      time.Duration `yaml:"retention" help:"how long a topic keeps messages unless its retention.ms says otherwise (Kafka log.retention.ms; 0 keeps them forever)"`
+	RetentionBytes ByteSize      `yaml:"retention_bytes" help:"most bytes a queue (partition) keeps unless its topic's retention.bytes says otherwise (0: no limit)"`
 
 	MaxTimerDelay time.Duration `yaml:"max_timer_delay" help:"longest a timer message (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS) may wait; later delivery times are refused"`
 	DelayLevels   string        `yaml:"delay_levels" help:"RocketMQ delay levels 1, 2, ...: space-separated durations with a unit of s, m, h or d (RocketMQ messageDelayLevel)"`
@@ -175,7 +178,7 @@ func DefaultConfig() Config {
 			VerifyReads:        true,
 			MaxOpenIndexFiles:  2048,
 		},
-		Broker: BrokerConfig{AutoCreateTopics: true, DefaultQueues: 8, MaxQueuesPerTopic: 10000,
+		Broker: BrokerConfig{AutoCreateTopics: true, DefaultQueues: 8, MaxQueuesPerTopic: 10000, Retention: 7 * 24 * time.Hour,
 			ProducerIDExpiration: 24 * time.Hour, MaxProducerStates: 500_000,
 			GroupMinSessionTimeout: 6 * time.Second, GroupMaxSessionTimeout: 30 * time.Minute,
 			GroupConsumerSessionTimeout: 45 * time.Second, GroupConsumerHeartbeatInterval: 2 * time.Second,
@@ -225,6 +228,8 @@ func (c Config) Validate() error {
 		return bad("broker.transaction_timeout, broker.transaction_check_interval and broker.transaction_check_max and broker.transaction_max_timeout must be positive")
 	case c.ShutdownTimeout <= 0:
 		return bad("shutdown_timeout must be positive")
+	case c.Broker.Retention < 0 || c.Broker.RetentionBytes < 0:
+		return bad("broker.retention and broker.retention_bytes must not be negative (0: unlimited)")
 	}
 	if _, err := tlsmux.ParseMode(c.Listen.GRPCTLS); err != nil {
 		return bad("listen.grpc_tls: %v", err)
@@ -359,4 +364,13 @@ func LoadConfig(path string, environ []string, overrides map[string]string) (Con
 		}
 	}
 	return c, c.Validate()
+}
+
+// topicRetention is the default topic retention: broker.retention, or the
+// deprecated storage.retention_time when that is set.
+func (c Config) topicRetention() time.Duration {
+	if c.Storage.RetentionTime > 0 {
+		return c.Storage.RetentionTime
+	}
+	return c.Broker.Retention
 }

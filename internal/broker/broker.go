@@ -51,6 +51,12 @@ type Options struct {
 	// DelayLevels are the delays of RocketMQ delay levels 1, 2, ...
 	// (DefaultDelayLevels when empty).
 	DelayLevels []time.Duration
+	// Retention is how long a topic keeps messages unless its
+	// retention.ms says otherwise (0: forever); RetentionBytes the most a
+	// queue keeps unless retention.bytes says otherwise (0: no limit).
+	// Internal topics follow only their own settings.
+	Retention      time.Duration
+	RetentionBytes int64
 	// MaxTimerDelay is the longest a timer message may wait (40 days when
 	// zero).
 	MaxTimerDelay time.Duration
@@ -497,18 +503,26 @@ func (b *Broker) WaitTopic(ctx context.Context, t *Topic, d time.Duration) {
 }
 
 // enforceTopicRetention moves queue start offsets past messages older than
-// their topic's retention.ms; the engine then reclaims whole segments.
+// their topic's retention and past what exceeds its retention bytes; the
+// engine then reclaims segments nothing retains.
 func (b *Broker) enforceTopicRetention(ctx context.Context) error {
 	now := b.opts.Now().UnixMilli()
 	var errs []error
-	for _, t := range b.Topics(false) {
-		if t.Config.RetentionMs <= 0 {
+	for _, t := range b.Topics(true) {
+		ms, bytes := b.EffectiveRetention(t)
+		if ms < 0 && bytes < 0 {
 			continue
 		}
 		for _, id := range t.Queues {
-			off, err := b.engine.OffsetForTime(id, now-t.Config.RetentionMs)
-			if err == nil {
-				err = b.engine.SetStartOffset(id, off)
+			var err error
+			if ms >= 0 {
+				var off model.QueueOffset
+				if off, err = b.engine.OffsetForTime(id, now-ms); err == nil {
+					err = b.engine.SetStartOffset(id, off)
+				}
+			}
+			if err == nil && bytes >= 0 {
+				err = b.engine.TrimToBytes(id, bytes)
 			}
 			if err != nil && !errors.Is(err, model.ErrUnknownQueue) {
 				errs = append(errs, err)
@@ -516,6 +530,39 @@ func (b *Broker) enforceTopicRetention(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// EffectiveRetention is a topic's retention in milliseconds and bytes per
+// queue, -1 meaning unlimited: its own retention.ms / retention.bytes when
+// set, else the broker's defaults (user topics only).
+func (b *Broker) EffectiveRetention(t *Topic) (ms, bytes int64) {
+	ms, bytes = -1, -1
+	switch {
+	case t.Config.RetentionMs != 0:
+		ms = max(t.Config.RetentionMs, -1)
+	case !t.Internal && b.opts.Retention > 0:
+		ms = b.opts.Retention.Milliseconds()
+	}
+	switch {
+	case t.Config.RetentionBytes != 0:
+		bytes = max(t.Config.RetentionBytes, -1)
+	case !t.Internal && b.opts.RetentionBytes > 0:
+		bytes = b.opts.RetentionBytes
+	}
+	return ms, bytes
+}
+
+// RetentionDefaults are the broker's default retention in milliseconds and
+// bytes per queue (-1: unlimited), as Kafka describes them.
+func (b *Broker) RetentionDefaults() (ms, bytes int64) {
+	ms, bytes = -1, -1
+	if b.opts.Retention > 0 {
+		ms = b.opts.Retention.Milliseconds()
+	}
+	if b.opts.RetentionBytes > 0 {
+		bytes = b.opts.RetentionBytes
+	}
+	return ms, bytes
 }
 
 // TopicBytes returns the size of a topic's retained records, in total and
@@ -530,4 +577,12 @@ func (b *Broker) TopicBytes(t *Topic) (int64, []int64) {
 		}
 	}
 	return total, per
+}
+
+// RunRetention applies every topic's retention now and lets the engine
+// reclaim what nothing retains (what the periodic passes do).
+func (b *Broker) RunRetention(ctx context.Context) (storage.RetentionResult, error) {
+	err := b.enforceTopicRetention(ctx)
+	res, rerr := b.engine.EnforceRetention()
+	return res, errors.Join(err, rerr)
 }

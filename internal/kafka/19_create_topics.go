@@ -79,7 +79,7 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 		if tr.ErrorCode == 0 {
 			tr.NumPartitions, tr.ReplicationFactor = int32(n), 1
-			for _, dc := range describeTopicConfig(&cfg) {
+			for _, dc := range describeTopicConfig(&cfg, brokerTopicDefaults(s.broker)) {
 				v := dc.value
 				tr.Configs = append(tr.Configs, kmsg.CreateTopicsResponseTopicConfig{Name: dc.name, Value: &v,
 					Source: sourceOf(dc.isDefault)})

@@ -31,7 +31,7 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 				t, terr := s.broker.Topic(name)
 				if terr == nil {
 					cfg := t.Config
-					entries = describeTopicConfig(&cfg)
+					entries = describeTopicConfig(&cfg, brokerTopicDefaults(s.broker))
 				}
 				err = terr
 			}

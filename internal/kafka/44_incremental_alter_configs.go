@@ -47,7 +47,7 @@ var errInvalidOp = &kafkaCodeError{code: kerr.InvalidRequest.Code, msg: "unknown
 
 func applyListOp(c *broker.TopicConfig, name string, value *string, add bool) error {
 	cur := ""
-	for _, dc := range describeTopicConfig(c) {
+	for _, dc := range describeTopicConfig(c, nil) {
 		if dc.name == name && !dc.isDefault {
 			cur = dc.value
 		}

@@ -132,11 +132,15 @@ type describedConfig struct {
 	ctype       kmsg.ConfigType
 }
 
-// describeTopicConfig lists a topic's configs, defaults included.
-func describeTopicConfig(c *broker.TopicConfig) []describedConfig {
+// describeTopicConfig lists a topic's configs, defaults included (the
+// broker's own defaults where it has them).
+func describeTopicConfig(c *broker.TopicConfig, defaults map[string]string) []describedConfig {
 	var out []describedConfig
 	for _, k := range topicConfigKeys {
 		v, set := k.get(c)
+		if d, ok := defaults[k.name]; ok && !set {
+			v = d
+		}
 		out = append(out, describedConfig{name: k.name, value: v, isDefault: !set, ctype: k.ctype})
 	}
 	var extra []string
@@ -148,4 +152,11 @@ func describeTopicConfig(c *broker.TopicConfig) []describedConfig {
 		out = append(out, describedConfig{name: k, value: c.Extra[k], ctype: kmsg.ConfigTypeString})
 	}
 	return out
+}
+
+// brokerTopicDefaults are the topic config defaults the broker's own
+// configuration sets (its retention).
+func brokerTopicDefaults(b *broker.Broker) map[string]string {
+	ms, bytes := b.RetentionDefaults()
+	return map[string]string{"retention.ms": strconv.FormatInt(ms, 10), "retention.bytes": strconv.FormatInt(bytes, 10)}
 }

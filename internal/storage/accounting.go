@@ -118,3 +118,17 @@ func (e *Engine) queueList() []*queue {
 	}
 	return list
 }
+
+// TrimToBytes moves a queue's start so that it keeps at most keep bytes
+// (whole records, oldest first; the newest record always stays).
+func (e *Engine) TrimToBytes(id model.QueueID, keep int64) error {
+	q, err := e.queue(id)
+	if err != nil {
+		return err
+	}
+	start, err := q.idx.StartKeeping(keep)
+	if err != nil {
+		return err
+	}
+	return e.SetStartOffset(id, start)
+}

@@ -242,6 +242,7 @@ func (e *Engine) checkpoint() error {
 	if err := writeFileAtomic(filepath.Join(e.cfg.Dir, checkpointName), encodeCheckpoint(checkpointData{LogPos: pos, Queues: qs, Sections: sections})); err != nil {
 		return err
 	}
+	e.ckptPos.Store(int64(pos))
 	e.stats.Checkpoints.Add(1)
 	return nil
 }
@@ -287,3 +288,6 @@ func (e *Engine) flushIndexes(minEntries int) error {
 	}
 	return errors.Join(errs...)
 }
+
+// lastCheckpoint is the log position recovery starts from.
+func (e *Engine) lastCheckpoint() model.LogPos { return model.LogPos(e.ckptPos.Load()) }

@@ -43,8 +43,7 @@ type Config struct {
 	KeyIndexSlots      int
 	KeyIndexEntries    int
 	MaxRecordSize      int
-	RetentionTime      time.Duration // 0 keeps data forever (per-queue starts still apply)
-	RetentionBytes     int64         // 0: no size limit
+	RetentionBytes     int64 // 0: no size limit
 	RetentionInterval  time.Duration
 	MinFreeBytes       int64   // refuse writes when free space would drop below this
 	MinFreeRatio       float64 // or below this fraction of the disk
@@ -176,7 +175,8 @@ type Engine struct {
 	diskFull atomic.Bool
 	stats    Stats
 
-	ckptMu sync.Mutex // serialises checkpoints
+	ckptMu  sync.Mutex   // serialises checkpoints
+	ckptPos atomic.Int64 // log position of the last checkpoint
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -277,6 +277,7 @@ func Open(cfg Config) (*Engine, error) {
 		e.idx.Close()
 		return nil, err
 	}
+	e.ckptPos.Store(int64(ck.LogPos))
 	e.idx.SetSegmentOf(func(pos model.LogPos) model.LogPos {
 		base, _ := e.clog.SegmentBase(pos)
 		return base

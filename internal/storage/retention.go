@@ -12,75 +12,129 @@ import (
 // RetentionResult says what one retention pass did.
 type RetentionResult struct {
 	DeletedSegments int
-	MovedQueues     int
+	FreedBytes      int64
+	MovedQueues     int // queues cut by the size guard
 	LogStart        model.LogPos
 }
 
-// EnforceRetention applies the broker-wide time and size limits, then deletes
-// every whole segment that no queue still needs. Per-queue limits are applied
-// by the broker through SetStartOffset before this runs.
+// EnforceRetention deletes every sealed segment no queue retains anything
+// in (its live bytes are 0), wherever it lies in the log: per-queue
+// retention (topic policy, DeleteRecords, the broker's own trimming) has
+// already moved queue starts. Before deleting, a checkpoint makes those
+// start moves durable and puts recovery's starting point past the
+// segments. Then, as a last resort, the broker-wide size limit
+// (RetentionBytes) cuts the oldest segments whatever they hold.
 func (e *Engine) EnforceRetention() (RetentionResult, error) {
 	var res RetentionResult
+	var errs []error
+	if dead := e.deadSegments(); len(dead) > 0 {
+		if err := e.checkpoint(); err != nil {
+			return res, err
+		}
+		ckpt := e.lastCheckpoint()
+		live := e.liveBytes()
+		for _, u := range dead {
+			if live[u.Base] != 0 {
+				continue // written to meanwhile? (never: sealed) — or retained again
+			}
+			ok, err := e.clog.DeleteSegment(u.Base, ckpt)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if ok {
+				res.DeletedSegments++
+				res.FreedBytes += int64(u.End - u.Base)
+			}
+		}
+	}
+	if e.cfg.RetentionBytes > 0 {
+		n, moved, freed, err := e.enforceSizeGuard()
+		res.DeletedSegments += n
+		res.MovedQueues += moved
+		res.FreedBytes += freed
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	e.stats.DeletedSegments.Add(int64(res.DeletedSegments))
+	res.LogStart = e.clog.Start()
+	e.keys.DeleteBefore(res.LogStart)
+	if res.DeletedSegments > 0 {
+		e.log.Info("retention deleted segments", "segments", res.DeletedSegments, "freed_bytes", res.FreedBytes,
+			"log_start", res.LogStart, "queues_cut_by_size_guard", res.MovedQueues)
+	}
+	return res, errors.Join(errs...)
+}
+
+// deadSegments lists the sealed segments with no live bytes.
+func (e *Engine) deadSegments() []SegmentUsage {
+	var dead []SegmentUsage
+	for _, u := range e.Usage() {
+		if u.Sealed && u.Live == 0 {
+			dead = append(dead, u)
+		}
+	}
+	return dead
+}
+
+// liveBytes sums every queue's live bytes by segment.
+func (e *Engine) liveBytes() map[model.LogPos]int64 {
+	live := map[model.LogPos]int64{}
+	for _, q := range e.queueList() {
+		for seg, n := range q.idx.Bytes() {
+			live[seg] += n
+		}
+	}
+	return live
+}
+
+// enforceSizeGuard cuts the oldest sealed segments while the log is over
+// RetentionBytes, moving the start of every queue with records in them
+// past those records: data is lost, which is why it is only a guard.
+func (e *Engine) enforceSizeGuard() (deleted, moved int, freed int64, err error) {
 	segs := e.clog.Segments()
 	var total int64
 	for _, s := range segs {
 		total += int64(s.End - s.Base)
 	}
-	now := e.cfg.Now().UnixMilli()
+	if total <= e.cfg.RetentionBytes {
+		return 0, 0, 0, nil
+	}
 	cut := segs[0].Base
 	for _, s := range segs {
-		if !s.Sealed {
-			break
-		}
-		expiredTime := e.cfg.RetentionTime > 0 && s.LastTime < now-e.cfg.RetentionTime.Milliseconds()
-		expiredSize := e.cfg.RetentionBytes > 0 && total > e.cfg.RetentionBytes
-		if !expiredTime && !expiredSize {
+		if !s.Sealed || total <= e.cfg.RetentionBytes {
 			break
 		}
 		cut = s.End
 		total -= int64(s.End - s.Base)
 	}
-	e.qmu.RLock()
-	list := make([]*queue, 0, len(e.queues))
-	for _, q := range e.queues {
-		list = append(list, q)
-	}
-	e.qmu.RUnlock()
-	need := e.clog.End()
+	e.log.Warn("commit log over storage.retention_bytes: cutting the oldest segments whatever they hold",
+		"limit", e.cfg.RetentionBytes, "cut_before", cut)
 	var errs []error
-	for _, q := range list {
+	for _, q := range e.queueList() {
 		first, ok := q.idx.First()
-		if !ok {
+		if !ok || first.Pos >= cut {
 			continue
 		}
-		if first.Pos < cut {
-			next := q.idx.NextOffset()
-			if _, ent, err := q.idx.LookupPos(cut); err == nil {
-				next = ent.BaseOffset
-			}
-			if err := q.idx.SetStart(next); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			res.MovedQueues++
-			if first, ok = q.idx.First(); !ok {
-				continue
-			}
+		next := q.idx.NextOffset()
+		if _, ent, err := q.idx.LookupPos(cut); err == nil {
+			next = ent.BaseOffset
 		}
-		need = min(need, first.Pos)
+		if err := q.idx.SetStart(next); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		moved++
 	}
-	n, err := e.clog.DeleteBefore(need)
+	if err := e.checkpoint(); err != nil {
+		return 0, moved, 0, errors.Join(append(errs, err)...)
+	}
+	before := e.clog.Size()
+	n, err := e.clog.DeleteBefore(min(cut, e.lastCheckpoint()))
 	if err != nil {
 		errs = append(errs, err)
 	}
-	res.DeletedSegments = n
-	e.stats.DeletedSegments.Add(int64(n))
-	res.LogStart = e.clog.Start()
-	e.keys.DeleteBefore(res.LogStart)
-	if n > 0 {
-		e.log.Info("retention deleted segments", "segments", n, "log_start", res.LogStart, "queues_moved", res.MovedQueues)
-	}
-	return res, errors.Join(errs...)
+	return n, moved, before - e.clog.Size(), errors.Join(errs...)
 }
 
 // DiskUsage describes the data disk.

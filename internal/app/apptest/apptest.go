@@ -88,3 +88,6 @@ func (n *TestNode) KafkaAddr() string { return n.App.Addr("kafka") }
 
 // GRPCAddr is the node's RocketMQ 5 gRPC address.
 func (n *TestNode) GRPCAddr() string { return n.App.Addr("grpc") }
+
+// HTTPAddr is the admin HTTP listener's address.
+func (n *TestNode) HTTPAddr() string { return n.App.Addr("http") }

@@ -203,7 +203,13 @@ func (l *Log) Visible() model.LogPos {
 func (l *Log) SegmentCount() int { return len(l.segments()) }
 
 // Size returns the bytes stored.
-func (l *Log) Size() int64 { return int64(l.End() - l.Start()) }
+func (l *Log) Size() int64 {
+	var n int64
+	for _, s := range l.segments() {
+		n += int64(s.end() - s.base)
+	}
+	return n
+}
 
 // Append writes entries in order and returns the end position of the last
 // one. It does not wait for durability; call WaitSynced for that.
@@ -244,7 +250,7 @@ func (l *Log) append(entries []*Entry, a Assigner, kick bool) (model.LogPos, err
 			break
 		}
 		if w.end()+int64(n) > int64(len(s.data)) {
-			if err = l.commitBatch(s, w); err != nil {
+			if err = l.commitBatch(s, w, !kick); err != nil {
 				break
 			}
 			if err = l.rollLocked(); err != nil {
@@ -280,7 +286,7 @@ func (l *Log) append(entries []*Entry, a Assigner, kick bool) (model.LogPos, err
 	if a != nil {
 		a.Done()
 	}
-	if werr := l.commitBatch(s, w); werr != nil && err == nil {
+	if werr := l.commitBatch(s, w, !kick); werr != nil && err == nil {
 		err = werr
 	}
 	w.release()
@@ -389,12 +395,14 @@ type pendingWrite struct {
 
 // commitBatch makes a batch part of the log: deferred to the syncer when it
 // is small, all in memory and the log is in sync mode; written now
-// otherwise (after whatever is pending, to keep the file in order).
-func (l *Log) commitBatch(s *segment, w *batchWriter) error {
+// otherwise (after whatever is pending, to keep the file in order). An
+// append that asks for no fsync (now) is always written at once, so that
+// it survives a process crash while it waits for someone else's fsync.
+func (l *Log) commitBatch(s *segment, w *batchWriter, now bool) error {
 	if w.size == 0 {
 		return nil
 	}
-	if l.opts.Mode == SyncAlways && len(w.ext) == 0 && w.size <= maxDeferredBatch {
+	if l.opts.Mode == SyncAlways && !now && len(w.ext) == 0 && w.size <= maxDeferredBatch {
 		if len(l.pend.buf) > 0 && (l.pend.s != s || l.pend.at+int64(len(l.pend.buf)) != w.at) {
 			if err := l.flushPendingLocked(); err != nil {
 				return err
@@ -738,6 +746,33 @@ func (l *Log) DeleteBefore(pos model.LogPos) (int, error) {
 	}
 	l.setSegments(append([]*segment(nil), segs[n:]...))
 	return n, errors.Join(errs...)
+}
+
+// DeleteSegment deletes the sealed segment based at base if it ends at or
+// before upTo and is synced (the caller knows nothing in it is needed and
+// that recovery starts after it). Readers holding views keep their mapping
+// until they release it. Deleting a segment in the middle leaves a gap.
+func (l *Log) DeleteSegment(base, upTo model.LogPos) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	segs := l.segments()
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].base >= base })
+	if i >= len(segs)-1 || segs[i].base != base {
+		return false, nil // unknown, or the active segment
+	}
+	s := segs[i]
+	if !s.sealed.Load() || s.end() > upTo || s.end() > l.Synced() {
+		return false, nil
+	}
+	rest := make([]*segment, 0, len(segs)-1)
+	rest = append(append(rest, segs[:i]...), segs[i+1:]...)
+	l.setSegments(rest)
+	err := os.Remove(s.path)
+	s.release()
+	if err != nil {
+		return true, fmt.Errorf("delete segment: %w", err)
+	}
+	return true, nil
 }
 
 // SegmentInfo describes one segment for retention decisions.

@@ -43,9 +43,17 @@ func (l *Log) recover(rec Recovery, visit func(model.LogPos, *Record) error) err
 		}
 		segs = append(segs, s)
 		l.setSegments(segs)
+		if !last && s.end() < bases[i+1] {
+			// A gap: segments garbage collection deleted (whole sealed
+			// segments nothing needed, always before a checkpoint).
+			if bases[i+1] > rec.Pos {
+				l.log.Warn("gap between segment files after the checkpoint", "segment", s.path, "end", s.end(), "next", bases[i+1])
+			}
+			continue
+		}
 		if !last && s.end() != bases[i+1] {
-			// A gap or overlap between files: the files after it cannot be
-			// trusted. Keep this one as the tail and drop the rest.
+			// An overlap: the files after it cannot be trusted. Keep this
+			// one as the tail and drop the rest.
 			l.log.Warn("segment files are not contiguous; dropping later segments",
 				"segment", s.path, "end", s.end(), "next", bases[i+1])
 			for _, b := range bases[i+1:] {
@@ -105,6 +113,11 @@ func (l *Log) scan(pos model.LogPos, expect model.Index, visit func(model.LogPos
 	}
 	for ; i < len(segs); i++ {
 		s := segs[i]
+		if s.base > pos {
+			// Crossing a gap left by a deleted segment: the record indexes
+			// of the records in it are gone too.
+			expect = 0
+		}
 		off := int64(pos - s.base)
 		if off < 0 {
 			off = 0

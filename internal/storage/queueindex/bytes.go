@@ -104,14 +104,38 @@ func (q *Queue) RebuildBytes() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.bytes, q.total = SegmentBytes{}, 0
-	err := q.eachEntryLocked(q.first, func(e Entry, seg model.LogPos) {
+	return q.eachEntryLocked(q.first, func(e Entry, seg model.LogPos) bool {
 		q.countLocked(seg, int64(e.Size))
+		return true
 	})
-	return err
 }
 
-// eachEntryLocked calls fn with every entry from number from on.
-func (q *Queue) eachEntryLocked(from int64, fn func(Entry, model.LogPos)) error {
+// StartKeeping returns the start offset at which the queue keeps at most
+// keep bytes, dropping its oldest entries (never the newest one).
+func (q *Queue) StartKeeping(keep int64) (model.QueueOffset, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	start, total := q.start, q.total
+	if total <= keep {
+		return start, nil
+	}
+	last := q.totalLocked() - 1
+	no := q.first
+	err := q.eachEntryLocked(q.first, func(e Entry, _ model.LogPos) bool {
+		if total <= keep || no >= last {
+			return false
+		}
+		total -= int64(e.Size)
+		start = max(start, e.End())
+		no++
+		return true
+	})
+	return start, err
+}
+
+// eachEntryLocked calls fn with every entry from number from on, until fn
+// returns false.
+func (q *Queue) eachEntryLocked(from int64, fn func(Entry, model.LogPos) bool) error {
 	const chunk = 1024
 	buf := make([]byte, chunk*EntrySize)
 	no := max(from, q.first)
@@ -125,12 +149,16 @@ func (q *Queue) eachEntryLocked(from int64, fn func(Entry, model.LogPos)) error 
 			if err != nil {
 				return err
 			}
-			fn(e, q.store.segment(e.Pos))
+			if !fn(e, q.store.segment(e.Pos)) {
+				return nil
+			}
 		}
 		no += n
 	}
 	for i := no - q.flushed; i < int64(len(q.tail)); i++ {
-		fn(q.tail[i], q.tail[i].Segment)
+		if !fn(q.tail[i], q.tail[i].Segment) {
+			return nil
+		}
 	}
 	return nil
 }
