@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,6 +84,26 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(storageReport(b))
 	})
+	// Run a garbage-collection pass now: segments less live than threshold
+	// (default 0.5) are relocated and deleted.
+	mux.HandleFunc("POST /api/v1/storage/gc", func(w http.ResponseWriter, r *http.Request) {
+		threshold := 0.5
+		if v := r.URL.Query().Get("threshold"); v != "" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f <= 0 || f > 1 {
+				http.Error(w, "threshold must be in (0, 1]", http.StatusBadRequest)
+				return
+			}
+			threshold = f
+		}
+		res, err := b.Engine().GC(r.Context(), threshold)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(res)
+	})
 	// Run a retention pass now: topic retention, then segment reclamation.
 	mux.HandleFunc("POST /api/v1/storage/retention", func(w http.ResponseWriter, r *http.Request) {
 		res, err := b.RunRetention(r.Context())
@@ -139,7 +160,8 @@ func newStorageCollector(b *broker.Broker) *storageCollector {
 			"read_bytes": d("read_bytes_total", "Record bytes read."),
 			"refused":    d("disk_full_refusals_total", "Appends refused by the disk guard."),
 			"ckpts":      d("checkpoints_total", "Checkpoints written."),
-			"deleted":    d("deleted_segments_total", "Segments deleted by retention."),
+			"deleted":    d("deleted_segments_total", "Segments deleted by retention and garbage collection."),
+			"gc_copied":  d("gc_copied_bytes_total", "Bytes of live records relocated by garbage collection."),
 			"segments":   d("segments", "Commit-log segment files."),
 			"log_bytes":  d("log_bytes", "Bytes held in the commit log."),
 			"live_bytes": d("live_bytes", "Commit-log bytes of records some queue still retains (the rest is reclaimable)."),
@@ -175,6 +197,7 @@ func (c *storageCollector) Collect(ch chan<- prometheus.Metric) {
 	counter("refused", s.RefusedDiskFull.Load())
 	counter("ckpts", s.Checkpoints.Load())
 	counter("deleted", s.DeletedSegments.Load())
+	counter("gc_copied", s.GCCopiedBytes.Load())
 	ls := e.LogStats()
 	gauge("segments", float64(ls.Segments))
 	gauge("log_bytes", float64(ls.Bytes))

@@ -70,6 +70,9 @@ func (c Config) StorageConfig(log *slog.Logger) storage.Config {
 	s.FlushInterval = c.Storage.FlushInterval
 	s.CheckpointInterval = c.Storage.CheckpointInterval
 	s.RetentionBytes = int64(c.Storage.RetentionBytes)
+	s.GCMinorThreshold, s.GCMajorThreshold = c.Storage.GCMinorThreshold, c.Storage.GCMajorThreshold
+	s.GCMinorInterval, s.GCMajorInterval = c.Storage.GCMinorInterval, c.Storage.GCMajorInterval
+	s.GCBytesPerSecond = int64(c.Storage.GCBytesPerSecond)
 	s.MinFreeBytes = int64(c.Storage.MinFreeBytes)
 	s.MinFreeRatio = c.Storage.MinFreeRatio
 	s.VerifyReads = c.Storage.VerifyReads

@@ -119,6 +119,11 @@ type StorageConfig struct {
 	CheckpointInterval time.Duration `yaml:"checkpoint_interval" help:"how often index state is checkpointed (bounds recovery time)"`
 	RetentionTime      time.Duration `yaml:"retention_time" help:"deprecated: sets broker.retention when positive"`
 	RetentionBytes     ByteSize      `yaml:"retention_bytes" help:"last-resort guard: past this many commit-log bytes the oldest segments are cut whatever they hold (0: no limit); per-topic retention is the normal way to bound data"`
+	GCMinorThreshold   float64       `yaml:"gc_minor_threshold" help:"garbage collection: a sealed segment less live than this fraction is relocated by the frequent pass"`
+	GCMajorThreshold   float64       `yaml:"gc_major_threshold" help:"garbage collection: a sealed segment less live than this fraction is relocated by the rarer pass"`
+	GCMinorInterval    time.Duration `yaml:"gc_minor_interval" help:"garbage collection: how often the frequent pass runs (negative: never)"`
+	GCMajorInterval    time.Duration `yaml:"gc_major_interval" help:"garbage collection: how often the rarer pass runs (negative: never)"`
+	GCBytesPerSecond   ByteSize      `yaml:"gc_bytes_per_second" help:"garbage collection: most bytes copied per second (0: unpaced)"`
 	MinFreeBytes       ByteSize      `yaml:"min_free_bytes" help:"refuse writes when free disk space falls below this"`
 	MinFreeRatio       float64       `yaml:"min_free_ratio" help:"or below this fraction of the disk"`
 	VerifyReads        bool          `yaml:"verify_reads" help:"check each record's CRC32C when it is read"`
@@ -173,6 +178,11 @@ func DefaultConfig() Config {
 			SegmentSize:        1 << 30,
 			MaxRecordSize:      16 << 20,
 			CheckpointInterval: 5 * time.Second,
+			GCMinorThreshold:   0.2,
+			GCMajorThreshold:   0.5,
+			GCMinorInterval:    2 * time.Minute,
+			GCMajorInterval:    30 * time.Minute,
+			GCBytesPerSecond:   64 << 20,
 			MinFreeBytes:       1 << 30,
 			MinFreeRatio:       0.05,
 			VerifyReads:        true,
@@ -228,6 +238,8 @@ func (c Config) Validate() error {
 		return bad("broker.transaction_timeout, broker.transaction_check_interval and broker.transaction_check_max and broker.transaction_max_timeout must be positive")
 	case c.ShutdownTimeout <= 0:
 		return bad("shutdown_timeout must be positive")
+	case c.Storage.GCMinorThreshold <= 0 || c.Storage.GCMinorThreshold > 1 || c.Storage.GCMajorThreshold <= 0 || c.Storage.GCMajorThreshold > 1 || c.Storage.GCBytesPerSecond < 0:
+		return bad("storage.gc_minor_threshold and gc_major_threshold must be in (0, 1], gc_bytes_per_second not negative")
 	case c.Broker.Retention < 0 || c.Broker.RetentionBytes < 0:
 		return bad("broker.retention and broker.retention_bytes must not be negative (0: unlimited)")
 	}

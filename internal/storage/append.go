@@ -235,6 +235,9 @@ func (e *Engine) replay(pos model.LogPos, r *commitlog.Record) error {
 	if q == nil {
 		return nil // a deleted queue
 	}
+	if r.Flags&commitlog.FlagRelocated != 0 {
+		return e.replayCopy(q, pos, r) // state keepers saw the original
+	}
 	for _, k := range e.cfg.StateKeepers {
 		k.Replay(pos, r)
 	}

@@ -45,13 +45,22 @@ type Config struct {
 	MaxRecordSize      int
 	RetentionBytes     int64 // 0: no size limit
 	RetentionInterval  time.Duration
-	MinFreeBytes       int64   // refuse writes when free space would drop below this
-	MinFreeRatio       float64 // or below this fraction of the disk
-	DiskCheckInterval  time.Duration
-	VerifyReads        bool // check each record's CRC32C when it is read
-	NodeID             model.NodeID
-	Logger             *slog.Logger
-	Now                func() time.Time
+	// Garbage collection: a frequent minor pass relocates nearly-dead
+	// segments (live fraction below GCMinorThreshold), a rarer major pass
+	// half-dead ones (GCMajorThreshold); copying is paced to
+	// GCBytesPerSecond (0: unpaced). A negative interval disables a pass.
+	GCMinorThreshold  float64
+	GCMajorThreshold  float64
+	GCMinorInterval   time.Duration
+	GCMajorInterval   time.Duration
+	GCBytesPerSecond  int64
+	MinFreeBytes      int64   // refuse writes when free space would drop below this
+	MinFreeRatio      float64 // or below this fraction of the disk
+	DiskCheckInterval time.Duration
+	VerifyReads       bool // check each record's CRC32C when it is read
+	NodeID            model.NodeID
+	Logger            *slog.Logger
+	Now               func() time.Time
 	// StateKeepers are checkpointed with the engine and replay the log
 	// after the checkpoint on open.
 	StateKeepers []StateKeeper
@@ -74,6 +83,11 @@ func DefaultConfig(dir string) Config {
 		KeyIndexEntries:    4 << 20,
 		MaxRecordSize:      16 << 20,
 		RetentionInterval:  30 * time.Second,
+		GCMinorThreshold:   0.2,
+		GCMajorThreshold:   0.5,
+		GCMinorInterval:    2 * time.Minute,
+		GCMajorInterval:    30 * time.Minute,
+		GCBytesPerSecond:   64 << 20,
 		MinFreeBytes:       1 << 30,
 		MinFreeRatio:       0.05,
 		DiskCheckInterval:  time.Second,
@@ -116,6 +130,18 @@ func (c *Config) fill() {
 	}
 	if c.DiskCheckInterval == 0 {
 		c.DiskCheckInterval = d.DiskCheckInterval
+	}
+	if c.GCMinorThreshold == 0 {
+		c.GCMinorThreshold = d.GCMinorThreshold
+	}
+	if c.GCMajorThreshold == 0 {
+		c.GCMajorThreshold = d.GCMajorThreshold
+	}
+	if c.GCMinorInterval == 0 {
+		c.GCMinorInterval = d.GCMinorInterval
+	}
+	if c.GCMajorInterval == 0 {
+		c.GCMajorInterval = d.GCMajorInterval
 	}
 	if c.NodeID == 0 {
 		c.NodeID = d.NodeID
@@ -177,6 +203,12 @@ type Engine struct {
 
 	ckptMu  sync.Mutex   // serialises checkpoints
 	ckptPos atomic.Int64 // log position of the last checkpoint
+	// gcMu serialises garbage-collection passes, reclaimMu segment
+	// reclamation; gcRelocating lets copies roll a segment into the disk
+	// guard's reserve.
+	gcMu, reclaimMu sync.Mutex
+	gcRelocating    atomic.Bool
+	recount         map[*queue]bool // queues to recount after recovery
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -197,6 +229,7 @@ type Stats struct {
 	Checkpoints      atomic.Int64
 	DeletedSegments  atomic.Int64
 	RefusedDiskFull  atomic.Int64
+	GCCopiedBytes    atomic.Int64
 }
 
 // Open opens or creates the engine in cfg.Dir and recovers it.
@@ -239,12 +272,12 @@ func Open(cfg Config) (*Engine, error) {
 			counted = nil
 		}
 	}
-	var recount []*queue
+	e.recount = map[*queue]bool{}
 	for _, qs := range ck.Queues {
 		b, ok := counted[qs.ID]
 		q := &queue{idx: e.idx.Open(qs.ID, qs.State, b)}
 		if !ok {
-			recount = append(recount, q) // a checkpoint from before live-byte accounting
+			e.recount[q] = true // a checkpoint from before live-byte accounting
 		}
 		e.queues[qs.ID] = q
 	}
@@ -282,7 +315,7 @@ func Open(cfg Config) (*Engine, error) {
 		base, _ := e.clog.SegmentBase(pos)
 		return base
 	})
-	for _, q := range recount {
+	for q := range e.recount {
 		if e.queues[q.idx.ID()] != q {
 			continue // deleted while replaying
 		}
@@ -291,6 +324,7 @@ func Open(cfg Config) (*Engine, error) {
 			return nil, err
 		}
 	}
+	e.recount = nil
 	if end := e.clog.End(); end < ck.LogPos {
 		// The log lost data the checkpoint had indexed (an async-mode power
 		// loss): drop index entries that point past the end.
@@ -351,6 +385,12 @@ func (e *Engine) startBackground(ctx context.Context) {
 	loop(e.cfg.CheckpointInterval, "checkpoint", e.checkpoint)
 	loop(e.cfg.RetentionInterval, "retention", func() error { _, err := e.EnforceRetention(); return err })
 	loop(e.cfg.DiskCheckInterval, "disk-guard", func() error { e.checkDisk(); return nil })
+	if e.cfg.GCMinorInterval > 0 {
+		loop(e.cfg.GCMinorInterval, "gc-minor", func() error { _, err := e.GC(ctx, e.cfg.GCMinorThreshold); return err })
+	}
+	if e.cfg.GCMajorInterval > 0 {
+		loop(e.cfg.GCMajorInterval, "gc-major", func() error { _, err := e.GC(ctx, e.cfg.GCMajorThreshold); return err })
+	}
 }
 
 // QueueIDs returns the ids of every queue, sorted.

@@ -115,6 +115,13 @@ func (e *Engine) Read(id model.QueueID, offset model.QueueOffset, opts ReadOptio
 			break
 		}
 		rec, v, err := e.readEntry(id, ent, cur)
+		if err != nil && errors.Is(err, model.ErrOffsetOutOfRange) {
+			// The segment went away under us: garbage collection moved
+			// the record (its entry points at the copy now).
+			if again, rerr := q.idx.Entries(no, 1, nil); rerr == nil && len(again) == 1 && again[0].Pos != ent.Pos {
+				rec, v, err = e.readEntry(id, again[0], cur)
+			}
+		}
 		if err != nil {
 			res.Release()
 			return res, err

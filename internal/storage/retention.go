@@ -27,25 +27,10 @@ type RetentionResult struct {
 func (e *Engine) EnforceRetention() (RetentionResult, error) {
 	var res RetentionResult
 	var errs []error
-	if dead := e.deadSegments(); len(dead) > 0 {
-		if err := e.checkpoint(); err != nil {
-			return res, err
-		}
-		ckpt := e.lastCheckpoint()
-		live := e.liveBytes()
-		for _, u := range dead {
-			if live[u.Base] != 0 {
-				continue // written to meanwhile? (never: sealed) — or retained again
-			}
-			ok, err := e.clog.DeleteSegment(u.Base, ckpt)
-			if err != nil {
-				errs = append(errs, err)
-			}
-			if ok {
-				res.DeletedSegments++
-				res.FreedBytes += int64(u.End - u.Base)
-			}
-		}
+	deleted, freed, err := e.reclaimDead()
+	res.DeletedSegments, res.FreedBytes = deleted, freed
+	if err != nil {
+		errs = append(errs, err)
 	}
 	if e.cfg.RetentionBytes > 0 {
 		n, moved, freed, err := e.enforceSizeGuard()
@@ -56,7 +41,6 @@ func (e *Engine) EnforceRetention() (RetentionResult, error) {
 			errs = append(errs, err)
 		}
 	}
-	e.stats.DeletedSegments.Add(int64(res.DeletedSegments))
 	res.LogStart = e.clog.Start()
 	e.keys.DeleteBefore(res.LogStart)
 	if res.DeletedSegments > 0 {
@@ -64,6 +48,41 @@ func (e *Engine) EnforceRetention() (RetentionResult, error) {
 			"log_start", res.LogStart, "queues_cut_by_size_guard", res.MovedQueues)
 	}
 	return res, errors.Join(errs...)
+}
+
+// reclaimDead deletes the sealed segments with no live bytes, after a
+// checkpoint that makes what emptied them durable.
+func (e *Engine) reclaimDead() (deleted int, freed int64, err error) {
+	e.reclaimMu.Lock()
+	defer e.reclaimMu.Unlock()
+	dead := e.deadSegments()
+	if len(dead) == 0 {
+		return 0, 0, nil
+	}
+	if err := e.checkpoint(); err != nil {
+		return 0, 0, err
+	}
+	ckpt := e.lastCheckpoint()
+	live := e.liveBytes()
+	var errs []error
+	for _, u := range dead {
+		if live[u.Base] != 0 {
+			continue
+		}
+		ok, err := e.clog.DeleteSegment(u.Base, ckpt)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			deleted++
+			freed += int64(u.End - u.Base)
+		}
+	}
+	e.stats.DeletedSegments.Add(int64(deleted))
+	if deleted > 0 {
+		e.checkDisk()
+	}
+	return deleted, freed, errors.Join(errs...)
 }
 
 // deadSegments lists the sealed segments with no live bytes.
@@ -134,6 +153,7 @@ func (e *Engine) enforceSizeGuard() (deleted, moved int, freed int64, err error)
 	if err != nil {
 		errs = append(errs, err)
 	}
+	e.stats.DeletedSegments.Add(int64(n))
 	return n, moved, before - e.clog.Size(), errors.Join(errs...)
 }
 
@@ -174,9 +194,17 @@ func (e *Engine) checkDisk() {
 }
 
 // checkDiskNow is asked before a new segment is allocated.
+// Garbage collection may roll into the reserve while a whole segment
+// still fits: that is what the reserve is for (it frees more than it
+// takes), so a broker at its guard can recover on its own.
 func (e *Engine) checkDiskNow() error {
 	e.checkDisk()
 	if e.diskFull.Load() {
+		if e.gcRelocating.Load() {
+			if u, err := e.DiskUsage(); err == nil && u.Free >= e.cfg.SegmentSize {
+				return nil
+			}
+		}
 		return model.ErrDiskFull
 	}
 	return nil

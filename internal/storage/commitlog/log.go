@@ -58,6 +58,11 @@ const (
 	// a big-endian int64 (a Kafka record batch): the log writes the
 	// assigned base offset there.
 	FlagPayloadOffset uint16 = 1 << 14
+	// FlagRelocated marks a copy of an earlier record made by garbage
+	// collection (same queue, offsets, timestamps, keys and payload): the
+	// queue index points at the copy from then on, and recovery replaying
+	// it moves the entry rather than adding one.
+	FlagRelocated uint16 = 1 << 13
 )
 
 // Entry is one record to append. The log fills Pos, Size and Index; the
@@ -676,6 +681,9 @@ func (l *Log) Acquire(pos model.LogPos) (View, error) {
 			return View{}, fmt.Errorf("%w: position %d before log start %d", model.ErrOffsetOutOfRange, pos, segs[0].base)
 		}
 		s := segs[i]
+		if pos >= s.base+model.LogPos(len(s.data)) {
+			return View{}, fmt.Errorf("%w: no segment holds position %d (deleted)", model.ErrOffsetOutOfRange, pos)
+		}
 		if s.acquire() {
 			return View{s: s}, nil
 		}

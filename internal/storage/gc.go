@@ -1,0 +1,251 @@
+package storage
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage/commitlog"
+	"github.com/rosettamq/rosetta/internal/storage/keyindex"
+)
+
+// Garbage collection by relocation (BookKeeper's entry-log compaction): a
+// sealed segment whose live fraction is below a threshold has its live
+// records copied to the head of the log (FlagRelocated: same queue,
+// offsets, timestamps, keys and payload) and their index entries
+// repointed; the segment then has no live bytes and the next reclamation
+// deletes it, after a checkpoint. Queue offsets never change, only
+// positions.
+//
+// Crash safety: copies are synced before any entry points at them, and an
+// entry moves only if it still points at the original; recovery replaying
+// a copy moves the entry too (if it points anywhere earlier), so a crash
+// at any point leaves every entry on a readable record. The original is
+// deleted only after a checkpoint that covers the moves, so recovery never
+// needs it. Readers holding a view of the old segment keep its mapping.
+
+// GCResult says what one garbage-collection pass did.
+type GCResult struct {
+	Examined   int   // sealed segments looked at
+	Relocated  int   // segments whose live records were moved
+	Records    int   // records copied
+	Copied     int64 // bytes copied
+	Deleted    int   // segments deleted afterwards
+	FreedBytes int64
+	Took       time.Duration
+}
+
+// relocateBatchBytes bounds one append of copies.
+const relocateBatchBytes = 1 << 20
+
+// GC relocates the live records of every sealed segment whose live
+// fraction is below threshold (0..1), least live first, then deletes the
+// segments nothing retains. Passes are serialised.
+func (e *Engine) GC(ctx context.Context, threshold float64) (GCResult, error) {
+	e.gcMu.Lock()
+	defer e.gcMu.Unlock()
+	start := time.Now()
+	var res GCResult
+	var cands []SegmentUsage
+	synced := e.clog.Synced()
+	for _, u := range e.Usage() {
+		size := int64(u.End - u.Base)
+		if !u.Sealed || size == 0 || u.End > synced {
+			continue
+		}
+		res.Examined++
+		if u.Live > 0 && float64(u.Live) < threshold*float64(size) {
+			cands = append(cands, u)
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		return float64(cands[i].Live)/float64(cands[i].End-cands[i].Base) < float64(cands[j].Live)/float64(cands[j].End-cands[j].Base)
+	})
+	var errs []error
+	th := newThrottle(e.cfg.GCBytesPerSecond)
+	for _, u := range cands {
+		if ctx.Err() != nil {
+			break
+		}
+		n, bytes, err := e.relocate(ctx, u, th)
+		res.Records += n
+		res.Copied += bytes
+		if err != nil {
+			errs = append(errs, fmt.Errorf("relocate segment %d: %w", u.Base, err))
+			continue
+		}
+		res.Relocated++
+	}
+	deleted, freed, err := e.reclaimDead()
+	res.Deleted, res.FreedBytes = deleted, freed
+	if err != nil {
+		errs = append(errs, err)
+	}
+	res.Took = time.Since(start)
+	e.stats.GCCopiedBytes.Add(res.Copied)
+	if res.Relocated > 0 || res.Deleted > 0 || len(errs) > 0 {
+		e.log.Info("garbage collection pass", "threshold", threshold, "segments_examined", res.Examined,
+			"segments_relocated", res.Relocated, "records_copied", res.Records, "bytes_copied", res.Copied,
+			"segments_deleted", res.Deleted, "bytes_freed", res.FreedBytes, "took", res.Took)
+	}
+	return res, errors.Join(errs...)
+}
+
+// relocate copies the live records of one segment forward.
+func (e *Engine) relocate(ctx context.Context, u SegmentUsage, th *throttle) (int, int64, error) {
+	v, err := e.clog.Acquire(u.Base)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer v.Release()
+	e.gcRelocating.Store(true)
+	defer e.gcRelocating.Store(false)
+	var batch []*commitlog.Entry
+	var origins []model.LogPos
+	batchBytes, records := 0, 0
+	var copied int64
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		n, err := e.appendCopies(ctx, batch, origins)
+		records += n
+		copied += int64(batchBytes)
+		th.wait(ctx, batchBytes)
+		batch, origins, batchBytes = batch[:0], origins[:0], 0
+		return err
+	}
+	for pos := u.Base; pos < u.End; {
+		b, ok := v.Bytes(pos, commitlog.HeaderSize)
+		var full []byte
+		if ok {
+			full, ok = v.Bytes(pos, int(binary.LittleEndian.Uint32(b)))
+		}
+		if !ok {
+			return records, copied, fmt.Errorf("%w: record past segment data at %d", model.ErrCorruptRecord, pos)
+		}
+		h, err := commitlog.DecodeHeader(full)
+		if err != nil {
+			return records, copied, err
+		}
+		at := pos
+		pos += model.LogPos(h.Length)
+		if h.Flags&commitlog.FlagControl != 0 {
+			continue
+		}
+		q, err := e.queue(h.Queue)
+		if err != nil || !q.idx.Holds(h.BaseOffset, at) {
+			continue // dead: the queue is gone or no longer retains it
+		}
+		r, err := commitlog.Decode(full)
+		if err != nil {
+			// Never copy a damaged record; the segment stays.
+			e.log.Error("live record fails its checksum; segment kept", "pos", at, "err", err)
+			return records, copied, err
+		}
+		ent := &commitlog.Entry{Format: r.Format, Flags: r.Flags | commitlog.FlagRelocated, Queue: r.Queue, BaseOffset: r.BaseOffset,
+			Count: r.Count, Timestamp: r.Timestamp, StoreTime: r.StoreTime, TagHash: r.TagHash, Payload: r.Payload}
+		_ = r.EachKey(func(k commitlog.Key) { ent.Keys = append(ent.Keys, k) })
+		batch = append(batch, ent)
+		origins = append(origins, at)
+		batchBytes += int(h.Length)
+		if batchBytes >= relocateBatchBytes {
+			if err := flush(); err != nil {
+				return records, copied, err
+			}
+		}
+	}
+	return records, copied, flush()
+}
+
+// copyAssigner keeps the copies' offsets (nothing is indexed at append).
+type copyAssigner struct{}
+
+func (copyAssigner) Assign(*commitlog.Entry) {}
+func (copyAssigner) Done()                   {}
+
+// appendCopies appends copies, makes them durable and visible, then
+// repoints each entry still on its original. It returns how many moved.
+//
+// It holds the checkpoint lock throughout, so a checkpoint either comes
+// before the copies (recovery replays them) or after every move (its
+// live-byte figures and the index files it makes durable agree).
+func (e *Engine) appendCopies(ctx context.Context, batch []*commitlog.Entry, origins []model.LogPos) (int, error) {
+	e.ckptMu.Lock()
+	defer e.ckptMu.Unlock()
+	end, err := e.clog.Append(batch, copyAssigner{})
+	if err != nil {
+		return 0, fmt.Errorf("append copies: %w", err)
+	}
+	if err := e.clog.SyncTo(ctx, end); err != nil {
+		return 0, err
+	}
+	moved := 0
+	var errs []error
+	for i, c := range batch {
+		q, err := e.queue(c.Queue)
+		if err != nil {
+			continue
+		}
+		ok, err := q.idx.Repoint(c.BaseOffset, origins[i], c.Pos, c.Segment, c.Size, c.Count)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			moved++
+			e.indexKeys(c.Queue, c.BaseOffset, c.StoreTime, c.Pos, c.Keys)
+		}
+	}
+	return moved, errors.Join(errs...)
+}
+
+// indexKeys adds a record's keys to the key index at pos.
+func (e *Engine) indexKeys(id model.QueueID, base model.QueueOffset, storeTime int64, pos model.LogPos, keys []commitlog.Key) {
+	for _, k := range keys {
+		if err := e.keys.Add(keyindex.Hash(k.Key), id, base+model.QueueOffset(k.Delta), storeTime, pos); err != nil {
+			e.log.Warn("key index add failed", "queue", id, "err", err)
+		}
+	}
+}
+
+// replayCopy applies a relocated copy found by recovery: the entry moves
+// to it if it still points at an earlier position. The index file may
+// already hold the move while the checkpoint's live-byte figures do not,
+// so the queue is recounted once recovery is done.
+func (e *Engine) replayCopy(q *queue, pos model.LogPos, r *commitlog.Record) error {
+	e.recount[q] = true
+	moved, err := q.idx.Repoint(r.BaseOffset, -1, pos, r.Segment, r.Length, r.Count)
+	if moved {
+		var keys []commitlog.Key
+		_ = r.EachKey(func(k commitlog.Key) { keys = append(keys, k) })
+		e.indexKeys(r.Queue, r.BaseOffset, r.StoreTime, pos, keys)
+	}
+	return err
+}
+
+// throttle paces copying to a byte rate (0: unthrottled).
+type throttle struct {
+	rate  int64
+	start time.Time
+	done  int64
+}
+
+func newThrottle(rate int64) *throttle { return &throttle{rate: rate, start: time.Now()} }
+
+func (t *throttle) wait(ctx context.Context, n int) {
+	if t.rate <= 0 {
+		return
+	}
+	t.done += int64(n)
+	due := t.start.Add(time.Duration(float64(t.done) / float64(t.rate) * float64(time.Second)))
+	if d := time.Until(due); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+	}
+}
