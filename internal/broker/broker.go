@@ -378,9 +378,15 @@ type KeyHit struct {
 // share the key's hash: callers read them and compare.
 func (b *Broker) LookupKey(key []byte, max int, from, to int64) []KeyHit {
 	hits := b.engine.LookupKey(key, max, from, to)
-	out := make([]KeyHit, len(hits))
-	for i, h := range hits {
-		out[i] = KeyHit{Queue: h.Queue, Offset: h.Offset, StoreTime: h.StoreTime}
+	out := make([]KeyHit, 0, len(hits))
+	seen := make(map[KeyHit]bool, len(hits))
+	for _, h := range hits {
+		// A record garbage collection moved is in the key index twice.
+		k := KeyHit{Queue: h.Queue, Offset: h.Offset, StoreTime: h.StoreTime}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
 	}
 	return out
 }
