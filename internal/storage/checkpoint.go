@@ -243,6 +243,13 @@ func (e *Engine) checkpoint() error {
 		return err
 	}
 	e.ckptPos.Store(int64(pos))
+	var errs []error
+	for i, q := range list {
+		errs = append(errs, q.idx.ReleaseFiles(qs[i].State.First))
+	}
+	if err := errors.Join(errs...); err != nil {
+		e.log.Warn("deleting index files before the checkpointed start failed", "err", err)
+	}
 	e.stats.Checkpoints.Add(1)
 	return nil
 }

@@ -71,6 +71,8 @@ type Queue struct {
 	deleted bool
 	bytes   SegmentBytes // live bytes of the retained entries, by segment
 	total   int64
+	// filesFirst: index files before this entry number are deleted.
+	filesFirst int64
 }
 
 // Open returns the index of queue id with the given checkpointed state and
@@ -80,7 +82,7 @@ func (s *Store) Open(id model.QueueID, st State, bytes SegmentBytes) *Queue {
 		bytes = SegmentBytes{}
 	}
 	return &Queue{id: id, store: s, first: st.First, flushed: st.Flushed, next: st.Next, start: st.Start, maxTime: st.MaxTime, hintNo: -1,
-		bytes: bytes, total: bytes.Total()}
+		bytes: bytes, total: bytes.Total(), filesFirst: st.First}
 }
 
 // ID is the queue's id.
@@ -433,17 +435,34 @@ func (q *Queue) SetStart(offset model.QueueOffset) error {
 		}
 		first = no
 	}
-	oldFirst := q.first
-	if err := q.dropLocked(oldFirst, first); err != nil {
+	if err := q.dropLocked(q.first, first); err != nil {
 		q.mu.Unlock()
 		return err
 	}
 	q.first = first
-	flushed := q.flushed
 	q.mu.Unlock()
+	return nil
+}
 
+// ReleaseFiles deletes the index files wholly before entry number upTo,
+// which a checkpoint has recorded as the queue's first entry (deleting
+// them when the start moves would leave a crash that falls back on an
+// older checkpoint without entries it still names).
+func (q *Queue) ReleaseFiles(upTo int64) error {
+	q.fmu.Lock()
+	defer q.fmu.Unlock()
+	q.mu.Lock()
+	from, flushed, deleted := q.filesFirst, q.flushed, q.deleted
+	upTo = min(upTo, q.first)
+	if upTo > from {
+		q.filesFirst = upTo
+	}
+	q.mu.Unlock()
+	if deleted {
+		return nil
+	}
 	per := q.store.perFile
-	for ff := oldFirst / per * per; ff+per <= first && ff+per <= flushed; ff += per {
+	for ff := from / per * per; ff+per <= upTo && ff+per <= flushed; ff += per {
 		path := q.filePath(ff)
 		q.store.fds.forget(path)
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
