@@ -66,6 +66,9 @@ type Config struct {
 	StateKeepers []StateKeeper
 	// Hooks for metrics.
 	OnSynced func(took time.Duration)
+	// StatDisk, when set, replaces statfs of the data directory (tests
+	// simulate a small disk with it).
+	StatDisk func() (total, free int64, err error)
 }
 
 // DefaultConfig returns production defaults for dir.

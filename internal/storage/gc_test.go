@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"testing"
@@ -136,4 +137,72 @@ func TestGCRelocatesMixedSegments(t *testing.T) {
 		}
 		ce.Close()
 	}
+}
+
+// TestGCRecoversFromDiskGuard: a node whose (simulated) disk filled to the
+// guard with mostly dead segments accepts writes again by garbage
+// collection alone, which may use the reserve to do it.
+func TestGCRecoversFromDiskGuard(t *testing.T) {
+	c := testConfig(t.TempDir())
+	c.SegmentSize = 1 << 20
+	c.MaxRecordSize = 64 << 10
+	c.MinFreeBytes = 2 << 20
+	const capacity = 12 << 20
+	var e *Engine
+	c.StatDisk = func() (int64, int64, error) {
+		used := int64(0)
+		if e != nil && e.clog != nil {
+			for _, s := range e.clog.Segments() {
+				used += int64(s.End - s.Base)
+			}
+			used += c.SegmentSize // the active segment is preallocated
+		}
+		return capacity, capacity - used, nil
+	}
+	e = openEngine(t, c)
+	defer e.Close()
+	ctx := context.Background()
+	_ = e.CreateQueues(ctx, []model.QueueID{1, 2})
+	var n1, n2 int
+	for i := 0; ; i++ {
+		q, payload := model.QueueID(1), make([]byte, 4000)
+		if i%10 == 9 {
+			q, payload = 2, keptPayload(n2)
+		}
+		err := e.Append(ctx, []*Record{{Queue: q, Count: 1, Payload: payload}})
+		if errors.Is(err, model.ErrDiskFull) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q == 1 {
+			n1++
+		} else {
+			n2++
+		}
+		if i > 10000 {
+			t.Fatal("the guard never refused a write")
+		}
+	}
+	if err := e.SetStartOffset(1, model.QueueOffset(n1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := e.DiskUsage(); !u.Full {
+		t.Fatal("retention alone got out of the guard: the test needs mixed segments")
+	}
+	res, err := e.GC(ctx, 0.2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := e.DiskUsage(); u.Full {
+		t.Fatalf("still full after gc %+v", res)
+	}
+	if err := e.Append(ctx, []*Record{{Queue: 2, Count: 1, Payload: keptPayload(n2)}}); err != nil {
+		t.Fatalf("write after gc: %v", err)
+	}
+	checkKept(t, e, n2+1)
 }

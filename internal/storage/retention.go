@@ -165,11 +165,19 @@ type DiskUsage struct {
 
 // DiskUsage reads the data disk's usage.
 func (e *Engine) DiskUsage() (DiskUsage, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(e.cfg.Dir, &st); err != nil {
-		return DiskUsage{}, fmt.Errorf("statfs: %w", err)
+	var u DiskUsage
+	if e.cfg.StatDisk != nil {
+		var err error
+		if u.Total, u.Free, err = e.cfg.StatDisk(); err != nil {
+			return DiskUsage{}, err
+		}
+	} else {
+		var st unix.Statfs_t
+		if err := unix.Statfs(e.cfg.Dir, &st); err != nil {
+			return DiskUsage{}, fmt.Errorf("statfs: %w", err)
+		}
+		u.Total, u.Free = int64(st.Blocks)*int64(st.Bsize), int64(st.Bavail)*int64(st.Bsize)
 	}
-	u := DiskUsage{Total: int64(st.Blocks) * int64(st.Bsize), Free: int64(st.Bavail) * int64(st.Bsize)}
 	u.Reserve = max(e.cfg.MinFreeBytes, int64(e.cfg.MinFreeRatio*float64(u.Total)))
 	u.Full = e.diskFull.Load()
 	return u, nil
