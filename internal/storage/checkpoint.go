@@ -243,6 +243,7 @@ func (e *Engine) checkpoint() error {
 		return err
 	}
 	e.ckptPos.Store(int64(pos))
+	e.clearInPlace()
 	var errs []error
 	for i, q := range list {
 		errs = append(errs, q.idx.ReleaseFiles(qs[i].State.First))

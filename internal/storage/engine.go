@@ -211,7 +211,8 @@ type Engine struct {
 	// guard's reserve.
 	gcMu, reclaimMu sync.Mutex
 	gcRelocating    atomic.Bool
-	recount         map[*queue]bool // queues to recount after recovery
+	recount         map[*queue]bool        // queues to recount after recovery
+	inPlace         map[model.QueueID]bool // queues changed in place since the last checkpoint (ckptMu)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -276,6 +277,7 @@ func Open(cfg Config) (*Engine, error) {
 		}
 	}
 	e.recount = map[*queue]bool{}
+	inPlace := readInPlace(cfg.Dir)
 	for _, qs := range ck.Queues {
 		b, ok := counted[qs.ID]
 		q := &queue{idx: e.idx.Open(qs.ID, qs.State, b)}
@@ -318,6 +320,11 @@ func Open(cfg Config) (*Engine, error) {
 		base, _ := e.clog.SegmentBase(pos)
 		return base
 	})
+	for _, id := range inPlace {
+		if q := e.queues[id]; q != nil {
+			e.recount[q] = true
+		}
+	}
 	for q := range e.recount {
 		if e.queues[q.idx.ID()] != q {
 			continue // deleted while replaying

@@ -11,6 +11,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage/commitlog"
 	"github.com/rosettamq/rosetta/internal/storage/keyindex"
+	"github.com/rosettamq/rosetta/internal/storage/queueindex"
 )
 
 // Garbage collection by relocation (BookKeeper's entry-log compaction): a
@@ -191,6 +192,9 @@ func (e *Engine) appendCopies(ctx context.Context, batch []*commitlog.Entry, ori
 		if err != nil {
 			continue
 		}
+		if err := e.noteInPlace(q); err != nil {
+			return moved, err
+		}
 		ok, err := q.idx.Repoint(c.BaseOffset, origins[i], c.Pos, c.Segment, c.Size, c.Count)
 		if err != nil {
 			errs = append(errs, err)
@@ -218,7 +222,11 @@ func (e *Engine) indexKeys(id model.QueueID, base model.QueueOffset, storeTime i
 // so the queue is recounted once recovery is done.
 func (e *Engine) replayCopy(q *queue, pos model.LogPos, r *commitlog.Record) error {
 	e.recount[q] = true
-	moved, err := q.idx.Repoint(r.BaseOffset, -1, pos, r.Segment, r.Length, r.Count)
+	from := queueindex.FromEarlierSameSize
+	if r.Flags&commitlog.FlagCompacted != 0 {
+		from = queueindex.FromEarlier
+	}
+	moved, err := q.idx.Repoint(r.BaseOffset, from, pos, r.Segment, r.Length, r.Count)
 	if moved {
 		var keys []commitlog.Key
 		_ = r.EachKey(func(k commitlog.Key) { keys = append(keys, k) })

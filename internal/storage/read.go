@@ -51,6 +51,9 @@ type ReadOptions struct {
 // matches nothing cannot make one read walk a whole queue.
 const maxSkipped = 1 << 16
 
+// maxHoles bounds the compaction holes one read steps over.
+const maxHoles = 1 << 22
+
 // Offsets returns a queue's first readable offset, its high watermark (end
 // of the visible data) and its log end offset (including records not yet
 // durable in sync mode).
@@ -92,7 +95,7 @@ func (e *Engine) Read(id model.QueueID, offset model.QueueOffset, opts ReadOptio
 	}
 	entries := []queueindex.Entry{first}
 	var cur commitlog.View
-	skipped := 0
+	skipped, holes := 0, 0
 	for len(res.Records) < maxRecords && skipped < maxSkipped {
 		if len(entries) == 0 {
 			entries, err = q.idx.Entries(no, min(64, maxRecords-len(res.Records)), entries[:0])
@@ -101,6 +104,17 @@ func (e *Engine) Read(id model.QueueID, offset model.QueueOffset, opts ReadOptio
 			}
 		}
 		ent := entries[0]
+		if ent.Hole() {
+			// Compaction removed every message of this record: step over
+			// it (cheaply: only the index is read).
+			res.NextOffset = ent.End()
+			entries = entries[1:]
+			no++
+			if holes++; holes >= maxHoles {
+				break
+			}
+			continue
+		}
 		if ent.Pos+model.LogPos(ent.Size) > visible {
 			break
 		}
@@ -170,6 +184,7 @@ func (e *Engine) readEntry(id model.QueueID, ent queueindex.Entry, cur commitlog
 			rec.Payload = b[commitlog.HeaderSize+rec.KeysLen : rec.Length]
 		}
 	}
+	rec.Pos = ent.Pos
 	if err == nil && (rec.Queue != id || rec.BaseOffset != ent.BaseOffset || rec.Length != ent.Size || rec.Count != ent.Count) {
 		err = fmt.Errorf("%w: record at %d is queue %d offset %d, index expected queue %d offset %d",
 			model.ErrCorruptRecord, ent.Pos, rec.Queue, rec.BaseOffset, id, ent.BaseOffset)

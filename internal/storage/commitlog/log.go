@@ -63,6 +63,10 @@ const (
 	// queue index points at the copy from then on, and recovery replaying
 	// it moves the entry rather than adding one.
 	FlagRelocated uint16 = 1 << 13
+	// FlagCompacted (with FlagRelocated) marks a compacted rewrite of an
+	// earlier record: same queue, base offset and count, some of its
+	// messages left out.
+	FlagCompacted uint16 = 1 << 12
 )
 
 // Entry is one record to append. The log fills Pos, Size and Index; the

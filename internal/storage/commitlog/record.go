@@ -55,8 +55,9 @@ type Record struct {
 	Header
 	Keys    []byte // the raw keys block; iterate with EachKey
 	Payload []byte
-	// Segment is the base of the segment holding the record (set by
-	// recovery scans; not part of the encoding).
+	// Pos is where the record lies and Segment the base of the segment
+	// holding it (set by reads and recovery scans; not encoded).
+	Pos     model.LogPos
 	Segment model.LogPos
 }
 

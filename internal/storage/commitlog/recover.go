@@ -137,7 +137,7 @@ func (l *Log) scan(pos model.LogPos, expect model.Index, visit func(model.LogPos
 				return at, l.truncateLocked(at)
 			}
 			at := s.base + model.LogPos(off)
-			r.Segment = s.base
+			r.Pos, r.Segment = at, s.base
 			if visit != nil {
 				if err := visit(at, &r); err != nil {
 					return 0, err

@@ -34,6 +34,10 @@ type Entry struct {
 	Segment model.LogPos
 }
 
+// Hole reports an entry whose messages compaction removed entirely: it
+// keeps its offsets but points at no record (size 0).
+func (e Entry) Hole() bool { return e.Size == 0 }
+
 // End is the offset after the entry's last message.
 func (e Entry) End() model.QueueOffset { return e.BaseOffset + model.QueueOffset(e.Count) }
 
@@ -63,7 +67,7 @@ func DecodeEntry(b []byte) (Entry, error) {
 		MaxTime:    int64(le.Uint64(b[24:])),
 		TagHash:    le.Uint64(b[32:]),
 	}
-	if e.Pos < 0 || e.BaseOffset < 0 || e.Size < minRecordSize || e.Count == 0 {
+	if e.Pos < 0 || e.BaseOffset < 0 || e.Size < minRecordSize && !(e.Size == 0 && e.Pos == 0) || e.Count == 0 {
 		return Entry{}, fmt.Errorf("%w: index entry %+v", model.ErrCorruptRecord, e)
 	}
 	return e, nil

@@ -22,13 +22,24 @@ func (q *Queue) Holds(base model.QueueOffset, pos model.LogPos) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	_, e, ok := q.locateLocked(base)
-	return ok && e.Pos == pos
+	return ok && !e.Hole() && e.Pos == pos
 }
 
-// Repoint moves the entry of offset base to a copy of its record at to (in
-// the segment based at seg) when it is still at from; with from < 0
-// (recovery replaying a copy) when it is anywhere before to and the sizes
-// agree. Live bytes move with it. It reports whether the entry moved.
+// Repoint sources: the position an entry must still be at, or one of these
+// for recovery replaying a copy.
+const (
+	// FromEarlierSameSize: the entry is anywhere before the copy and its
+	// record has the copy's size (a relocated copy).
+	FromEarlierSameSize model.LogPos = -1
+	// FromEarlier: the entry is anywhere before the copy (a compacted
+	// rewrite, smaller than the original, or a hole before it).
+	FromEarlier model.LogPos = -2
+)
+
+// Repoint moves the entry of offset base to a record at to (in the
+// segment based at seg, size bytes) — a copy or a compacted rewrite of
+// its record — when it is still at from (or per FromEarlier…). Live bytes
+// move with it. It reports whether the entry moved.
 func (q *Queue) Repoint(base model.QueueOffset, from, to, seg model.LogPos, size, count uint32) (bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -36,24 +47,45 @@ func (q *Queue) Repoint(base model.QueueOffset, from, to, seg model.LogPos, size
 	if !ok || e.Count != count {
 		return false, nil
 	}
-	if from >= 0 && e.Pos != from || from < 0 && (e.Pos >= to || e.Size != size) {
+	switch {
+	case from >= 0 && (e.Pos != from || e.Hole()),
+		from == FromEarlierSameSize && (e.Pos >= to || e.Size != size),
+		from == FromEarlier && !e.Hole() && e.Pos >= to:
 		return false, nil
 	}
-	oldSeg := e.Segment
-	if no < q.flushed {
-		oldSeg = q.store.segment(e.Pos)
+	return true, q.setLocked(no, e, Entry{Pos: to, BaseOffset: e.BaseOffset, Size: size, Count: e.Count, MaxTime: e.MaxTime, TagHash: e.TagHash, Segment: seg})
+}
+
+// Punch makes the entry of offset base, still at from, a hole: none of
+// its messages is kept (compaction removed them all). Readers step over
+// it; its offsets stay used.
+func (q *Queue) Punch(base model.QueueOffset, from model.LogPos) (bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	no, e, ok := q.locateLocked(base)
+	if !ok || e.Hole() || e.Pos != from {
+		return false, nil
 	}
-	q.countLocked(oldSeg, -int64(e.Size))
-	e.Pos, e.Size, e.Segment = to, size, seg
-	q.countLocked(seg, int64(size))
+	return true, q.setLocked(no, e, Entry{BaseOffset: e.BaseOffset, Count: e.Count, MaxTime: e.MaxTime})
+}
+
+// setLocked replaces entry number no (now old) with e, moving live bytes.
+func (q *Queue) setLocked(no int64, old, e Entry) error {
+	oldSeg := old.Segment
+	if no < q.flushed {
+		oldSeg = q.store.segment(old.Pos)
+	}
+	if !old.Hole() {
+		q.countLocked(oldSeg, -int64(old.Size))
+	}
+	if !e.Hole() {
+		q.countLocked(e.Segment, int64(e.Size))
+	}
 	if no >= q.flushed {
 		q.tail[no-q.flushed] = e
-		return true, nil
+		return nil
 	}
 	var b [EntrySize]byte
 	e.Encode(b[:])
-	if err := q.writeEntries(no, b[:]); err != nil {
-		return true, err
-	}
-	return true, nil
+	return q.writeEntries(no, b[:])
 }
