@@ -104,6 +104,16 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(res)
 	})
+	// Clean every compacted topic now, due or not.
+	mux.HandleFunc("POST /api/v1/storage/compact", func(w http.ResponseWriter, r *http.Request) {
+		res, err := b.RunCompaction(r.Context(), true)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(res)
+	})
 	// Run a retention pass now: topic retention, then segment reclamation.
 	mux.HandleFunc("POST /api/v1/storage/retention", func(w http.ResponseWriter, r *http.Request) {
 		res, err := b.RunRetention(r.Context())

@@ -48,6 +48,9 @@ type Options struct {
 	AutoCreateTopics       bool
 	OffsetSnapshotInterval time.Duration
 	RetentionInterval      time.Duration
+	// CompactionInterval is how often compacted topics are checked for
+	// queues due a cleaning (15 s when zero).
+	CompactionInterval time.Duration
 	// DelayLevels are the delays of RocketMQ delay levels 1, 2, ...
 	// (DefaultDelayLevels when empty).
 	DelayLevels []time.Duration
@@ -100,12 +103,13 @@ type Broker struct {
 
 	topicsVersion atomic.Uint64
 
-	offsets  *offsetStore
-	groupCfg groupConfigs
-	reqModes requestModes
-	timers   *timerWheel
-	halves   *halfStore
-	batches  *kbatch.Reader // looks into Kafka batches (exact time lookups)
+	offsets    *offsetStore
+	groupCfg   groupConfigs
+	reqModes   requestModes
+	compaction compactState
+	timers     *timerWheel
+	halves     *halfStore
+	batches    *kbatch.Reader // looks into Kafka batches (exact time lookups)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -129,6 +133,9 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	}
 	if opts.RetentionInterval <= 0 {
 		opts.RetentionInterval = d.RetentionInterval
+	}
+	if opts.CompactionInterval <= 0 {
+		opts.CompactionInterval = 15 * time.Second
 	}
 	if len(opts.DelayLevels) == 0 {
 		opts.DelayLevels = DefaultDelayLevels
@@ -155,14 +162,15 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 		opts.Now = time.Now
 	}
 	b := &Broker{
-		opts:    opts,
-		log:     opts.Logger.With("component", "broker"),
-		engine:  engine,
-		meta:    store,
-		topics:  map[model.TopicName]*Topic{},
-		byID:    map[[16]byte]*Topic{},
-		byQueue: map[model.QueueID]QueueRef{},
-		batches: kbatch.NewReader(maxDecompressedBatch),
+		opts:       opts,
+		log:        opts.Logger.With("component", "broker"),
+		engine:     engine,
+		meta:       store,
+		topics:     map[model.TopicName]*Topic{},
+		byID:       map[[16]byte]*Topic{},
+		byQueue:    map[model.QueueID]QueueRef{},
+		batches:    kbatch.NewReader(maxDecompressedBatch),
+		compaction: compactState{cleaned: map[model.QueueID]model.QueueOffset{}},
 	}
 	opts.KafkaTxns.SetStartOffsets(func(q model.QueueID) (model.QueueOffset, bool) {
 		start, _, _, err := engine.Offsets(q)
@@ -192,6 +200,7 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	b.cancel = cancel
 	b.every(bctx, opts.OffsetSnapshotInterval, "offset-snapshot", b.offsets.snapshot)
 	b.every(bctx, opts.RetentionInterval, "topic-retention", b.enforceTopicRetention)
+	b.every(bctx, opts.CompactionInterval, "compaction", b.compactTopics)
 	if err := b.startDelays(ctx, bctx); err != nil {
 		cancel()
 		b.wg.Wait()
@@ -540,9 +549,13 @@ func (b *Broker) enforceTopicRetention(ctx context.Context) error {
 
 // EffectiveRetention is a topic's retention in milliseconds and bytes per
 // queue, -1 meaning unlimited: its own retention.ms / retention.bytes when
-// set, else the broker's defaults (user topics only).
+// set, else the broker's defaults (user topics only); none for topics
+// whose cleanup policy is compact alone.
 func (b *Broker) EffectiveRetention(t *Topic) (ms, bytes int64) {
 	ms, bytes = -1, -1
+	if !t.Config.Deletes() {
+		return ms, bytes // cleanup.policy=compact: compaction alone bounds it
+	}
 	switch {
 	case t.Config.RetentionMs != 0:
 		ms = max(t.Config.RetentionMs, -1)

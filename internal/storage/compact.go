@@ -79,3 +79,14 @@ func (e *Engine) RewriteRecords(ctx context.Context, id model.QueueID, rws []Rew
 	}
 	return changed, errors.Join(errs...)
 }
+
+// BytesBetween sums the stored bytes of a queue's records holding offsets
+// in [from, to), and returns a timestamp bound of the first (its running
+// maximum timestamp).
+func (e *Engine) BytesBetween(id model.QueueID, from, to model.QueueOffset) (int64, int64, error) {
+	q, err := e.queue(id)
+	if err != nil {
+		return 0, 0, err
+	}
+	return q.idx.BytesBetween(from, to)
+}

@@ -30,6 +30,13 @@ const (
 // Key is a message key or unique id stored with a record.
 type Key = commitlog.Key
 
+// Record flags the engine sets on copies it writes (garbage collection,
+// compaction).
+const (
+	FlagRelocated = commitlog.FlagRelocated
+	FlagCompacted = commitlog.FlagCompacted
+)
+
 // Config configures an Engine. Zero values take the defaults of DefaultConfig.
 type Config struct {
 	Dir                string

@@ -27,11 +27,14 @@ type RecordHeader struct {
 // Record is one record of a batch. Byte fields alias the batch (or its
 // decompressed records) and are valid during the callback only.
 type Record struct {
+	// Raw is the record's whole encoding (length varint included).
+	Raw         []byte
 	OffsetDelta int32
 	Timestamp   int64 // absolute: the batch's max timestamp for LogAppendTime batches
 	Key         []byte
 	KeyNull     bool
 	Value       []byte
+	ValueNull   bool // a tombstone
 	Headers     []RecordHeader
 }
 
@@ -45,6 +48,10 @@ type Reader struct {
 	zstdOnce sync.Once
 	zstd     *zstd.Decoder
 	zstdErr  error
+
+	zstdEncOnce sync.Once // compaction re-compresses
+	zstdEnc     *zstd.Encoder
+	zstdEncErr  error
 
 	bufs sync.Pool // *[]byte: decompressed records sections
 	lz4s sync.Pool // *lz4.Reader
@@ -105,12 +112,14 @@ func (rd *Reader) records(batch []byte, withHeaders bool, marker []byte, fn func
 	d := decoder{b: body}
 	var r Record
 	for i := int32(0); i < h.NumRecords; i++ {
+		start := d.b
 		n := d.varint()
 		if d.err != nil || n < 0 || n > int64(len(d.b)) {
 			return false, fmt.Errorf("%w: record %d length %d", ErrMalformed, i, n)
 		}
 		rec := decoder{b: d.b[:n]}
 		d.b = d.b[n:]
+		r.Raw = start[:len(start)-len(d.b)]
 		rec.byte() // attributes
 		tsDelta := rec.varint()
 		r.OffsetDelta = int32(rec.varint())
@@ -119,7 +128,7 @@ func (rd *Reader) records(batch []byte, withHeaders bool, marker []byte, fn func
 			r.Timestamp = h.MaxTimestamp
 		}
 		r.Key, r.KeyNull = rec.bytes()
-		r.Value, _ = rec.bytes()
+		r.Value, r.ValueNull = rec.bytes()
 		r.Headers = r.Headers[:0]
 		if withHeaders {
 			nh := rec.varint()

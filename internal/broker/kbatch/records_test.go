@@ -141,3 +141,44 @@ func FuzzControlType(f *testing.F) {
 		_, _ = ControlType(b)
 	})
 }
+
+// TestFilterEveryCodec: filtering keeps the chosen records with their
+// offsets, timestamps and values, re-compressed with the batch's codec,
+// and a valid batch covering the same offsets.
+func TestFilterEveryCodec(t *testing.T) {
+	rd := NewReader(1 << 20)
+	ts := []int64{1000, 1001, 1002, 1003}
+	keys := []string{"a", "b", "a", "c"}
+	for codec := CodecNone; codec <= CodecZstd; codec++ {
+		b := testBatch(t, codec, keys, ts)
+		out, n, err := rd.Filter(b, func(r *Record) bool { return r.OffsetDelta != 0 && r.OffsetDelta != 3 })
+		if err != nil || n != 2 {
+			t.Fatalf("codec %d: %d kept, %v", codec, n, err)
+		}
+		if _, hs, err := Split(out); err == nil || hs != nil {
+			// Split insists on NumRecords-1 == LastOffsetDelta (what
+			// producers send); a compacted batch keeps its last offset.
+			t.Fatalf("codec %d: split accepted a compacted batch", codec)
+		}
+		h := ReadHeader(out)
+		if h.Codec() != codec || h.NumRecords != 2 || h.LastOffsetDelta != 3 || h.FirstTimestamp != 1000 ||
+			crc32.Checksum(out[CRCFrom:], CRC32C) != h.CRC || int(h.Length) != len(out)-12 {
+			t.Fatalf("codec %d: header %+v", codec, h)
+		}
+		var deltas []int32
+		var gotTS []int64
+		if err := rd.Records(out, true, func(r *Record) bool {
+			deltas = append(deltas, r.OffsetDelta)
+			gotTS = append(gotTS, r.Timestamp)
+			return true
+		}); err != nil || len(deltas) != 2 || deltas[0] != 1 || deltas[1] != 2 || gotTS[0] != 1001 || gotTS[1] != 1002 {
+			t.Fatalf("codec %d: %v %v %v", codec, err, deltas, gotTS)
+		}
+		if same, n, _ := rd.Filter(b, func(*Record) bool { return true }); n != 4 || !bytes.Equal(same, b) {
+			t.Fatalf("codec %d: keeping all changed the batch", codec)
+		}
+		if none, n, _ := rd.Filter(b, func(*Record) bool { return false }); n != 0 || none != nil {
+			t.Fatalf("codec %d: keeping none", codec)
+		}
+	}
+}

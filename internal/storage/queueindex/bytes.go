@@ -170,3 +170,31 @@ func (s *Store) segment(pos model.LogPos) model.LogPos {
 	}
 	return s.segmentOf(pos)
 }
+
+// BytesBetween sums the sizes of the retained entries holding offsets in
+// [from, to) and returns the first one's timestamp bound (its MaxTime).
+func (q *Queue) BytesBetween(from, to model.QueueOffset) (int64, int64, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	from = max(from, q.start)
+	if from >= to || from >= q.next {
+		return 0, 0, nil
+	}
+	no, _, err := q.searchLocked(func(e Entry) bool { return e.End() > from })
+	if err != nil {
+		return 0, 0, err
+	}
+	var n, first int64
+	firstSeen := false
+	err = q.eachEntryLocked(no, func(e Entry, _ model.LogPos) bool {
+		if e.BaseOffset >= to {
+			return false
+		}
+		if !firstSeen {
+			first, firstSeen = e.MaxTime, true
+		}
+		n += int64(e.Size)
+		return true
+	})
+	return n, first, err
+}
