@@ -145,7 +145,25 @@ func benchCmd() *cobra.Command {
 	timer.Flags().IntVar(&to.Senders, "senders", 64, "concurrent schedulers")
 	timer.Flags().BoolVar(&to.Sync, "sync", false, "sync durability")
 	timer.Flags().BoolVar(&to.Deliver, "deliver", false, "wait for delivery and report lateness (due times from +2 s over --spread)")
-	cmd.AddCommand(st, restart, disk, idle, timer, kafkaBenchCmd(), rocketmqBenchCmd(), grpcBenchCmd())
+	var gco bench.GCOptions
+	gc := &cobra.Command{Use: "gc", Short: "Garbage collection in process: a log Live-fraction live, foreground append latency without and during a pass, pass throughput",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := bench.GC(cmd.Context(), gco)
+			if err != nil {
+				return err
+			}
+			r.Print(cmd.OutOrStdout())
+			return nil
+		}}
+	gc.Flags().StringVar(&gco.Dir, "dir", "", "data directory (a temporary one when empty)")
+	gc.Flags().Int64Var(&gco.LogBytes, "log-bytes", 2<<30, "bytes written before collecting")
+	gc.Flags().Float64Var(&gco.Live, "live", 0.3, "fraction of them left live")
+	gc.Flags().IntVar(&gco.Record, "record", 1024, "bytes per record")
+	gc.Flags().Int64Var(&gco.Segment, "segment", 64<<20, "segment size")
+	gc.Flags().Int64Var(&gco.Rate, "rate", 8<<20, "GC pace, bytes per second (0: unpaced)")
+	gc.Flags().IntVar(&gco.Senders, "senders", 16, "concurrent foreground appenders")
+	gc.Flags().IntVar(&gco.Size, "size", 128, "foreground record bytes")
+	cmd.AddCommand(st, restart, disk, idle, timer, gc, kafkaBenchCmd(), rocketmqBenchCmd(), grpcBenchCmd())
 	return cmd
 }
 

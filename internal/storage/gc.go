@@ -41,7 +41,7 @@ type GCResult struct {
 }
 
 // relocateBatchBytes bounds one append of copies.
-const relocateBatchBytes = 1 << 20
+const relocateBatchBytes = 64 << 10
 
 // GC relocates the live records of every sealed segment whose live
 // fraction is below threshold (0..1), least live first, then deletes the
@@ -67,7 +67,11 @@ func (e *Engine) GC(ctx context.Context, threshold float64) (GCResult, error) {
 		return float64(cands[i].Live)/float64(cands[i].End-cands[i].Base) < float64(cands[j].Live)/float64(cands[j].End-cands[j].Base)
 	})
 	var errs []error
-	th := newThrottle(e.cfg.GCBytesPerSecond)
+	rate := e.cfg.GCBytesPerSecond
+	if e.diskFull.Load() {
+		rate = 0 // writes are refused anyway: recover as fast as possible
+	}
+	th := newThrottle(rate)
 	for _, u := range cands {
 		if ctx.Err() != nil {
 			break

@@ -73,6 +73,7 @@ type Queue struct {
 	total   int64
 	// filesFirst: index files before this entry number are deleted.
 	filesFirst int64
+	loc        locateAhead // entry lookups in offset order (relocation, compaction)
 }
 
 // Open returns the index of queue id with the given checkpointed state and
@@ -507,6 +508,7 @@ func (q *Queue) TruncateFromPos(pos model.LogPos) (int64, error) {
 		}
 	}
 	q.hintNo = -1
+	q.loc = locateAhead{}
 	return total - no, nil
 }
 

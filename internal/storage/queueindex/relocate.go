@@ -5,15 +5,63 @@ import (
 )
 
 // locateLocked finds the retained entry whose record starts at offset base.
+// Garbage collection and compaction look entries up in offset order, so
+// the entry after the previous one found is tried first, through a small
+// read-ahead of the index files.
 func (q *Queue) locateLocked(base model.QueueOffset) (int64, Entry, bool) {
 	if q.deleted || base >= q.next || q.first >= q.totalLocked() {
 		return 0, Entry{}, false
+	}
+	for _, guess := range [2]int64{q.loc.hint + 1, q.loc.hint} {
+		if guess < q.first || guess >= q.totalLocked() {
+			continue
+		}
+		e, err := q.aheadLocked(guess)
+		if err == nil && e.BaseOffset <= base && base < e.End() {
+			q.loc.hint = guess
+			return guess, e, e.BaseOffset == base
+		}
 	}
 	no, e, err := q.searchLocked(func(e Entry) bool { return e.End() > base })
 	if err != nil || e.BaseOffset != base {
 		return 0, Entry{}, false
 	}
+	q.loc.hint = no
 	return no, e, true
+}
+
+// locateAhead is the read-ahead of locateLocked: a run of flushed entries.
+type locateAhead struct {
+	hint int64
+	from int64
+	ents []Entry
+}
+
+const locateAheadEntries = 256
+
+// aheadLocked reads entry no through the read-ahead.
+func (q *Queue) aheadLocked(no int64) (Entry, error) {
+	if no >= q.flushed {
+		return q.readEntryLocked(no)
+	}
+	if i := no - q.loc.from; i >= 0 && i < int64(len(q.loc.ents)) {
+		return q.loc.ents[i], nil
+	}
+	n := min(int64(locateAheadEntries), q.flushed-no)
+	buf := make([]byte, n*EntrySize)
+	if err := q.readFileEntries(no, buf); err != nil {
+		return Entry{}, err
+	}
+	q.loc.from, q.loc.ents = no, q.loc.ents[:0]
+	for i := int64(0); i < n; i++ {
+		e, err := DecodeEntry(buf[i*EntrySize:])
+		if err != nil {
+			q.loc.ents = q.loc.ents[:0]
+			return Entry{}, err
+		}
+		q.loc.ents = append(q.loc.ents, e)
+	}
+	return q.loc.ents[0], nil
 }
 
 // Holds reports whether the queue retains the record of offset base at log
@@ -84,6 +132,9 @@ func (q *Queue) setLocked(no int64, old, e Entry) error {
 	if no >= q.flushed {
 		q.tail[no-q.flushed] = e
 		return nil
+	}
+	if i := no - q.loc.from; i >= 0 && i < int64(len(q.loc.ents)) {
+		q.loc.ents[i] = e
 	}
 	var b [EntrySize]byte
 	e.Encode(b[:])
