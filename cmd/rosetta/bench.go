@@ -200,6 +200,19 @@ func kafkaBenchCmd() *cobra.Command {
 	join.Flags().IntVar(&g.Rounds, "rounds", 5, "joins measured")
 	join.Flags().DurationVar(&g.Heartbeat, "heartbeat", 3*time.Second, "classic members' heartbeat interval")
 	join.Flags().DurationVar(&g.Settle, "settle", 5*time.Second, "pause after two members settle, before the third joins")
+	var co bench.KafkaCompactOptions
+	compact := &cobra.Command{Use: "compact", Short: "Updates over a key set to a compacted topic, then one compaction pass on the node",
+		RunE: func(c *cobra.Command, _ []string) error {
+			co.KafkaOptions = o
+			r, err := bench.KafkaCompact(c.Context(), co)
+			if err != nil {
+				return err
+			}
+			r.Print(c.OutOrStdout())
+			return nil
+		}}
+	compact.Flags().IntVar(&co.Keys, "keys", 1000, "distinct keys")
+	compact.Flags().StringVar(&co.Admin, "admin", "127.0.0.1:8080", "the node's admin HTTP address")
 	var x bench.KafkaTxnOptions
 	txn := &cobra.Command{Use: "txn", Short: "Transactions of --txn-size records from concurrent transactional producers",
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -215,7 +228,7 @@ func kafkaBenchCmd() *cobra.Command {
 	txn.Flags().IntVar(&x.Txns, "txns", 4000, "transactions in all")
 	txn.Flags().IntVar(&x.TxnSize, "txn-size", 100, "records per transaction")
 	txn.Flags().BoolVar(&x.Plain, "plain", false, "no transactions: flush each group of --txn-size records instead (for comparison)")
-	cmd.AddCommand(produce, e2e, consume, join, txn)
+	cmd.AddCommand(compact, produce, e2e, consume, join, txn)
 	return cmd
 }
 
