@@ -299,7 +299,11 @@ func storageReport(b *broker.Broker) map[string]any {
 	topics := map[string]any{}
 	for _, t := range b.Topics(true) {
 		total, per := b.TopicBytes(t)
-		topics[t.FullName] = map[string]any{"bytes": total, "queues": per}
+		entry := map[string]any{"bytes": total, "queues": per}
+		if t.Config.Compacted() {
+			entry["cleaned_to"] = b.CompactionState(t)
+		}
+		topics[t.FullName] = entry
 	}
 	return map[string]any{"log_bytes": ls.Bytes, "live_bytes": live, "segments": segs, "topics": topics}
 }

@@ -349,3 +349,18 @@ func (b *Broker) rewriteQueue(ctx context.Context, t *Topic, q model.QueueID, st
 	}
 	return flush()
 }
+
+// CompactionState is how far each queue of a compacted topic was cleaned
+// (-1: not since the node started).
+func (b *Broker) CompactionState(t *Topic) []int64 {
+	b.compaction.mu.Lock()
+	defer b.compaction.mu.Unlock()
+	out := make([]int64, len(t.Queues))
+	for i, q := range t.Queues {
+		out[i] = -1
+		if off, ok := b.compaction.cleaned[q]; ok {
+			out[i] = int64(off)
+		}
+	}
+	return out
+}
