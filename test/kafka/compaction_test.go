@@ -32,7 +32,7 @@ func TestCompactionLatestPerKey(t *testing.T) {
 				t.Fatal(err)
 			}
 			const keys, updates = 1000, 100_000
-			want := map[string]string{}    // key → latest value
+			want := map[string]string{}   // key → latest value
 			wantOff := map[string]int64{} // key → its offset
 			off := int64(0)
 			produce := func(r *kgo.Record) {
