@@ -10,7 +10,9 @@ package remoting
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker"
@@ -29,16 +31,89 @@ func handleUpdateAndCreateTopic(rc *reqCtx, req *protocol.Command) *protocol.Com
 		n = s.broker.DefaultQueues()
 	}
 	t, err := s.broker.Topic(name)
+	var cfg broker.TopicConfig
+	if err == nil {
+		cfg = t.Config
+	}
+	changed, aerr := applyTopicAttributes(&cfg, req.Ext("attributes"))
+	if aerr != nil {
+		return protocol.NewResponse(req, protocol.InvalidParameter, aerr.Error())
+	}
 	switch {
 	case errors.Is(err, model.ErrUnknownTopic):
-		_, err = s.broker.CreateTopic(rc.ctx, name, n, broker.TopicConfig{})
-	case err == nil && n > t.QueueCount():
-		_, err = s.broker.GrowTopic(rc.ctx, name, n)
+		_, err = s.broker.CreateTopic(rc.ctx, name, n, cfg)
+	case err == nil:
+		if n > t.QueueCount() {
+			_, err = s.broker.GrowTopic(rc.ctx, name, n)
+		}
+		if err == nil && changed {
+			_, err = s.broker.UpdateTopicConfig(rc.ctx, name, cfg)
+		}
 	}
 	if err != nil {
 		return errorResponse(req, err)
 	}
 	return protocol.NewResponse(req, protocol.Success, "")
+}
+
+// applyTopicAttributes applies RocketMQ 5 topic attributes ("+key=value"
+// sets, "-key" removes, comma-separated): message.type, cleanup.policy
+// (DELETE or COMPACTION) and, Rosetta's own, retention.ms and
+// retention.bytes (per queue; -1 keeps everything).
+func applyTopicAttributes(cfg *broker.TopicConfig, attrs string) (bool, error) {
+	changed := false
+	for _, a := range strings.Split(attrs, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		op, kv := a[0], a[1:]
+		key, value, _ := strings.Cut(kv, "=")
+		if op != '+' && op != '-' {
+			return false, fmt.Errorf("topic attribute %q: want +key=value or -key", a)
+		}
+		if op == '-' {
+			value = ""
+		}
+		switch key {
+		case "message.type":
+			cfg.MessageType = strings.ToLower(value)
+		case "cleanup.policy":
+			switch strings.ToUpper(value) {
+			case "", "DELETE":
+				cfg.CleanupPolicy = ""
+			case "COMPACTION":
+				cfg.CleanupPolicy = "compact"
+			default:
+				return false, fmt.Errorf("cleanup.policy %q: want DELETE or COMPACTION", value)
+			}
+		case "retention.ms", "retention.bytes":
+			var n int64
+			if value != "" {
+				var err error
+				if n, err = strconv.ParseInt(value, 10, 64); err != nil || n < -1 || n == 0 {
+					return false, fmt.Errorf("%s %q: want a positive number or -1", key, value)
+				}
+			}
+			if key == "retention.ms" {
+				cfg.RetentionMs = n
+			} else {
+				cfg.RetentionBytes = n
+			}
+		case "queue.type":
+			// BatchCQ / SimpleCQ: one index serves both here.
+			continue
+		default:
+			return false, fmt.Errorf("unknown topic attribute %q", key)
+		}
+		changed = true
+	}
+	if changed {
+		if err := cfg.Validate(); err != nil {
+			return false, err
+		}
+	}
+	return changed, nil
 }
 
 func handleDeleteTopic(rc *reqCtx, req *protocol.Command) *protocol.Command {
