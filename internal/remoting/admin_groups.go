@@ -90,6 +90,7 @@ func handleGetTopicStats(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	}
 	name := rmqName(t.Name)
 	var entries []protocol.QueueEntry
+	_, sizes := s.broker.TopicBytes(t)
 	for i := range t.Queues {
 		start, hw, _, err := s.broker.Offsets(t.Name, int32(i))
 		if err != nil {
@@ -99,7 +100,8 @@ func handleGetTopicStats(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		if hw > start {
 			last = s.storeTimeAt(t.Queues[i], hw-1)
 		}
-		v, _ := json.Marshal(map[string]int64{"minOffset": int64(start), "maxOffset": int64(hw), "lastUpdateTimestamp": last})
+		// storeBytes (Rosetta's): what the queue's retained messages occupy.
+		v, _ := json.Marshal(map[string]int64{"minOffset": int64(start), "maxOffset": int64(hw), "lastUpdateTimestamp": last, "storeBytes": sizes[i]})
 		entries = append(entries, protocol.QueueEntry{Topic: name, BrokerName: s.opts.BrokerName, QueueID: int32(i), Value: v})
 	}
 	resp := protocol.NewResponse(req, protocol.Success, "")
