@@ -145,22 +145,31 @@ func TestCrashRecovery(t *testing.T) {
 		kills = 5
 	}
 	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	killChildRepeatedly(t, "TestCrashChild", crashChildEnv, dir, kills, 100*time.Millisecond, 400*time.Millisecond,
+		func(round int) { verifyCrashDir(t, dir, round) })
+}
+
+// killChildRepeatedly runs the test child in this binary with env=dir,
+// SIGKILLs it after a random time in [least, least+spread), checks that it
+// was the kill that ended it, and calls verify; kills times.
+func killChildRepeatedly(t *testing.T, child, env, dir string, kills int, least, spread time.Duration, verify func(round int)) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(len(child))))
 	for round := 0; round < kills; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v=false")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
+		cmd := exec.Command(os.Args[0], "-test.run=^"+child+"$", "-test.v=false")
+		cmd.Env = append(os.Environ(), env+"="+dir)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+		time.Sleep(least + time.Duration(rng.Int64N(int64(spread))))
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		err := cmd.Wait()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
 			t.Fatalf("round %d: child ended on its own (%v): %s", round, err, stderr.String())
 		}
-		verifyCrashDir(t, dir, round)
+		verify(round)
 	}
 }
 

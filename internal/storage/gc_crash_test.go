@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -172,23 +170,8 @@ func TestGCCrashRecovery(t *testing.T) {
 		kills = 4
 	}
 	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
-	for round := 0; round < kills; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestGCCrashChild$", "-test.v=false")
-		cmd.Env = append(os.Environ(), gcCrashChildEnv+"="+dir)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond)
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		err := cmd.Wait()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
-			t.Fatalf("round %d: child ended on its own (%v): %s", round, err, stderr.String())
-		}
-		verifyGCCrashDir(t, dir, round, holes)
-	}
+	killChildRepeatedly(t, "TestGCCrashChild", gcCrashChildEnv, dir, kills, 300*time.Millisecond, 700*time.Millisecond,
+		func(round int) { verifyGCCrashDir(t, dir, round, holes) })
 }
 
 func verifyGCCrashDir(t *testing.T, dir string, round int, holes map[model.QueueOffset]bool) {
