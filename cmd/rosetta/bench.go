@@ -160,7 +160,7 @@ func benchCmd() *cobra.Command {
 	gc.Flags().Float64Var(&gco.Live, "live", 0.3, "fraction of them left live")
 	gc.Flags().IntVar(&gco.Record, "record", 1024, "bytes per record")
 	gc.Flags().Int64Var(&gco.Segment, "segment", 64<<20, "segment size")
-	gc.Flags().Int64Var(&gco.Rate, "rate", 8<<20, "GC pace, bytes per second (0: unpaced)")
+	gc.Flags().Int64Var(&gco.Rate, "rate", 4<<20, "GC pace, bytes per second (0: unpaced)")
 	gc.Flags().IntVar(&gco.Senders, "senders", 16, "concurrent foreground appenders")
 	gc.Flags().IntVar(&gco.Size, "size", 128, "foreground record bytes")
 	cmd.AddCommand(st, restart, disk, idle, timer, gc, kafkaBenchCmd(), rocketmqBenchCmd(), grpcBenchCmd())

@@ -182,7 +182,7 @@ func DefaultConfig() Config {
 			GCMajorThreshold:   0.5,
 			GCMinorInterval:    2 * time.Minute,
 			GCMajorInterval:    30 * time.Minute,
-			GCBytesPerSecond:   8 << 20,
+			GCBytesPerSecond:   4 << 20,
 			MinFreeBytes:       1 << 30,
 			MinFreeRatio:       0.05,
 			VerifyReads:        true,
