@@ -356,12 +356,17 @@ func (b *Broker) EnsureInternalTopic(ctx context.Context, name model.TopicName, 
 }
 
 // messageRecord fills r with m in the neutral format, its keys and tag hash
-// (m's born time defaults to now).
+// (m's born time defaults to now). The record's timestamp — what time
+// lookups and time retention go by — is the store time, as RocketMQ's
+// lookups and file retention use it: a message delivered days after it
+// was born (a timer) or by a producer whose clock is off is kept for the
+// full retention from when it was stored. The born time stays in the
+// message.
 func messageRecord(r *storage.Record, m *model.Message, now int64) {
 	if m.BornTime == 0 {
 		m.BornTime = now
 	}
-	*r = storage.Record{Format: model.FormatMessage, Count: 1, Timestamp: m.BornTime, Payload: EncodeMessage(nil, m)}
+	*r = storage.Record{Format: model.FormatMessage, Count: 1, Timestamp: now, Payload: EncodeMessage(nil, m)}
 	if len(m.Key) > 0 {
 		r.Keys = []storage.Key{{Key: m.Key}}
 	}

@@ -66,8 +66,10 @@ func (c TopicConfig) compaction() compactionConfig {
 }
 
 // compactState remembers how far each queue was cleaned (in memory: after
-// a restart the first pass cleans every queue again).
+// a restart the first pass cleans every queue again). Passes are
+// serialised: two over one queue would each miss the other's rewrites.
 type compactState struct {
+	pass    sync.Mutex
 	mu      sync.Mutex
 	cleaned map[model.QueueID]model.QueueOffset
 }
@@ -93,6 +95,8 @@ func (r *CompactionResult) add(o CompactionResult) {
 // RunCompaction cleans every compacted topic's queues that are due (all of
 // them with force).
 func (b *Broker) RunCompaction(ctx context.Context, force bool) (CompactionResult, error) {
+	b.compaction.pass.Lock()
+	defer b.compaction.pass.Unlock()
 	start := time.Now()
 	var res CompactionResult
 	var errs []error
@@ -151,13 +155,18 @@ func (b *Broker) compactQueue(ctx context.Context, t *Topic, q model.QueueID, fo
 		return res, err
 	}
 	horizon := now.Add(-cc.deleteRetention).UnixMilli()
-	if err := b.rewriteQueue(ctx, t, q, start, end, hw, latest, horizon, &res); err != nil {
+	complete, err := b.rewriteQueue(ctx, t, q, start, end, hw, latest, horizon, &res)
+	if err != nil {
 		return res, err
 	}
 	res.Queues = 1
-	b.compaction.mu.Lock()
-	b.compaction.cleaned[q] = end
-	b.compaction.mu.Unlock()
+	if complete {
+		// Otherwise a record moved under the pass (garbage collection):
+		// the next pass does it again.
+		b.compaction.mu.Lock()
+		b.compaction.cleaned[q] = end
+		b.compaction.mu.Unlock()
+	}
 	return res, nil
 }
 
@@ -267,14 +276,18 @@ const rewriteBatch = 256
 
 // rewriteQueue rewrites the records of [start, end) that hold superseded
 // messages; the record ending at hw (the newest) is never removed whole.
+// It reports whether every rewrite applied (one whose record moved
+// meanwhile does not).
 func (b *Broker) rewriteQueue(ctx context.Context, t *Topic, q model.QueueID, start, end, hw model.QueueOffset,
-	latest map[string]model.QueueOffset, horizon int64, res *CompactionResult) error {
+	latest map[string]model.QueueOffset, horizon int64, res *CompactionResult) (bool, error) {
 	var rws []storage.Rewrite
+	complete := true
 	flush := func() error {
 		if len(rws) == 0 {
 			return nil
 		}
-		_, err := b.engine.RewriteRecords(ctx, q, rws)
+		n, err := b.engine.RewriteRecords(ctx, q, rws)
+		complete = complete && n == len(rws)
 		rws = rws[:0]
 		return err
 	}
@@ -345,9 +358,10 @@ func (b *Broker) rewriteQueue(ctx context.Context, t *Topic, q model.QueueID, st
 		return nil
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
-	return flush()
+	err = flush()
+	return complete, err
 }
 
 // CompactionState is how far each queue of a compacted topic was cleaned
