@@ -210,42 +210,32 @@ func (a *App) listen(name, addr string) (net.Listener, error) {
 func (a *App) Run(ctx context.Context, ready func()) error {
 	// Open every listener first, so a port in use fails before anything runs.
 	var httpL, kafkaL, remotingL, grpcL net.Listener
-	var err error
-	if a.cfg.Listen.HTTP != "" {
-		if httpL, err = a.listen("http", a.cfg.Listen.HTTP); err != nil {
-			return errors.Join(err, a.close())
+	opened := []*net.Listener{}
+	for _, ln := range []struct {
+		name, addr, tls string
+		alpn            []string
+		l               *net.Listener
+	}{
+		{"http", a.cfg.Listen.HTTP, a.cfg.Listen.HTTPTLS, []string{"http/1.1"}, &httpL},
+		{"kafka", a.cfg.Listen.Kafka, a.cfg.Listen.KafkaTLS, nil, &kafkaL},
+		{"remoting", a.cfg.Listen.Remoting, a.cfg.Listen.RemotingTLS, nil, &remotingL},
+		{"grpc", a.cfg.Listen.GRPC, a.cfg.Listen.GRPCTLS, []string{"h2"}, &grpcL},
+	} {
+		if ln.addr == "" {
+			continue
 		}
-	}
-	if a.cfg.Listen.Kafka != "" {
-		if kafkaL, err = a.listen("kafka", a.cfg.Listen.Kafka); err != nil {
-			if httpL != nil {
-				httpL.Close()
-			}
-			return errors.Join(err, a.close())
-		}
-	}
-	if a.cfg.Listen.Remoting != "" {
-		if remotingL, err = a.listen("remoting", a.cfg.Listen.Remoting); err != nil {
-			for _, l := range []net.Listener{httpL, kafkaL} {
-				if l != nil {
-					l.Close()
-				}
-			}
-			return errors.Join(err, a.close())
-		}
-	}
-	if a.cfg.Listen.GRPC != "" {
-		if grpcL, err = a.listen("grpc", a.cfg.Listen.GRPC); err == nil {
-			grpcL, err = a.grpcListener(grpcL)
+		l, err := a.listen(ln.name, ln.addr)
+		if err == nil {
+			l, err = a.tlsListener(ln.name, l, ln.tls, ln.alpn...)
 		}
 		if err != nil {
-			for _, l := range []net.Listener{httpL, kafkaL, remotingL} {
-				if l != nil {
-					l.Close()
-				}
+			for _, o := range opened {
+				(*o).Close()
 			}
 			return errors.Join(err, a.close())
 		}
+		*ln.l = l
+		opened = append(opened, ln.l)
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -306,7 +296,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 	if httpSrv != nil {
 		_ = httpSrv.Shutdown(sctx)
 	}
-	err = g.Wait()
+	err := g.Wait()
 	if cerr := a.close(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
@@ -338,21 +328,25 @@ func (a *App) close() error {
 	return errors.Join(errs...)
 }
 
-// grpcListener serves TLS on the gRPC listener per listen.grpc_tls: the
-// RocketMQ 5 clients connect with TLS unless told otherwise, and skip
-// certificate verification by default. l is closed on failure.
-func (a *App) grpcListener(l net.Listener) (net.Listener, error) {
-	mode, err := tlsmux.ParseMode(a.cfg.Listen.GRPCTLS)
+// tlsListener serves TLS on a listener per its mode (listen.<name>_tls):
+// permissive (TLS and plaintext on the one port, told apart by the first
+// byte — what RocketMQ's proxy offers; no Kafka, remoting or HTTP request
+// begins with a TLS handshake byte), enforcing or disabled. The
+// certificate is tls.cert_file/tls.key_file, re-read when they change, or
+// a self-signed one (the RocketMQ clients skip verification by default).
+// l is closed on failure.
+func (a *App) tlsListener(name string, l net.Listener, modeName string, alpn ...string) (net.Listener, error) {
+	mode, err := tlsmux.ParseMode(modeName)
 	if err != nil || mode == tlsmux.Disabled {
 		return l, err
 	}
-	cfg, err := tlsmux.ServerConfig(a.cfg.TLS.CertFile, a.cfg.TLS.KeyFile, "h2")
+	cfg, err := tlsmux.ServerConfig(a.cfg.TLS.CertFile, a.cfg.TLS.KeyFile, alpn...)
 	if err != nil {
 		l.Close()
-		return nil, fmt.Errorf("grpc listener: %w", err)
+		return nil, fmt.Errorf("%s listener: %w", name, err)
 	}
 	if a.cfg.TLS.CertFile == "" {
-		a.log.Info("gRPC TLS uses a self-signed certificate; set tls.cert_file and tls.key_file for a real one", "mode", mode)
+		a.log.Debug("TLS uses a self-signed certificate; set tls.cert_file and tls.key_file for a real one", "listener", name, "mode", mode)
 	}
-	return tlsmux.Listen(l, cfg, mode, a.log.With("proto", "grpc")), nil
+	return tlsmux.Listen(l, cfg, mode, a.log.With("listener", name)), nil
 }

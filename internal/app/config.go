@@ -102,6 +102,9 @@ type ListenConfig struct {
 	GRPC               string `yaml:"grpc" help:"RocketMQ 5 gRPC address"`
 	GRPCAdvertised     string `yaml:"grpc_advertised" help:"host:port gRPC routes point clients at (default: the address each client connected to)"`
 	GRPCTLS            string `yaml:"grpc_tls" help:"gRPC TLS: permissive (TLS and plaintext on one port, as RocketMQ's proxy), enforcing (TLS only) or disabled"`
+	KafkaTLS           string `yaml:"kafka_tls" help:"Kafka listener TLS (security.protocol=SSL clients): permissive, enforcing or disabled"`
+	RemotingTLS        string `yaml:"remoting_tls" help:"RocketMQ remoting TLS (clients' WithTls): permissive, enforcing or disabled"`
+	HTTPTLS            string `yaml:"http_tls" help:"admin HTTP(S) TLS: permissive, enforcing or disabled"`
 }
 
 // TLSConfig names the certificate TLS listeners serve.
@@ -171,7 +174,8 @@ func DefaultConfig() Config {
 		DataDir: "./data",
 		NodeID:  1,
 		Log:     LogConfig{Level: "info", Format: "text"},
-		Listen:  ListenConfig{HTTP: ":8080", Kafka: ":9092", Remoting: ":9876", GRPC: ":8081", GRPCTLS: "permissive"},
+		Listen: ListenConfig{HTTP: ":8080", Kafka: ":9092", Remoting: ":9876", GRPC: ":8081", GRPCTLS: "permissive",
+			KafkaTLS: "permissive", RemotingTLS: "permissive", HTTPTLS: "permissive"},
 		Storage: StorageConfig{
 			Durability:         "sync",
 			FlushInterval:      200 * time.Millisecond,
@@ -243,8 +247,10 @@ func (c Config) Validate() error {
 	case c.Broker.Retention < 0 || c.Broker.RetentionBytes < 0:
 		return bad("broker.retention and broker.retention_bytes must not be negative (0: unlimited)")
 	}
-	if _, err := tlsmux.ParseMode(c.Listen.GRPCTLS); err != nil {
-		return bad("listen.grpc_tls: %v", err)
+	for name, m := range map[string]string{"grpc_tls": c.Listen.GRPCTLS, "kafka_tls": c.Listen.KafkaTLS, "remoting_tls": c.Listen.RemotingTLS, "http_tls": c.Listen.HTTPTLS} {
+		if _, err := tlsmux.ParseMode(m); err != nil {
+			return bad("listen.%s: %v", name, err)
+		}
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return bad("tls.cert_file and tls.key_file go together")

@@ -14,7 +14,10 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Mode says which connections a listener accepts.
@@ -101,21 +104,22 @@ func (l *Listener) acceptLoop() {
 	}
 }
 
-// sniff reads a connection's first byte and hands the connection on.
+// sniff looks at a connection's first byte without consuming it and
+// hands the connection on: a plaintext one as it is (so writev and the
+// other fast paths of *net.TCPConn stay), a TLS one wrapped.
 func (l *Listener) sniff(c net.Conn) {
 	defer l.wg.Done()
-	var first [1]byte
 	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
-	_, err := io.ReadFull(c, first[:])
+	first, err := peekByte(c)
 	_ = c.SetReadDeadline(time.Time{})
 	if err != nil {
 		c.Close()
 		return
 	}
-	var out net.Conn = &prefixedConn{Conn: c, first: first[0], unread: true}
+	out := c
 	switch {
-	case first[0] == handshakeRecord:
-		out = tls.Server(out, l.config)
+	case first == handshakeRecord:
+		out = tls.Server(c, l.config)
 	case l.mode == Enforcing:
 		l.log.Info("plaintext connection refused: TLS is enforced", "client", c.RemoteAddr().String())
 		c.Close()
@@ -126,6 +130,34 @@ func (l *Listener) sniff(c net.Conn) {
 	case <-l.ctx.Done():
 		c.Close()
 	}
+}
+
+// peekByte returns the connection's first byte, leaving it to be read.
+func peekByte(c net.Conn) (byte, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return 0, errors.New("connection cannot be peeked")
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var b [1]byte
+	var n int
+	var perr error
+	err = raw.Read(func(fd uintptr) bool {
+		n, _, perr = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK)
+		return perr != unix.EAGAIN // false: wait until readable (deadline applies)
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case perr != nil:
+		return 0, perr
+	case n == 0:
+		return 0, io.EOF
+	}
+	return b[0], nil
 }
 
 // Accept returns the next connection, plaintext or TLS.
@@ -153,19 +185,3 @@ func (l *Listener) Close() error {
 
 // Addr is the inner listener's address.
 func (l *Listener) Addr() net.Addr { return l.inner.Addr() }
-
-// prefixedConn gives back the sniffed byte before the rest.
-type prefixedConn struct {
-	net.Conn
-	first  byte
-	unread bool
-}
-
-func (c *prefixedConn) Read(p []byte) (int, error) {
-	if c.unread && len(p) > 0 {
-		c.unread = false
-		p[0] = c.first
-		return 1, nil
-	}
-	return c.Conn.Read(p)
-}

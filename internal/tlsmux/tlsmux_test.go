@@ -3,6 +3,7 @@ package tlsmux
 import (
 	"bufio"
 	"crypto/tls"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -149,5 +150,39 @@ func TestParseMode(t *testing.T) {
 	}
 	if _, err := ParseMode("strict"); err == nil {
 		t.Error("strict accepted")
+	}
+}
+
+// TestPlaintextConnUnwrapped: a plaintext connection comes out as the
+// listener's own *net.TCPConn (its writev fast path intact), with its
+// first byte still to be read.
+func TestPlaintextConnUnwrapped(t *testing.T) {
+	cfg, err := ServerConfig("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Listen(inner, cfg, Permissive, nil)
+	defer l.Close()
+	cl, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	_, _ = cl.Write([]byte("xyz"))
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, ok := c.(*net.TCPConn); !ok {
+		t.Fatalf("plaintext connection is a %T", c)
+	}
+	b := make([]byte, 3)
+	if _, err := io.ReadFull(c, b); err != nil || string(b) != "xyz" {
+		t.Fatalf("read %q %v", b, err)
 	}
 }
