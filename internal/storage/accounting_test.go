@@ -9,6 +9,15 @@ import (
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
+// smallSegments is the test configuration with 64 KiB segments (many
+// rolls), in a directory of its own.
+func smallSegments(t *testing.T) Config {
+	c := testConfig(t.TempDir())
+	c.SegmentSize = 64 << 10
+	c.MaxRecordSize = 8 << 10
+	return c
+}
+
 // recounted checks that each queue's incremental live bytes equal a
 // recount from its entries, and returns them.
 func recounted(t *testing.T, e *Engine) map[model.QueueID]string {
@@ -32,10 +41,8 @@ func recounted(t *testing.T, e *Engine) map[model.QueueID]string {
 // exact after a clean restart and after a crash image that replays records
 // past the checkpoint.
 func TestLiveBytesAccounting(t *testing.T) {
-	dir := t.TempDir()
-	c := testConfig(dir)
-	c.SegmentSize = 64 << 10
-	c.MaxRecordSize = 8 << 10
+	c := smallSegments(t)
+	dir := c.Dir
 	e := openEngine(t, c)
 	ctx := context.Background()
 	_ = e.CreateQueues(ctx, []model.QueueID{1, 2})
@@ -95,10 +102,7 @@ func TestLiveBytesAccounting(t *testing.T) {
 // only at the head of the log; the other queue's records, in segments
 // between them, stay readable, also after a restart.
 func TestReclaimDeadSegmentsAnywhere(t *testing.T) {
-	dir := t.TempDir()
-	c := testConfig(dir)
-	c.SegmentSize = 64 << 10
-	c.MaxRecordSize = 8 << 10
+	c := smallSegments(t)
 	e := openEngine(t, c)
 	ctx := context.Background()
 	_ = e.CreateQueues(ctx, []model.QueueID{1, 2})

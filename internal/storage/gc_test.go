@@ -67,10 +67,8 @@ func checkKept(t *testing.T, e *Engine, n int) {
 // the kept records do not change; the result survives a restart, and a
 // crash image taken before the old segments were deleted recovers too.
 func TestGCRelocatesMixedSegments(t *testing.T) {
-	dir := t.TempDir()
-	c := testConfig(dir)
-	c.SegmentSize = 64 << 10
-	c.MaxRecordSize = 8 << 10
+	c := smallSegments(t)
+	dir := c.Dir
 	e := openEngine(t, c)
 	mixedLog(t, e, 600)
 	if res, err := e.EnforceRetention(); err != nil || res.DeletedSegments != 0 {
