@@ -331,6 +331,10 @@ func Open(cfg Config) (*Engine, error) {
 		if q := e.queues[id]; q != nil {
 			e.recount[q] = true
 		}
+		if e.inPlace == nil {
+			e.inPlace = map[model.QueueID]bool{}
+		}
+		e.inPlace[id] = true // the next checkpoint clears the list
 	}
 	for q := range e.recount {
 		if e.queues[q.idx.ID()] != q {

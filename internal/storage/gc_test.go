@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/rosettamq/rosetta/internal/model"
@@ -203,4 +205,41 @@ func TestGCRecoversFromDiskGuard(t *testing.T) {
 		t.Fatalf("write after gc: %v", err)
 	}
 	checkKept(t, e, n2+1)
+}
+
+// TestInPlaceListCleared: the list of queues changed in place since the
+// last checkpoint is gone after the next checkpoint, also when it was left
+// by a crash and read at recovery.
+func TestInPlaceListCleared(t *testing.T) {
+	c := smallSegments(t)
+	e := openEngine(t, c)
+	mixedLog(t, e, 200)
+	path := filepath.Join(c.Dir, inPlaceName)
+	if err := e.SetStartOffset(2, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.RewriteRecords(context.Background(), 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("no in-place list after a change: %v", err)
+	}
+	crash := t.TempDir()
+	if out, err := exec.Command("cp", "-a", c.Dir+"/.", crash).CombinedOutput(); err != nil {
+		t.Fatalf("copy: %v %s", err, out)
+	}
+	e.Close()
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("in-place list kept after the final checkpoint: %v", err)
+	}
+	cc := c
+	cc.Dir = crash
+	ce := openEngine(t, cc)
+	if err := ce.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(crash, inPlaceName)); !os.IsNotExist(err) {
+		t.Fatalf("in-place list from before the crash kept: %v", err)
+	}
+	ce.Close()
 }
