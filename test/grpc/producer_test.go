@@ -57,7 +57,9 @@ func TestProducerSendsEveryType(t *testing.T) {
 		}
 		want[string(m.Body)] = true
 	}
-	due := time.Now().Add(2 * time.Second)
+	// Delivery times are milliseconds on the wire and in the broker: a
+	// message is due at the millisecond it names.
+	due := time.Now().Add(2 * time.Second).Truncate(time.Millisecond)
 	for i := range 3 {
 		m := &rmq.Message{Topic: topic, Body: []byte(fmt.Sprintf("delay-%d", i))}
 		m.SetDelayTimestamp(due)
