@@ -24,6 +24,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/pop"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/grpcv5"
 	"github.com/rosettamq/rosetta/internal/kafka"
@@ -94,6 +95,8 @@ type App struct {
 	kafkaTxns *producers.TxnIndex
 	txns      *txn.Coordinator
 	pop       *pop.Engine
+	security  *security.Service
+	guard     *security.Guard
 	metrics   *admin.Metrics
 
 	mu        sync.Mutex
@@ -172,6 +175,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		a.engine.Close()
 		return nil, fmt.Errorf("pop engine: %w", err)
 	}
+	if a.security, err = newSecurity(ctx, cfg, a.meta, log); err != nil {
+		a.pop.Close()
+		a.txns.Close()
+		a.broker.Close()
+		a.meta.Close()
+		a.engine.Close()
+		return nil, err
+	}
+	a.guard = security.NewGuard(cfg.Security.MaxUnauthenticated, cfg.Security.FailureDelay, 5*time.Second)
 	a.groups = groups.New(groups.Options{Logger: log,
 		MinSessionTimeout: cfg.Broker.GroupMinSessionTimeout, MaxSessionTimeout: cfg.Broker.GroupMaxSessionTimeout,
 		ConsumerSessionTimeout: cfg.Broker.GroupConsumerSessionTimeout, ConsumerHeartbeatInterval: cfg.Broker.GroupConsumerHeartbeatInterval})
@@ -209,18 +221,26 @@ func (a *App) listen(name, addr string) (net.Listener, error) {
 // all within the configured shutdown timeout.
 func (a *App) Run(ctx context.Context, ready func()) error {
 	// Open every listener first, so a port in use fails before anything runs.
-	var httpL, kafkaL, remotingL, grpcL net.Listener
+	var httpL, remotingL, grpcL net.Listener
+	kafkaLs, kafkaSpecs, err := a.kafkaListeners()
+	if err != nil {
+		return errors.Join(err, a.close())
+	}
 	opened := []*net.Listener{}
-	for _, ln := range []struct {
+	type listenSpec struct {
 		name, addr, tls string
 		alpn            []string
 		l               *net.Listener
-	}{
+	}
+	specs := []listenSpec{
 		{"http", a.cfg.Listen.HTTP, a.cfg.Listen.HTTPTLS, []string{"http/1.1"}, &httpL},
-		{"kafka", a.cfg.Listen.Kafka, a.cfg.Listen.KafkaTLS, nil, &kafkaL},
 		{"remoting", a.cfg.Listen.Remoting, a.cfg.Listen.RemotingTLS, nil, &remotingL},
 		{"grpc", a.cfg.Listen.GRPC, a.cfg.Listen.GRPCTLS, []string{"h2"}, &grpcL},
-	} {
+	}
+	for i, k := range kafkaSpecs {
+		specs = append(specs, listenSpec{k.name, k.addr, k.tls, nil, &kafkaLs[i]})
+	}
+	for _, ln := range specs {
 		if ln.addr == "" {
 			continue
 		}
@@ -238,6 +258,11 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 		opened = append(opened, ln.l)
 	}
 
+	if len(kafkaSpecs) > 0 && kafkaSpecs[0].name != "kafka" {
+		a.mu.Lock()
+		a.listeners["kafka"] = a.listeners[kafkaSpecs[0].name]
+		a.mu.Unlock()
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	var httpSrv *http.Server
 	if httpL != nil {
@@ -250,7 +275,8 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 			return nil
 		})
 	}
-	if kafkaL != nil {
+	g.Go(func() error { a.security.Run(gctx); return nil })
+	if len(kafkaLs) > 0 {
 		srv := kafka.NewServer(a.broker, a.groups, kafka.Options{
 			NodeID:             int32(a.cfg.NodeID),
 			AdvertisedAddr:     a.cfg.Listen.KafkaAdvertised,
@@ -260,10 +286,18 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 			MaxBytesInFlight:   int64(a.cfg.Limits.MaxBytesInFlight),
 			Producers:          a.producers,
 			Transactions:       a.txns,
+			Security:           a.security,
+			SASLMechanisms:     splitComma(a.cfg.Security.SASLMechanisms),
+			MaxReauth:          a.cfg.Security.MaxReauth,
+			AuthTimeout:        a.cfg.Security.AuthTimeout,
+			Guard:              a.guard,
 			ObserveRequest:     func(api string, took time.Duration) { a.metrics.ObserveRequest("kafka", api, took) },
 			Logger:             a.log,
 		})
-		g.Go(func() error { return srv.Serve(gctx, kafkaL) })
+		for i, l := range kafkaLs {
+			lis := kafkaSpecs[i].listener
+			g.Go(func() error { return srv.ServeListener(gctx, l, lis) })
+		}
 	}
 	if remotingL != nil {
 		srv := remoting.NewServer(a.broker, remoting.Options{
@@ -296,7 +330,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 	if httpSrv != nil {
 		_ = httpSrv.Shutdown(sctx)
 	}
-	err := g.Wait()
+	err = g.Wait()
 	if cerr := a.close(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/kafka"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/tlsmux"
 )
@@ -62,16 +63,17 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 // the YAML file by its path, by an environment variable ROSETTA_<PATH> and by
 // the flag --<path>, in that order of precedence (flags win).
 type Config struct {
-	DataDir         string        `yaml:"data_dir" help:"directory for all data (commit log, indexes, metadata)"`
-	NodeID          int           `yaml:"node_id" help:"this node's id (1 on a single node)"`
-	Log             LogConfig     `yaml:"log"`
-	Listen          ListenConfig  `yaml:"listen"`
-	TLS             TLSConfig     `yaml:"tls"`
-	Storage         StorageConfig `yaml:"storage"`
-	Broker          BrokerConfig  `yaml:"broker"`
-	Limits          LimitsConfig  `yaml:"limits"`
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"how long a graceful shutdown may take"`
-	GCPercent       int           `yaml:"gc_percent" help:"Go garbage collector target (GOGC) set by rosetta serve; the GOGC environment variable wins when set"`
+	DataDir         string         `yaml:"data_dir" help:"directory for all data (commit log, indexes, metadata)"`
+	NodeID          int            `yaml:"node_id" help:"this node's id (1 on a single node)"`
+	Log             LogConfig      `yaml:"log"`
+	Listen          ListenConfig   `yaml:"listen"`
+	TLS             TLSConfig      `yaml:"tls"`
+	Security        SecurityConfig `yaml:"security"`
+	Storage         StorageConfig  `yaml:"storage"`
+	Broker          BrokerConfig   `yaml:"broker"`
+	Limits          LimitsConfig   `yaml:"limits"`
+	ShutdownTimeout time.Duration  `yaml:"shutdown_timeout" help:"how long a graceful shutdown may take"`
+	GCPercent       int            `yaml:"gc_percent" help:"Go garbage collector target (GOGC) set by rosetta serve; the GOGC environment variable wins when set"`
 
 	// Hooks inject faults in tests; never set from a file, the environment
 	// or flags.
@@ -105,12 +107,34 @@ type ListenConfig struct {
 	KafkaTLS           string `yaml:"kafka_tls" help:"Kafka listener TLS (security.protocol=SSL clients): permissive, enforcing or disabled"`
 	RemotingTLS        string `yaml:"remoting_tls" help:"RocketMQ remoting TLS (clients' WithTls): permissive, enforcing or disabled"`
 	HTTPTLS            string `yaml:"http_tls" help:"admin HTTP(S) TLS: permissive, enforcing or disabled"`
+
+	KafkaListeners           string `yaml:"kafka_listeners" help:"named Kafka listeners as Kafka's listeners: NAME://host:port,… with NAME PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL or one mapped in kafka_protocol_map; when set, replaces listen.kafka"`
+	KafkaProtocolMap         string `yaml:"kafka_protocol_map" help:"NAME:PROTOCOL,… for listener names that are not protocols (Kafka listener.security.protocol.map)"`
+	KafkaAdvertisedListeners string `yaml:"kafka_advertised_listeners" help:"NAME://host:port,… told to clients of each named listener (Kafka advertised.listeners)"`
 }
 
 // TLSConfig names the certificate TLS listeners serve.
 type TLSConfig struct {
 	CertFile string `yaml:"cert_file" help:"PEM certificate (chain) for TLS listeners; re-read when it changes. Empty: a self-signed certificate made at start"`
 	KeyFile  string `yaml:"key_file" help:"PEM private key of tls.cert_file"`
+}
+
+// SecurityConfig configures authentication and authorization.
+type SecurityConfig struct {
+	Authorization      bool          `yaml:"authorization" help:"check ACLs on every request of every protocol; off, every client may do everything"`
+	SuperUsers         string        `yaml:"super_users" help:"semicolon-separated principals allowed everything (Kafka super.users), e.g. User:admin"`
+	AllowIfNoACL       bool          `yaml:"allow_everyone_if_no_acl_found" help:"allow an operation on a resource no ACL names (Kafka allow.everyone.if.no.acl.found)"`
+	SASLMechanisms     string        `yaml:"sasl_mechanisms" help:"comma-separated SASL mechanisms Kafka SASL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"`
+	MaxReauth          time.Duration `yaml:"max_reauth" help:"longest a Kafka SASL session lasts before the client must re-authenticate (Kafka connections.max.reauth.ms; 0: no limit)"`
+	AuthTimeout        time.Duration `yaml:"auth_timeout" help:"close connections that have not authenticated within this time"`
+	MaxUnauthenticated int           `yaml:"max_unauthenticated_connections" help:"connections allowed at once that have not yet authenticated (0: no limit)"`
+	FailureDelay       time.Duration `yaml:"failure_delay" help:"delay before answering a failed authentication, doubled per recent failure from the same source up to 5s (Kafka connection.failed.authentication.delay.ms)"`
+	KeyFile            string        `yaml:"key_file" help:"node key file that encrypts stored signing secrets (default: <data_dir>/security.key, created when missing)"`
+	JWTHMACSecret      string        `yaml:"jwt_hmac_secret" secret:"true" help:"HS256 key (at least 32 bytes) of JWTs accepted as Kafka OAUTHBEARER tokens and RocketMQ access keys"`
+	JWTPublicKeyFile   string        `yaml:"jwt_public_key_file" help:"PEM RSA public key of RS256 JWTs accepted as tokens"`
+	JWTIssuer          string        `yaml:"jwt_issuer" help:"required iss claim of tokens (empty: any)"`
+	JWTAudience        string        `yaml:"jwt_audience" help:"required aud claim of tokens (empty: any)"`
+	JWTPrincipalClaim  string        `yaml:"jwt_principal_claim" help:"claim naming a token's user"`
 }
 
 // StorageConfig configures the storage engine.
@@ -200,6 +224,8 @@ func DefaultConfig() Config {
 			TransactionTimeout: 6 * time.Second, TransactionCheckInterval: 30 * time.Second, TransactionCheckMax: 15,
 			TransactionMaxTimeout: 15 * time.Minute,
 			DelayLevels:           "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"},
+		Security: SecurityConfig{SASLMechanisms: "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", AuthTimeout: 10 * time.Second,
+			MaxUnauthenticated: 1000, FailureDelay: 100 * time.Millisecond, JWTPrincipalClaim: "sub"},
 		Limits:          LimitsConfig{MaxFrameBytes: 100 << 20, MaxInflightPerConn: 64, MaxBytesInFlight: 512 << 20},
 		ShutdownTimeout: 5 * time.Second,
 		GCPercent:       400,
@@ -252,6 +278,17 @@ func (c Config) Validate() error {
 			return bad("listen.%s: %v", name, err)
 		}
 	}
+	if c.Listen.KafkaListeners != "" {
+		if _, _, err := kafka.ParseListeners(c.Listen.KafkaListeners, c.Listen.KafkaProtocolMap, c.Listen.KafkaAdvertisedListeners); err != nil {
+			return bad("listen.kafka_listeners: %v", err)
+		}
+	}
+	if s := c.Security.JWTHMACSecret; s != "" && len(s) < 32 {
+		return bad("security.jwt_hmac_secret must have at least 32 bytes")
+	}
+	if c.Security.AuthTimeout <= 0 || c.Security.MaxUnauthenticated < 0 || c.Security.FailureDelay < 0 || c.Security.MaxReauth < 0 {
+		return bad("security.auth_timeout must be positive; max_unauthenticated_connections, failure_delay and max_reauth not negative")
+	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return bad("tls.cert_file and tls.key_file go together")
 	}
@@ -266,15 +303,19 @@ func (c Config) Validate() error {
 
 // Knob is one configuration leaf.
 type Knob struct {
-	Path  string // dotted YAML path, also the flag name
-	Env   string
-	Help  string
-	field func(c *Config) reflect.Value
+	Path   string // dotted YAML path, also the flag name
+	Env    string
+	Help   string
+	Secret bool // never printed
+	field  func(c *Config) reflect.Value
 }
 
 // Get renders the knob's value in c.
 func (k Knob) Get(c *Config) string {
 	v := k.field(c)
+	if k.Secret && !v.IsZero() {
+		return "<redacted>"
+	}
 	if d, ok := v.Interface().(time.Duration); ok {
 		return d.String()
 	}
@@ -335,10 +376,11 @@ func Knobs() []Knob {
 				continue
 			}
 			out = append(out, Knob{
-				Path:  path,
-				Env:   "ROSETTA_" + strings.ToUpper(strings.ReplaceAll(path, ".", "_")),
-				Help:  f.Tag.Get("help"),
-				field: func(c *Config) reflect.Value { return reflect.ValueOf(c).Elem().FieldByIndex(fi) },
+				Path:   path,
+				Env:    "ROSETTA_" + strings.ToUpper(strings.ReplaceAll(path, ".", "_")),
+				Help:   f.Tag.Get("help"),
+				Secret: f.Tag.Get("secret") == "true",
+				field:  func(c *Config) reflect.Value { return reflect.ValueOf(c).Elem().FieldByIndex(fi) },
 			})
 		}
 	}

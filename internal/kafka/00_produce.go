@@ -40,6 +40,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -48,9 +49,16 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	s := rc.srv()
 	var maxEnd model.LogPos
+	txnDenied := req.TransactionID != nil && !rc.allowedTxnID(*req.TransactionID, security.OpWrite)
 	for _, rt := range req.Topics {
 		tr := kmsg.ProduceResponseTopic{Topic: rt.Topic}
 		t, nerr := s.lookupTopic(rt.Topic)
+		switch {
+		case txnDenied:
+			nerr = errTxnIDAuthorization
+		case !rc.allowedTopic(rt.Topic, security.OpWrite):
+			nerr = errTopicAuthorization
+		}
 		for _, rp := range rt.Partitions {
 			pr := kmsg.ProduceResponseTopicPartition{Partition: rp.Partition, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
 			if nerr != nil {

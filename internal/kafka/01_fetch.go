@@ -31,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -92,7 +93,7 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 		return reply{resp: resp}
 	}
-	resp, total, watches := s.fetchOnce(work)
+	resp, total, watches := s.fetchOnce(rc, work)
 	if total >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(watches) == 0 {
 		return finish(resp)
 	}
@@ -103,7 +104,7 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) reply {
 	_ = s.broker.WaitBytes(ctx, watches, int(req.MinBytes))
 	cancel()
 	if rc.ctx().Err() == nil {
-		resp, _, _ = s.fetchOnce(work)
+		resp, _, _ = s.fetchOnce(rc, work)
 	}
 	return finish(resp)
 }
@@ -129,7 +130,7 @@ func (s *Server) topicNameForID(id [16]byte) string {
 
 // fetchOnce reads every requested partition once. It returns the response,
 // the bytes it holds and the positions to wait on for more.
-func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []broker.Watch) {
+func (s *Server) fetchOnce(rc *reqCtx, req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []broker.Watch) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	maxBytes := int(req.MaxBytes)
 	if req.Version < 3 || maxBytes <= 0 {
@@ -142,6 +143,8 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 		t, nerr := s.lookupTopic(rt.Topic)
 		if req.Version >= 13 && rt.Topic == "" {
 			nerr = errUnknownTopicID
+		} else if !rc.allowedTopic(rt.Topic, security.OpRead) {
+			t, nerr = nil, errTopicAuthorization
 		}
 		if t != nil {
 			tr.TopicID = topicID(t)

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -24,6 +25,9 @@ func handleListOffsets(rc *reqCtx, kreq kmsg.Request) reply {
 	for _, rt := range req.Topics {
 		tr := kmsg.ListOffsetsResponseTopic{Topic: rt.Topic}
 		t, nerr := s.lookupTopic(rt.Topic)
+		if !rc.allowedTopic(rt.Topic, security.OpDescribe) {
+			nerr = errTopicAuthorization
+		}
 		for _, rp := range rt.Partitions {
 			pr := kmsg.ListOffsetsResponseTopicPartition{Partition: rp.Partition, Timestamp: -1, Offset: -1, LeaderEpoch: -1}
 			if nerr != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -27,7 +28,7 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	s := rc.srv()
-	host, port := s.advertised(rc.conn.nc.LocalAddr())
+	host, port := s.advertised(rc.conn)
 	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: s.opts.NodeID, Host: host, Port: port}}
 	resp.ClusterID = strp(s.opts.ClusterID)
 	resp.ControllerID = s.opts.NodeID
@@ -38,6 +39,15 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 		topics = append(s.broker.Topics(false), s.broker.OffsetsTopic())
 		if t, err := s.broker.Topic(txn.StateTopic); err == nil {
 			topics = append(topics, t)
+		}
+		if rc.authzOn() { // list only what the principal may describe
+			kept := topics[:0]
+			for _, t := range topics {
+				if rc.allowedTopic(kafkaName(t), security.OpDescribe) {
+					kept = append(kept, t)
+				}
+			}
+			topics = kept
 		}
 	} else {
 		autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
@@ -51,8 +61,18 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 				resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: kerr.InvalidTopicException.Code, Topic: rt.Topic})
 				continue
 			}
+			if !rc.allowedTopic(*rt.Topic, security.OpDescribe) {
+				resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: kerr.TopicAuthorizationFailed.Code, Topic: rt.Topic})
+				continue
+			}
 			var t *broker.Topic
-			if autoCreate {
+			if autoCreate && !rc.allowedCreateTopic(*rt.Topic) {
+				// Not allowed to create: a missing topic is refused as Kafka does.
+				if t, err = s.broker.Topic(name); err != nil {
+					resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: kerr.TopicAuthorizationFailed.Code, Topic: rt.Topic})
+					continue
+				}
+			} else if autoCreate {
 				t, err = s.broker.EnsureTopic(rc.ctx(), name)
 			} else {
 				t, err = s.broker.Topic(name)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/groups"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -37,9 +38,15 @@ func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 	if req.Version == 0 || (req.Generation < 0 && req.MemberID == "") {
 		gerr = nil
 	}
+	if !rc.allowedGroup(req.Group, security.OpRead) {
+		gerr = errGroupAuthorization
+	}
 	for _, rt := range req.Topics {
 		tr := kmsg.OffsetCommitResponseTopic{Topic: rt.Topic}
 		err := gerr
+		if err == nil && !rc.allowedTopic(rt.Topic, security.OpRead) {
+			err = errTopicAuthorization
+		}
 		var t *broker.Topic
 		if err == nil {
 			var name model.TopicName

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -100,12 +101,17 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) reply {
 				topics[t.Topic] = t.Partitions
 			}
 			rg := kmsg.OffsetFetchResponseGroup{Group: g.Group}
+			if !rc.allowedGroup(g.Group, security.OpDescribe) {
+				rg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+				resp.Groups = append(resp.Groups, rg)
+				continue
+			}
 			if err := s.groups.CheckOffsetFetch(g.Group, deref(g.MemberID), g.MemberEpoch); err != nil {
 				rg.ErrorCode = errorCode(err)
 				resp.Groups = append(resp.Groups, rg)
 				continue
 			}
-			for topic, parts := range s.fetchGroupOffsets(g.Group, topics, g.Topics == nil, req.RequireStable) {
+			for topic, parts := range rc.authorizedOffsets(s.fetchGroupOffsets(g.Group, topics, g.Topics == nil, req.RequireStable), g.Topics == nil) {
 				rt := kmsg.OffsetFetchResponseGroupTopic{Topic: topic}
 				for _, p := range parts {
 					rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseGroupTopicPartition{
@@ -117,11 +123,16 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 		return reply{resp: resp}
 	}
+	if !rc.allowedGroup(req.Group, security.OpDescribe) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return reply{resp: resp}
+	}
 	topics := map[string][]int32{}
 	for _, t := range req.Topics {
 		topics[t.Topic] = t.Partitions
 	}
-	for topic, parts := range s.fetchGroupOffsets(req.Group, topics, req.Topics == nil && req.Version >= 2, req.RequireStable) {
+	all := req.Topics == nil && req.Version >= 2
+	for topic, parts := range rc.authorizedOffsets(s.fetchGroupOffsets(req.Group, topics, all, req.RequireStable), all) {
 		rt := kmsg.OffsetFetchResponseTopic{Topic: topic}
 		for _, p := range parts {
 			rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseTopicPartition{
@@ -130,4 +141,26 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) reply {
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return reply{resp: resp}
+}
+
+// authorizedOffsets hides the committed offsets of topics the principal may
+// not describe: left out of an all-topics answer, TOPIC_AUTHORIZATION_FAILED
+// for topics asked by name.
+func (rc *reqCtx) authorizedOffsets(in map[string][]fetchedPartition, all bool) map[string][]fetchedPartition {
+	if !rc.authzOn() {
+		return in
+	}
+	for topic, parts := range in {
+		if rc.allowedTopic(topic, security.OpDescribe) {
+			continue
+		}
+		if all {
+			delete(in, topic)
+			continue
+		}
+		for i := range parts {
+			parts[i] = fetchedPartition{partition: parts[i].partition, offset: -1, err: errTopicAuthorization}
+		}
+	}
+	return in
 }

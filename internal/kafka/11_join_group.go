@@ -12,14 +12,21 @@ package kafka
 import (
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker/groups"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleJoinGroup(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.JoinGroupRequest)
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	if !rc.allowedGroup(req.Group, security.OpRead) {
+		resp.Generation, resp.MemberID = -1, req.MemberID
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return reply{resp: resp}
+	}
 	jr := groups.JoinRequest{
 		Group: req.Group, MemberID: req.MemberID, ClientID: rc.hdr.ClientID, ClientHost: remoteHost(rc),
 		ProtocolType: req.ProtocolType, SessionTimeout: time.Duration(req.SessionTimeoutMillis) * time.Millisecond,

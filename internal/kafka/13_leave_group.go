@@ -6,14 +6,20 @@ package kafka
 // static instance id, with a per-member error.
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker/groups"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleLeaveGroup(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.LeaveGroupRequest)
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	if !rc.allowedGroup(req.Group, security.OpRead) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return reply{resp: resp}
+	}
 	if req.Version < 3 {
 		errs := rc.srv().groups.Leave(req.Group, []groups.LeaveMember{{MemberID: req.MemberID}})
 		resp.ErrorCode = errorCode(errs[0])

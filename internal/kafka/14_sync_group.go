@@ -5,11 +5,20 @@ package kafka
 // Version notes: the leader's assignments are opaque bytes handed to each
 // member; followers wait for the leader. v5 echoes the protocol type and name.
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/security"
+)
 
 func handleSyncGroup(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.SyncGroupRequest)
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+	if !rc.allowedGroup(req.Group, security.OpRead) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return reply{resp: resp}
+	}
 	assignments := make(map[string][]byte, len(req.GroupAssignment))
 	for _, a := range req.GroupAssignment {
 		assignments[a.MemberID] = a.MemberAssignment

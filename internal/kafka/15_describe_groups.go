@@ -16,12 +16,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker/groups"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleDescribeGroups(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	for _, id := range req.Groups {
+		if !rc.allowedGroup(id, security.OpDescribe) {
+			resp.Groups = append(resp.Groups, kmsg.DescribeGroupsResponseGroup{Group: id, ErrorCode: kerr.GroupAuthorizationFailed.Code,
+				AuthorizedOperations: -2147483648})
+			continue
+		}
 		d := rc.srv().groups.Describe(id)
 		if d.State == groups.Dead && d.Type == "" && len(rc.srv().broker.FetchAllOffsets(id)) > 0 {
 			d.State = groups.Empty // a group known only by its committed offsets, as ListGroups shows it

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleListGroups(rc *reqCtx, kreq kmsg.Request) reply {
@@ -28,16 +30,22 @@ func handleListGroups(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 		return false
 	}
-	want := func(state, typ string) bool { return match(req.StatesFilter, state) && match(req.TypesFilter, typ) }
+	// Describe on the cluster lists every group; otherwise those the
+	// principal may describe.
+	everyGroup := rc.authorizedCluster(security.OpDescribe)
+	want := func(group, state, typ string) bool {
+		return match(req.StatesFilter, state) && match(req.TypesFilter, typ) &&
+			(everyGroup || rc.allowedGroup(group, security.OpDescribe))
+	}
 	for _, d := range rc.srv().groups.List() {
 		seen[d.Group] = true
-		if want(string(d.State), d.Type) {
+		if want(d.Group, string(d.State), d.Type) {
 			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: d.Group, ProtocolType: d.ProtocolType,
 				GroupState: string(d.State), GroupType: d.Type})
 		}
 	}
 	for _, g := range rc.srv().broker.OffsetGroups() {
-		if !seen[g] && want("Empty", "classic") {
+		if !seen[g] && want(g, "Empty", "classic") {
 			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: g, ProtocolType: "consumer", GroupState: "Empty", GroupType: "classic"})
 		}
 	}

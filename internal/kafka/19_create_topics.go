@@ -55,6 +55,8 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 		name, nerr := s.newKafkaTopicName(rt.Topic)
 		switch {
+		case nerr == nil && !rc.allowedCreateTopic(rt.Topic):
+			err = errTopicAuthorization
 		case nerr != nil:
 			err = nerr
 		case err == nil && (rt.ReplicationFactor == 0 || rt.ReplicationFactor < -1):

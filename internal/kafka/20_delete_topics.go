@@ -8,6 +8,8 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleDeleteTopics(rc *reqCtx, kreq kmsg.Request) reply {
@@ -42,6 +44,9 @@ func handleDeleteTopics(rc *reqCtx, kreq kmsg.Request) reply {
 			}
 		}
 		name, err := s.changeableTopicName(*r.Topic)
+		if !rc.allowedTopic(*r.Topic, security.OpDelete) {
+			err = errTopicAuthorization
+		}
 		if err == nil {
 			err = s.broker.DeleteTopic(rc.ctx(), name)
 		}

@@ -9,6 +9,7 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -19,6 +20,9 @@ func handleDeleteRecords(rc *reqCtx, kreq kmsg.Request) reply {
 	for _, rt := range req.Topics {
 		tr := kmsg.DeleteRecordsResponseTopic{Topic: rt.Topic}
 		name, nerr := s.changeableTopicName(rt.Topic)
+		if !rc.allowedTopic(rt.Topic, security.OpDelete) {
+			nerr = errTopicAuthorization
+		}
 		for _, rp := range rt.Partitions {
 			pr := kmsg.DeleteRecordsResponseTopicPartition{Partition: rp.Partition, LowWatermark: -1}
 			err := nerr

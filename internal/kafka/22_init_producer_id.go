@@ -13,7 +13,10 @@ package kafka
 import (
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleInitProducerID(rc *reqCtx, kreq kmsg.Request) reply {
@@ -26,6 +29,10 @@ func handleInitProducerID(rc *reqCtx, kreq kmsg.Request) reply {
 		reqPID, reqEpoch = -1, -1
 	}
 	if req.TransactionalID != nil && *req.TransactionalID != "" {
+		if !rc.allowedTxnID(*req.TransactionalID, security.OpWrite) {
+			resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			return reply{resp: resp}
+		}
 		if s.txns == nil {
 			resp.ErrorCode = errorCode(errNoTxnCoordinator)
 			return reply{resp: resp}
@@ -38,6 +45,12 @@ func handleInitProducerID(rc *reqCtx, kreq kmsg.Request) reply {
 			return reply{resp: resp}
 		}
 		resp.ProducerID, resp.ProducerEpoch = pid, epoch
+		return reply{resp: resp}
+	}
+	// An idempotent producer needs IdempotentWrite on the cluster or Write
+	// on some topic (Kafka 3's rule).
+	if !rc.authorizedCluster(security.OpIdempotentWrite) && !rc.authorizedAny(security.ResourceTopic, security.OpWrite) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return reply{resp: resp}
 	}
 	if reqPID >= 0 && reqEpoch >= 0 && reqEpoch < 32767 {

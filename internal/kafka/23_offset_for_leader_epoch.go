@@ -11,6 +11,8 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleOffsetForLeaderEpoch(rc *reqCtx, kreq kmsg.Request) reply {
@@ -20,6 +22,9 @@ func handleOffsetForLeaderEpoch(rc *reqCtx, kreq kmsg.Request) reply {
 	for _, rt := range req.Topics {
 		tr := kmsg.OffsetForLeaderEpochResponseTopic{Topic: rt.Topic}
 		name, nerr := s.topicName(rt.Topic)
+		if !rc.allowedTopic(rt.Topic, security.OpDescribe) {
+			nerr = errTopicAuthorization
+		}
 		for _, rp := range rt.Partitions {
 			pr := kmsg.OffsetForLeaderEpochResponseTopicPartition{Partition: rp.Partition, LeaderEpoch: -1, EndOffset: -1}
 			switch {

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
 )
 
@@ -24,11 +25,17 @@ func handleAddPartitionsToTxn(rc *reqCtx, kreq kmsg.Request) reply {
 	s := rc.srv()
 	var parts []txn.Partition
 	bad := map[string]map[int32]int16{}
+	txnDenied := !rc.allowedTxnID(req.TransactionalID, security.OpWrite)
 	for _, rt := range req.Topics {
 		t, err := s.lookupTopic(rt.Topic)
+		topicDenied := !rc.allowedTopic(rt.Topic, security.OpWrite)
 		for _, p := range rt.Partitions {
 			code := int16(0)
 			switch {
+			case txnDenied:
+				code = kerr.TransactionalIDAuthorizationFailed.Code
+			case topicDenied:
+				code = kerr.TopicAuthorizationFailed.Code
 			case err != nil:
 				code = errorCode(err)
 			case p < 0 || int(p) >= len(t.Queues):

@@ -7,6 +7,8 @@ package kafka
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleAddOffsetsToTxn(rc *reqCtx, kreq kmsg.Request) reply {
@@ -14,7 +16,12 @@ func handleAddOffsetsToTxn(rc *reqCtx, kreq kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 	s := rc.srv()
 	err := error(errNoTxnCoordinator)
-	if s.txns != nil {
+	switch {
+	case !rc.allowedTxnID(req.TransactionalID, security.OpWrite):
+		err = errTxnIDAuthorization
+	case !rc.allowedGroup(req.Group, security.OpRead):
+		err = errGroupAuthorization
+	case s.txns != nil:
 		err = s.txns.AddOffsets(rc.ctx(), req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
 	}
 	resp.ErrorCode = errorCode(err)

@@ -14,6 +14,8 @@ package kafka
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleEndTxn(rc *reqCtx, kreq kmsg.Request) reply {
@@ -21,7 +23,10 @@ func handleEndTxn(rc *reqCtx, kreq kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 	s := rc.srv()
 	err := error(errNoTxnCoordinator)
-	if s.txns != nil {
+	switch {
+	case !rc.allowedTxnID(req.TransactionalID, security.OpWrite):
+		err = errTxnIDAuthorization
+	case s.txns != nil:
 		err = s.txns.EndTxn(rc.ctx(), req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit)
 	}
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker/groups"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -33,6 +34,9 @@ func handleTxnOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 	var parts []groups.TopicPartitions
 	for _, rt := range req.Topics {
 		t, err := s.lookupTopic(rt.Topic)
+		if !rc.allowedTopic(rt.Topic, security.OpRead) {
+			t, err = nil, errTopicAuthorization
+		}
 		var tp groups.TopicPartitions
 		if err == nil {
 			tp.Topic = topicID(t)
@@ -54,7 +58,12 @@ func handleTxnOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 	}
 	var err error
-	if req.Version >= 3 && (req.Generation >= 0 || req.MemberID != "") {
+	switch {
+	case !rc.allowedTxnID(req.TransactionalID, security.OpWrite):
+		err, perPartition = errTxnIDAuthorization, nil
+	case !rc.allowedGroup(req.Group, security.OpRead):
+		err, perPartition = errGroupAuthorization, nil
+	case req.Version >= 3 && (req.Generation >= 0 || req.MemberID != ""):
 		err = s.groups.CheckCommit(req.Group, req.MemberID, deref(req.InstanceID), req.Generation, parts)
 	}
 	switch {

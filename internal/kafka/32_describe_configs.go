@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) reply {
@@ -27,6 +29,9 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 		switch r.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
 			name, err := s.topicName(r.ResourceName)
+			if !rc.allowedTopic(r.ResourceName, security.OpDescribeConfigs) {
+				err = errTopicAuthorization
+			}
 			if err == nil {
 				t, terr := s.broker.Topic(name)
 				if terr == nil {
@@ -39,6 +44,10 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 				rr.ErrorCode = errorCode(err)
 			}
 		case kmsg.ConfigResourceTypeBroker:
+			if !rc.authorizedCluster(security.OpDescribeConfigs) {
+				rr.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+				break
+			}
 			entries = []describedConfig{
 				{name: "broker.id", value: strconv.Itoa(int(s.opts.NodeID)), ctype: kmsg.ConfigTypeInt},
 				{name: "message.max.bytes", value: strconv.Itoa(int(s.opts.MaxFrameBytes)), ctype: kmsg.ConfigTypeInt},

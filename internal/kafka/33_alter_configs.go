@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleAlterConfigs(rc *reqCtx, kreq kmsg.Request) reply {
@@ -37,7 +38,13 @@ func handleAlterConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 // answer's code and message. Only topics can be altered.
 func (s *Server) alterResource(rc *reqCtx, typ kmsg.ConfigResourceType, name string, validateOnly bool, change func(*broker.TopicConfig) error) (int16, *string) {
 	if typ != kmsg.ConfigResourceTypeTopic {
+		if typ == kmsg.ConfigResourceTypeBroker && !rc.authorizedCluster(security.OpAlterConfigs) {
+			return kerr.ClusterAuthorizationFailed.Code, nil
+		}
 		return kerr.InvalidRequest.Code, nil
+	}
+	if !rc.allowedTopic(name, security.OpAlterConfigs) {
+		return kerr.TopicAuthorizationFailed.Code, nil
 	}
 	err := s.alterTopicConfig(rc, name, validateOnly, change)
 	return errorCode(err), errorMessage(err)

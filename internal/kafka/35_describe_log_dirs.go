@@ -8,13 +8,20 @@ package kafka
 // total and usable bytes.
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleDescribeLogDirs(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
 	s := rc.srv()
+	if !rc.authorizedCluster(security.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code // v3+; older versions see no directories
+		return reply{resp: resp}
+	}
 	dir := kmsg.DescribeLogDirsResponseDir{Dir: s.broker.DataDir(), TotalBytes: -1, UsableBytes: -1}
 	if total, free, err := s.broker.DiskSpace(); err == nil {
 		dir.TotalBytes, dir.UsableBytes = total, free

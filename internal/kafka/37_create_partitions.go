@@ -8,6 +8,8 @@ package kafka
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleCreatePartitions(rc *reqCtx, kreq kmsg.Request) reply {
@@ -17,6 +19,9 @@ func handleCreatePartitions(rc *reqCtx, kreq kmsg.Request) reply {
 	for _, rt := range req.Topics {
 		r := kmsg.CreatePartitionsResponseTopic{Topic: rt.Topic}
 		name, err := s.changeableTopicName(rt.Topic)
+		if !rc.allowedTopic(rt.Topic, security.OpAlter) {
+			err = errTopicAuthorization
+		}
 		if err == nil {
 			if req.ValidateOnly {
 				t, terr := s.broker.Topic(name)

@@ -8,6 +8,8 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleDeleteGroups(rc *reqCtx, kreq kmsg.Request) reply {
@@ -24,6 +26,8 @@ func handleDeleteGroups(rc *reqCtx, kreq kmsg.Request) reply {
 	for _, id := range req.Groups {
 		r := kmsg.DeleteGroupsResponseGroup{Group: id}
 		switch {
+		case !rc.allowedGroup(id, security.OpDelete):
+			r.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		case !known[id]:
 			r.ErrorCode = kerr.GroupIDNotFound.Code
 		default:

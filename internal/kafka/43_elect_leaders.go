@@ -11,12 +11,18 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleElectLeaders(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
 	s := rc.srv()
+	if !rc.authorizedCluster(security.OpAlter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return reply{resp: resp}
+	}
 	for _, rt := range req.Topics {
 		tr := kmsg.ElectLeadersResponseTopic{Topic: rt.Topic}
 		t, err := s.lookupTopic(rt.Topic)

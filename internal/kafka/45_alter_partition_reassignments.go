@@ -11,6 +11,8 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleAlterPartitionReassignments(rc *reqCtx, kreq kmsg.Request) reply {
@@ -18,6 +20,10 @@ func handleAlterPartitionReassignments(rc *reqCtx, kreq kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 	resp.AllowReplicationFactorChange = req.AllowReplicationFactorChange
 	s := rc.srv()
+	if !rc.authorizedCluster(security.OpAlter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return reply{resp: resp}
+	}
 	for _, rt := range req.Topics {
 		tr := kmsg.AlterPartitionAssignmentsResponseTopic{Topic: rt.Topic}
 		t, err := s.lookupTopic(rt.Topic)

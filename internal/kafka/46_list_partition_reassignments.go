@@ -6,10 +6,17 @@ package kafka
 // ever ongoing and the answer lists no partitions.
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
-func handleListPartitionReassignments(_ *reqCtx, kreq kmsg.Request) reply {
+func handleListPartitionReassignments(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.ListPartitionReassignmentsRequest)
-	return reply{resp: req.ResponseKind()}
+	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	if !rc.authorizedCluster(security.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+	}
+	return reply{resp: resp}
 }

@@ -9,12 +9,18 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleOffsetDelete(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.OffsetDeleteRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 	s := rc.srv()
+	if !rc.allowedGroup(req.Group, security.OpDelete) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return reply{resp: resp}
+	}
 	if d := s.groups.Describe(req.Group); len(d.Members) > 0 {
 		resp.ErrorCode = kerr.NonEmptyGroup.Code
 		return reply{resp: resp}
@@ -22,6 +28,9 @@ func handleOffsetDelete(rc *reqCtx, kreq kmsg.Request) reply {
 	for _, rt := range req.Topics {
 		tr := kmsg.OffsetDeleteResponseTopic{Topic: rt.Topic}
 		name, err := s.topicName(rt.Topic)
+		if !rc.allowedTopic(rt.Topic, security.OpRead) {
+			err = errTopicAuthorization
+		}
 		var parts []int32
 		for _, p := range rt.Partitions {
 			parts = append(parts, p.Partition)

@@ -11,7 +11,7 @@ func handleDescribeCluster(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.DescribeClusterRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	s := rc.srv()
-	host, port := s.advertised(rc.conn.nc.LocalAddr())
+	host, port := s.advertised(rc.conn)
 	resp.ClusterID = s.opts.ClusterID
 	resp.ControllerID = s.opts.NodeID
 	resp.EndpointType = 1

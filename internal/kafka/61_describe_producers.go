@@ -9,6 +9,8 @@ package kafka
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleDescribeProducers(rc *reqCtx, kreq kmsg.Request) reply {
@@ -18,6 +20,9 @@ func handleDescribeProducers(rc *reqCtx, kreq kmsg.Request) reply {
 	for _, rt := range req.Topics {
 		tr := kmsg.DescribeProducersResponseTopic{Topic: rt.Topic}
 		t, nerr := s.lookupTopic(rt.Topic)
+		if !rc.allowedTopic(rt.Topic, security.OpRead) {
+			nerr = errTopicAuthorization
+		}
 		for _, p := range rt.Partitions {
 			pr := kmsg.DescribeProducersResponseTopicPartition{Partition: p}
 			switch {

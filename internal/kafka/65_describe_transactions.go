@@ -6,8 +6,10 @@ package kafka
 import (
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
 )
 
@@ -17,6 +19,11 @@ func handleDescribeTransactions(rc *reqCtx, kreq kmsg.Request) reply {
 	s := rc.srv()
 	for _, id := range req.TransactionalIDs {
 		ts := kmsg.DescribeTransactionsResponseTransactionState{TransactionalID: id, ProducerID: -1, ProducerEpoch: -1, StartTimestamp: -1}
+		if !rc.allowedTxnID(id, security.OpDescribe) {
+			ts.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			resp.TransactionStates = append(resp.TransactionStates, ts)
+			continue
+		}
 		if s.txns == nil {
 			ts.ErrorCode = errorCode(errNoTxnCoordinator)
 			resp.TransactionStates = append(resp.TransactionStates, ts)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
 )
 
@@ -34,6 +35,9 @@ func handleListTransactions(rc *reqCtx, kreq kmsg.Request) reply {
 	now := time.Now().UnixMilli()
 	for _, st := range s.txns.List(states, req.ProducerIDFilters) {
 		if req.DurationFilterMillis >= 0 && req.Version >= 1 && (st.StartMs < 0 || now-st.StartMs < req.DurationFilterMillis) {
+			continue
+		}
+		if !rc.allowedTxnID(st.ID, security.OpDescribe) {
 			continue
 		}
 		resp.TransactionStates = append(resp.TransactionStates, kmsg.ListTransactionsResponseTransactionState{

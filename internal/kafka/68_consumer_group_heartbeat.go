@@ -23,15 +23,28 @@ import (
 	"encoding/base64"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker/groups"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleConsumerGroupHeartbeat(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	s := rc.srv()
+	if !rc.allowedGroup(req.Group, security.OpRead) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return reply{resp: resp}
+	}
+	for _, t := range req.SubscribedTopicNames {
+		if !rc.allowedTopic(t, security.OpDescribe) {
+			resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.ErrorMessage = strp("not authorized to describe subscribed topic " + t)
+			return reply{resp: resp}
+		}
+	}
 	h := groups.ConsumerHeartbeat{
 		Group: req.Group, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch,
 		InstanceID: req.InstanceID, RackID: req.RackID,

@@ -9,9 +9,11 @@ package kafka
 // GROUP_ID_NOT_FOUND. Authorized operations are not computed.
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker/groups"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleConsumerGroupDescribe(rc *reqCtx, kreq kmsg.Request) reply {
@@ -20,6 +22,11 @@ func handleConsumerGroupDescribe(rc *reqCtx, kreq kmsg.Request) reply {
 	s := rc.srv()
 	for _, id := range req.Groups {
 		g := kmsg.ConsumerGroupDescribeResponseGroup{Group: id, AuthorizedOperations: -2147483648}
+		if !rc.allowedGroup(id, security.OpDescribe) {
+			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
 		d, err := s.groups.DescribeConsumerGroup(id)
 		if err != nil {
 			g.ErrorCode, g.ErrorMessage = errorCode(err), errorMessage(err)

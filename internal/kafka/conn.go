@@ -15,13 +15,15 @@ import (
 
 // conn is one client connection: a reader, a processor and a writer.
 type conn struct {
-	s      *Server
-	nc     net.Conn
-	log    *slog.Logger
-	reqs   chan *request
-	resps  chan *request
-	ctx    context.Context
-	cancel context.CancelFunc
+	s        *Server
+	nc       net.Conn
+	listener Listener
+	auth     connAuth
+	log      *slog.Logger
+	reqs     chan *request
+	resps    chan *request
+	ctx      context.Context
+	cancel   context.CancelFunc
 }
 
 // request is one request moving through the connection.
@@ -43,11 +45,14 @@ type reply struct {
 	none bool
 	// closeConn asks for the connection to be closed after this request.
 	closeConn bool
+	// closeAfter closes the connection once this response is written
+	// (a failed authentication's answer reaches the client first).
+	closeAfter bool
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
+func newConn(s *Server, nc net.Conn, l Listener) *conn {
 	return &conn{
-		s: s, nc: nc,
+		s: s, nc: nc, listener: l,
 		log:   s.log.With("client", nc.RemoteAddr().String()),
 		reqs:  make(chan *request, s.opts.MaxInflightPerConn),
 		resps: make(chan *request, s.opts.MaxInflightPerConn),
@@ -57,6 +62,11 @@ func newConn(s *Server, nc net.Conn) *conn {
 func (c *conn) serve(ctx context.Context) {
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	defer c.cancel()
+	defer c.endAuth()
+	if !c.startAuth() {
+		c.nc.Close()
+		return
+	}
 	done := make(chan struct{}, 2)
 	go func() { c.process(); done <- struct{}{} }()
 	go func() { c.write(); done <- struct{}{} }()
@@ -139,7 +149,7 @@ func (c *conn) process() {
 		case c.resps <- req:
 		case <-c.ctx.Done():
 		}
-		if req.reply.closeConn {
+		if req.reply.closeConn || req.reply.closeAfter {
 			for r := range c.reqs { // drain what the reader already queued
 				c.s.budget.release(r.size)
 			}
@@ -165,11 +175,15 @@ func (c *conn) write() {
 				return
 			}
 		}
-		if len(c.resps) == 0 {
+		if len(c.resps) == 0 || req.reply.closeAfter {
 			if err := w.Flush(); err != nil {
 				c.drain()
 				return
 			}
+		}
+		if req.reply.closeAfter {
+			c.drain()
+			return
 		}
 		if cap(buf) > 1<<20 {
 			buf = nil
@@ -202,6 +216,9 @@ func (c *conn) dispatch(req *request) reply {
 	h := lookupHandler(req.hdr.Key)
 	if h == nil {
 		c.log.Warn("closing connection: unknown API key", "api", req.hdr.Key, "version", req.hdr.Version, "client_id", req.hdr.ClientID)
+		return reply{closeConn: true}
+	}
+	if !c.admitRequest(req.hdr.Key) {
 		return reply{closeConn: true}
 	}
 	if req.hdr.Version < h.min || req.hdr.Version > h.max {

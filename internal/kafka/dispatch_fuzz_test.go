@@ -61,7 +61,7 @@ func FuzzDispatch(f *testing.F) {
 		a, b := net.Pipe()
 		defer a.Close()
 		defer b.Close()
-		c := newConn(s, a)
+		c := newConn(s, a, Listener{Name: ProtocolPlaintext, Protocol: ProtocolPlaintext})
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		c.ctx, c.cancel = ctx, cancel

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/task"
 )
@@ -30,6 +32,18 @@ type Options struct {
 	// Transactions is the transaction coordinator; nil: transactional
 	// requests get COORDINATOR_NOT_AVAILABLE.
 	Transactions *txn.Coordinator
+	// Security authenticates SASL listeners and authorizes requests; nil:
+	// no SASL, everything allowed.
+	Security *security.Service
+	// SASLMechanisms are the mechanisms SASL listeners offer.
+	SASLMechanisms []string
+	// MaxReauth is the longest a SASL session lasts before the client must
+	// re-authenticate (Kafka connections.max.reauth.ms); 0: no limit.
+	MaxReauth time.Duration
+	// AuthTimeout closes connections that have not authenticated in time.
+	AuthTimeout time.Duration
+	// Guard limits unauthenticated connections and slows failing sources.
+	Guard *security.Guard
 	// ObserveRequest, when set, is told of each handled request (metrics).
 	ObserveRequest func(api string, took time.Duration)
 	Logger         *slog.Logger
@@ -81,16 +95,30 @@ func NewServer(b *broker.Broker, g *groups.Coordinator, opts Options) *Server {
 	return s
 }
 
-// Serve accepts connections until ctx ends, then closes them and waits.
+// Serve accepts connections of a PLAINTEXT listener until ctx ends, then
+// closes them and waits.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	return task.ServeConns(ctx, "kafka", l, func(ctx context.Context, nc net.Conn) { newConn(s, nc).serve(ctx) })
+	return s.ServeListener(ctx, l, Listener{Name: ProtocolPlaintext, Protocol: ProtocolPlaintext})
 }
 
-// advertised returns the host and port clients should use: the configured
-// address, or the local address of the client's own connection.
-func (s *Server) advertised(local net.Addr) (string, int32) {
-	addr := s.opts.AdvertisedAddr
-	if addr == "" && local != nil {
+// ServeListener serves one named listener; its TLS is the caller's (l
+// hands out TLS connections when the protocol asks for them).
+func (s *Server) ServeListener(ctx context.Context, l net.Listener, lis Listener) error {
+	if lis.SASL() && s.opts.Security == nil {
+		return fmt.Errorf("kafka listener %s: SASL needs the security service", lis.Name)
+	}
+	return task.ServeConns(ctx, "kafka", l, func(ctx context.Context, nc net.Conn) { newConn(s, nc, lis).serve(ctx) })
+}
+
+// advertised returns the host and port clients of a connection should
+// use: its listener's advertised address, the configured one, or the
+// local address of the connection itself.
+func (s *Server) advertised(c *conn) (string, int32) {
+	addr := c.listener.Advertised
+	if addr == "" {
+		addr = s.opts.AdvertisedAddr
+	}
+	if local := c.nc.LocalAddr(); addr == "" && local != nil {
 		addr = local.String()
 	}
 	host, port, err := net.SplitHostPort(addr)

@@ -1,0 +1,93 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+
+	"github.com/rosettamq/rosetta/internal/broker/security"
+	"github.com/rosettamq/rosetta/internal/kafka"
+	"github.com/rosettamq/rosetta/internal/meta"
+)
+
+// newSecurity builds the users, credentials and ACL service from the
+// security section.
+func newSecurity(ctx context.Context, cfg Config, store meta.Store, log *slog.Logger) (*security.Service, error) {
+	keyFile := cfg.Security.KeyFile
+	if keyFile == "" {
+		keyFile = filepath.Join(cfg.DataDir, "security.key")
+	}
+	var supers []string
+	for _, p := range strings.Split(cfg.Security.SuperUsers, ";") {
+		if p = strings.TrimSpace(p); p != "" {
+			supers = append(supers, p)
+		}
+	}
+	svc, err := security.New(ctx, store, security.Options{
+		Authorization: cfg.Security.Authorization,
+		SuperUsers:    supers,
+		AllowIfNoACL:  cfg.Security.AllowIfNoACL,
+		KeyFile:       keyFile,
+		JWT: security.JWTOptions{
+			HMACSecret: []byte(cfg.Security.JWTHMACSecret), RSAPublicKey: cfg.Security.JWTPublicKeyFile,
+			Issuer: cfg.Security.JWTIssuer, Audience: cfg.Security.JWTAudience, PrincipalClaim: cfg.Security.JWTPrincipalClaim,
+		},
+		Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("security: %w", err)
+	}
+	return svc, nil
+}
+
+// Security returns the users, credentials and ACL service.
+func (a *App) Security() *security.Service { return a.security }
+
+// kafkaListenerSpec is one Kafka listener to open.
+type kafkaListenerSpec struct {
+	name, addr, tls string
+	listener        kafka.Listener
+}
+
+// kafkaListeners lists the Kafka listeners to open: the named ones of
+// listen.kafka_listeners (TLS enforced on SSL and SASL_SSL, off on the
+// others), or the one listen.kafka PLAINTEXT listener with listen.kafka_tls.
+// The first is registered as "kafka", each named one also as "kafka/NAME".
+func (a *App) kafkaListeners() ([]net.Listener, []kafkaListenerSpec, error) {
+	if a.cfg.Listen.KafkaListeners == "" {
+		if a.cfg.Listen.Kafka == "" {
+			return nil, nil, nil
+		}
+		return make([]net.Listener, 1), []kafkaListenerSpec{{"kafka", a.cfg.Listen.Kafka, a.cfg.Listen.KafkaTLS,
+			kafka.Listener{Name: kafka.ProtocolPlaintext, Protocol: kafka.ProtocolPlaintext}}}, nil
+	}
+	ls, addrs, err := kafka.ParseListeners(a.cfg.Listen.KafkaListeners, a.cfg.Listen.KafkaProtocolMap, a.cfg.Listen.KafkaAdvertisedListeners)
+	if err != nil {
+		return nil, nil, err
+	}
+	specs := make([]kafkaListenerSpec, len(ls))
+	for i, l := range ls {
+		mode := "disabled"
+		if l.TLS() {
+			mode = "enforcing"
+		}
+		specs[i] = kafkaListenerSpec{"kafka/" + l.Name, addrs[i], mode, l}
+		if l.SASL() && len(splitComma(a.cfg.Security.SASLMechanisms)) == 0 {
+			return nil, nil, fmt.Errorf("kafka listener %s uses SASL but security.sasl_mechanisms is empty", l.Name)
+		}
+	}
+	return make([]net.Listener, len(ls)), specs, nil
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, strings.ToUpper(p))
+		}
+	}
+	return out
+}

@@ -1,0 +1,64 @@
+package kafka
+
+// DeleteAcls (key 31), versions 0-3.
+//
+// Version notes: each filter answers the ACLs it removed. v0 filters are
+// literal. Needs Alter on the cluster; audited.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker/security"
+)
+
+func handleDeleteAcls(rc *reqCtx, kreq kmsg.Request) reply {
+	req := kreq.(*kmsg.DeleteACLsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
+	sec := rc.srv().opts.Security
+	resp.Results = make([]kmsg.DeleteACLsResponseResult, len(req.Filters))
+	fail := func(code int16, msg string) reply {
+		for i := range resp.Results {
+			resp.Results[i].ErrorCode = code
+			if msg != "" {
+				resp.Results[i].ErrorMessage = &msg
+			}
+		}
+		return reply{resp: resp}
+	}
+	switch {
+	case sec == nil:
+		return fail(kerr.SecurityDisabled.Code, "")
+	case !rc.authorizedCluster(security.OpAlter):
+		return fail(kerr.ClusterAuthorizationFailed.Code, "")
+	}
+	var filters []security.Filter
+	var at []int
+	for i, f := range req.Filters {
+		sf, ok := aclFilter(req.Version, int8(f.ResourceType), f.ResourceName, int8(f.ResourcePatternType),
+			f.Principal, f.Host, int8(f.Operation), int8(f.PermissionType))
+		if !ok {
+			resp.Results[i].ErrorCode = kerr.InvalidRequest.Code
+			continue
+		}
+		filters = append(filters, sf)
+		at = append(at, i)
+	}
+	removed, err := sec.DeleteACLs(rc.ctx(), rc.conn.auth.principal, filters)
+	if err != nil {
+		return fail(kerr.UnknownServerError.Code, err.Error())
+	}
+	for j, bs := range removed {
+		r := &resp.Results[at[j]]
+		for _, b := range bs {
+			if !kafkaResourceType(b.ResourceType) {
+				continue
+			}
+			r.MatchingACLs = append(r.MatchingACLs, kmsg.DeleteACLsResponseResultMatchingACL{
+				ResourceType: kmsg.ACLResourceType(b.ResourceType), ResourceName: b.ResourceName,
+				ResourcePatternType: kmsg.ACLResourcePatternType(b.PatternType), Principal: b.Principal, Host: b.Host,
+				Operation: kmsg.ACLOperation(b.Operation), PermissionType: kmsg.ACLPermissionType(b.Permission)})
+		}
+	}
+	return reply{resp: resp}
+}
