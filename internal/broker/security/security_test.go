@@ -67,7 +67,7 @@ func TestAuthorizeRules(t *testing.T) {
 		{"alice", ResourceTopic, "orders-eu", OpRead, true},
 		{"alice", ResourceTopic, "orders", OpDescribe, true}, // implied by Read
 		{"alice", ResourceTopic, "orders", OpWrite, false},
-		{"alice", ResourceTopic, "orders-secret", OpRead, false}, // deny wins
+		{"alice", ResourceTopic, "orders-secret", OpRead, false},    // deny wins
 		{"alice", ResourceTopic, "orders-secret", OpDescribe, true}, // a Read deny does not deny Describe
 		{"alice", ResourceTopic, "public-x", OpWrite, true},         // User:*
 		{"bob", ResourceTopic, "acme/prod/x", OpWrite, true},        // namespace ACL
@@ -209,7 +209,9 @@ func TestSCRAMAndPlain(t *testing.T) {
 	}
 }
 
-func containsBytes(b []byte, s string) bool { return len(s) > 0 && len(b) >= len(s) && string(b) != "" && indexOf(b, s) >= 0 }
+func containsBytes(b []byte, s string) bool {
+	return len(s) > 0 && len(b) >= len(s) && string(b) != "" && indexOf(b, s) >= 0
+}
 
 func indexOf(b []byte, s string) int {
 	for i := 0; i+len(s) <= len(b); i++ {
