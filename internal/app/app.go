@@ -305,6 +305,9 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 			MaxFrameBytes:      int32(min(int64(a.cfg.Limits.MaxFrameBytes), 1<<30)),
 			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
 			Pop:                a.pop,
+			Security:           a.security,
+			Authentication:     a.cfg.Security.RemotingAuthentication,
+			Guard:              a.guard,
 			ObserveRequest:     func(code string, took time.Duration) { a.metrics.ObserveRequest("remoting", code, took) },
 			Logger:             a.log,
 		})

@@ -121,20 +121,22 @@ type TLSConfig struct {
 
 // SecurityConfig configures authentication and authorization.
 type SecurityConfig struct {
-	Authorization      bool          `yaml:"authorization" help:"check ACLs on every request of every protocol; off, every client may do everything"`
-	SuperUsers         string        `yaml:"super_users" help:"semicolon-separated principals allowed everything (Kafka super.users), e.g. User:admin"`
-	AllowIfNoACL       bool          `yaml:"allow_everyone_if_no_acl_found" help:"allow an operation on a resource no ACL names (Kafka allow.everyone.if.no.acl.found)"`
-	SASLMechanisms     string        `yaml:"sasl_mechanisms" help:"comma-separated SASL mechanisms Kafka SASL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"`
-	MaxReauth          time.Duration `yaml:"max_reauth" help:"longest a Kafka SASL session lasts before the client must re-authenticate (Kafka connections.max.reauth.ms; 0: no limit)"`
-	AuthTimeout        time.Duration `yaml:"auth_timeout" help:"close connections that have not authenticated within this time"`
-	MaxUnauthenticated int           `yaml:"max_unauthenticated_connections" help:"connections allowed at once that have not yet authenticated (0: no limit)"`
-	FailureDelay       time.Duration `yaml:"failure_delay" help:"delay before answering a failed authentication, doubled per recent failure from the same source up to 5s (Kafka connection.failed.authentication.delay.ms)"`
-	KeyFile            string        `yaml:"key_file" help:"node key file that encrypts stored signing secrets (default: <data_dir>/security.key, created when missing)"`
-	JWTHMACSecret      string        `yaml:"jwt_hmac_secret" secret:"true" help:"HS256 key (at least 32 bytes) of JWTs accepted as Kafka OAUTHBEARER tokens and RocketMQ access keys"`
-	JWTPublicKeyFile   string        `yaml:"jwt_public_key_file" help:"PEM RSA public key of RS256 JWTs accepted as tokens"`
-	JWTIssuer          string        `yaml:"jwt_issuer" help:"required iss claim of tokens (empty: any)"`
-	JWTAudience        string        `yaml:"jwt_audience" help:"required aud claim of tokens (empty: any)"`
-	JWTPrincipalClaim  string        `yaml:"jwt_principal_claim" help:"claim naming a token's user"`
+	Authorization          bool          `yaml:"authorization" help:"check ACLs on every request of every protocol; off, every client may do everything"`
+	SuperUsers             string        `yaml:"super_users" help:"semicolon-separated principals allowed everything (Kafka super.users), e.g. User:admin"`
+	AllowIfNoACL           bool          `yaml:"allow_everyone_if_no_acl_found" help:"allow an operation on a resource no ACL names (Kafka allow.everyone.if.no.acl.found)"`
+	RemotingAuthentication bool          `yaml:"remoting_authentication" help:"require every RocketMQ remoting request to be signed with a user's access key (RocketMQ ACL AccessKey/Signature)"`
+	GRPCAuthentication     bool          `yaml:"grpc_authentication" help:"require every RocketMQ 5 gRPC request to carry a signed authorization header (MQv2-HMAC-SHA1)"`
+	SASLMechanisms         string        `yaml:"sasl_mechanisms" help:"comma-separated SASL mechanisms Kafka SASL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"`
+	MaxReauth              time.Duration `yaml:"max_reauth" help:"longest a Kafka SASL session lasts before the client must re-authenticate (Kafka connections.max.reauth.ms; 0: no limit)"`
+	AuthTimeout            time.Duration `yaml:"auth_timeout" help:"close connections that have not authenticated within this time"`
+	MaxUnauthenticated     int           `yaml:"max_unauthenticated_connections" help:"connections allowed at once that have not yet authenticated (0: no limit)"`
+	FailureDelay           time.Duration `yaml:"failure_delay" help:"delay before answering a failed authentication, doubled per recent failure from the same source up to 5s (Kafka connection.failed.authentication.delay.ms)"`
+	KeyFile                string        `yaml:"key_file" help:"node key file that encrypts stored signing secrets (default: <data_dir>/security.key, created when missing)"`
+	JWTHMACSecret          string        `yaml:"jwt_hmac_secret" secret:"true" help:"HS256 key (at least 32 bytes) of JWTs accepted as Kafka OAUTHBEARER tokens and RocketMQ access keys"`
+	JWTPublicKeyFile       string        `yaml:"jwt_public_key_file" help:"PEM RSA public key of RS256 JWTs accepted as tokens"`
+	JWTIssuer              string        `yaml:"jwt_issuer" help:"required iss claim of tokens (empty: any)"`
+	JWTAudience            string        `yaml:"jwt_audience" help:"required aud claim of tokens (empty: any)"`
+	JWTPrincipalClaim      string        `yaml:"jwt_principal_claim" help:"claim naming a token's user"`
 }
 
 // StorageConfig configures the storage engine.

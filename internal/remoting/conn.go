@@ -153,11 +153,13 @@ func (c *conn) handle(req *protocol.Command) { c.handleWith(c.ctx, req) }
 // handleWith runs one request under ctx and queues its answer.
 func (c *conn) handleWith(ctx context.Context, req *protocol.Command) {
 	h := c.s.handlers[req.Code]
-	var resp *protocol.Command
-	if h == nil {
+	resp := c.authorizeRequest(req)
+	switch {
+	case resp != nil:
+	case h == nil:
 		c.log.Info("unsupported request code", "code", req.Code, "language", req.Language, "version", req.Version)
 		resp = unsupported(req)
-	} else {
+	default:
 		start := time.Now()
 		resp = h(&reqCtx{conn: c, ctx: ctx}, req)
 		if obs := c.s.opts.ObserveRequest; obs != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/locks"
 	"github.com/rosettamq/rosetta/internal/broker/pop"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 	"github.com/rosettamq/rosetta/internal/task"
 )
@@ -30,6 +31,13 @@ type Options struct {
 	// Pop is the POP engine POP_MESSAGE pops through; nil: POP codes are
 	// not supported.
 	Pop *pop.Engine
+	// Security authenticates signed requests and authorizes them; nil:
+	// everything allowed.
+	Security *security.Service
+	// Authentication requires every request to be signed (RocketMQ ACL).
+	Authentication bool
+	// Guard slows sources that fail to authenticate.
+	Guard *security.Guard
 	// ObserveRequest, when set, is told of each handled request (metrics).
 	ObserveRequest func(code string, took time.Duration)
 	Logger         *slog.Logger
