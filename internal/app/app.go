@@ -317,6 +317,9 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 		srv := grpcv5.NewServer(a.broker, grpcv5.Options{
 			AdvertisedAddr: a.cfg.Listen.GRPCAdvertised,
 			Pop:            a.pop,
+			Security:       a.security,
+			Authentication: a.cfg.Security.GRPCAuthentication,
+			Guard:          a.guard,
 			ObserveRequest: func(rpc string, took time.Duration) { a.metrics.ObserveRequest("grpc", rpc, took) },
 			Logger:         a.log,
 		})

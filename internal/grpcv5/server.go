@@ -14,6 +14,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/pop"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/task"
 )
 
@@ -27,6 +28,14 @@ type Options struct {
 	// NOT_IMPLEMENTED.
 	Pop          *pop.Engine
 	MaxBodyBytes int32 // largest message body accepted (4 MiB)
+	// Security authenticates calls and authorizes them; nil: everything
+	// allowed.
+	Security *security.Service
+	// Authentication requires every call to carry a signed authorization
+	// header.
+	Authentication bool
+	// Guard slows sources that fail to authenticate.
+	Guard *security.Guard
 	// ObserveRequest, when set, is told of each handled call (metrics).
 	ObserveRequest func(rpc string, took time.Duration)
 	Logger         *slog.Logger
@@ -64,8 +73,8 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 // Serve answers calls on l until ctx ends, then stops gracefully (calls in
 // flight finish; streams are cut after a grace period).
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(2*int(s.opts.MaxBodyBytes)+1<<20), grpc.ChainUnaryInterceptor(s.observeUnary),
-		grpc.ChainStreamInterceptor(s.observeStream))
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(2*int(s.opts.MaxBodyBytes)+1<<20), grpc.ChainUnaryInterceptor(s.observeUnary, s.authUnary),
+		grpc.ChainStreamInterceptor(s.observeStream, s.authStream))
 	v2.RegisterMessagingServiceServer(gs, s)
 	if s.pop != nil {
 		var wg sync.WaitGroup
