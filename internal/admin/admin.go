@@ -58,11 +58,15 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// Handler returns the admin HTTP handler for b.
-func Handler(b *broker.Broker, m *Metrics, log *slog.Logger) http.Handler {
+// Handler returns the admin HTTP handler for b and the security state.
+func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security) http.Handler {
 	m.Registry.MustRegister(newStorageCollector(b))
 	registerTxnMetrics(m.Registry, b)
+	if sec.Quotas != nil {
+		m.Registry.MustRegister(newQuotaCollector(sec.Quotas))
+	}
 	mux := http.NewServeMux()
+	sec.register(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		u, err := b.Engine().DiskUsage()

@@ -24,6 +24,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/pop"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
+	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/grpcv5"
@@ -97,6 +98,7 @@ type App struct {
 	pop       *pop.Engine
 	security  *security.Service
 	guard     *security.Guard
+	quotas    *quota.Manager
 	metrics   *admin.Metrics
 
 	mu        sync.Mutex
@@ -141,7 +143,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		a.engine.Close()
 		return nil, err
 	}
+	if a.quotas, err = quota.New(ctx, a.meta, log); err != nil {
+		a.meta.Close()
+		a.engine.Close()
+		return nil, err
+	}
 	a.broker, err = broker.New(ctx, a.engine, a.meta, broker.Options{
+		CheckTopicCreate:  a.quotas.CheckTopicCreate,
+		TopicCreated:      a.quotas.TopicCreated,
 		DelayLevels:       delays,
 		MaxTimerDelay:     cfg.Broker.MaxTimerDelay,
 		Retention:         cfg.topicRetention(),
@@ -267,7 +276,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 	var httpSrv *http.Server
 	if httpL != nil {
 		admin.RegisterPopMetrics(a.metrics.Registry, a.pop)
-		httpSrv = &http.Server{Handler: admin.Handler(a.broker, a.metrics, a.log), ReadHeaderTimeout: 10 * time.Second}
+		httpSrv = &http.Server{Handler: admin.Handler(a.broker, a.metrics, a.log, admin.Security{Service: a.security, Quotas: a.quotas}), ReadHeaderTimeout: 10 * time.Second}
 		g.Go(func() error {
 			if err := httpSrv.Serve(httpL); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("http: %w", err)
@@ -276,6 +285,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 		})
 	}
 	g.Go(func() error { a.security.Run(gctx); return nil })
+	g.Go(func() error { a.quotas.Run(gctx, a.broker); return nil })
 	if len(kafkaLs) > 0 {
 		srv := kafka.NewServer(a.broker, a.groups, kafka.Options{
 			NodeID:             int32(a.cfg.NodeID),
@@ -291,6 +301,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 			MaxReauth:          a.cfg.Security.MaxReauth,
 			AuthTimeout:        a.cfg.Security.AuthTimeout,
 			Guard:              a.guard,
+			Quotas:             a.quotas,
 			ObserveRequest:     func(api string, took time.Duration) { a.metrics.ObserveRequest("kafka", api, took) },
 			Logger:             a.log,
 		})
@@ -308,6 +319,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 			Security:           a.security,
 			Authentication:     a.cfg.Security.RemotingAuthentication,
 			Guard:              a.guard,
+			Quotas:             a.quotas,
 			ObserveRequest:     func(code string, took time.Duration) { a.metrics.ObserveRequest("remoting", code, took) },
 			Logger:             a.log,
 		})
@@ -320,6 +332,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 			Security:       a.security,
 			Authentication: a.cfg.Security.GRPCAuthentication,
 			Guard:          a.guard,
+			Quotas:         a.quotas,
 			ObserveRequest: func(rpc string, took time.Duration) { a.metrics.ObserveRequest("grpc", rpc, took) },
 			Logger:         a.log,
 		})

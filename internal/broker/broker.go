@@ -74,7 +74,12 @@ type Options struct {
 	// queue (a storage state keeper the composition root registers); nil:
 	// an empty one, in memory.
 	KafkaTxns *producers.TxnIndex
-	Logger    *slog.Logger
+	// CheckTopicCreate, when set, may refuse a user topic before it is
+	// created (tenant and namespace topic quotas); TopicCreated is told of
+	// each one made.
+	CheckTopicCreate func(model.TopicName) error
+	TopicCreated     func(model.TopicName)
+	Logger           *slog.Logger
 	Now       func() time.Time
 }
 

@@ -129,6 +129,11 @@ func (b *Broker) createTopic(ctx context.Context, name model.TopicName, n int, c
 	if _, ok := b.topics[name]; ok {
 		return nil, fmt.Errorf("%w: %s", model.ErrTopicExists, name)
 	}
+	if check := b.opts.CheckTopicCreate; check != nil && !internal {
+		if err := check(name); err != nil {
+			return nil, err
+		}
+	}
 	ids, err := b.allocateQueueIDs(ctx, n)
 	if err != nil {
 		return nil, err
@@ -142,6 +147,9 @@ func (b *Broker) createTopic(ctx context.Context, name model.TopicName, n int, c
 		return nil, err
 	}
 	b.log.Info("topic created", "topic", name.String(), "queues", n)
+	if created := b.opts.TopicCreated; created != nil && !internal {
+		created(name)
+	}
 	return t, nil
 }
 

@@ -25,6 +25,7 @@ import (
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -76,6 +77,14 @@ func (s *Server) sendOne(ctx context.Context, pm *v2.Message) *v2.SendResultEntr
 	m, err := s.toMessage(pm)
 	if err != nil {
 		return fail(err)
+	}
+	if q := s.opts.Quotas; q.Active() {
+		if err := q.CheckStorage(t.Name); err != nil {
+			return fail(err)
+		}
+		if !q.Admit(t.Name, quota.Produce, len(pm.GetBody())) {
+			return fail(statusErr(v2.Code_TOO_MANY_REQUESTS, "%s is over its produce byte rate", t.Name.Short()))
+		}
 	}
 	idx := s.pickQueue(t, sp.GetMessageGroup())
 	now := time.Now()

@@ -7,6 +7,7 @@ import (
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -50,6 +51,8 @@ func status(err error) *v2.Status {
 		code = v2.Code_INVALID_TRANSACTION_ID
 	case errors.Is(err, model.ErrDiskFull), errors.Is(err, model.ErrClosed):
 		code = v2.Code_HA_NOT_AVAILABLE
+	case errors.Is(err, quota.ErrExceeded):
+		code = v2.Code_FORBIDDEN
 	}
 	return &v2.Status{Code: code, Message: err.Error()}
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
+	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -49,6 +50,7 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	s := rc.srv()
 	var maxEnd model.LogPos
+	var throttle time.Duration
 	txnDenied := req.TransactionID != nil && !rc.allowedTxnID(*req.TransactionID, security.OpWrite)
 	for _, rt := range req.Topics {
 		tr := kmsg.ProduceResponseTopic{Topic: rt.Topic}
@@ -58,11 +60,13 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 			nerr = errTxnIDAuthorization
 		case !rc.allowedTopic(rt.Topic, security.OpWrite):
 			nerr = errTopicAuthorization
+		case nerr == nil && s.opts.Quotas.Active():
+			nerr = s.opts.Quotas.CheckStorage(t.Name)
 		}
 		for _, rp := range rt.Partitions {
 			pr := kmsg.ProduceResponseTopicPartition{Partition: rp.Partition, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
 			if nerr != nil {
-				pr.ErrorCode = errorCode(nerr)
+				pr.ErrorCode, pr.ErrorMessage = errorCode(nerr), errorMessage(nerr)
 				tr.Partitions = append(tr.Partitions, pr)
 				continue
 			}
@@ -81,14 +85,18 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 					pr.ErrorRecords = []kmsg.ProduceResponseTopicPartitionErrorRecord{{RelativeOffset: 0, ErrorMessage: pr.ErrorMessage}}
 				}
 				rc.conn.log.Debug("produce refused", "topic", rt.Topic, "partition", rp.Partition, "err", err)
-			} else if end > maxEnd {
-				maxEnd = end
+			} else {
+				maxEnd = max(maxEnd, end)
+				if s.opts.Quotas.Active() {
+					throttle = max(throttle, s.opts.Quotas.Charge(t.Name, quota.Produce, len(rp.Records)))
+				}
 			}
 			tr.Partitions = append(tr.Partitions, pr)
 		}
 		resp.Topics = append(resp.Topics, tr)
 	}
-	r := reply{resp: resp, none: req.Acks == 0}
+	resp.ThrottleMillis = int32(throttle / time.Millisecond)
+	r := reply{resp: resp, none: req.Acks == 0, throttle: throttle}
 	if req.Acks == -1 && maxEnd > 0 {
 		timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
 		r.await = func() {

@@ -31,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -83,6 +84,8 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) reply {
 		work = sess.asRequest(req)
 	}
 	finish := func(resp *kmsg.FetchResponse) reply {
+		throttle := s.chargeFetch(resp)
+		resp.ThrottleMillis = int32(throttle / time.Millisecond)
 		if sess != nil {
 			sess.filter(resp, incremental)
 			resp.SessionID = sess.id
@@ -91,7 +94,7 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) reply {
 				sess.epoch = 1
 			}
 		}
-		return reply{resp: resp}
+		return reply{resp: resp, throttle: throttle}
 	}
 	resp, total, watches := s.fetchOnce(rc, work)
 	if total >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(watches) == 0 {
@@ -234,4 +237,30 @@ func (s *Server) fetchPartition(t *broker.Topic, partition int32, offset model.Q
 		}
 	}
 	return len(out), nil
+}
+
+// chargeFetch charges the bytes a fetch returns to each topic's fetch
+// quota and returns the throttle time.
+func (s *Server) chargeFetch(resp *kmsg.FetchResponse) time.Duration {
+	if !s.opts.Quotas.Active() {
+		return 0
+	}
+	var throttle time.Duration
+	for _, tr := range resp.Topics {
+		n := 0
+		for _, p := range tr.Partitions {
+			n += len(p.RecordBatches)
+		}
+		if n == 0 {
+			continue
+		}
+		t, err := s.lookupTopic(tr.Topic)
+		if tr.Topic == "" {
+			t, err = s.broker.TopicByID(tr.TopicID)
+		}
+		if err == nil {
+			throttle = max(throttle, s.opts.Quotas.Charge(t.Name, quota.Fetch, n))
+		}
+	}
+	return throttle
 }

@@ -48,6 +48,9 @@ type reply struct {
 	// closeAfter closes the connection once this response is written
 	// (a failed authentication's answer reaches the client first).
 	closeAfter bool
+	// throttle mutes the connection this long after the response is sent
+	// (KIP-219: the client is told the same time and waits it out too).
+	throttle time.Duration
 }
 
 func newConn(s *Server, nc net.Conn, l Listener) *conn {
@@ -145,9 +148,18 @@ func (c *conn) process() {
 		if req.reply.closeConn {
 			c.nc.Close()
 		}
+		throttle := req.reply.throttle
 		select {
 		case c.resps <- req:
 		case <-c.ctx.Done():
+		}
+		if throttle > 0 {
+			t := time.NewTimer(throttle)
+			select {
+			case <-t.C:
+			case <-c.ctx.Done():
+				t.Stop()
+			}
 		}
 		if req.reply.closeConn || req.reply.closeAfter {
 			for r := range c.reqs { // drain what the reader already queued

@@ -10,6 +10,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
+	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -51,6 +52,8 @@ func errorCode(err error) int16 {
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, model.ErrDiskFull):
 		return kerr.KafkaStorageError.Code
+	case errors.Is(err, quota.ErrExceeded):
+		return kerr.PolicyViolation.Code
 	case errors.Is(err, model.ErrInvalidConfig):
 		return kerr.InvalidConfig.Code
 	case errors.Is(err, model.ErrClosed), errors.Is(err, context.Canceled):

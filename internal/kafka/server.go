@@ -13,6 +13,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
+	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/task"
@@ -44,6 +45,9 @@ type Options struct {
 	AuthTimeout time.Duration
 	// Guard limits unauthenticated connections and slows failing sources.
 	Guard *security.Guard
+	// Quotas throttle produce and fetch bytes and refuse writes past a
+	// storage quota, per tenant and namespace; nil: none.
+	Quotas *quota.Manager
 	// ObserveRequest, when set, is told of each handled request (metrics).
 	ObserveRequest func(api string, took time.Duration)
 	Logger         *slog.Logger

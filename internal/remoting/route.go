@@ -12,6 +12,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
@@ -158,6 +159,8 @@ func responseCode(err error) int32 {
 		return protocol.ServiceNotAvailable
 	case errors.Is(err, errInvalidParameter):
 		return protocol.InvalidParameter
+	case errors.Is(err, quota.ErrExceeded):
+		return protocol.NoPermission
 	}
 	return protocol.SystemError
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
@@ -85,6 +86,15 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		if len(msgs[i].Body) > maxMessageSize {
 			return protocol.NewResponse(req, protocol.MessageIllegal,
 				fmt.Sprintf("message body of %d bytes exceeds %d", len(msgs[i].Body), maxMessageSize))
+		}
+	}
+	if q := s.opts.Quotas; q.Active() {
+		if err := q.CheckStorage(t.Name); err != nil {
+			return errorResponse(req, err)
+		}
+		if !q.Admit(t.Name, quota.Produce, len(req.Body)) {
+			// RocketMQ's flow control answer: the client backs off and retries.
+			return protocol.NewResponse(req, protocol.SystemBusy, "[QUOTA] broker busy: "+t.Name.Short()+" is over its produce byte rate")
 		}
 	}
 	if len(msgs) == 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/locks"
 	"github.com/rosettamq/rosetta/internal/broker/pop"
+	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 	"github.com/rosettamq/rosetta/internal/task"
@@ -38,6 +39,8 @@ type Options struct {
 	Authentication bool
 	// Guard slows sources that fail to authenticate.
 	Guard *security.Guard
+	// Quotas limit produce rates and storage per tenant and namespace.
+	Quotas *quota.Manager
 	// ObserveRequest, when set, is told of each handled request (metrics).
 	ObserveRequest func(code string, took time.Duration)
 	Logger         *slog.Logger

@@ -209,16 +209,16 @@ const ClusterResourceName = "kafka-cluster"
 
 // Filter selects bindings; zero-valued or "any" fields match everything.
 type Filter struct {
-	ResourceType ResourceType
-	ResourceName string // "" matches any
-	PatternType  PatternType
-	Principal    string // "" matches any
-	Host         string // "" matches any
-	Operation    Operation
-	Permission   Permission
+	ResourceType ResourceType `json:"resourceType,omitzero"`
+	ResourceName string       `json:"resourceName,omitempty"` // "" matches any
+	PatternType  PatternType  `json:"patternType,omitzero"`
+	Principal    string       `json:"principal,omitempty"` // "" matches any
+	Host         string       `json:"host,omitempty"`      // "" matches any
+	Operation    Operation    `json:"operation,omitzero"`
+	Permission   Permission   `json:"permission,omitzero"`
 	// Only, when set, limits the filter to these resource types (a
 	// protocol that does not know every type leaves the others alone).
-	Only []ResourceType
+	Only []ResourceType `json:"-"`
 }
 
 // Matches reports whether a binding passes the filter (Kafka's
@@ -265,3 +265,33 @@ func patternApplies(b Binding, name string) bool {
 // Wildcard is the literal resource name, principal name and host that
 // match everything.
 const Wildcard = "*"
+
+// Text forms, so JSON (the HTTP API, the stored bindings) uses names.
+
+func (r ResourceType) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+func (r *ResourceType) UnmarshalText(b []byte) (err error) {
+	*r, err = ParseResourceType(string(b))
+	return err
+}
+
+func (p PatternType) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+func (p *PatternType) UnmarshalText(b []byte) (err error) {
+	*p, err = ParsePatternType(string(b))
+	return err
+}
+
+func (o Operation) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+func (o *Operation) UnmarshalText(b []byte) (err error) {
+	*o, err = ParseOperation(string(b))
+	return err
+}
+
+func (p Permission) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+func (p *Permission) UnmarshalText(b []byte) (err error) {
+	*p, err = ParsePermission(string(b))
+	return err
+}
