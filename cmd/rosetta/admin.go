@@ -187,7 +187,9 @@ func aclCmd() *cobra.Command {
 		return "?" + q.Encode()
 	}
 	list := &cobra.Command{Use: "list", Short: "List ACLs matching the filter flags", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.do(cmd, http.MethodGet, "/api/v1/acls"+query(), nil) }}
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.do(cmd, http.MethodGet, "/api/v1/acls"+query(), nil)
+		}}
 	add := &cobra.Command{Use: "add", Short: "Add an ACL", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if b.pattern == "" {
@@ -200,7 +202,9 @@ func aclCmd() *cobra.Command {
 				"resourceType": b.rtype, "resourceName": b.name, "patternType": b.pattern, "operation": b.op, "permission": b.perm}})
 		}}
 	del := &cobra.Command{Use: "delete", Short: "Delete the ACLs matching the filter flags", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.do(cmd, http.MethodDelete, "/api/v1/acls"+query(), nil) }}
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.do(cmd, http.MethodDelete, "/api/v1/acls"+query(), nil)
+		}}
 	for _, c := range []*cobra.Command{list, add, del} {
 		filterFlags(c)
 		cmd.AddCommand(c)

@@ -80,7 +80,7 @@ type Options struct {
 	CheckTopicCreate func(model.TopicName) error
 	TopicCreated     func(model.TopicName)
 	Logger           *slog.Logger
-	Now       func() time.Time
+	Now              func() time.Time
 }
 
 // DefaultOptions returns the broker defaults.
