@@ -206,6 +206,11 @@ func requestChecks(req *protocol.Command) []authCheck {
 		return []authCheck{groupCheck(h("consumerGroup"), security.OpDescribe)}
 	case protocol.InvokeBrokerToResetOffset:
 		return []authCheck{topicCheck(h("topic"), security.OpRead), groupCheck(h("group"), security.OpRead)}
+	case protocol.AuthCreateUser, protocol.AuthUpdateUser, protocol.AuthDeleteUser, protocol.AuthCreateACL,
+		protocol.AuthUpdateACL, protocol.AuthDeleteACL:
+		return []authCheck{clusterCheck(security.OpAlter)}
+	case protocol.AuthGetUser, protocol.AuthListUser, protocol.AuthGetACL, protocol.AuthListACL:
+		return []authCheck{clusterCheck(security.OpDescribe)}
 	case protocol.GetAllTopicConfig, protocol.GetAllSubscriptionGroupConfig, protocol.GetBrokerRuntimeInfo,
 		protocol.GetBrokerClusterInfo, protocol.GetAllTopicListFromNameserver:
 		return []authCheck{clusterCheck(security.OpDescribe)}

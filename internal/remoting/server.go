@@ -139,6 +139,16 @@ func (s *Server) handlerTable() map[int32]handlerFunc {
 		protocol.GetConsumeStats:                  handleGetConsumeStats,
 		protocol.InvokeBrokerToResetOffset:        handleResetOffset,
 		protocol.GetBrokerRuntimeInfo:             handleGetBrokerRuntimeInfo,
+		protocol.AuthCreateUser:                   handleAuthUser,
+		protocol.AuthUpdateUser:                   handleAuthUser,
+		protocol.AuthDeleteUser:                   handleAuthUser,
+		protocol.AuthGetUser:                      handleAuthUser,
+		protocol.AuthListUser:                     handleAuthUser,
+		protocol.AuthCreateACL:                    handleAuthACL,
+		protocol.AuthUpdateACL:                    handleAuthACL,
+		protocol.AuthDeleteACL:                    handleAuthACL,
+		protocol.AuthGetACL:                       handleAuthACL,
+		protocol.AuthListACL:                      handleAuthACL,
 	}
 }
 

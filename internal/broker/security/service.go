@@ -84,8 +84,20 @@ func New(ctx context.Context, store meta.Store, opts Options) (*Service, error) 
 // AuthorizationEnabled reports whether ACLs are checked.
 func (s *Service) AuthorizationEnabled() bool { return s.opts.Authorization }
 
-// IsSuperUser reports whether a principal is a super user.
-func (s *Service) IsSuperUser(p Principal) bool { return s.super[p.String()] }
+// IsSuperUser reports whether a principal is a super user: named in
+// Options.SuperUsers or a user marked super.
+func (s *Service) IsSuperUser(p Principal) bool {
+	if s.super[p.String()] {
+		return true
+	}
+	if p.Type != "User" {
+		return false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r := s.users[p.Name]
+	return r != nil && r.Super && !r.Disabled
+}
 
 // Run follows changes other nodes make to users and ACLs in the metadata
 // store until ctx ends (on one node every change is applied as it is made;

@@ -50,6 +50,10 @@ type userRecord struct {
 	Secret []byte `json:"secret,omitempty"`
 	// Namespace binds the user to a default "tenant/namespace".
 	Namespace string `json:"namespace,omitempty"`
+	// Super users may do everything (besides security.super_users);
+	// disabled users cannot authenticate (RocketMQ's user type and status).
+	Super    bool `json:"super,omitempty"`
+	Disabled bool `json:"disabled,omitempty"`
 }
 
 // UserInfo describes a user without any secret.
@@ -58,6 +62,8 @@ type UserInfo struct {
 	Mechanisms []MechanismState `json:"mechanisms"`
 	HasSecret  bool             `json:"hasSecret"`
 	Namespace  string           `json:"namespace,omitempty"`
+	Super      bool             `json:"super,omitempty"`
+	Disabled   bool             `json:"disabled,omitempty"`
 }
 
 // MechanismState is one SCRAM credential's public part.
@@ -69,7 +75,8 @@ type MechanismState struct {
 func userKey(name string) string { return usersPrefix + url.PathEscape(name) }
 
 func (r *userRecord) info() UserInfo {
-	in := UserInfo{Name: r.Name, HasSecret: len(r.Secret) > 0, Namespace: r.Namespace, Mechanisms: []MechanismState{}}
+	in := UserInfo{Name: r.Name, HasSecret: len(r.Secret) > 0, Namespace: r.Namespace, Super: r.Super, Disabled: r.Disabled,
+		Mechanisms: []MechanismState{}}
 	for _, m := range SCRAMMechanisms {
 		if c, ok := r.SCRAM[m]; ok {
 			in.Mechanisms = append(in.Mechanisms, MechanismState{m, c.Iterations})
@@ -296,6 +303,25 @@ func (s *Service) SetUserNamespace(ctx context.Context, actor Principal, name, n
 	return err
 }
 
+// SetUserFlags makes a user a super user or not and enables or disables
+// it; nil leaves a flag as it is.
+func (s *Service) SetUserFlags(ctx context.Context, actor Principal, name string, super, disabled *bool) error {
+	err := s.updateUser(ctx, name, func(r *userRecord) (*userRecord, error) {
+		if super != nil {
+			r.Super = *super
+		}
+		if disabled != nil {
+			r.Disabled = *disabled
+		}
+		return r, nil
+	})
+	s.audit(actor, "set user flags", err, "user", name, "super", super, "disabled", disabled)
+	if err == nil {
+		s.cache.reset() // super users skip ACLs
+	}
+	return err
+}
+
 // Users describes the named users (every user when names is empty);
 // unknown names are left out.
 func (s *Service) Users(names ...string) []UserInfo {
@@ -326,7 +352,7 @@ func (s *Service) userSCRAM(name, mech string) (scramCredential, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	r := s.users[name]
-	if r == nil {
+	if r == nil || r.Disabled {
 		return scramCredential{}, false
 	}
 	c, ok := r.SCRAM[mech]
@@ -351,7 +377,7 @@ func (s *Service) SigningSecret(name string) ([]byte, bool) {
 	s.mu.RLock()
 	r := s.users[name]
 	s.mu.RUnlock()
-	if r == nil || len(r.Secret) == 0 {
+	if r == nil || len(r.Secret) == 0 || r.Disabled {
 		return nil, false
 	}
 	b, err := s.keys.open(r.Secret)

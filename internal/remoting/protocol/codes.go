@@ -46,6 +46,16 @@ const (
 	ChangeMessageInvisibleTime    = 200053
 	Notification                  = 200054
 	BatchAckMessage               = 200151
+	AuthCreateUser                = 3001
+	AuthUpdateUser                = 3002
+	AuthDeleteUser                = 3003
+	AuthGetUser                   = 3004
+	AuthListUser                  = 3005
+	AuthCreateACL                 = 3006
+	AuthUpdateACL                 = 3007
+	AuthDeleteACL                 = 3008
+	AuthGetACL                    = 3009
+	AuthListACL                   = 3010
 )
 
 // Response codes (RocketMQ ResponseCode and RemotingSysResponseCode).
