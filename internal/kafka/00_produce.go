@@ -54,7 +54,7 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 	txnDenied := req.TransactionID != nil && !rc.allowedTxnID(*req.TransactionID, security.OpWrite)
 	for _, rt := range req.Topics {
 		tr := kmsg.ProduceResponseTopic{Topic: rt.Topic}
-		t, nerr := s.lookupTopic(rt.Topic)
+		t, nerr := rc.lookupTopic(rt.Topic)
 		switch {
 		case txnDenied:
 			nerr = errTxnIDAuthorization
@@ -124,7 +124,7 @@ func (s *Server) producePartition(rc *reqCtx, t *broker.Topic, partition int32, 
 		return 0, model.ErrUnknownQueue
 	}
 	if t.Internal {
-		return 0, fmt.Errorf("%w: cannot append to internal topic %s", model.ErrInvalidTopic, kafkaName(t))
+		return 0, fmt.Errorf("%w: cannot append to internal topic %s", model.ErrInvalidTopic, rc.kafkaName(t))
 	}
 	batches, hdrs, err := kbatch.Split(records)
 	if err != nil {
@@ -310,7 +310,7 @@ func (s *Server) scanKeys(batches [][]byte, recs []*broker.Record, t *broker.Top
 		return timers, nil
 	}
 	return false, &recordErrors{indexes: bad,
-		msg: fmt.Sprintf("compacted topic cannot accept a record without a key in topic partition %s-%d", kafkaName(t), partition)}
+		msg: fmt.Sprintf("compacted topic cannot accept a record without a key in topic partition %s-%d", t.Name.Short(), partition)}
 }
 
 // recordErrors refuses a partition's records, naming the offending ones

@@ -40,7 +40,7 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.FetchRequest)
 	s := rc.srv()
 	if req.Version >= 13 {
-		s.resolveTopicIDs(req)
+		s.resolveTopicIDs(rc.conn.home, req)
 	}
 	// KIP-227: work out which partitions this request covers.
 	var sess *fetchSession
@@ -56,7 +56,7 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 		sess = s.sessions.create()
 		sess.mu.Lock()
-		sess.update(req, s.topicNameForID)
+		sess.update(req, func(id [16]byte) string { return s.topicNameForID(rc.conn.home, id) })
 		sess.mu.Unlock()
 	default:
 		var code int16
@@ -74,7 +74,7 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) reply {
 			resp.ErrorCode = kerr.InvalidFetchSessionEpoch.Code
 			return reply{resp: resp}
 		}
-		sess.update(req, s.topicNameForID)
+		sess.update(req, func(id [16]byte) string { return s.topicNameForID(rc.conn.home, id) })
 		sess.mu.Unlock()
 	}
 	work := req
@@ -84,7 +84,7 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) reply {
 		work = sess.asRequest(req)
 	}
 	finish := func(resp *kmsg.FetchResponse) reply {
-		throttle := s.chargeFetch(resp)
+		throttle := s.chargeFetch(rc, resp)
 		resp.ThrottleMillis = int32(throttle / time.Millisecond)
 		if sess != nil {
 			sess.filter(resp, incremental)
@@ -114,21 +114,21 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) reply {
 
 // resolveTopicIDs fills in topic names for v13+ requests, which name topics
 // by id.
-func (s *Server) resolveTopicIDs(req *kmsg.FetchRequest) {
+func (s *Server) resolveTopicIDs(h home, req *kmsg.FetchRequest) {
 	for i := range req.Topics {
 		if req.Topics[i].Topic == "" {
-			req.Topics[i].Topic = s.topicNameForID(req.Topics[i].TopicID)
+			req.Topics[i].Topic = s.topicNameForID(h, req.Topics[i].TopicID)
 		}
 	}
 }
 
 // topicNameForID maps a topic id to its Kafka name ("" if unknown).
-func (s *Server) topicNameForID(id [16]byte) string {
+func (s *Server) topicNameForID(h home, id [16]byte) string {
 	t, err := s.broker.TopicByID(id)
 	if err != nil {
 		return ""
 	}
-	return kafkaName(t)
+	return kafkaName(h, t)
 }
 
 // fetchOnce reads every requested partition once. It returns the response,
@@ -143,7 +143,7 @@ func (s *Server) fetchOnce(rc *reqCtx, req *kmsg.FetchRequest) (*kmsg.FetchRespo
 	var watches []broker.Watch
 	for _, rt := range req.Topics {
 		tr := kmsg.FetchResponseTopic{Topic: rt.Topic, TopicID: rt.TopicID}
-		t, nerr := s.lookupTopic(rt.Topic)
+		t, nerr := rc.lookupTopic(rt.Topic)
 		if req.Version >= 13 && rt.Topic == "" {
 			nerr = errUnknownTopicID
 		} else if !rc.allowedTopic(rt.Topic, security.OpRead) {
@@ -241,7 +241,7 @@ func (s *Server) fetchPartition(t *broker.Topic, partition int32, offset model.Q
 
 // chargeFetch charges the bytes a fetch returns to each topic's fetch
 // quota and returns the throttle time.
-func (s *Server) chargeFetch(resp *kmsg.FetchResponse) time.Duration {
+func (s *Server) chargeFetch(rc *reqCtx, resp *kmsg.FetchResponse) time.Duration {
 	if !s.opts.Quotas.Active() {
 		return 0
 	}
@@ -254,7 +254,7 @@ func (s *Server) chargeFetch(resp *kmsg.FetchResponse) time.Duration {
 		if n == 0 {
 			continue
 		}
-		t, err := s.lookupTopic(tr.Topic)
+		t, err := rc.lookupTopic(tr.Topic)
 		if tr.Topic == "" {
 			t, err = s.broker.TopicByID(tr.TopicID)
 		}

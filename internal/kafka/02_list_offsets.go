@@ -24,7 +24,7 @@ func handleListOffsets(rc *reqCtx, kreq kmsg.Request) reply {
 	s := rc.srv()
 	for _, rt := range req.Topics {
 		tr := kmsg.ListOffsetsResponseTopic{Topic: rt.Topic}
-		t, nerr := s.lookupTopic(rt.Topic)
+		t, nerr := rc.lookupTopic(rt.Topic)
 		if !rc.allowedTopic(rt.Topic, security.OpDescribe) {
 			nerr = errTopicAuthorization
 		}

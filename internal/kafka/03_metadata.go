@@ -43,7 +43,7 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 		if rc.authzOn() { // list only what the principal may describe
 			kept := topics[:0]
 			for _, t := range topics {
-				if rc.allowedTopic(kafkaName(t), security.OpDescribe) {
+				if rc.allowedTopic(rc.kafkaName(t), security.OpDescribe) {
 					kept = append(kept, t)
 				}
 			}
@@ -56,7 +56,7 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 				resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: kerr.UnknownTopicID.Code, TopicID: rt.TopicID})
 				continue
 			}
-			name, err := s.topicName(*rt.Topic)
+			name, err := rc.topicName(*rt.Topic)
 			if err != nil {
 				resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: kerr.InvalidTopicException.Code, Topic: rt.Topic})
 				continue
@@ -89,7 +89,7 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 	}
 	for _, t := range topics {
-		mt := kmsg.MetadataResponseTopic{Topic: strp(kafkaName(t)), TopicID: topicID(t), IsInternal: t.Internal,
+		mt := kmsg.MetadataResponseTopic{Topic: strp(rc.kafkaName(t)), TopicID: topicID(t), IsInternal: t.Internal,
 			AuthorizedOperations: -2147483648}
 		for i := range t.Queues {
 			mt.Partitions = append(mt.Partitions, kmsg.MetadataResponseTopicPartition{

@@ -26,7 +26,7 @@ func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 	s := rc.srv()
 	var parts []groups.TopicPartitions
 	for _, rt := range req.Topics {
-		if t, err := s.lookupTopic(rt.Topic); err == nil {
+		if t, err := rc.lookupTopic(rt.Topic); err == nil {
 			tp := groups.TopicPartitions{Topic: topicID(t)}
 			for _, rp := range rt.Partitions {
 				tp.Partitions = append(tp.Partitions, rp.Partition)
@@ -50,7 +50,7 @@ func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 		var t *broker.Topic
 		if err == nil {
 			var name model.TopicName
-			if name, err = s.topicName(rt.Topic); err == nil {
+			if name, err = rc.topicName(rt.Topic); err == nil {
 				t, err = s.broker.Topic(name)
 			}
 		}

@@ -31,14 +31,14 @@ type fetchedPartition struct {
 }
 
 // fetchGroupOffsets answers one group's topics (nil: all committed).
-func (s *Server) fetchGroupOffsets(group string, topics map[string][]int32, all, requireStable bool) map[string][]fetchedPartition {
+func (s *Server) fetchGroupOffsets(h home, group string, topics map[string][]int32, all, requireStable bool) map[string][]fetchedPartition {
 	out := map[string][]fetchedPartition{}
 	unstable := func(t *broker.Topic, p int32) bool {
 		return requireStable && s.txns != nil && p >= 0 && int(p) < len(t.Queues) && s.txns.HasPendingOffsets(group, t.Queues[p])
 	}
 	if all {
 		for t, parts := range s.broker.FetchAllOffsets(group) {
-			name := t.Name.Short()
+			name := kafkaName(h, t)
 			for p, c := range parts {
 				md := c.Metadata
 				fp := fetchedPartition{partition: p, offset: int64(c.Offset), metadata: &md}
@@ -51,7 +51,7 @@ func (s *Server) fetchGroupOffsets(group string, topics map[string][]int32, all,
 		return out
 	}
 	for topic, parts := range topics {
-		name, err := s.topicName(topic)
+		name, err := s.topicName(h, topic)
 		var committed map[int32]modelCommitted
 		if err == nil {
 			committed, err = s.committed(group, name)
@@ -111,7 +111,7 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) reply {
 				resp.Groups = append(resp.Groups, rg)
 				continue
 			}
-			for topic, parts := range rc.authorizedOffsets(s.fetchGroupOffsets(g.Group, topics, g.Topics == nil, req.RequireStable), g.Topics == nil) {
+			for topic, parts := range rc.authorizedOffsets(s.fetchGroupOffsets(rc.conn.home, g.Group, topics, g.Topics == nil, req.RequireStable), g.Topics == nil) {
 				rt := kmsg.OffsetFetchResponseGroupTopic{Topic: topic}
 				for _, p := range parts {
 					rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseGroupTopicPartition{
@@ -132,7 +132,7 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) reply {
 		topics[t.Topic] = t.Partitions
 	}
 	all := req.Topics == nil && req.Version >= 2
-	for topic, parts := range rc.authorizedOffsets(s.fetchGroupOffsets(req.Group, topics, all, req.RequireStable), all) {
+	for topic, parts := range rc.authorizedOffsets(s.fetchGroupOffsets(rc.conn.home, req.Group, topics, all, req.RequireStable), all) {
 		rt := kmsg.OffsetFetchResponseTopic{Topic: topic}
 		for _, p := range parts {
 			rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseTopicPartition{

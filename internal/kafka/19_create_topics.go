@@ -53,7 +53,7 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 				break
 			}
 		}
-		name, nerr := s.newKafkaTopicName(rt.Topic)
+		name, nerr := s.newKafkaTopicName(rc.conn.home, rt.Topic)
 		switch {
 		case nerr == nil && !rc.allowedCreateTopic(rt.Topic):
 			err = errTopicAuthorization

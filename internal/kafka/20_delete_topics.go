@@ -35,7 +35,7 @@ func handleDeleteTopics(rc *reqCtx, kreq kmsg.Request) reply {
 		r := kmsg.DeleteTopicsResponseTopic{Topic: tg.name, TopicID: tg.id}
 		if tg.name == nil {
 			if t, err := s.broker.TopicByID(tg.id); err == nil {
-				r.Topic = strp(kafkaName(t))
+				r.Topic = strp(rc.kafkaName(t))
 			}
 			if r.Topic == nil {
 				r.ErrorCode = kerr.UnknownTopicID.Code
@@ -43,7 +43,7 @@ func handleDeleteTopics(rc *reqCtx, kreq kmsg.Request) reply {
 				continue
 			}
 		}
-		name, err := s.changeableTopicName(*r.Topic)
+		name, err := rc.changeableTopicName(*r.Topic)
 		if !rc.allowedTopic(*r.Topic, security.OpDelete) {
 			err = errTopicAuthorization
 		}

@@ -19,7 +19,7 @@ func handleDeleteRecords(rc *reqCtx, kreq kmsg.Request) reply {
 	s := rc.srv()
 	for _, rt := range req.Topics {
 		tr := kmsg.DeleteRecordsResponseTopic{Topic: rt.Topic}
-		name, nerr := s.changeableTopicName(rt.Topic)
+		name, nerr := rc.changeableTopicName(rt.Topic)
 		if !rc.allowedTopic(rt.Topic, security.OpDelete) {
 			nerr = errTopicAuthorization
 		}

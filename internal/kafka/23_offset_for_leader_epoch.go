@@ -21,7 +21,7 @@ func handleOffsetForLeaderEpoch(rc *reqCtx, kreq kmsg.Request) reply {
 	s := rc.srv()
 	for _, rt := range req.Topics {
 		tr := kmsg.OffsetForLeaderEpochResponseTopic{Topic: rt.Topic}
-		name, nerr := s.topicName(rt.Topic)
+		name, nerr := rc.topicName(rt.Topic)
 		if !rc.allowedTopic(rt.Topic, security.OpDescribe) {
 			nerr = errTopicAuthorization
 		}

@@ -27,7 +27,7 @@ func handleAddPartitionsToTxn(rc *reqCtx, kreq kmsg.Request) reply {
 	bad := map[string]map[int32]int16{}
 	txnDenied := !rc.allowedTxnID(req.TransactionalID, security.OpWrite)
 	for _, rt := range req.Topics {
-		t, err := s.lookupTopic(rt.Topic)
+		t, err := rc.lookupTopic(rt.Topic)
 		topicDenied := !rc.allowedTopic(rt.Topic, security.OpWrite)
 		for _, p := range rt.Partitions {
 			code := int16(0)

@@ -33,7 +33,7 @@ func handleTxnOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 	var offsets []txn.PendingOffset
 	var parts []groups.TopicPartitions
 	for _, rt := range req.Topics {
-		t, err := s.lookupTopic(rt.Topic)
+		t, err := rc.lookupTopic(rt.Topic)
 		if !rc.allowedTopic(rt.Topic, security.OpRead) {
 			t, err = nil, errTopicAuthorization
 		}

@@ -28,7 +28,7 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 		var entries []describedConfig
 		switch r.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
-			name, err := s.topicName(r.ResourceName)
+			name, err := rc.topicName(r.ResourceName)
 			if !rc.allowedTopic(r.ResourceName, security.OpDescribeConfigs) {
 				err = errTopicAuthorization
 			}

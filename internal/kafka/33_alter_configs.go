@@ -53,7 +53,7 @@ func (s *Server) alterResource(rc *reqCtx, typ kmsg.ConfigResourceType, name str
 // alterTopicConfig applies change to a copy of a topic's configuration,
 // validates it and stores it unless validateOnly.
 func (s *Server) alterTopicConfig(rc *reqCtx, topic string, validateOnly bool, change func(*broker.TopicConfig) error) error {
-	name, err := s.changeableTopicName(topic)
+	name, err := rc.changeableTopicName(topic)
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ func handleDescribeLogDirs(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 	}
 	for _, t := range s.broker.Topics(false) {
-		name := kafkaName(t)
+		name := rc.kafkaName(t)
 		if req.Topics != nil && wanted[name] == nil {
 			continue
 		}

@@ -8,7 +8,10 @@ package kafka
 // token's remaining life; after it, any request but a new handshake closes
 // the connection. A failure answers SASL_AUTHENTICATION_FAILED with the
 // reason, delayed more the more a source fails, and closes the connection.
-// A re-authentication must prove the same principal.
+// A re-authentication must prove the same principal. A user bound to a
+// namespace (security: user namespace) has its short topic names resolved
+// there: "orders" is <tenant>/<namespace>/orders, "ns/orders" another
+// namespace of its tenant, and topics are shown to it the same way.
 
 import (
 	"time"
@@ -47,6 +50,10 @@ func handleSaslAuthenticate(rc *reqCtx, kreq kmsg.Request) reply {
 	ex := c.auth.exchange
 	c.auth.principal = ex.Principal()
 	c.auth.exchange, c.auth.reauthing = nil, false
+	// A user bound to a namespace names topics relative to it.
+	if h, ok := parseHome(s.opts.Security.UserNamespace(c.auth.principal.Name)); ok {
+		c.home = h
+	}
 	c.auth.expires = time.Time{}
 	now := time.Now()
 	if d := s.opts.MaxReauth; d > 0 {

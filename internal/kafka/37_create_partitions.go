@@ -18,7 +18,7 @@ func handleCreatePartitions(rc *reqCtx, kreq kmsg.Request) reply {
 	s := rc.srv()
 	for _, rt := range req.Topics {
 		r := kmsg.CreatePartitionsResponseTopic{Topic: rt.Topic}
-		name, err := s.changeableTopicName(rt.Topic)
+		name, err := rc.changeableTopicName(rt.Topic)
 		if !rc.allowedTopic(rt.Topic, security.OpAlter) {
 			err = errTopicAuthorization
 		}

@@ -18,14 +18,13 @@ import (
 func handleElectLeaders(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
-	s := rc.srv()
 	if !rc.authorizedCluster(security.OpAlter) {
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return reply{resp: resp}
 	}
 	for _, rt := range req.Topics {
 		tr := kmsg.ElectLeadersResponseTopic{Topic: rt.Topic}
-		t, err := s.lookupTopic(rt.Topic)
+		t, err := rc.lookupTopic(rt.Topic)
 		for _, p := range rt.Partitions {
 			pr := kmsg.ElectLeadersResponseTopicPartition{Partition: p, ErrorCode: kerr.ElectionNotNeeded.Code}
 			if err != nil || p < 0 || int(p) >= len(t.Queues) {

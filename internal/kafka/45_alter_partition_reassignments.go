@@ -26,7 +26,7 @@ func handleAlterPartitionReassignments(rc *reqCtx, kreq kmsg.Request) reply {
 	}
 	for _, rt := range req.Topics {
 		tr := kmsg.AlterPartitionAssignmentsResponseTopic{Topic: rt.Topic}
-		t, err := s.lookupTopic(rt.Topic)
+		t, err := rc.lookupTopic(rt.Topic)
 		for _, rp := range rt.Partitions {
 			pr := kmsg.AlterPartitionAssignmentsResponseTopicPartition{Partition: rp.Partition}
 			switch {

@@ -27,7 +27,7 @@ func handleOffsetDelete(rc *reqCtx, kreq kmsg.Request) reply {
 	}
 	for _, rt := range req.Topics {
 		tr := kmsg.OffsetDeleteResponseTopic{Topic: rt.Topic}
-		name, err := s.topicName(rt.Topic)
+		name, err := rc.topicName(rt.Topic)
 		if !rc.allowedTopic(rt.Topic, security.OpRead) {
 			err = errTopicAuthorization
 		}

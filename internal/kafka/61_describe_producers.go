@@ -19,7 +19,7 @@ func handleDescribeProducers(rc *reqCtx, kreq kmsg.Request) reply {
 	s := rc.srv()
 	for _, rt := range req.Topics {
 		tr := kmsg.DescribeProducersResponseTopic{Topic: rt.Topic}
-		t, nerr := s.lookupTopic(rt.Topic)
+		t, nerr := rc.lookupTopic(rt.Topic)
 		if !rc.allowedTopic(rt.Topic, security.OpRead) {
 			nerr = errTopicAuthorization
 		}

@@ -37,19 +37,19 @@ func handleDescribeTransactions(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 		ts.State, ts.TimeoutMillis, ts.StartTimestamp = st.State.String(), st.TimeoutMs, st.StartMs
 		ts.ProducerID, ts.ProducerEpoch = st.PID, st.Epoch
-		ts.Topics = s.txnTopics(st.Partitions)
+		ts.Topics = s.txnTopics(rc.conn.home, st.Partitions)
 		resp.TransactionStates = append(resp.TransactionStates, ts)
 	}
 	return reply{resp: resp}
 }
 
 // txnTopics groups a transaction's partitions by Kafka topic name.
-func (s *Server) txnTopics(parts []txn.Partition) []kmsg.DescribeTransactionsResponseTransactionStateTopic {
+func (s *Server) txnTopics(h home, parts []txn.Partition) []kmsg.DescribeTransactionsResponseTransactionStateTopic {
 	byTopic := map[string][]int32{}
 	for _, p := range parts {
 		name := p.Topic.Short()
 		if t, err := s.broker.Topic(p.Topic); err == nil {
-			name = kafkaName(t)
+			name = kafkaName(h, t)
 		}
 		byTopic[name] = append(byTopic[name], p.Index)
 	}

@@ -64,7 +64,7 @@ func handleConsumerGroupHeartbeat(rc *reqCtx, kreq kmsg.Request) reply {
 			h.Owned = append(h.Owned, groups.TopicPartitions{Topic: t.TopicID, Partitions: t.Partitions})
 		}
 	}
-	res, err := s.groups.ConsumerGroupHeartbeat(groupTopics{s}, h)
+	res, err := s.groups.ConsumerGroupHeartbeat(groupTopics{s, rc.conn.home}, h)
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
 		rc.conn.log.Debug("consumer group heartbeat refused", "group", req.Group, "member", req.MemberID, "err", err)

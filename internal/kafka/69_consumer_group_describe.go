@@ -37,7 +37,7 @@ func handleConsumerGroupDescribe(rc *reqCtx, kreq kmsg.Request) reply {
 		for _, m := range d.Members {
 			dm := kmsg.ConsumerGroupDescribeResponseGroupMember{MemberID: m.MemberID, MemberEpoch: m.MemberEpoch,
 				ClientID: m.ClientID, ClientHost: m.ClientHost, SubscribedTopics: m.SubscribedTopicNames,
-				Assignment: s.describedAssignment(m.Assignment), TargetAssignment: s.describedAssignment(m.TargetAssignment),
+				Assignment: s.describedAssignment(rc.conn.home, m.Assignment), TargetAssignment: s.describedAssignment(rc.conn.home, m.TargetAssignment),
 				MemberType: 1}
 			if dm.SubscribedTopics == nil {
 				dm.SubscribedTopics = []string{}
@@ -59,12 +59,12 @@ func handleConsumerGroupDescribe(rc *reqCtx, kreq kmsg.Request) reply {
 }
 
 // describedAssignment names the topics of an assignment.
-func (s *Server) describedAssignment(tps []groups.TopicPartitions) kmsg.Assignment {
+func (s *Server) describedAssignment(h home, tps []groups.TopicPartitions) kmsg.Assignment {
 	a := kmsg.Assignment{TopicPartitions: []kmsg.AssignmentTopicPartition{}}
 	for _, tp := range tps {
 		name := ""
 		if t, err := s.broker.TopicByID(tp.Topic); err == nil {
-			name = kafkaName(t)
+			name = kafkaName(h, t)
 		}
 		a.TopicPartitions = append(a.TopicPartitions, kmsg.AssignmentTopicPartition{TopicID: tp.Topic, Topic: name, Partitions: tp.Partitions})
 	}

@@ -240,7 +240,7 @@ func (r *reqCtx) allowedTopic(name string, op security.Operation) bool {
 	if !r.authzOn() {
 		return true
 	}
-	if n, err := r.srv().topicName(name); err == nil {
+	if n, err := r.topicName(name); err == nil {
 		name = n.Short()
 	}
 	return r.authorized(security.ResourceTopic, name, op)

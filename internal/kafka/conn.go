@@ -19,6 +19,7 @@ type conn struct {
 	nc       net.Conn
 	listener Listener
 	auth     connAuth
+	home     home // where short topic names resolve (the principal's namespace)
 	log      *slog.Logger
 	reqs     chan *request
 	resps    chan *request

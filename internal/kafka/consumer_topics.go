@@ -7,14 +7,17 @@ import (
 
 // groupTopics is the consumer-group coordinator's view of topics, in the
 // names Kafka clients use.
-type groupTopics struct{ s *Server }
+type groupTopics struct {
+	s *Server
+	h home // the member's home namespace
+}
 
 func (g groupTopics) meta(t *broker.Topic) groups.TopicMeta {
-	return groups.TopicMeta{ID: topicID(t), Name: kafkaName(t), Partitions: int32(len(t.Queues))}
+	return groups.TopicMeta{ID: topicID(t), Name: kafkaName(g.h, t), Partitions: int32(len(t.Queues))}
 }
 
 func (g groupTopics) ByName(name string) (groups.TopicMeta, bool) {
-	t, err := g.s.lookupTopic(name)
+	t, err := g.s.lookupTopic(g.h, name)
 	if err != nil || t.Internal {
 		return groups.TopicMeta{}, false
 	}

@@ -372,3 +372,49 @@ func TestKafkaJSSASL(t *testing.T) {
 		}
 	}
 }
+
+// TestUserNamespace: a user bound to a namespace names its topics there:
+// "orders" is acme/prod/orders for it, shown back as "orders", while
+// other clients see the full name; ACLs still name the topic canonically.
+func TestUserNamespace(t *testing.T) {
+	n := startSecureNode(t, nil)
+	ctx := ctxTimeout(t, time.Minute)
+	sec := n.App.Security()
+	if err := sec.SetUserNamespace(ctx, security.User("test"), "alice", "acme/prod"); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range sec.CreateACLs(ctx, security.User("test"), []security.Binding{{ResourceType: security.ResourceNamespace,
+		ResourceName: "acme/prod", PatternType: security.PatternLiteral, Principal: "User:alice", Host: "*",
+		Operation: security.OpAll, Permission: security.PermissionAllow}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	alice := n.userClient(t, "alice")
+	aadm := kadm.NewClient(alice)
+	if _, err := aadm.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatalf("alice creates orders in her namespace: %v", err)
+	}
+	if err := alice.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("mine")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	topics, err := aadm.ListTopics(ctx)
+	if err != nil || !topics.Has("orders") || len(topics) != 1 {
+		t.Fatalf("alice's topics: %v %v", topics.Names(), err)
+	}
+	admin := kadm.NewClient(n.userClient(t, "admin"))
+	all, err := admin.ListTopics(ctx)
+	if err != nil || !all.Has("acme/prod/orders") || all.Has("orders") {
+		t.Fatalf("admin's topics: %v %v", all.Names(), err)
+	}
+	if e := endOffsets(t, n.userClient(t, "admin"), "acme/prod/orders"); e[0] != 1 {
+		t.Fatalf("acme/prod/orders holds %v", e)
+	}
+	// public/default/orders is not alice's: out of her namespace she needs the full name and an ACL.
+	if _, err := admin.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.ProduceSync(ctx, &kgo.Record{Topic: "public/default/orders", Value: []byte("x")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("alice writing public/default/orders: %v", err)
+	}
+}
