@@ -181,6 +181,10 @@ func kafkaBenchCmd() *cobra.Command {
 	pf.StringVar(&o.Acks, "acks", "all", "all, leader or none")
 	pf.StringVar(&o.Compression, "compression", "none", "none, gzip, snappy, lz4 or zstd")
 	pf.IntVar(&o.BrokerPID, "broker-pid", 0, "the broker's pid, to report its CPU and RSS")
+	pf.StringVar(&o.SASLMechanism, "sasl-mechanism", "", "authenticate with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	pf.StringVar(&o.SASLUser, "sasl-user", "", "SASL user")
+	pf.StringVar(&o.SASLPassword, "sasl-password", "", "SASL password")
+	pf.BoolVar(&o.TLS, "tls", false, "connect with TLS (any certificate accepted)")
 	produce := &cobra.Command{Use: "produce", Short: "Produce as fast as acknowledged", RunE: runReport(&o, bench.KafkaProduce)}
 	e2e := &cobra.Command{Use: "e2e", Short: "End-to-end latency at a fixed rate", RunE: runReport(&o, bench.KafkaEndToEnd)}
 	e2e.Flags().IntVar(&o.Rate, "rate", 50000, "messages per second")

@@ -394,6 +394,9 @@ func (a *App) tlsListener(name string, l net.Listener, modeName string, alpn ...
 		return l, err
 	}
 	cfg, err := tlsmux.ServerConfig(a.cfg.TLS.CertFile, a.cfg.TLS.KeyFile, alpn...)
+	if err == nil {
+		err = tlsmux.WithClientAuth(cfg, a.cfg.TLS.ClientAuth, a.cfg.TLS.ClientCAFile)
+	}
 	if err != nil {
 		l.Close()
 		return nil, fmt.Errorf("%s listener: %w", name, err)

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
 	"reflect"
@@ -117,6 +118,9 @@ type ListenConfig struct {
 type TLSConfig struct {
 	CertFile string `yaml:"cert_file" help:"PEM certificate (chain) for TLS listeners; re-read when it changes. Empty: a self-signed certificate made at start"`
 	KeyFile  string `yaml:"key_file" help:"PEM private key of tls.cert_file"`
+	// Mutual TLS.
+	ClientAuth   string `yaml:"client_auth" help:"client certificates on TLS listeners: none, request (verified when given) or require; a verified Kafka client's principal is User:<subject DN>"`
+	ClientCAFile string `yaml:"client_ca_file" help:"PEM CA certificates that sign accepted client certificates"`
 }
 
 // SecurityConfig configures authentication and authorization.
@@ -290,6 +294,9 @@ func (c Config) Validate() error {
 	}
 	if c.Security.AuthTimeout <= 0 || c.Security.MaxUnauthenticated < 0 || c.Security.FailureDelay < 0 || c.Security.MaxReauth < 0 {
 		return bad("security.auth_timeout must be positive; max_unauthenticated_connections, failure_delay and max_reauth not negative")
+	}
+	if err := tlsmux.WithClientAuth(&tls.Config{}, c.TLS.ClientAuth, c.TLS.ClientCAFile); err != nil {
+		return bad("tls: %v", err)
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return bad("tls.cert_file and tls.key_file go together")

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // KafkaOptions describe a Kafka workload driven with franz-go.
@@ -29,6 +32,10 @@ type KafkaOptions struct {
 	Compression string
 	Rate        int // messages/s for the end-to-end workload
 	BrokerPID   int // when set, report the broker process's CPU
+	// SASLMechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), SASLUser and
+	// SASLPassword authenticate; TLS dials with TLS (any certificate).
+	SASLMechanism, SASLUser, SASLPassword string
+	TLS                                   bool
 }
 
 func (o KafkaOptions) client(extra ...kgo.Opt) (*kgo.Client, error) {
@@ -42,6 +49,20 @@ func (o KafkaOptions) client(extra ...kgo.Opt) (*kgo.Client, error) {
 		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
 	case "none":
 		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
+	}
+	switch strings.ToUpper(o.SASLMechanism) {
+	case "":
+	case "PLAIN":
+		opts = append(opts, kgo.SASL(plain.Auth{User: o.SASLUser, Pass: o.SASLPassword}.AsMechanism()))
+	case "SCRAM-SHA-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: o.SASLUser, Pass: o.SASLPassword}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: o.SASLUser, Pass: o.SASLPassword}.AsSha512Mechanism()))
+	default:
+		return nil, fmt.Errorf("unknown SASL mechanism %q", o.SASLMechanism)
+	}
+	if o.TLS {
+		opts = append(opts, kgo.DialTLSConfig(&tls.Config{InsecureSkipVerify: true})) //nolint:gosec // a benchmark
 	}
 	switch o.Compression {
 	case "gzip":

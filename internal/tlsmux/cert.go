@@ -102,3 +102,41 @@ func selfSigned() (tls.Certificate, error) {
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
+
+// Client certificate policies (mutual TLS).
+const (
+	ClientAuthNone    = "none"
+	ClientAuthRequest = "request" // verified when given
+	ClientAuthRequire = "require"
+)
+
+// WithClientAuth makes cfg ask clients for certificates signed by the CAs
+// in caFile: "request" verifies one when given, "require" refuses clients
+// without one, "none" (or "") asks for none. The verified certificate's
+// subject becomes the connection's principal where a protocol uses it.
+func WithClientAuth(cfg *tls.Config, policy, caFile string) error {
+	switch policy {
+	case "", ClientAuthNone:
+		return nil
+	case ClientAuthRequest, ClientAuthRequire:
+	default:
+		return fmt.Errorf("client auth %q: want none, request or require", policy)
+	}
+	if caFile == "" {
+		return fmt.Errorf("client auth %s needs a client CA file", policy)
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return fmt.Errorf("client CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("client CA %s: no certificate", caFile)
+	}
+	cfg.ClientCAs = pool
+	cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	if policy == ClientAuthRequire {
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return nil
+}
