@@ -166,4 +166,47 @@ func TestGRPCAuthentication(t *testing.T) {
 	if got, err := consume("alice"); err != nil || got != 5 {
 		t.Fatalf("alice received %d messages: %v", got, err)
 	}
+
+	// The super user may do everything; a deny beats alice's allow.
+	if err := sendAs(t, credentialConfig(addr, "admin", "admin-secret"), "grpc-acl", "admin"); err != nil {
+		t.Fatalf("super user: %v", err)
+	}
+	deny := grant(security.ResourceTopic, "grpc-", security.OpWrite)
+	deny.PatternType, deny.Permission = security.PatternPrefixed, security.PermissionDeny
+	for _, err := range sec.CreateACLs(ctx, security.User("test"), []security.Binding{deny}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sendAs(t, credentialConfig(addr, "alice", "alice-secret"), "grpc-acl", "denied"); err == nil || !strings.Contains(err.Error(), "PermissionDenied") {
+		t.Fatalf("deny should beat allow: %v", err)
+	}
+	// A namespace ACL covers the client's namespace and no other.
+	acme := model.TopicName{Tenant: model.DefaultTenant, Namespace: "acme", Topic: "orders"}
+	other := model.TopicName{Tenant: model.DefaultTenant, Namespace: "globex", Topic: "orders"}
+	for _, tn := range []model.TopicName{acme, other} {
+		if _, err := n.App.Broker().CreateTopic(ctx, tn, 1, broker.TopicConfig{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nsACL := grant(security.ResourceNamespace, "public/acme", security.OpAll)
+	for _, err := range sec.CreateACLs(ctx, security.User("test"), []security.Binding{nsACL}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	inNamespace := func(user, ns string) *rmq.Config {
+		c := credentialConfig(addr, user, grpcPasswords[user])
+		c.NameSpace = ns
+		return c
+	}
+	if err := sendAs(t, inNamespace("alice", "acme"), "orders", "acme"); err != nil {
+		t.Fatalf("alice in her namespace: %v", err)
+	}
+	if err := sendAs(t, inNamespace("alice", "globex"), "orders", "globex"); err == nil {
+		t.Fatal("alice wrote to another namespace")
+	}
+	if err := sendAs(t, inNamespace("bob", "acme"), "orders", "bob"); err == nil {
+		t.Fatal("bob wrote to alice's namespace")
+	}
 }
