@@ -15,6 +15,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -25,6 +26,8 @@ import (
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
+
+const aclJWTSecret = "0123456789abcdef0123456789abcdef-rocketmq"
 
 var aclPasswords = map[string]string{"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 
@@ -38,6 +41,7 @@ func startACLNode(t *testing.T) *apptest.TestNode {
 	c.Security.SuperUsers = "User:admin"
 	c.Security.RemotingAuthentication = true
 	c.Security.FailureDelay = time.Millisecond
+	c.Security.JWTHMACSecret = aclJWTSecret
 	n := apptest.StartTestNode(t, c)
 	for u, pw := range aclPasswords {
 		if err := n.App.Security().SetPassword(context.Background(), security.User("test"), u, pw, 0); err != nil {
@@ -276,5 +280,36 @@ func TestRemotingACLAdmin(t *testing.T) {
 	signJava(r, "alice", "alice-secret", "")
 	if resp := call(t, addr, r); resp.Code != protocol.NoPermission {
 		t.Fatalf("alice listing users: %d %s", resp.Code, resp.Remark)
+	}
+}
+
+// TestRemotingTokenAccessKey: a JWT works as a RocketMQ access key (the
+// secret key is not used): the client acts as the token's subject, with
+// its ACLs; a forged token is refused.
+func TestRemotingTokenAccessKey(t *testing.T) {
+	n := startACLNode(t)
+	createTopicDirect(t, n, "rmq-token", 1)
+	for _, err := range n.App.Security().CreateACLs(context.Background(), security.User("test"), []security.Binding{{
+		ResourceType: security.ResourceTopic, ResourceName: "rmq-token", PatternType: security.PatternLiteral,
+		Principal: "User:svc-billing", Host: "*", Operation: security.OpWrite, Permission: security.PermissionAllow}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	token := func(key string) string {
+		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "svc-billing", "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	good := startProducer(t, n.RemotingAddr(), "tok-good", producer.WithCredentials(primitive.Credentials{AccessKey: token(aclJWTSecret), SecretKey: "unused"}))
+	if err := sendOne(good, "rmq-token", "via token"); err != nil {
+		t.Fatalf("token access key: %v", err)
+	}
+	forged := startProducer(t, n.RemotingAddr(), "tok-forged", producer.WithCredentials(primitive.Credentials{
+		AccessKey: token("not-the-key-not-the-key-not-the-key"), SecretKey: "unused"}))
+	if err := sendOne(forged, "rmq-token", "forged"); err == nil {
+		t.Fatal("a forged token was accepted")
 	}
 }
