@@ -21,12 +21,7 @@ func handleDescribeAcls(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.DescribeACLsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
 	sec := rc.srv().opts.Security
-	switch {
-	case sec == nil:
-		resp.ErrorCode = kerr.SecurityDisabled.Code
-		return reply{resp: resp}
-	case !rc.authorizedCluster(security.OpDescribe):
-		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+	if resp.ErrorCode = rc.securityGate(security.OpDescribe); resp.ErrorCode != 0 {
 		return reply{resp: resp}
 	}
 	f, ok := aclFilter(req.Version, int8(req.ResourceType), req.ResourceName, int8(req.ResourcePatternType),

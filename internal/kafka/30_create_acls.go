@@ -17,13 +17,7 @@ func handleCreateAcls(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.CreateACLsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
 	sec := rc.srv().opts.Security
-	code := int16(0)
-	switch {
-	case sec == nil:
-		code = kerr.SecurityDisabled.Code
-	case !rc.authorizedCluster(security.OpAlter):
-		code = kerr.ClusterAuthorizationFailed.Code
-	}
+	code := rc.securityGate(security.OpAlter)
 	resp.Results = make([]kmsg.CreateACLsResponseResult, len(req.Creations))
 	if code != 0 {
 		for i := range resp.Results {

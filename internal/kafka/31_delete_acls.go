@@ -26,11 +26,8 @@ func handleDeleteAcls(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 		return reply{resp: resp}
 	}
-	switch {
-	case sec == nil:
-		return fail(kerr.SecurityDisabled.Code, "")
-	case !rc.authorizedCluster(security.OpAlter):
-		return fail(kerr.ClusterAuthorizationFailed.Code, "")
+	if code := rc.securityGate(security.OpAlter); code != 0 {
+		return fail(code, "")
 	}
 	var filters []security.Filter
 	var at []int

@@ -30,12 +30,7 @@ func handleDescribeUserScramCredentials(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
 	sec := rc.srv().opts.Security
-	switch {
-	case sec == nil:
-		resp.ErrorCode = kerr.SecurityDisabled.Code
-		return reply{resp: resp}
-	case !rc.authorizedCluster(security.OpDescribe):
-		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+	if resp.ErrorCode = rc.securityGate(security.OpDescribe); resp.ErrorCode != 0 {
 		return reply{resp: resp}
 	}
 	result := func(u security.UserInfo) kmsg.DescribeUserSCRAMCredentialsResponseResult {

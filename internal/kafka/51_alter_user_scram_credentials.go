@@ -39,58 +39,47 @@ func handleAlterUserScramCredentials(rc *reqCtx, kreq kmsg.Request) reply {
 			codes[user], errs[user] = code, err
 		}
 	}
-	for _, d := range req.Deletions {
-		note(d.Name)
-		k := fmt.Sprintf("%s\x00%d", d.Name, d.Mechanism)
+	mark := func(user string, mech int8) {
+		note(user)
+		k := fmt.Sprintf("%s\x00%d", user, mech)
 		if seen[k] {
-			fail(d.Name, kerr.DuplicateResource.Code, errors.New("a user credential cannot be altered twice in the same request"))
+			fail(user, kerr.DuplicateResource.Code, errors.New("a user credential cannot be altered twice in the same request"))
 		}
 		seen[k] = true
+	}
+	for _, d := range req.Deletions {
+		mark(d.Name, d.Mechanism)
 	}
 	for _, u := range req.Upsertions {
-		note(u.Name)
-		k := fmt.Sprintf("%s\x00%d", u.Name, u.Mechanism)
-		if seen[k] {
-			fail(u.Name, kerr.DuplicateResource.Code, errors.New("a user credential cannot be altered twice in the same request"))
+		mark(u.Name, u.Mechanism)
+	}
+	// check validates one alteration's name and mechanism; "" when the
+	// user already failed or the entry is invalid.
+	check := func(user string, code int8) string {
+		mech := scramMechanismName(code)
+		switch {
+		case codes[user] != 0:
+			return ""
+		case user == "":
+			fail(user, kerr.UnacceptableCredential.Code, errors.New("username must not be empty"))
+			return ""
+		case mech == "":
+			fail(user, kerr.UnsupportedSaslMechanism.Code, fmt.Errorf("unknown SCRAM mechanism %d", code))
 		}
-		seen[k] = true
+		return mech
 	}
-	gate := int16(0)
-	switch {
-	case sec == nil:
-		gate = kerr.SecurityDisabled.Code
-	case !rc.authorizedCluster(security.OpAlter):
-		gate = kerr.ClusterAuthorizationFailed.Code
-	}
+	gate := rc.securityGate(security.OpAlter)
 	actor := rc.conn.auth.principal
 	if gate == 0 {
 		for _, d := range req.Deletions {
-			if codes[d.Name] != 0 {
-				continue
-			}
-			mech := scramMechanismName(d.Mechanism)
-			switch {
-			case d.Name == "":
-				fail(d.Name, kerr.UnacceptableCredential.Code, errors.New("username must not be empty"))
-			case mech == "":
-				fail(d.Name, kerr.UnsupportedSaslMechanism.Code, fmt.Errorf("unknown SCRAM mechanism %d", d.Mechanism))
-			default:
+			if mech := check(d.Name, d.Mechanism); mech != "" {
 				if err := sec.DeleteSCRAM(rc.ctx(), actor, d.Name, mech); err != nil {
 					fail(d.Name, scramErrorCode(err), err)
 				}
 			}
 		}
 		for _, u := range req.Upsertions {
-			if codes[u.Name] != 0 {
-				continue
-			}
-			mech := scramMechanismName(u.Mechanism)
-			switch {
-			case u.Name == "":
-				fail(u.Name, kerr.UnacceptableCredential.Code, errors.New("username must not be empty"))
-			case mech == "":
-				fail(u.Name, kerr.UnsupportedSaslMechanism.Code, fmt.Errorf("unknown SCRAM mechanism %d", u.Mechanism))
-			default:
+			if mech := check(u.Name, u.Mechanism); mech != "" {
 				if err := sec.UpsertSCRAM(rc.ctx(), actor, u.Name, mech, int(u.Iterations), u.Salt, u.SaltedPassword); err != nil {
 					fail(u.Name, scramErrorCode(err), err)
 				}

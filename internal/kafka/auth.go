@@ -269,3 +269,16 @@ var (
 func (r *reqCtx) allowedCreateTopic(name string) bool {
 	return r.authorizedCluster(security.OpCreate) || r.allowedTopic(name, security.OpCreate)
 }
+
+// securityGate is the admin APIs' first check: SECURITY_DISABLED without
+// the security service, CLUSTER_AUTHORIZATION_FAILED without op on the
+// cluster, 0 to go on.
+func (r *reqCtx) securityGate(op security.Operation) int16 {
+	switch {
+	case r.srv().opts.Security == nil:
+		return kerr.SecurityDisabled.Code
+	case !r.authorizedCluster(op):
+		return kerr.ClusterAuthorizationFailed.Code
+	}
+	return 0
+}

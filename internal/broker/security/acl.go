@@ -38,12 +38,7 @@ var resourceNames = map[ResourceType]string{
 	ResourceTransactionalID: "transactional_id", ResourceTenant: "tenant", ResourceNamespace: "namespace",
 }
 
-func (r ResourceType) String() string {
-	if s, ok := resourceNames[r]; ok {
-		return s
-	}
-	return fmt.Sprintf("resource(%d)", int8(r))
-}
+func (r ResourceType) String() string { return enumName(resourceNames, r, "resource") }
 
 // ParseResourceType reads a resource type by name (any case, - or _).
 func ParseResourceType(s string) (ResourceType, error) {
@@ -63,12 +58,7 @@ const (
 
 var patternNames = map[PatternType]string{PatternAny: "any", PatternMatch: "match", PatternLiteral: "literal", PatternPrefixed: "prefixed"}
 
-func (p PatternType) String() string {
-	if s, ok := patternNames[p]; ok {
-		return s
-	}
-	return fmt.Sprintf("pattern(%d)", int8(p))
-}
+func (p PatternType) String() string { return enumName(patternNames, p, "pattern") }
 
 // ParsePatternType reads a pattern type by name.
 func ParsePatternType(s string) (PatternType, error) {
@@ -100,12 +90,7 @@ var operationNames = map[Operation]string{
 	OpAlterConfigs: "alter_configs", OpIdempotentWrite: "idempotent_write",
 }
 
-func (o Operation) String() string {
-	if s, ok := operationNames[o]; ok {
-		return s
-	}
-	return fmt.Sprintf("operation(%d)", int8(o))
-}
+func (o Operation) String() string { return enumName(operationNames, o, "operation") }
 
 // ParseOperation reads an operation by name; "produce", "consume" and
 // "admin" are accepted for write, read and all.
@@ -133,16 +118,19 @@ const (
 
 var permissionNames = map[Permission]string{PermissionAny: "any", PermissionDeny: "deny", PermissionAllow: "allow"}
 
-func (p Permission) String() string {
-	if s, ok := permissionNames[p]; ok {
-		return s
-	}
-	return fmt.Sprintf("permission(%d)", int8(p))
-}
+func (p Permission) String() string { return enumName(permissionNames, p, "permission") }
 
 // ParsePermission reads allow, deny or any.
 func ParsePermission(s string) (Permission, error) {
 	return parseEnum(permissionNames, s, "permission")
+}
+
+// enumName is a value's name, or kind(n) for a value without one.
+func enumName[T ~int8](names map[T]string, v T, kind string) string {
+	if s, ok := names[v]; ok {
+		return s
+	}
+	return fmt.Sprintf("%s(%d)", kind, int8(v))
 }
 
 func parseEnum[T ~int8](names map[T]string, s, what string) (T, error) {
