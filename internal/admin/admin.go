@@ -80,17 +80,17 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security) http.
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(status)
 	})
-	mux.HandleFunc("GET /api/v1/topics", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /api/v1/topics", sec.guard(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(b.Topics(false))
-	})
-	mux.HandleFunc("GET /api/v1/storage", func(w http.ResponseWriter, _ *http.Request) {
+	}))
+	mux.HandleFunc("GET /api/v1/storage", sec.guard(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(storageReport(b))
-	})
+	}))
 	// Run a garbage-collection pass now: segments less live than threshold
 	// (default 0.5) are relocated and deleted.
-	mux.HandleFunc("POST /api/v1/storage/gc", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /api/v1/storage/gc", sec.guard(func(w http.ResponseWriter, r *http.Request) {
 		threshold := 0.5
 		if v := r.URL.Query().Get("threshold"); v != "" {
 			f, err := strconv.ParseFloat(v, 64)
@@ -107,9 +107,9 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security) http.
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(res)
-	})
+	}))
 	// Clean every compacted topic now, due or not.
-	mux.HandleFunc("POST /api/v1/storage/compact", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /api/v1/storage/compact", sec.guard(func(w http.ResponseWriter, r *http.Request) {
 		res, err := b.RunCompaction(r.Context(), true)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -117,9 +117,9 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security) http.
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(res)
-	})
+	}))
 	// Run a retention pass now: topic retention, then segment reclamation.
-	mux.HandleFunc("POST /api/v1/storage/retention", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /api/v1/storage/retention", sec.guard(func(w http.ResponseWriter, r *http.Request) {
 		res, err := b.RunRetention(r.Context())
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -128,10 +128,10 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security) http.
 		log.Info("retention pass run through the admin API", "deleted_segments", res.DeletedSegments, "freed_bytes", res.FreedBytes)
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(res)
-	})
+	}))
 	// Cancel a pending timer (or delayed) message by its unique id:
 	// DELETE /api/v1/timers/{id}?topic=<topic>.
-	mux.HandleFunc("DELETE /api/v1/timers/{id}", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("DELETE /api/v1/timers/{id}", sec.guard(func(w http.ResponseWriter, r *http.Request) {
 		name, err := model.ParseTopicName(r.URL.Query().Get("topic"))
 		if err == nil {
 			err = b.RecallTimer(r.Context(), name, r.PathValue("id"), 0)
@@ -145,12 +145,13 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security) http.
 			log.Info("timer message cancelled", "topic", name.String(), "id", r.PathValue("id"))
 			w.WriteHeader(http.StatusNoContent)
 		}
-	})
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}))
+	// Profiles can reveal what a node holds: guarded like the API.
+	mux.HandleFunc("/debug/pprof/", sec.guard(pprof.Index))
+	mux.HandleFunc("/debug/pprof/cmdline", sec.guard(pprof.Cmdline))
+	mux.HandleFunc("/debug/pprof/profile", sec.guard(pprof.Profile))
+	mux.HandleFunc("/debug/pprof/symbol", sec.guard(pprof.Symbol))
+	mux.HandleFunc("/debug/pprof/trace", sec.guard(pprof.Trace))
 	return mux
 }
 

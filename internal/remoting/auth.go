@@ -44,10 +44,10 @@ type authCheck struct {
 // authorizeRequest authenticates a request (when authentication or
 // authorization is on) and checks its resources; it returns the refusal
 // to send, or nil.
-func (c *conn) authorizeRequest(req *protocol.Command) *protocol.Command {
+func (c *conn) authorizeRequest(req *protocol.Command) (security.Principal, *protocol.Command) {
 	sec := c.s.opts.Security
 	if sec == nil || (!c.s.opts.Authentication && !sec.AuthorizationEnabled()) {
-		return nil
+		return security.Anonymous, nil
 	}
 	p, err := c.authenticate(sec, req)
 	if err != nil {
@@ -55,19 +55,29 @@ func (c *conn) authorizeRequest(req *protocol.Command) *protocol.Command {
 			g.Failed(c.host())
 		}
 		c.log.Warn("remoting authentication failed", "code", req.Code, "access_key", req.ExtFields[extAccessKey], "err", err)
-		return protocol.NewResponse(req, protocol.NoPermission, err.Error())
+		return p, protocol.NewResponse(req, protocol.NoPermission, err.Error())
 	}
 	if !sec.AuthorizationEnabled() {
-		return nil
+		return p, nil
 	}
 	for _, ch := range requestChecks(req) {
-		if !sec.Authorize(p, c.host(), ch.rt, ch.name, ch.op) {
-			c.log.Info("remoting request not authorized", "principal", p.String(), "code", req.Code, "resource", ch.rt, "name", ch.name, "operation", ch.op)
-			return protocol.NewResponse(req, protocol.NoPermission,
-				"no permission: "+p.String()+" may not "+ch.op.String()+" "+ch.rt.String()+" "+ch.name)
+		if resp := c.check(p, req, ch); resp != nil {
+			return p, resp
 		}
 	}
-	return nil
+	return p, nil
+}
+
+// check answers NO_PERMISSION when p may not do ch (nil when allowed or
+// authorization is off).
+func (c *conn) check(p security.Principal, req *protocol.Command, ch authCheck) *protocol.Command {
+	sec := c.s.opts.Security
+	if sec == nil || sec.Authorize(p, c.host(), ch.rt, ch.name, ch.op) {
+		return nil
+	}
+	c.log.Info("remoting request not authorized", "principal", p.String(), "code", req.Code, "resource", ch.rt, "name", ch.name, "operation", ch.op)
+	return protocol.NewResponse(req, protocol.NoPermission,
+		"no permission: "+p.String()+" may not "+ch.op.String()+" "+ch.rt.String()+" "+ch.name)
 }
 
 // host is the client's IP, for ACL host checks.

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
 
@@ -36,8 +37,9 @@ type conn struct {
 
 // reqCtx is what a handler knows of its request's connection.
 type reqCtx struct {
-	conn *conn
-	ctx  context.Context
+	conn      *conn
+	ctx       context.Context
+	principal security.Principal // who the request proved to be
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -153,7 +155,7 @@ func (c *conn) handle(req *protocol.Command) { c.handleWith(c.ctx, req) }
 // handleWith runs one request under ctx and queues its answer.
 func (c *conn) handleWith(ctx context.Context, req *protocol.Command) {
 	h := c.s.handlers[req.Code]
-	resp := c.authorizeRequest(req)
+	principal, resp := c.authorizeRequest(req)
 	switch {
 	case resp != nil:
 	case h == nil:
@@ -161,7 +163,7 @@ func (c *conn) handleWith(ctx context.Context, req *protocol.Command) {
 		resp = unsupported(req)
 	default:
 		start := time.Now()
-		resp = h(&reqCtx{conn: c, ctx: ctx}, req)
+		resp = h(&reqCtx{conn: c, ctx: ctx, principal: principal}, req)
 		if obs := c.s.opts.ObserveRequest; obs != nil {
 			obs(strconv.Itoa(int(req.Code)), time.Since(start))
 		}

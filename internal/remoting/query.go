@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
 
@@ -24,6 +25,10 @@ func handleViewMessageByID(rc *reqCtx, req *protocol.Command) *protocol.Command 
 	f, err := s.messageAt(pos)
 	if err != nil {
 		return protocol.NewResponse(req, protocol.SystemError, "no message at offset "+req.Ext("offset")+": "+err.Error())
+	}
+	// The message's topic is known only now: reading it needs Read there.
+	if refused := rc.conn.check(rc.principal, req, topicCheck(rmqName(f.topic.Name), security.OpRead)); refused != nil {
+		return refused
 	}
 	resp := protocol.NewResponse(req, protocol.Success, "")
 	resp.Body = protocol.AppendStoredV1(nil, f.stored(rc.conn.store))
