@@ -20,6 +20,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/filter"
 	"github.com/rosettamq/rosetta/internal/broker/pop"
+	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -101,14 +102,21 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 				return err
 			}
 			client := clientID(ctx)
+			bytes := 0
 			for i := range got {
 				if req.GetInvisibleDuration() == nil && req.GetAutoRenew() {
 					s.renew.add(client, group, got[i].Handle)
 				}
-				if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{
-					Message: s.deliveryProto(&got[i], mq.GetTopic(), t, invisible)}}); err != nil {
+				msg := s.deliveryProto(&got[i], mq.GetTopic(), t, invisible)
+				bytes += len(msg.GetBody())
+				if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{Message: msg}}); err != nil {
 					return err
 				}
+			}
+			// A namespace over its fetch rate: the call ends late, which
+			// paces the consumer's next receive.
+			if q := s.opts.Quotas; q.Active() {
+				quota.Wait(ctx, q.Charge(t.Name, quota.Fetch, bytes))
 			}
 			return nil
 		}

@@ -15,6 +15,7 @@ package remoting
 // without a signature, as RocketMQ-on-Pulsar accepted tokens.
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha1"
 	"encoding/base64"
@@ -22,6 +23,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
@@ -268,4 +270,22 @@ func requestChecks(req *protocol.Command) []authCheck {
 		return out
 	}
 	return nil
+}
+
+// paceFetch charges what a pull or pop returns to its topic's fetch quota
+// and holds the answer back for the throttle time (the clients have no
+// throttle field; a late answer paces their next pull).
+func (c *conn) paceFetch(ctx context.Context, req, resp *protocol.Command) {
+	q := c.s.opts.Quotas
+	if resp == nil || resp.Code != protocol.Success || len(resp.Body) == 0 || !q.Active() {
+		return
+	}
+	switch req.Code {
+	case protocol.PullMessage, protocol.LitePullMessage, protocol.PopMessage:
+	default:
+		return
+	}
+	if n, err := topicName(req.Ext("topic")); err == nil {
+		quota.Wait(ctx, q.Charge(n, quota.Fetch, len(resp.Body)))
+	}
 }

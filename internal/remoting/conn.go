@@ -167,6 +167,7 @@ func (c *conn) handleWith(ctx context.Context, req *protocol.Command) {
 		if obs := c.s.opts.ObserveRequest; obs != nil {
 			obs(strconv.Itoa(int(req.Code)), time.Since(start))
 		}
+		c.paceFetch(ctx, req, resp)
 	}
 	if resp == nil || req.IsOneway() {
 		return

@@ -431,3 +431,18 @@ func (m *Manager) Entities() []Entity {
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	return out
 }
+
+// Wait sleeps for a throttle time (at most maxThrottle) or until ctx ends:
+// how protocols without a throttle field pace a consumer over its fetch
+// rate — the answer comes late.
+func Wait(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(min(d, maxThrottle))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
