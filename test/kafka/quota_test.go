@@ -43,20 +43,20 @@ func putJSON(t *testing.T, method, url, body string) string {
 	return string(b)
 }
 
-// TestQuotas: a namespace over its produce byte rate is throttled (the
-// client is told throttle_time_ms and slows down) while another
-// namespace's producer keeps its rate; a namespace over its storage quota
-// and one at its topic quota are refused with POLICY_VIOLATION and a
+// TestQuotas: a tenant over its produce byte rate is throttled (the
+// client is told throttle_time_ms and slows down) while another tenant's
+// producer keeps its rate; a tenant over its storage quota and a
+// namespace at its topic quota are refused with POLICY_VIOLATION and a
 // message naming the quota; /metrics shows the quotas.
 func TestQuotas(t *testing.T) {
 	n := startNode(t)
 	base := "http://" + n.HTTPAddr()
-	putJSON(t, "PUT", base+"/api/v1/quotas/namespace/public/slow", `{"produceBytesPerSecond": 262144}`)
-	putJSON(t, "PUT", base+"/api/v1/quotas/namespace/public/small", `{"storageBytes": 100000}`)
+	putJSON(t, "PUT", base+"/api/v1/quotas/tenant/slowco", `{"produceBytesPerSecond": 262144}`)
+	putJSON(t, "PUT", base+"/api/v1/quotas/tenant/smallco", `{"storageBytes": 100000}`)
 	putJSON(t, "PUT", base+"/api/v1/quotas/namespace/public/few", `{"topics": 2}`)
 	ctx := ctxTimeout(t, 2*time.Minute)
 	adm := kadm.NewClient(newClient(t, n.KafkaAddr()))
-	for _, topic := range []string{"slow/orders", "fast/orders", "small/orders"} {
+	for _, topic := range []string{"slowco/app/orders", "fastco/app/orders", "smallco/app/orders"} {
 		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
 			t.Fatal(err)
 		}
@@ -92,24 +92,24 @@ func TestQuotas(t *testing.T) {
 	var slowBytes, fastBytes int64
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); slowBytes = run("slow/orders", &slowHook) }()
-	go func() { defer wg.Done(); fastBytes = run("fast/orders", &fastHook) }()
+	go func() { defer wg.Done(); slowBytes = run("slowco/app/orders", &slowHook) }()
+	go func() { defer wg.Done(); fastBytes = run("fastco/app/orders", &fastHook) }()
 	wg.Wait()
-	t.Logf("6 s of produce: throttled namespace %d bytes (%d throttles), other namespace %d bytes (%d throttles)",
+	t.Logf("6 s of produce: throttled tenant %d bytes (%d throttles), other tenant %d bytes (%d throttles)",
 		slowBytes, slowHook.n.Load(), fastBytes, fastHook.n.Load())
 	if slowHook.n.Load() == 0 || fastHook.n.Load() != 0 {
 		t.Fatalf("throttles seen: over-quota client %d, other client %d", slowHook.n.Load(), fastHook.n.Load())
 	}
 	// 256 KiB/s for 6 s plus one second of burst, with slack.
 	if slowBytes > 2*7*262144 {
-		t.Fatalf("the throttled namespace wrote %d bytes in 6 s, over twice its quota", slowBytes)
+		t.Fatalf("the throttled tenant wrote %d bytes in 6 s, over twice its quota", slowBytes)
 	}
 	if fastBytes < 3*slowBytes {
-		t.Fatalf("the other namespace kept only %d bytes to the throttled %d", fastBytes, slowBytes)
+		t.Fatalf("the other tenant kept only %d bytes to the throttled %d", fastBytes, slowBytes)
 	}
 
-	// Storage: past 100,000 bytes the namespace's writes are refused.
-	small := newClient(t, n.KafkaAddr(), kgo.DefaultProduceTopic("small/orders"))
+	// Storage: past 100,000 bytes the tenant's writes are refused.
+	small := newClient(t, n.KafkaAddr(), kgo.DefaultProduceTopic("smallco/app/orders"))
 	for range 15 {
 		if err := small.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -127,7 +127,7 @@ func TestQuotas(t *testing.T) {
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks, req.TimeoutMillis = -1, 5000
 	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "small/orders"
+	rt.Topic = "smallco/app/orders"
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Records = rawBatch(-1, -1, -1, "over")
 	rt.Partitions = append(rt.Partitions, rp)
@@ -136,7 +136,7 @@ func TestQuotas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := resp.Topics[0].Partitions[0]; p.ErrorMessage == nil || !strings.Contains(*p.ErrorMessage, "namespace:public/small") ||
+	if p := resp.Topics[0].Partitions[0]; p.ErrorMessage == nil || !strings.Contains(*p.ErrorMessage, "tenant:smallco") ||
 		!strings.Contains(*p.ErrorMessage, "storage quota is 100000") {
 		t.Fatalf("refusal message: %v", p.ErrorMessage)
 	}
@@ -151,14 +151,14 @@ func TestQuotas(t *testing.T) {
 		}
 	}
 	metrics := putJSON(t, "GET", base+"/metrics", "")
-	for _, want := range []string{`rosetta_quota_throttle_seconds_total{direction="produce",entity="namespace:public/slow"}`,
-		`rosetta_quota_limit{entity="namespace:public/small",quota="storage_bytes"} 100000`,
-		`rosetta_quota_storage_bytes{entity="namespace:public/small"}`} {
+	for _, want := range []string{`rosetta_quota_throttle_seconds_total{direction="produce",entity="tenant:slowco"}`,
+		`rosetta_quota_limit{entity="tenant:smallco",quota="storage_bytes"} 100000`,
+		`rosetta_quota_storage_bytes{entity="tenant:smallco"}`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	if report := putJSON(t, "GET", base+"/api/v1/quotas", ""); !strings.Contains(report, `"entity":"namespace:public/slow"`) {
+	if report := putJSON(t, "GET", base+"/api/v1/quotas", ""); !strings.Contains(report, `"entity":"tenant:slowco"`) {
 		t.Errorf("quota report: %s", report)
 	}
 }

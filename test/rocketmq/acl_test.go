@@ -313,3 +313,34 @@ func TestRemotingTokenAccessKey(t *testing.T) {
 		t.Fatal("a forged token was accepted")
 	}
 }
+
+// TestRemotingNamespaceACL: an ACL on a RocketMQ namespace (the clients'
+// namespace option) lets its user in there and nowhere else; another user
+// stays out of it.
+func TestRemotingNamespaceACL(t *testing.T) {
+	n := startACLNode(t)
+	for _, ns := range []string{"acme", "globex"} {
+		createTopicDirect(t, n, ns+"/orders", 1)
+	}
+	for _, err := range n.App.Security().CreateACLs(context.Background(), security.User("test"), []security.Binding{{
+		ResourceType: security.ResourceNamespace, ResourceName: "public/acme", PatternType: security.PatternLiteral,
+		Principal: "User:alice", Host: "*", Operation: security.OpAll, Permission: security.PermissionAllow}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := func(user, ns string) interface {
+		SendSync(context.Context, ...*primitive.Message) (*primitive.SendResult, error)
+	} {
+		return startProducer(t, n.RemotingAddr(), "ns-"+user+"-"+ns, producer.WithCredentials(credentials(user)), producer.WithNamespace(ns))
+	}
+	if err := sendOne(in("alice", "acme"), "orders", "mine"); err != nil {
+		t.Fatalf("alice in her namespace: %v", err)
+	}
+	if err := sendOne(in("alice", "globex"), "orders", "theirs"); err == nil {
+		t.Fatal("alice wrote to another namespace")
+	}
+	if err := sendOne(in("bob", "acme"), "orders", "bob"); err == nil {
+		t.Fatal("bob wrote to alice's namespace")
+	}
+}

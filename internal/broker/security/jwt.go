@@ -98,7 +98,11 @@ func (s *Service) VerifyToken(token string) (Principal, time.Time, error) {
 	if s.jwt == nil {
 		return Principal{}, time.Time{}, fmt.Errorf("%w: token authentication is not configured", ErrAuthentication)
 	}
-	return s.jwt.verify(token)
+	p, exp, err := s.jwt.verify(token)
+	if err == nil && s.userDisabled(p.Name) {
+		return Principal{}, time.Time{}, fmt.Errorf("%w: user %s is disabled", ErrAuthentication, p.Name)
+	}
+	return p, exp, err
 }
 
 // LooksLikeJWT reports whether a string has a JWT's three dot-separated

@@ -272,6 +272,12 @@ func TestOAuthBearer(t *testing.T) {
 	if p, err := login(good); err != nil || p != User("dave") {
 		t.Fatalf("good token: %v %v", p, err)
 	}
+	disabled := true
+	s.SetPassword(context.Background(), tester, "dave", "pw", 0)
+	s.SetUserFlags(context.Background(), tester, "dave", nil, &disabled)
+	if _, err := login(good); !errors.Is(err, ErrAuthentication) {
+		t.Fatalf("token of a disabled user: %v", err)
+	}
 	for name, tok := range map[string]string{
 		"expired":     sign(jwt.MapClaims{"sub": "dave", "exp": time.Now().Add(-time.Hour).Unix()}, []byte(testSecret), jwt.SigningMethodHS256),
 		"no expiry":   sign(jwt.MapClaims{"sub": "dave"}, []byte(testSecret), jwt.SigningMethodHS256),

@@ -337,6 +337,14 @@ func (s *Service) Users(names ...string) []UserInfo {
 	return out
 }
 
+// userDisabled reports whether a stored user is disabled.
+func (s *Service) userDisabled(name string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r := s.users[name]
+	return r != nil && r.Disabled
+}
+
 // UserNamespace returns the namespace a user is bound to, or "".
 func (s *Service) UserNamespace(name string) string {
 	s.mu.RLock()
