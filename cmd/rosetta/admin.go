@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -12,14 +11,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/rosettamq/rosetta/internal/broker/security"
-	"github.com/rosettamq/rosetta/internal/meta"
+	"github.com/rosettamq/rosetta/internal/app"
 )
 
 // adminClient calls a node's admin API.
@@ -106,7 +103,7 @@ security.authorization on); otherwise through the admin API.`,
 				password = strings.TrimRight(line, "\r\n")
 			}
 			if dataDir != "" {
-				return setUserOffline(cmd.Context(), dataDir, args[0], password, namespace, iterations)
+				return app.SetUserOffline(cmd.Context(), dataDir, args[0], password, namespace, iterations)
 			}
 			body := map[string]any{"iterations": iterations}
 			if password != "" {
@@ -131,35 +128,6 @@ security.authorization on); otherwise through the admin API.`,
 				return a.do(cmd, http.MethodDelete, "/api/v1/users/"+url.PathEscape(args[0]), nil)
 			}})
 	return cmd
-}
-
-// setUserOffline writes a user into a stopped node's metadata.
-func setUserOffline(ctx context.Context, dataDir, name, password, namespace string, iterations int) error {
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return err
-	}
-	store, err := meta.OpenBolt(filepath.Join(dataDir, "meta.db"))
-	if err != nil {
-		return fmt.Errorf("open %s (is the node running?): %w", dataDir, err)
-	}
-	defer store.Close()
-	sec, err := security.New(ctx, store, security.Options{KeyFile: filepath.Join(dataDir, "security.key")})
-	if err != nil {
-		return err
-	}
-	actor := security.User("cli")
-	if password != "" {
-		if err := sec.SetPassword(ctx, actor, name, password, iterations); err != nil {
-			return err
-		}
-	}
-	if namespace != "" {
-		return sec.SetUserNamespace(ctx, actor, name, namespace)
-	}
-	if password == "" {
-		return errors.New("give --password, --password-stdin or --namespace")
-	}
-	return nil
 }
 
 func aclCmd() *cobra.Command {

@@ -2,9 +2,11 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -90,4 +92,35 @@ func splitComma(s string) []string {
 		}
 	}
 	return out
+}
+
+// SetUserOffline writes a user (password and/or namespace) into a stopped
+// node's data directory: how the first super user is made before a node
+// starts with authorization on.
+func SetUserOffline(ctx context.Context, dataDir, name, password, namespace string, iterations int) error {
+	if password == "" && namespace == "" {
+		return errors.New("give a password or a namespace")
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return err
+	}
+	store, err := meta.OpenBolt(filepath.Join(dataDir, "meta.db"))
+	if err != nil {
+		return fmt.Errorf("open %s (is the node running?): %w", dataDir, err)
+	}
+	defer store.Close()
+	sec, err := security.New(ctx, store, security.Options{KeyFile: filepath.Join(dataDir, "security.key")})
+	if err != nil {
+		return err
+	}
+	actor := security.User("cli")
+	if password != "" {
+		if err := sec.SetPassword(ctx, actor, name, password, iterations); err != nil {
+			return err
+		}
+	}
+	if namespace != "" {
+		return sec.SetUserNamespace(ctx, actor, name, namespace)
+	}
+	return nil
 }
