@@ -170,7 +170,10 @@ func tlsPrincipal(nc net.Conn) (security.Principal, bool) {
 	if !ok {
 		return security.Principal{}, false
 	}
-	if err := tc.Handshake(); err != nil {
+	_ = tc.SetDeadline(time.Now().Add(10 * time.Second)) // a stalled handshake does not hold the connection
+	err := tc.Handshake()
+	_ = tc.SetDeadline(time.Time{})
+	if err != nil {
 		return security.Principal{}, false
 	}
 	st := tc.ConnectionState()
