@@ -182,11 +182,11 @@ func aclCmd() *cobra.Command {
 
 func quotaCmd() *cobra.Command {
 	a := &adminClient{}
-	cmd := &cobra.Command{Use: "quota", Short: "Manage tenant and namespace quotas"}
+	cmd := &cobra.Command{Use: "quota", Short: "Manage tenant, namespace and user quotas"}
 	a.flags(cmd)
 	var produce, fetch, storage int64
 	var topics int
-	set := &cobra.Command{Use: "set tenant|namespace NAME", Short: "Set an entity's limits (0: none)", Args: cobra.ExactArgs(2),
+	set := &cobra.Command{Use: "set tenant|namespace|user NAME", Short: "Set an entity's limits (0: none; users have byte rates only)", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.do(cmd, http.MethodPut, "/api/v1/quotas/"+args[0]+"/"+args[1], map[string]any{"produceBytesPerSecond": produce,
 				"fetchBytesPerSecond": fetch, "storageBytes": storage, "topics": topics})
@@ -198,7 +198,7 @@ func quotaCmd() *cobra.Command {
 	cmd.AddCommand(set,
 		&cobra.Command{Use: "list", Short: "List limits, usage and throttling per tenant and namespace", Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error { return a.do(cmd, http.MethodGet, "/api/v1/quotas", nil) }},
-		&cobra.Command{Use: "delete tenant|namespace NAME", Short: "Remove an entity's limits", Args: cobra.ExactArgs(2),
+		&cobra.Command{Use: "delete tenant|namespace|user NAME", Short: "Remove an entity's limits", Args: cobra.ExactArgs(2),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return a.do(cmd, http.MethodDelete, "/api/v1/quotas/"+args[0]+"/"+args[1], nil)
 			}})

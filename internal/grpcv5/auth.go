@@ -190,7 +190,7 @@ func (s *Server) authUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo
 	if err := s.authorize(a, req); err != nil {
 		return nil, err
 	}
-	return h(ctx, req)
+	return h(context.WithValue(ctx, principalKey{}, a.p), req)
 }
 
 func (s *Server) authStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
@@ -204,11 +204,26 @@ func (s *Server) authStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerI
 	return h(srv, &authorizedStream{ServerStream: ss, s: s, a: a})
 }
 
+type principalKey struct{}
+
+// callUser is the user a call authenticated as ("" when anonymous), whose
+// quotas its bytes count against.
+func callUser(ctx context.Context) string {
+	if p, ok := ctx.Value(principalKey{}).(security.Principal); ok && !p.IsAnonymous() {
+		return p.Name
+	}
+	return ""
+}
+
 // authorizedStream checks each message a stream receives.
 type authorizedStream struct {
 	grpc.ServerStream
 	s *Server
 	a callAuth
+}
+
+func (w *authorizedStream) Context() context.Context {
+	return context.WithValue(w.ServerStream.Context(), principalKey{}, w.a.p)
 }
 
 func (w *authorizedStream) RecvMsg(m any) error {

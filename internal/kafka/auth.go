@@ -285,3 +285,12 @@ func (r *reqCtx) securityGate(op security.Operation) int16 {
 	}
 	return 0
 }
+
+// quotaUser is the user a connection's bytes count against ("" when
+// anonymous).
+func (r *reqCtx) quotaUser() string {
+	if p := r.conn.auth.principal; !p.IsAnonymous() && p.Type == "User" {
+		return p.Name
+	}
+	return ""
+}

@@ -62,6 +62,8 @@ func handlerTable() []apiHandler {
 		{45, 0, 1, handleAlterPartitionReassignments},
 		{46, 0, 0, handleListPartitionReassignments},
 		{47, 0, 0, handleOffsetDelete},
+		{48, 0, 1, handleDescribeClientQuotas},
+		{49, 0, 1, handleAlterClientQuotas},
 		{50, 0, 0, handleDescribeUserScramCredentials},
 		{51, 0, 0, handleAlterUserScramCredentials},
 		{60, 0, 1, handleDescribeCluster},

@@ -275,7 +275,7 @@ func requestChecks(req *protocol.Command) []authCheck {
 // paceFetch charges what a pull or pop returns to its topic's fetch quota
 // and holds the answer back for the throttle time (the clients have no
 // throttle field; a late answer paces their next pull).
-func (c *conn) paceFetch(ctx context.Context, req, resp *protocol.Command) {
+func (c *conn) paceFetch(ctx context.Context, p security.Principal, req, resp *protocol.Command) {
 	q := c.s.opts.Quotas
 	if resp == nil || resp.Code != protocol.Success || len(resp.Body) == 0 || !q.Active() {
 		return
@@ -286,6 +286,19 @@ func (c *conn) paceFetch(ctx context.Context, req, resp *protocol.Command) {
 		return
 	}
 	if n, err := topicName(req.Ext("topic")); err == nil {
-		quota.Wait(ctx, q.Charge(n, quota.Fetch, len(resp.Body)))
+		user := ""
+		if !p.IsAnonymous() {
+			user = p.Name
+		}
+		quota.Wait(ctx, q.Charge(n, user, quota.Fetch, len(resp.Body)))
 	}
+}
+
+// quotaUser is the user a request's bytes count against ("" when
+// anonymous).
+func (rc *reqCtx) quotaUser() string {
+	if rc.principal.IsAnonymous() {
+		return ""
+	}
+	return rc.principal.Name
 }

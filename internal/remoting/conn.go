@@ -167,7 +167,7 @@ func (c *conn) handleWith(ctx context.Context, req *protocol.Command) {
 		if obs := c.s.opts.ObserveRequest; obs != nil {
 			obs(strconv.Itoa(int(req.Code)), time.Since(start))
 		}
-		c.paceFetch(ctx, req, resp)
+		c.paceFetch(ctx, principal, req, resp)
 	}
 	if resp == nil || req.IsOneway() {
 		return

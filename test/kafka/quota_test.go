@@ -162,3 +162,43 @@ func TestQuotas(t *testing.T) {
 		t.Errorf("quota report: %s", report)
 	}
 }
+
+// TestKafkaUserQuotas: user quotas set with Kafka's AlterClientQuotas
+// (kadm, as kafka-configs --entity-type users does) are described back
+// and throttle that user's producer.
+func TestKafkaUserQuotas(t *testing.T) {
+	n := startSecureNode(t, nil)
+	ctx := ctxTimeout(t, time.Minute)
+	adm := kadm.NewClient(n.userClient(t, "admin"))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "uq"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").AllowHosts().Topics("uq").
+		Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternLiteral)); err != nil {
+		t.Fatal(err)
+	}
+	alice := "alice"
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: &alice}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 65536}},
+	}})
+	if err != nil || len(res) != 1 || res[0].Err != nil {
+		t.Fatalf("alter: %+v %v", res, err)
+	}
+	described, err := adm.DescribeClientQuotas(ctx, false, []kadm.DescribeClientQuotaComponent{{Type: "user", MatchName: &alice}})
+	if err != nil || len(described) != 1 || len(described[0].Values) != 1 || described[0].Values[0].Value != 65536 {
+		t.Fatalf("describe: %+v %v", described, err)
+	}
+	var hook throttleHook
+	value := make([]byte, 32<<10)
+	_, _ = rand.Read(value)
+	cl := n.userClient(t, "alice", kgo.DefaultProduceTopic("uq"), kgo.WithHooks(&hook), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	for range 8 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if hook.n.Load() == 0 {
+		t.Fatal("256 KiB at 64 KiB/s was never throttled")
+	}
+}

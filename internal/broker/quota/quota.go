@@ -35,10 +35,10 @@ type Limits struct {
 	Topics                int   `json:"topics,omitempty"`
 }
 
-// Entity is what limits apply to: a tenant ("acme") or a namespace
-// ("acme/prod").
+// Entity is what limits apply to: a tenant ("acme"), a namespace
+// ("acme/prod") or a user (Kafka's user quotas: the principal's name).
 type Entity struct {
-	Kind string `json:"kind"` // "tenant" or "namespace"
+	Kind string `json:"kind"` // "tenant", "namespace" or "user"
 	Name string `json:"name"`
 }
 
@@ -56,8 +56,9 @@ func (e Entity) validate() error {
 	switch {
 	case e.Kind == "tenant" && len(parts) == 1 && parts[0] != "":
 	case e.Kind == "namespace" && len(parts) == 2 && parts[0] != "" && parts[1] != "":
+	case e.Kind == "user" && e.Name != "":
 	default:
-		return fmt.Errorf("%w: quota entity %q (want tenant:<tenant> or namespace:<tenant>/<namespace>)", model.ErrInvalidConfig, e.String())
+		return fmt.Errorf("%w: quota entity %q (want tenant:<tenant>, namespace:<tenant>/<namespace> or user:<name>)", model.ErrInvalidConfig, e.String())
 	}
 	return nil
 }
@@ -65,6 +66,17 @@ func (e Entity) validate() error {
 // entitiesOf are the entities a topic is charged to.
 func entitiesOf(n model.TopicName) [2]Entity {
 	return [2]Entity{{"namespace", n.Tenant + "/" + n.Namespace}, {"tenant", n.Tenant}}
+}
+
+// chargedTo are the entities bytes of a topic moved by a user are charged
+// to: the topic's namespace and tenant, and the user ("" for none).
+func chargedTo(n model.TopicName, user string) []Entity {
+	es := entitiesOf(n)
+	out := es[:]
+	if user != "" {
+		out = append(out, Entity{"user", user})
+	}
+	return out
 }
 
 // Direction is what a byte rate counts.
@@ -181,6 +193,9 @@ func (m *Manager) Set(ctx context.Context, actor string, e Entity, l Limits) err
 	if err == nil && (l.ProduceBytesPerSecond < 0 || l.FetchBytesPerSecond < 0 || l.StorageBytes < 0 || l.Topics < 0) {
 		err = fmt.Errorf("%w: negative quota", model.ErrInvalidConfig)
 	}
+	if err == nil && e.Kind == "user" && (l.StorageBytes > 0 || l.Topics > 0) {
+		err = fmt.Errorf("%w: users have byte-rate quotas only (storage and topics are per tenant or namespace)", model.ErrInvalidConfig)
+	}
 	if err == nil {
 		if l == (Limits{}) {
 			err = meta.Delete(ctx, m.meta, quotaPrefix+e.String())
@@ -241,9 +256,10 @@ func (m *Manager) Stats() map[Entity]map[Direction]Stats {
 	return out
 }
 
-// Charge records n bytes moved for a topic and returns how long the
-// client should wait (Kafka's throttle time; 0 within quota).
-func (m *Manager) Charge(topic model.TopicName, d Direction, n int) time.Duration {
+// Charge records n bytes a user ("" when anonymous) moved for a topic and
+// returns how long the client should wait (Kafka's throttle time; 0
+// within quota).
+func (m *Manager) Charge(topic model.TopicName, user string, d Direction, n int) time.Duration {
 	if topic.Tenant == "" {
 		return 0
 	}
@@ -254,7 +270,7 @@ func (m *Manager) Charge(topic model.TopicName, d Direction, n int) time.Duratio
 	}
 	now := m.now()
 	var wait time.Duration
-	for _, e := range entitiesOf(topic) {
+	for _, e := range chargedTo(topic, user) {
 		k := m.bucketFor(e, d, now)
 		if k == nil {
 			continue
@@ -270,10 +286,10 @@ func (m *Manager) Charge(topic model.TopicName, d Direction, n int) time.Duratio
 	return wait
 }
 
-// Admit charges n bytes unless a bucket of the topic is in debt, in which
-// case nothing is charged and false is returned (RocketMQ's flow control:
-// the client is told the broker is busy and retries).
-func (m *Manager) Admit(topic model.TopicName, d Direction, n int) bool {
+// Admit charges n bytes unless a bucket of the topic or user is in debt,
+// in which case nothing is charged and false is returned (RocketMQ's flow
+// control: the client is told the broker is busy and retries).
+func (m *Manager) Admit(topic model.TopicName, user string, d Direction, n int) bool {
 	if topic.Tenant == "" {
 		return true
 	}
@@ -288,7 +304,7 @@ func (m *Manager) Admit(topic model.TopicName, d Direction, n int) bool {
 		k *bucket
 	}
 	var cs []charged
-	for _, e := range entitiesOf(topic) {
+	for _, e := range chargedTo(topic, user) {
 		if k := m.bucketFor(e, d, now); k != nil {
 			if k.debt() > 0 {
 				m.statsFor(e, d).Refused++
@@ -446,3 +462,10 @@ func Wait(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	}
 }
+
+// Kafka quota keys (kafka-configs --entity-type users) and the limits
+// they set.
+const (
+	KafkaProducerByteRate = "producer_byte_rate"
+	KafkaConsumerByteRate = "consumer_byte_rate"
+)
