@@ -106,7 +106,8 @@ type Manager struct {
 	buckets map[bucketKey]*bucket
 	stats   map[bucketKey]*Stats
 
-	usage atomic.Pointer[map[Entity]Usage]
+	usage  atomic.Pointer[map[Entity]Usage]
+	active atomic.Bool // any limit set: read on every request, so no lock
 }
 
 // Usage is what an entity holds now.
@@ -183,6 +184,7 @@ func (m *Manager) load(ctx context.Context) error {
 	m.mu.Lock()
 	m.limits = limits
 	m.buckets = map[bucketKey]*bucket{} // rates may have changed
+	m.active.Store(len(limits) > 0)
 	m.mu.Unlock()
 	return nil
 }
@@ -229,14 +231,7 @@ func (m *Manager) List() map[Entity]Limits {
 
 // Active reports whether any quota is set (callers skip their accounting
 // otherwise).
-func (m *Manager) Active() bool {
-	if m == nil {
-		return false
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.limits) > 0
-}
+func (m *Manager) Active() bool { return m != nil && m.active.Load() }
 
 // Usage returns what each entity with a topic holds (refreshed every
 // second).
