@@ -12,7 +12,7 @@ package remoting
 // default tenant), Cluster, "Type:prefix*" (prefixed), "Type:*" and "*"
 // (every topic and group). Actions: Pub → write, Sub → read, Create,
 // Update → alter, Delete, Get and List → describe, All and Any → all.
-// Source IPs are single addresses (no CIDR ranges).
+// Source IPs are addresses or CIDR ranges.
 
 import (
 	"encoding/json"
@@ -227,8 +227,8 @@ func entryBindings(subject string, e rmqACLEntry) ([]security.Binding, error) {
 			return nil, fmt.Errorf("%w: action %q", security.ErrInvalid, a)
 		}
 		for _, h := range hosts {
-			if strings.Contains(h, "/") || strings.Contains(h, "-") {
-				return nil, fmt.Errorf("%w: source IP ranges (%q) are not supported; name single addresses", security.ErrInvalid, h)
+			if strings.Contains(h, "-") {
+				return nil, fmt.Errorf("%w: source IP range %q: use CIDR notation (10.0.0.0/8)", security.ErrInvalid, h)
 			}
 			for _, rt := range rts {
 				out = append(out, security.Binding{ResourceType: rt, ResourceName: name, PatternType: pt, Principal: subject,

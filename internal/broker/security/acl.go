@@ -15,6 +15,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 )
@@ -172,6 +173,11 @@ func (b Binding) Validate() error {
 		return fmt.Errorf("%w: permission %v", ErrInvalid, b.Permission)
 	case b.Host == "":
 		return fmt.Errorf("%w: empty host (use *)", ErrInvalid)
+	}
+	if strings.Contains(b.Host, "/") {
+		if _, err := netip.ParsePrefix(b.Host); err != nil {
+			return fmt.Errorf("%w: host range %q: %v", ErrInvalid, b.Host, err)
+		}
 	}
 	if _, err := ParsePrincipal(b.Principal); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package security
 
 import (
+	"net/netip"
 	"strings"
 	"sync"
 
@@ -53,7 +54,7 @@ func (s *Service) decide(sn *aclSnapshot, p Principal, host string, rt ResourceT
 	ps, anyUser := p.String(), p.Type+":"+Wildcard
 	allowed := false
 	for _, b := range found {
-		if (b.Principal != ps && b.Principal != anyUser) || (b.Host != Wildcard && b.Host != host) {
+		if (b.Principal != ps && b.Principal != anyUser) || !hostMatches(b.Host, host) {
 			continue
 		}
 		if b.Permission == PermissionDeny {
@@ -94,7 +95,7 @@ func (s *Service) AuthorizeAny(p Principal, host string, rt ResourceType, op Ope
 	for _, b := range s.acls.Load().all {
 		covers := b.ResourceType == rt ||
 			(rt == ResourceTopic && (b.ResourceType == ResourceNamespace || b.ResourceType == ResourceTenant))
-		if !covers || (b.Principal != ps && b.Principal != anyUser) || (b.Host != Wildcard && b.Host != host) {
+		if !covers || (b.Principal != ps && b.Principal != anyUser) || !hostMatches(b.Host, host) {
 			continue
 		}
 		if b.Permission == PermissionDeny && b.PatternType == PatternLiteral && b.ResourceName == Wildcard &&
@@ -150,4 +151,22 @@ func (c *decisionCache) reset() {
 	c.mu.Lock()
 	c.m = nil
 	c.mu.Unlock()
+}
+
+// hostMatches reports whether a binding's host covers a client address:
+// "*", the address itself, or a CIDR range holding it (RocketMQ's source
+// IP ranges).
+func hostMatches(pattern, host string) bool {
+	if pattern == Wildcard || pattern == host {
+		return true
+	}
+	if !strings.Contains(pattern, "/") {
+		return false
+	}
+	prefix, err := netip.ParsePrefix(pattern)
+	if err != nil {
+		return false
+	}
+	addr, err := netip.ParseAddr(host)
+	return err == nil && prefix.Contains(addr.Unmap())
 }

@@ -101,7 +101,21 @@ func TestAllowIfNoACLAndHosts(t *testing.T) {
 	b := allow("User:alice", ResourceTopic, "t", PatternLiteral, OpRead)
 	b.Host = "10.0.0.1"
 	s.CreateACLs(context.Background(), tester, []Binding{b})
+	r := allow("User:bob", ResourceTopic, "t", PatternLiteral, OpRead)
+	r.Host = "10.1.0.0/16"
+	if errs := s.CreateACLs(context.Background(), tester, []Binding{r}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	bad := r
+	bad.Host = "10.1.0.0/99"
+	if errs := s.CreateACLs(context.Background(), tester, []Binding{bad}); !errors.Is(errs[0], ErrInvalid) {
+		t.Fatalf("bad range: %v", errs[0])
+	}
 	switch {
+	case !s.Authorize(User("bob"), "10.1.2.3", ResourceTopic, "t", OpRead):
+		t.Error("address in the range refused")
+	case s.Authorize(User("bob"), "10.2.0.1", ResourceTopic, "t", OpRead):
+		t.Error("address outside the range allowed")
 	case !s.Authorize(User("x"), "h", ResourceTopic, "unnamed", OpWrite):
 		t.Error("no ACL on the resource: allowed")
 	case s.Authorize(User("alice"), "10.0.0.2", ResourceTopic, "t", OpRead):
