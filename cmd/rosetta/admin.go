@@ -185,16 +185,17 @@ func quotaCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "quota", Short: "Manage tenant, namespace and user quotas"}
 	a.flags(cmd)
 	var produce, fetch, storage int64
-	var topics int
+	var topics, connections int
 	set := &cobra.Command{Use: "set tenant|namespace|user NAME", Short: "Set an entity's limits (0: none; users have byte rates only)", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.do(cmd, http.MethodPut, "/api/v1/quotas/"+args[0]+"/"+args[1], map[string]any{"produceBytesPerSecond": produce,
-				"fetchBytesPerSecond": fetch, "storageBytes": storage, "topics": topics})
+				"fetchBytesPerSecond": fetch, "storageBytes": storage, "topics": topics, "connections": connections})
 		}}
 	set.Flags().Int64Var(&produce, "produce-bytes-per-second", 0, "produce byte rate")
 	set.Flags().Int64Var(&fetch, "fetch-bytes-per-second", 0, "fetch byte rate")
 	set.Flags().Int64Var(&storage, "storage-bytes", 0, "stored bytes")
 	set.Flags().IntVar(&topics, "topics", 0, "topic count")
+	set.Flags().IntVar(&connections, "connections", 0, "authenticated connections (of a user, or of the users bound to a namespace or tenant)")
 	cmd.AddCommand(set,
 		&cobra.Command{Use: "list", Short: "List limits, usage and throttling per tenant and namespace", Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error { return a.do(cmd, http.MethodGet, "/api/v1/quotas", nil) }},

@@ -272,7 +272,7 @@ func nonNil[T any](s []T) []T {
 type quotaCollector struct {
 	q                                  *quota.Manager
 	limit, storage, topics, bytes, thr *prometheus.Desc
-	refused                            *prometheus.Desc
+	refused, conns                     *prometheus.Desc
 }
 
 func newQuotaCollector(q *quota.Manager) *quotaCollector {
@@ -286,11 +286,12 @@ func newQuotaCollector(q *quota.Manager) *quotaCollector {
 		bytes:   d("bytes_total", "Bytes charged to a rate quota since start.", "direction"),
 		thr:     d("throttle_seconds_total", "Throttle time handed to Kafka clients since start.", "direction"),
 		refused: d("refused_total", "Requests refused as busy while over a rate quota since start.", "direction"),
+		conns:   d("connections", "Authenticated connections counted against connection quotas."),
 	}
 }
 
 func (c *quotaCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.limit, c.storage, c.topics, c.bytes, c.thr, c.refused} {
+	for _, d := range []*prometheus.Desc{c.limit, c.storage, c.topics, c.bytes, c.thr, c.refused, c.conns} {
 		ch <- d
 	}
 }
@@ -298,7 +299,7 @@ func (c *quotaCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 	for e, l := range c.q.List() {
 		for name, v := range map[string]int64{"produce_bytes_per_second": l.ProduceBytesPerSecond, "fetch_bytes_per_second": l.FetchBytesPerSecond,
-			"storage_bytes": l.StorageBytes, "topics": int64(l.Topics)} {
+			"storage_bytes": l.StorageBytes, "topics": int64(l.Topics), "connections": int64(l.Connections)} {
 			if v > 0 {
 				ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(v), e.String(), name)
 			}
@@ -307,6 +308,9 @@ func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 	for e, u := range c.q.Usage() {
 		ch <- prometheus.MustNewConstMetric(c.storage, prometheus.GaugeValue, float64(u.StorageBytes), e.String())
 		ch <- prometheus.MustNewConstMetric(c.topics, prometheus.GaugeValue, float64(u.Topics), e.String())
+	}
+	for e, n := range c.q.Connections() {
+		ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(n), e.String())
 	}
 	for e, byDir := range c.q.Stats() {
 		for d, st := range byDir {

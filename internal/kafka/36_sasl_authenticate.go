@@ -8,7 +8,8 @@ package kafka
 // token's remaining life; after it, any request but a new handshake closes
 // the connection. A failure answers SASL_AUTHENTICATION_FAILED with the
 // reason, delayed more the more a source fails, and closes the connection.
-// A re-authentication must prove the same principal. A user bound to a
+// A re-authentication must prove the same principal. A connection over its
+// user's, namespace's or tenant's connection quota is refused here too. A user bound to a
 // namespace (security: user namespace) has its short topic names resolved
 // there: "orders" is <tenant>/<namespace>/orders, "ns/orders" another
 // namespace of its tenant, and topics are shown to it the same way.
@@ -19,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
@@ -64,6 +66,19 @@ func handleSaslAuthenticate(rc *reqCtx, kreq kmsg.Request) reply {
 	}
 	if !c.auth.expires.IsZero() {
 		resp.SessionLifetimeMillis = max(c.auth.expires.Sub(now).Milliseconds(), 1)
+	}
+	if q := s.opts.Quotas; q.Active() && c.release == nil {
+		h := c.home
+		if h == defaultHome {
+			h = home{}
+		}
+		release, err := q.OpenConnection(quota.ConnectionEntities(c.auth.principal.Name, h.tenant, h.namespace))
+		if err != nil { // not a credential failure: answered at once
+			c.log.Warn("connection refused by a connection quota", "principal", c.auth.principal.String(), "err", err)
+			resp.ErrorCode, resp.ErrorMessage = kerr.SaslAuthenticationFailed.Code, strp(err.Error())
+			return reply{resp: resp, closeAfter: true}
+		}
+		c.release = release
 	}
 	if !c.auth.authenticated.Load() {
 		c.log.Info("authenticated", "principal", c.auth.principal.String(), "mechanism", c.auth.mech)

@@ -19,7 +19,8 @@ type conn struct {
 	nc       net.Conn
 	listener Listener
 	auth     connAuth
-	home     home // where short topic names resolve (the principal's namespace)
+	home     home   // where short topic names resolve (the principal's namespace)
+	release  func() // uncounts the connection from its connection quotas
 	log      *slog.Logger
 	reqs     chan *request
 	resps    chan *request
@@ -67,6 +68,11 @@ func (c *conn) serve(ctx context.Context) {
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	defer c.cancel()
 	defer c.endAuth()
+	defer func() {
+		if c.release != nil {
+			c.release()
+		}
+	}()
 	if !c.startAuth() {
 		c.nc.Close()
 		return

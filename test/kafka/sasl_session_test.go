@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +125,71 @@ func TestOAuthBearerJWT(t *testing.T) {
 		if err := cl.Ping(ctx); !errors.Is(err, kerr.SaslAuthenticationFailed) {
 			t.Fatalf("%s token: %v", name, err)
 		}
+	}
+}
+
+// saslPlainConn opens a raw connection and authenticates it with PLAIN;
+// it returns the connection and the SaslAuthenticate answer.
+func saslPlainConn(t *testing.T, addr, user, pass string) (net.Conn, *kmsg.SASLAuthenticateResponse) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, "PLAIN"
+	if err := rawExchange(t, c, 1, hs, kmsg.NewPtrSASLHandshakeResponse()); err != nil {
+		t.Fatal(err)
+	}
+	au := kmsg.NewPtrSASLAuthenticateRequest()
+	au.Version, au.SASLAuthBytes = 1, []byte("\x00"+user+"\x00"+pass)
+	aur := kmsg.NewPtrSASLAuthenticateResponse()
+	if err := rawExchange(t, c, 2, au, aur); err != nil {
+		t.Fatal(err)
+	}
+	return c, aur
+}
+
+// TestConnectionQuota: a user's connection quota refuses its connection
+// past the limit at authentication, with a message naming the quota, and
+// a closed connection frees its place.
+func TestConnectionQuota(t *testing.T) {
+	n := startSecureNode(t, nil)
+	// The admin API needs a super user's credentials once authorization is on.
+	if resp, err := http.Get("http://" + n.HTTPAddr() + "/api/v1/users"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("anonymous admin call: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	req, _ := http.NewRequest(http.MethodPut, "http://"+n.HTTPAddr()+"/api/v1/quotas/user/bob", strings.NewReader(`{"connections": 2}`))
+	req.SetBasicAuth("admin", "admin-secret")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("set quota: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	c1, r1 := saslPlainConn(t, n.sasl, "bob", "bob-secret")
+	defer c1.Close()
+	c2, r2 := saslPlainConn(t, n.sasl, "bob", "bob-secret")
+	defer c2.Close()
+	c3, r3 := saslPlainConn(t, n.sasl, "bob", "bob-secret")
+	defer c3.Close()
+	if r1.ErrorCode != 0 || r2.ErrorCode != 0 {
+		t.Fatalf("within the quota: %d %d", r1.ErrorCode, r2.ErrorCode)
+	}
+	if r3.ErrorCode != kerr.SaslAuthenticationFailed.Code || r3.ErrorMessage == nil || !strings.Contains(*r3.ErrorMessage, "connection quota is 2") {
+		t.Fatalf("past the quota: %d %v", r3.ErrorCode, r3.ErrorMessage)
+	}
+	c1.Close()
+	eventually(t, 5*time.Second, "a closed connection frees its place", func() bool {
+		c, r := saslPlainConn(t, n.sasl, "bob", "bob-secret")
+		c.Close()
+		return r.ErrorCode == 0
+	})
+	// Another user is not affected.
+	c4, r4 := saslPlainConn(t, n.sasl, "alice", "alice-secret")
+	defer c4.Close()
+	if r4.ErrorCode != 0 {
+		t.Fatalf("alice: %d", r4.ErrorCode)
 	}
 }

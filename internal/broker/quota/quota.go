@@ -33,6 +33,9 @@ type Limits struct {
 	FetchBytesPerSecond   int64 `json:"fetchBytesPerSecond,omitempty"`
 	StorageBytes          int64 `json:"storageBytes,omitempty"`
 	Topics                int   `json:"topics,omitempty"`
+	// Connections bounds the authenticated connections of a user, or of
+	// the users bound to a namespace or tenant, on this node.
+	Connections int `json:"connections,omitempty"`
 }
 
 // Entity is what limits apply to: a tenant ("acme"), a namespace
@@ -105,6 +108,7 @@ type Manager struct {
 	limits  map[Entity]Limits
 	buckets map[bucketKey]*bucket
 	stats   map[bucketKey]*Stats
+	conns   map[Entity]int // open authenticated connections
 
 	usage  atomic.Pointer[map[Entity]Usage]
 	active atomic.Bool // any limit set: read on every request, so no lock
@@ -155,7 +159,7 @@ func New(ctx context.Context, store meta.Store, log *slog.Logger) (*Manager, err
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Manager{meta: store, log: log.With("component", "quota"), now: time.Now,
-		buckets: map[bucketKey]*bucket{}, stats: map[bucketKey]*Stats{}}
+		buckets: map[bucketKey]*bucket{}, stats: map[bucketKey]*Stats{}, conns: map[Entity]int{}}
 	if err := m.load(ctx); err != nil {
 		return nil, err
 	}
@@ -192,11 +196,11 @@ func (m *Manager) load(ctx context.Context) error {
 // Set stores an entity's limits (all zero removes them); audited.
 func (m *Manager) Set(ctx context.Context, actor string, e Entity, l Limits) error {
 	err := e.validate()
-	if err == nil && (l.ProduceBytesPerSecond < 0 || l.FetchBytesPerSecond < 0 || l.StorageBytes < 0 || l.Topics < 0) {
+	if err == nil && (l.ProduceBytesPerSecond < 0 || l.FetchBytesPerSecond < 0 || l.StorageBytes < 0 || l.Topics < 0 || l.Connections < 0) {
 		err = fmt.Errorf("%w: negative quota", model.ErrInvalidConfig)
 	}
 	if err == nil && e.Kind == "user" && (l.StorageBytes > 0 || l.Topics > 0) {
-		err = fmt.Errorf("%w: users have byte-rate quotas only (storage and topics are per tenant or namespace)", model.ErrInvalidConfig)
+		err = fmt.Errorf("%w: users have byte-rate and connection quotas only (storage and topics are per tenant or namespace)", model.ErrInvalidConfig)
 	}
 	if err == nil {
 		if l == (Limits{}) {
@@ -464,3 +468,54 @@ const (
 	KafkaProducerByteRate = "producer_byte_rate"
 	KafkaConsumerByteRate = "consumer_byte_rate"
 )
+
+// ConnectionEntities are what an authenticated connection counts against:
+// its user and, when the user is bound to one, its namespace and tenant.
+func ConnectionEntities(user, tenant, namespace string) []Entity {
+	var out []Entity
+	if user != "" {
+		out = append(out, Entity{"user", user})
+	}
+	if tenant != "" && namespace != "" {
+		out = append(out, Entity{"namespace", tenant + "/" + namespace}, Entity{"tenant", tenant})
+	}
+	return out
+}
+
+// OpenConnection counts an authenticated connection against its entities'
+// connection quotas; it fails when one is full. release uncounts it.
+func (m *Manager) OpenConnection(es []Entity) (release func(), err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range es {
+		if l := m.limits[e]; l.Connections > 0 && m.conns[e] >= l.Connections {
+			return nil, fmt.Errorf("%w: %s has %d connections, its connection quota is %d", ErrExceeded, e, m.conns[e], l.Connections)
+		}
+	}
+	for _, e := range es {
+		m.conns[e]++
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			for _, e := range es {
+				if m.conns[e]--; m.conns[e] <= 0 {
+					delete(m.conns, e)
+				}
+			}
+		})
+	}, nil
+}
+
+// Connections returns the open authenticated connections by entity.
+func (m *Manager) Connections() map[Entity]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[Entity]int, len(m.conns))
+	for e, n := range m.conns {
+		out[e] = n
+	}
+	return out
+}
