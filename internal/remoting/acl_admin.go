@@ -50,12 +50,23 @@ type rmqACLInfo struct {
 	Policies []rmqPolicy `json:"policies"`
 }
 
-func handleAuthUser(rc *reqCtx, req *protocol.Command) *protocol.Command {
+// securityAdmin is what the admin codes start with: the security service
+// (or the refusal when there is none) and the principal acting, as
+// authenticated (a token's subject, not the token).
+func securityAdmin(rc *reqCtx, req *protocol.Command) (*security.Service, security.Principal, *protocol.Command) {
 	sec := rc.conn.s.opts.Security
 	if sec == nil {
-		return protocol.NewResponse(req, protocol.RequestCodeNotSupported, "security is not configured")
+		return nil, rc.principal, protocol.NewResponse(req, protocol.RequestCodeNotSupported, "security is not configured")
 	}
-	ctx, actor := rc.ctx, security.User(req.Ext(extAccessKey))
+	return sec, rc.principal, nil
+}
+
+func handleAuthUser(rc *reqCtx, req *protocol.Command) *protocol.Command {
+	sec, actor, refused := securityAdmin(rc, req)
+	if refused != nil {
+		return refused
+	}
+	ctx := rc.ctx
 	name := req.Ext("username")
 	switch req.Code {
 	case protocol.AuthCreateUser, protocol.AuthUpdateUser:
@@ -123,11 +134,11 @@ func toRMQUser(u security.UserInfo) rmqUserInfo {
 }
 
 func handleAuthACL(rc *reqCtx, req *protocol.Command) *protocol.Command {
-	sec := rc.conn.s.opts.Security
-	if sec == nil {
-		return protocol.NewResponse(req, protocol.RequestCodeNotSupported, "security is not configured")
+	sec, actor, refused := securityAdmin(rc, req)
+	if refused != nil {
+		return refused
 	}
-	ctx, actor := rc.ctx, security.User(req.Ext(extAccessKey))
+	ctx := rc.ctx
 	subject := req.Ext("subject")
 	switch req.Code {
 	case protocol.AuthCreateACL, protocol.AuthUpdateACL:
