@@ -173,7 +173,7 @@ func (b *Broker) deliverLevel(ctx context.Context, t *Topic, level int) {
 		}
 		res.Release()
 		if advanced {
-			if err := b.CommitOffsets(ctx, scheduleGroup, scheduleTopic, map[int32]OffsetCommit{idx: {Offset: cursor}}); err != nil && ctx.Err() == nil {
+			if err := b.CommitOffsets(ctx, scheduleGroup, scheduleTopic, map[int32]OffsetCommit{idx: {Offset: cursor, LeaderEpoch: -1}}); err != nil && ctx.Err() == nil {
 				b.log.Warn("delay cursor not committed", "level", level, "err", err)
 			}
 			continue

@@ -20,6 +20,9 @@ type Committed struct {
 	Offset     model.QueueOffset
 	Metadata   string
 	CommitTime int64
+	// LeaderEpoch is the leader epoch of the message before Offset as the
+	// consumer saw it (Kafka's committed leader epoch; -1 when unknown).
+	LeaderEpoch model.Epoch
 	// recordOffset is the offset of the internal record that set it; a
 	// commit only replaces an older one, so concurrent commits settle in log
 	// order exactly as a replay would.
@@ -28,15 +31,19 @@ type Committed struct {
 
 // OffsetCommit is one offset to commit.
 type OffsetCommit struct {
-	Queue    model.QueueID
-	Offset   model.QueueOffset
-	Metadata string
+	Queue       model.QueueID
+	Offset      model.QueueOffset
+	Metadata    string
+	LeaderEpoch model.Epoch // -1 when unknown
 }
 
 const (
 	opCommit        = 1
 	opDeleteGroup   = 2
 	opDeleteOffsets = 3
+	// opCommitEpochs is opCommit whose commits carry their leader epoch
+	// (an i32 after the metadata); the only commit op written now.
+	opCommitEpochs = 4
 
 	offsetsGroupPrefix = "offsets/groups/"
 	offsetsAppliedKey  = "offsets/applied"
@@ -80,6 +87,9 @@ func encodeOffsetRecord(op byte, group string, commits []OffsetCommit, now int64
 		b = le.AppendUint64(b, uint64(c.Offset))
 		b = le.AppendUint16(b, uint16(len(c.Metadata)))
 		b = append(b, c.Metadata...)
+		if op == opCommitEpochs {
+			b = le.AppendUint32(b, uint32(c.LeaderEpoch))
+		}
 	}
 	return b
 }
@@ -105,9 +115,15 @@ func decodeOffsetRecord(b []byte) (op byte, group string, commits []OffsetCommit
 			c.Offset = model.QueueOffset(binary.LittleEndian.Uint64(v))
 		}
 		c.Metadata = string(r.take(r.u16()))
+		c.LeaderEpoch = -1
+		if op == opCommitEpochs {
+			c.LeaderEpoch = model.Epoch(r.u32())
+		}
 		commits = append(commits, c)
 	}
-	if r.err == nil && (op != opCommit && op != opDeleteGroup && op != opDeleteOffsets) {
+	if op == opCommitEpochs {
+		op = opCommit
+	} else if r.err == nil && (op != opCommit && op != opDeleteGroup && op != opDeleteOffsets) {
 		r.err = fmt.Errorf("%w: offset record op %d", model.ErrCorruptRecord, op)
 	}
 	return op, group, commits, now, r.err
@@ -115,7 +131,7 @@ func decodeOffsetRecord(b []byte) (op byte, group string, commits []OffsetCommit
 
 // Commit durably records offsets for a group.
 func (s *offsetStore) commit(ctx context.Context, group string, commits []OffsetCommit, now int64, opts storage.AppendOptions) error {
-	return s.writeWith(ctx, opCommit, group, commits, now, opts)
+	return s.writeWith(ctx, opCommitEpochs, group, commits, now, opts)
 }
 
 func (s *offsetStore) write(ctx context.Context, op byte, group string, commits []OffsetCommit, now int64) error {
@@ -128,6 +144,9 @@ func (s *offsetStore) writeWith(ctx context.Context, op byte, group string, comm
 	r := &storage.Record{Queue: s.queue, Format: model.FormatInternal, Count: 1, Payload: encodeOffsetRecord(op, group, commits, now)}
 	if err := s.engine.AppendWith(ctx, []*storage.Record{r}, opts); err != nil {
 		return err
+	}
+	if op == opCommitEpochs {
+		op = opCommit
 	}
 	s.mu.Lock()
 	s.applyLocked(op, group, commits, now, r.BaseOffset)
@@ -161,7 +180,7 @@ func (s *offsetStore) applyLocked(op byte, group string, commits []OffsetCommit,
 		if old, ok := g[c.Queue]; ok && old.recordOffset > at {
 			continue
 		}
-		g[c.Queue] = Committed{Offset: c.Offset, Metadata: c.Metadata, CommitTime: now, recordOffset: at}
+		g[c.Queue] = Committed{Offset: c.Offset, Metadata: c.Metadata, CommitTime: now, LeaderEpoch: c.LeaderEpoch, recordOffset: at}
 	}
 }
 
@@ -238,15 +257,24 @@ func (s *offsetStore) load(ctx context.Context) error {
 	return nil
 }
 
+// encodeGroupSnapshot lays out: n u32 | n × { queue u32 | offset i64 |
+// commit time i64 | metadata len u16 | metadata } | n × leader epoch i32
+// (the epochs follow the entries, in their order, so snapshots written
+// before epochs were kept still decode, with epochs -1).
 func encodeGroupSnapshot(g map[model.QueueID]Committed) []byte {
 	le := binary.LittleEndian
 	b := le.AppendUint32(nil, uint32(len(g)))
+	epochs := make([]model.Epoch, 0, len(g))
 	for q, c := range g {
 		b = le.AppendUint32(b, uint32(q))
 		b = le.AppendUint64(b, uint64(c.Offset))
 		b = le.AppendUint64(b, uint64(c.CommitTime))
 		b = le.AppendUint16(b, uint16(len(c.Metadata)))
 		b = append(b, c.Metadata...)
+		epochs = append(epochs, c.LeaderEpoch)
+	}
+	for _, ep := range epochs {
+		b = le.AppendUint32(b, uint32(ep))
 	}
 	return b
 }
@@ -258,6 +286,7 @@ func decodeGroupSnapshot(b []byte) (map[model.QueueID]Committed, error) {
 		return nil, fmt.Errorf("%w: %d offsets in %d bytes", model.ErrCorruptRecord, n, len(b))
 	}
 	g := make(map[model.QueueID]Committed, n)
+	order := make([]model.QueueID, 0, n)
 	for i := 0; i < n && r.err == nil; i++ {
 		q := model.QueueID(r.u32())
 		var c Committed
@@ -269,7 +298,16 @@ func decodeGroupSnapshot(b []byte) (map[model.QueueID]Committed, error) {
 		}
 		c.Metadata = string(r.take(r.u16()))
 		c.recordOffset = -1
+		c.LeaderEpoch = -1
 		g[q] = c
+		order = append(order, q)
+	}
+	if r.err == nil && len(r.b) == 4*len(order) {
+		for _, q := range order {
+			c := g[q]
+			c.LeaderEpoch = model.Epoch(r.u32())
+			g[q] = c
+		}
 	}
 	return g, r.err
 }

@@ -53,7 +53,8 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 	var throttle time.Duration
 	txnDenied := req.TransactionID != nil && !rc.allowedTxnID(*req.TransactionID, security.OpWrite)
 	for _, rt := range req.Topics {
-		tr := kmsg.ProduceResponseTopic{Topic: rt.Topic}
+		tr := kmsg.NewProduceResponseTopic()
+		tr.Topic = rt.Topic
 		t, nerr := rc.lookupTopic(rt.Topic)
 		switch {
 		case txnDenied:
@@ -64,7 +65,11 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 			nerr = s.opts.Quotas.CheckStorage(t.Name)
 		}
 		for _, rp := range rt.Partitions {
-			pr := kmsg.ProduceResponseTopicPartition{Partition: rp.Partition, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
+			pr := kmsg.NewProduceResponseTopicPartition()
+			pr.Partition = rp.Partition
+			pr.BaseOffset = -1
+			pr.LogAppendTime = -1
+			pr.LogStartOffset = -1
 			if nerr != nil {
 				pr.ErrorCode, pr.ErrorMessage = errorCode(nerr), errorMessage(nerr)
 				tr.Partitions = append(tr.Partitions, pr)
@@ -78,11 +83,16 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 				if errors.As(err, &re) {
 					// KIP-467: name each offending record by its index in the batch.
 					for _, i := range re.indexes {
-						pr.ErrorRecords = append(pr.ErrorRecords, kmsg.ProduceResponseTopicPartitionErrorRecord{RelativeOffset: i, ErrorMessage: pr.ErrorMessage})
+						prtper := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+						prtper.RelativeOffset = i
+						prtper.ErrorMessage = pr.ErrorMessage
+						pr.ErrorRecords = append(pr.ErrorRecords, prtper)
 					}
 				} else if pr.ErrorCode == kerr.InvalidRecord.Code {
 					// KIP-467: the batch as a whole is invalid.
-					pr.ErrorRecords = []kmsg.ProduceResponseTopicPartitionErrorRecord{{RelativeOffset: 0, ErrorMessage: pr.ErrorMessage}}
+					er := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+					er.ErrorMessage = pr.ErrorMessage
+					pr.ErrorRecords = []kmsg.ProduceResponseTopicPartitionErrorRecord{er}
 				}
 				rc.conn.log.Debug("produce refused", "topic", rt.Topic, "partition", rp.Partition, "err", err)
 			} else {

@@ -18,7 +18,9 @@ package kafka
 // wakes them).
 //
 // Incremental fetch sessions (KIP-227, v7+) are kept broker-wide (see
-// fetch_sessions.go). v13+ names topics by id.
+// fetch_sessions.go). v13+ names topics by id. v9+ CurrentLeaderEpoch is
+// checked per partition (KIP-320: older FENCED_LEADER_EPOCH, newer
+// UNKNOWN_LEADER_EPOCH); stored batches carry the epoch they were written in.
 //
 // Not implemented: preferred read replicas; KIP-951 leader endpoints (v16
 // answers none, since the leader never moves).
@@ -142,7 +144,9 @@ func (s *Server) fetchOnce(rc *reqCtx, req *kmsg.FetchRequest) (*kmsg.FetchRespo
 	total := 0
 	var watches []broker.Watch
 	for _, rt := range req.Topics {
-		tr := kmsg.FetchResponseTopic{Topic: rt.Topic, TopicID: rt.TopicID}
+		tr := kmsg.NewFetchResponseTopic()
+		tr.Topic = rt.Topic
+		tr.TopicID = rt.TopicID
 		t, nerr := rc.lookupTopic(rt.Topic)
 		if req.Version >= 13 && rt.Topic == "" {
 			nerr = errUnknownTopicID
@@ -154,8 +158,13 @@ func (s *Server) fetchOnce(rc *reqCtx, req *kmsg.FetchRequest) (*kmsg.FetchRespo
 		}
 		for _, rp := range rt.Partitions {
 			// Records are never null: librdkafka 2.0 rejects a null record set.
-			pr := kmsg.FetchResponseTopicPartition{Partition: rp.Partition, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1,
-				PreferredReadReplica: -1, RecordBatches: []byte{}}
+			pr := kmsg.NewFetchResponseTopicPartition()
+			pr.Partition = rp.Partition
+			pr.HighWatermark = -1
+			pr.LastStableOffset = -1
+			pr.LogStartOffset = -1
+			pr.PreferredReadReplica = -1
+			pr.RecordBatches = []byte{}
 			if nerr != nil {
 				pr.ErrorCode = errorCode(nerr)
 				tr.Partitions = append(tr.Partitions, pr)
@@ -166,7 +175,10 @@ func (s *Server) fetchOnce(rc *reqCtx, req *kmsg.FetchRequest) (*kmsg.FetchRespo
 				budget = 0
 			}
 			committed := req.IsolationLevel == 1
-			n, err := s.fetchPartition(t, rp.Partition, model.QueueOffset(rp.FetchOffset), budget, total == 0, committed, &pr)
+			n, err := 0, s.checkPartitionEpoch(t.Name, rp.Partition, rp.CurrentLeaderEpoch)
+			if err == nil {
+				n, err = s.fetchPartition(t, rp.Partition, model.QueueOffset(rp.FetchOffset), budget, total == 0, committed, &pr)
+			}
 			if err != nil {
 				pr.ErrorCode = errorCode(err)
 			} else {
@@ -232,8 +244,10 @@ func (s *Server) fetchPartition(t *broker.Topic, partition int32, offset model.Q
 	}
 	if committed && upTo > offset {
 		for _, a := range s.txnIndex.Aborted(queue, offset, upTo) {
-			pr.AbortedTransactions = append(pr.AbortedTransactions,
-				kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: int64(a.FirstOffset)})
+			frtpat := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+			frtpat.ProducerID = a.ProducerID
+			frtpat.FirstOffset = int64(a.FirstOffset)
+			pr.AbortedTransactions = append(pr.AbortedTransactions, frtpat)
 		}
 	}
 	return len(out), nil

@@ -8,7 +8,9 @@ package kafka
 // any other value the first offset whose record timestamp is at or after it
 // with that record's timestamp (exact inside multi-record batches: the
 // broker's time lookup decodes the one batch concerned). v0's
-// MaxNumOffsets answers with at most one offset. Leader epochs are -1.
+// MaxNumOffsets answers with at most one offset. v4+: CurrentLeaderEpoch is
+// checked (KIP-320) and each answer carries the leader epoch of the offset
+// it names.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -23,19 +25,28 @@ func handleListOffsets(rc *reqCtx, kreq kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	s := rc.srv()
 	for _, rt := range req.Topics {
-		tr := kmsg.ListOffsetsResponseTopic{Topic: rt.Topic}
+		tr := kmsg.NewListOffsetsResponseTopic()
+		tr.Topic = rt.Topic
 		t, nerr := rc.lookupTopic(rt.Topic)
 		if !rc.allowedTopic(rt.Topic, security.OpDescribe) {
 			nerr = errTopicAuthorization
 		}
 		for _, rp := range rt.Partitions {
-			pr := kmsg.ListOffsetsResponseTopicPartition{Partition: rp.Partition, Timestamp: -1, Offset: -1, LeaderEpoch: -1}
+			pr := kmsg.NewListOffsetsResponseTopicPartition()
+			pr.Partition = rp.Partition
+			pr.Timestamp = -1
+			pr.Offset = -1
+			pr.LeaderEpoch = -1
 			if nerr != nil {
 				pr.ErrorCode = errorCode(nerr)
-			} else if off, ts, err := s.listOffset(t, rp.Partition, rp.Timestamp, req.IsolationLevel == 1); err != nil {
+			} else if off, ts, err := s.listOffset(t, rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp, req.IsolationLevel == 1); err != nil {
 				pr.ErrorCode = errorCode(err)
 			} else {
 				pr.Offset, pr.Timestamp = int64(off), ts
+				if off >= 0 {
+					epoch, _ := s.broker.EpochAt(t.Name, rp.Partition, off)
+					pr.LeaderEpoch = int32(epoch)
+				}
 				if req.Version == 0 {
 					pr.OldStyleOffsets = []int64{int64(off)}
 				}
@@ -47,9 +58,12 @@ func handleListOffsets(rc *reqCtx, kreq kmsg.Request) reply {
 	return reply{resp: resp}
 }
 
-func (s *Server) listOffset(t *broker.Topic, partition int32, ts int64, committed bool) (model.QueueOffset, int64, error) {
+func (s *Server) listOffset(t *broker.Topic, partition, currentEpoch int32, ts int64, committed bool) (model.QueueOffset, int64, error) {
 	start, hw, _, err := s.broker.Offsets(t.Name, partition)
 	if err != nil {
+		return 0, -1, err
+	}
+	if err := s.checkPartitionEpoch(t.Name, partition, currentEpoch); err != nil {
 		return 0, -1, err
 	}
 	if committed {

@@ -4,7 +4,8 @@ package kafka
 //
 // Version notes: one broker (this node) leads every partition; replicas and
 // ISR are this node. Topic ids are random UUIDs stored with the topic. The
-// leader epoch is -1, which tells KIP-320 clients not to validate epochs. v0
+// leader epoch is the partition's (0 on a single node), which KIP-320 clients
+// validate their positions with. v0
 // with no topics and v1+ with null topics mean "all topics". Unknown topics
 // are created when auto-creation is on and the request allows it (v4+ flag;
 // always for v0-3, as Kafka does). A request for all topics lists
@@ -29,7 +30,9 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	s := rc.srv()
 	host, port := s.advertised(rc.conn)
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: s.opts.NodeID, Host: host, Port: port}}
+	b := kmsg.NewMetadataResponseBroker()
+	b.NodeID, b.Host, b.Port = s.opts.NodeID, host, port
+	resp.Brokers = []kmsg.MetadataResponseBroker{b}
 	resp.ClusterID = strp(s.opts.ClusterID)
 	resp.ControllerID = s.opts.NodeID
 
@@ -53,23 +56,23 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 		autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
 		for _, rt := range req.Topics {
 			if rt.Topic == nil {
-				resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: kerr.UnknownTopicID.Code, TopicID: rt.TopicID})
+				resp.Topics = append(resp.Topics, metadataTopicError(kerr.UnknownTopicID.Code, nil, rt.TopicID))
 				continue
 			}
 			name, err := rc.topicName(*rt.Topic)
 			if err != nil {
-				resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: kerr.InvalidTopicException.Code, Topic: rt.Topic})
+				resp.Topics = append(resp.Topics, metadataTopicError(kerr.InvalidTopicException.Code, rt.Topic, [16]byte{}))
 				continue
 			}
 			if !rc.allowedTopic(*rt.Topic, security.OpDescribe) {
-				resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: kerr.TopicAuthorizationFailed.Code, Topic: rt.Topic})
+				resp.Topics = append(resp.Topics, metadataTopicError(kerr.TopicAuthorizationFailed.Code, rt.Topic, [16]byte{}))
 				continue
 			}
 			var t *broker.Topic
 			if autoCreate && !rc.allowedCreateTopic(*rt.Topic) {
 				// Not allowed to create: a missing topic is refused as Kafka does.
 				if t, err = s.broker.Topic(name); err != nil {
-					resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: kerr.TopicAuthorizationFailed.Code, Topic: rt.Topic})
+					resp.Topics = append(resp.Topics, metadataTopicError(kerr.TopicAuthorizationFailed.Code, rt.Topic, [16]byte{}))
 					continue
 				}
 			} else if autoCreate {
@@ -82,23 +85,37 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 				if errors.Is(err, model.ErrUnknownTopic) {
 					code = kerr.UnknownTopicOrPartition.Code
 				}
-				resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{ErrorCode: code, Topic: rt.Topic})
+				resp.Topics = append(resp.Topics, metadataTopicError(code, rt.Topic, [16]byte{}))
 				continue
 			}
 			topics = append(topics, t)
 		}
 	}
 	for _, t := range topics {
-		mt := kmsg.MetadataResponseTopic{Topic: strp(rc.kafkaName(t)), TopicID: topicID(t), IsInternal: t.Internal,
-			AuthorizedOperations: -2147483648}
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic = strp(rc.kafkaName(t))
+		mt.TopicID = topicID(t)
+		mt.IsInternal = t.Internal
+		mt.AuthorizedOperations = -2147483648
 		for i := range t.Queues {
-			mt.Partitions = append(mt.Partitions, kmsg.MetadataResponseTopicPartition{
-				Partition: int32(i), Leader: s.opts.NodeID, LeaderEpoch: -1,
-				Replicas: []int32{s.opts.NodeID}, ISR: []int32{s.opts.NodeID},
-			})
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Partition = int32(i)
+			mp.Leader = s.opts.NodeID
+			epoch, err := s.broker.LeaderEpoch(t.Name, int32(i))
+			mp.LeaderEpoch, mp.ErrorCode = int32(epoch), errorCode(err)
+			mp.Replicas = []int32{s.opts.NodeID}
+			mp.ISR = []int32{s.opts.NodeID}
+			mt.Partitions = append(mt.Partitions, mp)
 		}
 		resp.Topics = append(resp.Topics, mt)
 	}
 	resp.AuthorizedOperations = -2147483648
 	return reply{resp: resp}
+}
+
+// metadataTopicError answers one requested topic with an error.
+func metadataTopicError(code int16, topic *string, id [16]byte) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.ErrorCode, mt.Topic, mt.TopicID = code, topic, id
+	return mt
 }

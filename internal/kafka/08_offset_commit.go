@@ -42,7 +42,8 @@ func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 		gerr = errGroupAuthorization
 	}
 	for _, rt := range req.Topics {
-		tr := kmsg.OffsetCommitResponseTopic{Topic: rt.Topic}
+		tr := kmsg.NewOffsetCommitResponseTopic()
+		tr.Topic = rt.Topic
 		err := gerr
 		if err == nil && !rc.allowedTopic(rt.Topic, security.OpRead) {
 			err = errTopicAuthorization
@@ -63,7 +64,7 @@ func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 			case rp.Partition < 0 || int(rp.Partition) >= len(t.Queues):
 				perPartition[rp.Partition] = model.ErrUnknownQueue
 			default:
-				commits[rp.Partition] = broker.OffsetCommit{Offset: model.QueueOffset(rp.Offset), Metadata: deref(rp.Metadata)}
+				commits[rp.Partition] = broker.OffsetCommit{Offset: model.QueueOffset(rp.Offset), Metadata: deref(rp.Metadata), LeaderEpoch: model.Epoch(rp.LeaderEpoch)}
 			}
 		}
 		if len(commits) > 0 {
@@ -74,7 +75,10 @@ func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 			}
 		}
 		for _, rp := range rt.Partitions {
-			tr.Partitions = append(tr.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: rp.Partition, ErrorCode: errorCode(perPartition[rp.Partition])})
+			ocrtp := kmsg.NewOffsetCommitResponseTopicPartition()
+			ocrtp.Partition = rp.Partition
+			ocrtp.ErrorCode = errorCode(perPartition[rp.Partition])
+			tr.Partitions = append(tr.Partitions, ocrtp)
 		}
 		resp.Topics = append(resp.Topics, tr)
 	}

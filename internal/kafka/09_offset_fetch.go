@@ -27,6 +27,7 @@ type fetchedPartition struct {
 	partition int32
 	offset    int64
 	metadata  *string
+	epoch     model.Epoch // committed leader epoch, -1 when unknown
 	err       error
 }
 
@@ -41,9 +42,9 @@ func (s *Server) fetchGroupOffsets(h home, group string, topics map[string][]int
 			name := kafkaName(h, t)
 			for p, c := range parts {
 				md := c.Metadata
-				fp := fetchedPartition{partition: p, offset: int64(c.Offset), metadata: &md}
+				fp := fetchedPartition{partition: p, offset: int64(c.Offset), metadata: &md, epoch: c.LeaderEpoch}
 				if unstable(t, p) {
-					fp = fetchedPartition{partition: p, offset: -1, err: errUnstableOffsetCommit}
+					fp = fetchedPartition{partition: p, offset: -1, epoch: -1, err: errUnstableOffsetCommit}
 				}
 				out[name] = append(out[name], fp)
 			}
@@ -52,42 +53,25 @@ func (s *Server) fetchGroupOffsets(h home, group string, topics map[string][]int
 	}
 	for topic, parts := range topics {
 		name, err := s.topicName(h, topic)
-		var committed map[int32]modelCommitted
+		var committed map[int32]broker.Committed
 		if err == nil {
-			committed, err = s.committed(group, name)
+			committed, err = s.broker.FetchOffsets(group, name)
 		}
 		t, _ := s.broker.Topic(name)
 		for _, p := range parts {
-			fp := fetchedPartition{partition: p, offset: -1}
+			fp := fetchedPartition{partition: p, offset: -1, epoch: -1}
 			if err != nil && !isUnknownTopic(err) {
 				fp.err = err
 			} else if t != nil && unstable(t, p) {
 				fp.err = errUnstableOffsetCommit
 			} else if c, ok := committed[p]; ok {
-				md := c.metadata
-				fp.offset, fp.metadata = c.offset, &md
+				md := c.Metadata
+				fp.offset, fp.metadata, fp.epoch = int64(c.Offset), &md, c.LeaderEpoch
 			}
 			out[topic] = append(out[topic], fp)
 		}
 	}
 	return out
-}
-
-type modelCommitted struct {
-	offset   int64
-	metadata string
-}
-
-func (s *Server) committed(group string, name model.TopicName) (map[int32]modelCommitted, error) {
-	got, err := s.broker.FetchOffsets(group, name)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[int32]modelCommitted, len(got))
-	for p, c := range got {
-		out[p] = modelCommitted{offset: int64(c.Offset), metadata: c.Metadata}
-	}
-	return out, nil
 }
 
 func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) reply {
@@ -100,7 +84,8 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) reply {
 			for _, t := range g.Topics {
 				topics[t.Topic] = t.Partitions
 			}
-			rg := kmsg.OffsetFetchResponseGroup{Group: g.Group}
+			rg := kmsg.NewOffsetFetchResponseGroup()
+			rg.Group = g.Group
 			if !rc.allowedGroup(g.Group, security.OpDescribe) {
 				rg.ErrorCode = kerr.GroupAuthorizationFailed.Code
 				resp.Groups = append(resp.Groups, rg)
@@ -112,10 +97,16 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) reply {
 				continue
 			}
 			for topic, parts := range rc.authorizedOffsets(s.fetchGroupOffsets(rc.conn.home, g.Group, topics, g.Topics == nil, req.RequireStable), g.Topics == nil) {
-				rt := kmsg.OffsetFetchResponseGroupTopic{Topic: topic}
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.Topic = topic
 				for _, p := range parts {
-					rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseGroupTopicPartition{
-						Partition: p.partition, Offset: p.offset, LeaderEpoch: -1, Metadata: p.metadata, ErrorCode: errorCode(p.err)})
+					ofrgtp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					ofrgtp.Partition = p.partition
+					ofrgtp.Offset = p.offset
+					ofrgtp.LeaderEpoch = int32(p.epoch)
+					ofrgtp.Metadata = p.metadata
+					ofrgtp.ErrorCode = errorCode(p.err)
+					rt.Partitions = append(rt.Partitions, ofrgtp)
 				}
 				rg.Topics = append(rg.Topics, rt)
 			}
@@ -133,10 +124,16 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) reply {
 	}
 	all := req.Topics == nil && req.Version >= 2
 	for topic, parts := range rc.authorizedOffsets(s.fetchGroupOffsets(rc.conn.home, req.Group, topics, all, req.RequireStable), all) {
-		rt := kmsg.OffsetFetchResponseTopic{Topic: topic}
+		rt := kmsg.NewOffsetFetchResponseTopic()
+		rt.Topic = topic
 		for _, p := range parts {
-			rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseTopicPartition{
-				Partition: p.partition, Offset: p.offset, LeaderEpoch: -1, Metadata: p.metadata, ErrorCode: errorCode(p.err)})
+			ofrtp := kmsg.NewOffsetFetchResponseTopicPartition()
+			ofrtp.Partition = p.partition
+			ofrtp.Offset = p.offset
+			ofrtp.LeaderEpoch = int32(p.epoch)
+			ofrtp.Metadata = p.metadata
+			ofrtp.ErrorCode = errorCode(p.err)
+			rt.Partitions = append(rt.Partitions, ofrtp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}

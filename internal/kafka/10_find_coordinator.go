@@ -28,7 +28,11 @@ func handleFindCoordinator(rc *reqCtx, kreq kmsg.Request) reply {
 	}
 	if req.Version >= 4 {
 		for _, k := range req.CoordinatorKeys {
-			c := kmsg.FindCoordinatorResponseCoordinator{Key: k, NodeID: s.opts.NodeID, Host: host, Port: port}
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key = k
+			c.NodeID = s.opts.NodeID
+			c.Host = host
+			c.Port = port
 			if c.ErrorCode = denied(k); c.ErrorCode != 0 {
 				c.NodeID, c.Host, c.Port = -1, "", -1
 			}

@@ -54,7 +54,9 @@ func handleJoinGroup(rc *reqCtx, kreq kmsg.Request) reply {
 	resp.LeaderID = res.Leader
 	resp.MemberID = res.MemberID
 	for _, m := range res.Members {
-		jm := kmsg.JoinGroupResponseMember{MemberID: m.MemberID, ProtocolMetadata: m.Metadata}
+		jm := kmsg.NewJoinGroupResponseMember()
+		jm.MemberID = m.MemberID
+		jm.ProtocolMetadata = m.Metadata
 		if m.InstanceID != "" {
 			jm.InstanceID = strp(m.InstanceID)
 		}

@@ -31,7 +31,11 @@ func handleLeaveGroup(rc *reqCtx, kreq kmsg.Request) reply {
 	}
 	errs := rc.srv().groups.Leave(req.Group, leaving)
 	for i, m := range req.Members {
-		resp.Members = append(resp.Members, kmsg.LeaveGroupResponseMember{MemberID: m.MemberID, InstanceID: m.InstanceID, ErrorCode: errorCode(errs[i])})
+		lgrm := kmsg.NewLeaveGroupResponseMember()
+		lgrm.MemberID = m.MemberID
+		lgrm.InstanceID = m.InstanceID
+		lgrm.ErrorCode = errorCode(errs[i])
+		resp.Members = append(resp.Members, lgrm)
 	}
 	return reply{resp: resp}
 }

@@ -24,16 +24,23 @@ func handleDescribeGroups(rc *reqCtx, kreq kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	for _, id := range req.Groups {
 		if !rc.allowedGroup(id, security.OpDescribe) {
-			resp.Groups = append(resp.Groups, kmsg.DescribeGroupsResponseGroup{Group: id, ErrorCode: kerr.GroupAuthorizationFailed.Code,
-				AuthorizedOperations: -2147483648})
+			dgrg := kmsg.NewDescribeGroupsResponseGroup()
+			dgrg.Group = id
+			dgrg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			dgrg.AuthorizedOperations = -2147483648
+			resp.Groups = append(resp.Groups, dgrg)
 			continue
 		}
 		d := rc.srv().groups.Describe(id)
 		if d.State == groups.Dead && d.Type == "" && len(rc.srv().broker.FetchAllOffsets(id)) > 0 {
 			d.State = groups.Empty // a group known only by its committed offsets, as ListGroups shows it
 		}
-		g := kmsg.DescribeGroupsResponseGroup{Group: id, State: string(d.State), ProtocolType: d.ProtocolType,
-			Protocol: d.Protocol, AuthorizedOperations: -2147483648}
+		g := kmsg.NewDescribeGroupsResponseGroup()
+		g.Group = id
+		g.State = string(d.State)
+		g.ProtocolType = d.ProtocolType
+		g.Protocol = d.Protocol
+		g.AuthorizedOperations = -2147483648
 		if d.State == groups.Dead && req.Version >= 6 {
 			g.ErrorCode = kerr.GroupIDNotFound.Code
 			g.ErrorMessage = strp(fmt.Sprintf("Group %s not found.", id))
@@ -42,8 +49,12 @@ func handleDescribeGroups(rc *reqCtx, kreq kmsg.Request) reply {
 			}
 		}
 		for _, m := range d.Members {
-			dm := kmsg.DescribeGroupsResponseGroupMember{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost,
-				ProtocolMetadata: m.Metadata, MemberAssignment: m.Assignment}
+			dm := kmsg.NewDescribeGroupsResponseGroupMember()
+			dm.MemberID = m.MemberID
+			dm.ClientID = m.ClientID
+			dm.ClientHost = m.ClientHost
+			dm.ProtocolMetadata = m.Metadata
+			dm.MemberAssignment = m.Assignment
 			if m.InstanceID != "" {
 				dm.InstanceID = strp(m.InstanceID)
 			}

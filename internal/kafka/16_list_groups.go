@@ -40,13 +40,22 @@ func handleListGroups(rc *reqCtx, kreq kmsg.Request) reply {
 	for _, d := range rc.srv().groups.List() {
 		seen[d.Group] = true
 		if want(d.Group, string(d.State), d.Type) {
-			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: d.Group, ProtocolType: d.ProtocolType,
-				GroupState: string(d.State), GroupType: d.Type})
+			lgrg := kmsg.NewListGroupsResponseGroup()
+			lgrg.Group = d.Group
+			lgrg.ProtocolType = d.ProtocolType
+			lgrg.GroupState = string(d.State)
+			lgrg.GroupType = d.Type
+			resp.Groups = append(resp.Groups, lgrg)
 		}
 	}
 	for _, g := range rc.srv().broker.OffsetGroups() {
 		if !seen[g] && want(g, "Empty", "classic") {
-			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: g, ProtocolType: "consumer", GroupState: "Empty", GroupType: "classic"})
+			lgrg := kmsg.NewListGroupsResponseGroup()
+			lgrg.Group = g
+			lgrg.ProtocolType = "consumer"
+			lgrg.GroupState = "Empty"
+			lgrg.GroupType = "classic"
+			resp.Groups = append(resp.Groups, lgrg)
 		}
 	}
 	return reply{resp: resp}

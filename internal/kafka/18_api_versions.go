@@ -17,7 +17,11 @@ import (
 
 func apiVersionsBody(resp *kmsg.ApiVersionsResponse) {
 	for _, h := range handlerTable() {
-		resp.ApiKeys = append(resp.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: h.key, MinVersion: h.min, MaxVersion: h.max})
+		avrak := kmsg.NewApiVersionsResponseApiKey()
+		avrak.ApiKey = h.key
+		avrak.MinVersion = h.min
+		avrak.MaxVersion = h.max
+		resp.ApiKeys = append(resp.ApiKeys, avrak)
 	}
 }
 

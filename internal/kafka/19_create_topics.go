@@ -29,7 +29,11 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 		seen[rt.Topic]++
 	}
 	for _, rt := range req.Topics {
-		tr := kmsg.CreateTopicsResponseTopic{Topic: rt.Topic, NumPartitions: -1, ReplicationFactor: -1, TopicID: [16]byte{}}
+		tr := kmsg.NewCreateTopicsResponseTopic()
+		tr.Topic = rt.Topic
+		tr.NumPartitions = -1
+		tr.ReplicationFactor = -1
+		tr.TopicID = [16]byte{}
 		if c := seen[rt.Topic]; c != 1 {
 			if c > 1 { // a repeated name is answered once
 				seen[rt.Topic] = 0
@@ -83,8 +87,11 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 			tr.NumPartitions, tr.ReplicationFactor = int32(n), 1
 			for _, dc := range describeTopicConfig(&cfg, brokerTopicDefaults(s.broker)) {
 				v := dc.value
-				tr.Configs = append(tr.Configs, kmsg.CreateTopicsResponseTopicConfig{Name: dc.name, Value: &v,
-					Source: sourceOf(dc.isDefault)})
+				ctrtc := kmsg.NewCreateTopicsResponseTopicConfig()
+				ctrtc.Name = dc.name
+				ctrtc.Value = &v
+				ctrtc.Source = sourceOf(dc.isDefault)
+				tr.Configs = append(tr.Configs, ctrtc)
 			}
 		}
 		resp.Topics = append(resp.Topics, tr)

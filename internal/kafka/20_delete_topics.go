@@ -32,7 +32,9 @@ func handleDeleteTopics(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 	}
 	for _, tg := range targets {
-		r := kmsg.DeleteTopicsResponseTopic{Topic: tg.name, TopicID: tg.id}
+		r := kmsg.NewDeleteTopicsResponseTopic()
+		r.Topic = tg.name
+		r.TopicID = tg.id
 		if tg.name == nil {
 			if t, err := s.broker.TopicByID(tg.id); err == nil {
 				r.Topic = strp(rc.kafkaName(t))

@@ -18,13 +18,16 @@ func handleDeleteRecords(rc *reqCtx, kreq kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	s := rc.srv()
 	for _, rt := range req.Topics {
-		tr := kmsg.DeleteRecordsResponseTopic{Topic: rt.Topic}
+		tr := kmsg.NewDeleteRecordsResponseTopic()
+		tr.Topic = rt.Topic
 		name, nerr := rc.changeableTopicName(rt.Topic)
 		if !rc.allowedTopic(rt.Topic, security.OpDelete) {
 			nerr = errTopicAuthorization
 		}
 		for _, rp := range rt.Partitions {
-			pr := kmsg.DeleteRecordsResponseTopicPartition{Partition: rp.Partition, LowWatermark: -1}
+			pr := kmsg.NewDeleteRecordsResponseTopicPartition()
+			pr.Partition = rp.Partition
+			pr.LowWatermark = -1
 			err := nerr
 			if err == nil {
 				var hw model.QueueOffset

@@ -2,17 +2,18 @@ package kafka
 
 // OffsetForLeaderEpoch (key 23), versions 0-4.
 //
-// Version notes: a single node has one leader epoch per partition, reported
-// as 0 here: asking for epoch 0 (or any epoch not above it) answers the high
-// watermark, the end of that epoch; a larger epoch is FENCED_LEADER_EPOCH
-// (v2+ CurrentLeaderEpoch above ours likewise). librdkafka asks for exactly
-// v2.
+// Version notes: answers from the partition's leader-epoch cache (KIP-101
+// with KIP-279's rule): the current epoch ends at the high watermark; an
+// older epoch answers the largest epoch at or below it and the offset where
+// the next one begins; an epoch newer than any known answers (-1, -1). v2+
+// CurrentLeaderEpoch is checked first (older: FENCED_LEADER_EPOCH, newer:
+// UNKNOWN_LEADER_EPOCH). librdkafka asks for exactly v2.
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker/security"
+	"github.com/rosettamq/rosetta/internal/model"
 )
 
 func handleOffsetForLeaderEpoch(rc *reqCtx, kreq kmsg.Request) reply {
@@ -20,23 +21,30 @@ func handleOffsetForLeaderEpoch(rc *reqCtx, kreq kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	s := rc.srv()
 	for _, rt := range req.Topics {
-		tr := kmsg.OffsetForLeaderEpochResponseTopic{Topic: rt.Topic}
+		tr := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		tr.Topic = rt.Topic
 		name, nerr := rc.topicName(rt.Topic)
 		if !rc.allowedTopic(rt.Topic, security.OpDescribe) {
 			nerr = errTopicAuthorization
 		}
 		for _, rp := range rt.Partitions {
-			pr := kmsg.OffsetForLeaderEpochResponseTopicPartition{Partition: rp.Partition, LeaderEpoch: -1, EndOffset: -1}
+			pr := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			pr.Partition = rp.Partition
+			pr.LeaderEpoch = -1
+			pr.EndOffset = -1
 			switch {
 			case nerr != nil:
 				pr.ErrorCode = errorCode(nerr)
-			case rp.CurrentLeaderEpoch > 0 || rp.LeaderEpoch > 0:
-				pr.ErrorCode = kerr.FencedLeaderEpoch.Code
 			default:
-				_, hw, _, err := s.broker.Offsets(name, rp.Partition)
+				err := s.checkPartitionEpoch(name, rp.Partition, rp.CurrentLeaderEpoch)
+				var epoch model.Epoch
+				var end model.QueueOffset
+				if err == nil {
+					epoch, end, err = s.broker.EndOffsetForEpoch(name, rp.Partition, model.Epoch(rp.LeaderEpoch))
+				}
 				pr.ErrorCode = errorCode(err)
 				if err == nil {
-					pr.LeaderEpoch, pr.EndOffset = 0, int64(hw)
+					pr.LeaderEpoch, pr.EndOffset = int32(epoch), int64(end)
 				}
 			}
 			tr.Partitions = append(tr.Partitions, pr)

@@ -63,7 +63,8 @@ func handleAddPartitionsToTxn(rc *reqCtx, kreq kmsg.Request) reply {
 		rc.conn.log.Debug("add partitions to transaction refused", "transactional_id", req.TransactionalID, "err", err)
 	}
 	for _, rt := range req.Topics {
-		tr := kmsg.AddPartitionsToTxnResponseTopic{Topic: rt.Topic}
+		tr := kmsg.NewAddPartitionsToTxnResponseTopic()
+		tr.Topic = rt.Topic
 		for _, p := range rt.Partitions {
 			code := errorCode(err)
 			if len(bad) > 0 {
@@ -72,7 +73,10 @@ func handleAddPartitionsToTxn(rc *reqCtx, kreq kmsg.Request) reply {
 					code = c
 				}
 			}
-			tr.Partitions = append(tr.Partitions, kmsg.AddPartitionsToTxnResponseTopicPartition{Partition: p, ErrorCode: code})
+			apttrtp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+			apttrtp.Partition = p
+			apttrtp.ErrorCode = code
+			tr.Partitions = append(tr.Partitions, apttrtp)
 		}
 		resp.Topics = append(resp.Topics, tr)
 	}

@@ -50,7 +50,7 @@ func handleTxnOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 			default:
 				tp.Partitions = append(tp.Partitions, rp.Partition)
 				offsets = append(offsets, txn.PendingOffset{Partition: txn.Partition{Topic: t.Name, Index: rp.Partition, Queue: t.Queues[rp.Partition]},
-					Offset: model.QueueOffset(rp.Offset), Metadata: deref(rp.Metadata)})
+					Offset: model.QueueOffset(rp.Offset), Metadata: deref(rp.Metadata), LeaderEpoch: model.Epoch(rp.LeaderEpoch)})
 			}
 		}
 		if err == nil {
@@ -74,13 +74,17 @@ func handleTxnOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 		err = s.txns.CommitOffsets(rc.ctx(), req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, offsets)
 	}
 	for _, rt := range req.Topics {
-		tr := kmsg.TxnOffsetCommitResponseTopic{Topic: rt.Topic}
+		tr := kmsg.NewTxnOffsetCommitResponseTopic()
+		tr.Topic = rt.Topic
 		for _, rp := range rt.Partitions {
 			perr := err
 			if e, ok := perPartition[rt.Topic][rp.Partition]; ok {
 				perr = e
 			}
-			tr.Partitions = append(tr.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: rp.Partition, ErrorCode: errorCode(perr)})
+			tocrtp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			tocrtp.Partition = rp.Partition
+			tocrtp.ErrorCode = errorCode(perr)
+			tr.Partitions = append(tr.Partitions, tocrtp)
 		}
 		resp.Topics = append(resp.Topics, tr)
 	}

@@ -45,13 +45,18 @@ func handleDescribeAcls(rc *reqCtx, kreq kmsg.Request) reply {
 		if !ok {
 			i = len(resp.Resources)
 			idx[k] = i
-			resp.Resources = append(resp.Resources, kmsg.DescribeACLsResponseResource{
-				ResourceType: kmsg.ACLResourceType(b.ResourceType), ResourceName: b.ResourceName,
-				ResourcePatternType: kmsg.ACLResourcePatternType(b.PatternType)})
+			daclrr := kmsg.NewDescribeACLsResponseResource()
+			daclrr.ResourceType = kmsg.ACLResourceType(b.ResourceType)
+			daclrr.ResourceName = b.ResourceName
+			daclrr.ResourcePatternType = kmsg.ACLResourcePatternType(b.PatternType)
+			resp.Resources = append(resp.Resources, daclrr)
 		}
-		resp.Resources[i].ACLs = append(resp.Resources[i].ACLs, kmsg.DescribeACLsResponseResourceACL{
-			Principal: b.Principal, Host: b.Host, Operation: kmsg.ACLOperation(b.Operation),
-			PermissionType: kmsg.ACLPermissionType(b.Permission)})
+		daclrracl := kmsg.NewDescribeACLsResponseResourceACL()
+		daclrracl.Principal = b.Principal
+		daclrracl.Host = b.Host
+		daclrracl.Operation = kmsg.ACLOperation(b.Operation)
+		daclrracl.PermissionType = kmsg.ACLPermissionType(b.Permission)
+		resp.Resources[i].ACLs = append(resp.Resources[i].ACLs, daclrracl)
 	}
 	return reply{resp: resp}
 }

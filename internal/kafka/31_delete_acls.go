@@ -51,10 +51,15 @@ func handleDeleteAcls(rc *reqCtx, kreq kmsg.Request) reply {
 			if !kafkaResourceType(b.ResourceType) {
 				continue
 			}
-			r.MatchingACLs = append(r.MatchingACLs, kmsg.DeleteACLsResponseResultMatchingACL{
-				ResourceType: kmsg.ACLResourceType(b.ResourceType), ResourceName: b.ResourceName,
-				ResourcePatternType: kmsg.ACLResourcePatternType(b.PatternType), Principal: b.Principal, Host: b.Host,
-				Operation: kmsg.ACLOperation(b.Operation), PermissionType: kmsg.ACLPermissionType(b.Permission)})
+			daclrrmacl := kmsg.NewDeleteACLsResponseResultMatchingACL()
+			daclrrmacl.ResourceType = kmsg.ACLResourceType(b.ResourceType)
+			daclrrmacl.ResourceName = b.ResourceName
+			daclrrmacl.ResourcePatternType = kmsg.ACLResourcePatternType(b.PatternType)
+			daclrrmacl.Principal = b.Principal
+			daclrrmacl.Host = b.Host
+			daclrrmacl.Operation = kmsg.ACLOperation(b.Operation)
+			daclrrmacl.PermissionType = kmsg.ACLPermissionType(b.Permission)
+			r.MatchingACLs = append(r.MatchingACLs, daclrrmacl)
 		}
 	}
 	return reply{resp: resp}

@@ -24,7 +24,9 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	s := rc.srv()
 	for _, r := range req.Resources {
-		rr := kmsg.DescribeConfigsResponseResource{ResourceType: r.ResourceType, ResourceName: r.ResourceName}
+		rr := kmsg.NewDescribeConfigsResponseResource()
+		rr.ResourceType = r.ResourceType
+		rr.ResourceName = r.ResourceName
 		var entries []describedConfig
 		switch r.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
@@ -70,9 +72,13 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 			if r.ResourceType == kmsg.ConfigResourceTypeBroker {
 				src = kmsg.ConfigSourceStaticBrokerConfig
 			}
-			rr.Configs = append(rr.Configs, kmsg.DescribeConfigsResponseResourceConfig{
-				Name: e.name, Value: &v, IsDefault: e.isDefault, Source: src, ConfigType: e.ctype,
-			})
+			dcrrc := kmsg.NewDescribeConfigsResponseResourceConfig()
+			dcrrc.Name = e.name
+			dcrrc.Value = &v
+			dcrrc.IsDefault = e.isDefault
+			dcrrc.Source = src
+			dcrrc.ConfigType = e.ctype
+			rr.Configs = append(rr.Configs, dcrrc)
 		}
 		resp.Resources = append(resp.Resources, rr)
 	}

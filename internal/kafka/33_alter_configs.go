@@ -28,8 +28,12 @@ func handleAlterConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 			}
 			return nil
 		})
-		resp.Resources = append(resp.Resources, kmsg.AlterConfigsResponseResource{
-			ResourceType: r.ResourceType, ResourceName: r.ResourceName, ErrorCode: code, ErrorMessage: msg})
+		acrr := kmsg.NewAlterConfigsResponseResource()
+		acrr.ResourceType = r.ResourceType
+		acrr.ResourceName = r.ResourceName
+		acrr.ErrorCode = code
+		acrr.ErrorMessage = msg
+		resp.Resources = append(resp.Resources, acrr)
 	}
 	return reply{resp: resp}
 }

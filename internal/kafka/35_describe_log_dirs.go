@@ -22,7 +22,10 @@ func handleDescribeLogDirs(rc *reqCtx, kreq kmsg.Request) reply {
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code // v3+; older versions see no directories
 		return reply{resp: resp}
 	}
-	dir := kmsg.DescribeLogDirsResponseDir{Dir: s.broker.DataDir(), TotalBytes: -1, UsableBytes: -1}
+	dir := kmsg.NewDescribeLogDirsResponseDir()
+	dir.Dir = s.broker.DataDir()
+	dir.TotalBytes = -1
+	dir.UsableBytes = -1
 	if total, free, err := s.broker.DiskSpace(); err == nil {
 		dir.TotalBytes, dir.UsableBytes = total, free
 	}
@@ -38,13 +41,17 @@ func handleDescribeLogDirs(rc *reqCtx, kreq kmsg.Request) reply {
 		if req.Topics != nil && wanted[name] == nil {
 			continue
 		}
-		dt := kmsg.DescribeLogDirsResponseDirTopic{Topic: name}
+		dt := kmsg.NewDescribeLogDirsResponseDirTopic()
+		dt.Topic = name
 		_, sizes := s.broker.TopicBytes(t)
 		for i := range t.Queues {
 			if req.Topics != nil && !wanted[name][int32(i)] {
 				continue
 			}
-			dt.Partitions = append(dt.Partitions, kmsg.DescribeLogDirsResponseDirTopicPartition{Partition: int32(i), Size: sizes[i]})
+			dldrdtp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
+			dldrdtp.Partition = int32(i)
+			dldrdtp.Size = sizes[i]
+			dt.Partitions = append(dt.Partitions, dldrdtp)
 		}
 		dir.Topics = append(dir.Topics, dt)
 	}

@@ -17,7 +17,8 @@ func handleCreatePartitions(rc *reqCtx, kreq kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	s := rc.srv()
 	for _, rt := range req.Topics {
-		r := kmsg.CreatePartitionsResponseTopic{Topic: rt.Topic}
+		r := kmsg.NewCreatePartitionsResponseTopic()
+		r.Topic = rt.Topic
 		name, err := rc.changeableTopicName(rt.Topic)
 		if !rc.allowedTopic(rt.Topic, security.OpAlter) {
 			err = errTopicAuthorization

@@ -24,7 +24,8 @@ func handleDeleteGroups(rc *reqCtx, kreq kmsg.Request) reply {
 		known[d.Group] = true
 	}
 	for _, id := range req.Groups {
-		r := kmsg.DeleteGroupsResponseGroup{Group: id}
+		r := kmsg.NewDeleteGroupsResponseGroup()
+		r.Group = id
 		switch {
 		case !rc.allowedGroup(id, security.OpDelete):
 			r.ErrorCode = kerr.GroupAuthorizationFailed.Code

@@ -23,10 +23,13 @@ func handleElectLeaders(rc *reqCtx, kreq kmsg.Request) reply {
 		return reply{resp: resp}
 	}
 	for _, rt := range req.Topics {
-		tr := kmsg.ElectLeadersResponseTopic{Topic: rt.Topic}
+		tr := kmsg.NewElectLeadersResponseTopic()
+		tr.Topic = rt.Topic
 		t, err := rc.lookupTopic(rt.Topic)
 		for _, p := range rt.Partitions {
-			pr := kmsg.ElectLeadersResponseTopicPartition{Partition: p, ErrorCode: kerr.ElectionNotNeeded.Code}
+			pr := kmsg.NewElectLeadersResponseTopicPartition()
+			pr.Partition = p
+			pr.ErrorCode = kerr.ElectionNotNeeded.Code
 			if err != nil || p < 0 || int(p) >= len(t.Queues) {
 				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			}

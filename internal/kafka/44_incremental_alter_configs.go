@@ -37,8 +37,12 @@ func handleIncrementalAlterConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 			}
 			return nil
 		})
-		resp.Resources = append(resp.Resources, kmsg.IncrementalAlterConfigsResponseResource{
-			ResourceType: r.ResourceType, ResourceName: r.ResourceName, ErrorCode: code, ErrorMessage: msg})
+		iacrr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		iacrr.ResourceType = r.ResourceType
+		iacrr.ResourceName = r.ResourceName
+		iacrr.ErrorCode = code
+		iacrr.ErrorMessage = msg
+		resp.Resources = append(resp.Resources, iacrr)
 	}
 	return reply{resp: resp}
 }

@@ -25,10 +25,12 @@ func handleAlterPartitionReassignments(rc *reqCtx, kreq kmsg.Request) reply {
 		return reply{resp: resp}
 	}
 	for _, rt := range req.Topics {
-		tr := kmsg.AlterPartitionAssignmentsResponseTopic{Topic: rt.Topic}
+		tr := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+		tr.Topic = rt.Topic
 		t, err := rc.lookupTopic(rt.Topic)
 		for _, rp := range rt.Partitions {
-			pr := kmsg.AlterPartitionAssignmentsResponseTopicPartition{Partition: rp.Partition}
+			pr := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+			pr.Partition = rp.Partition
 			switch {
 			case err != nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Queues):
 				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code

@@ -26,7 +26,8 @@ func handleOffsetDelete(rc *reqCtx, kreq kmsg.Request) reply {
 		return reply{resp: resp}
 	}
 	for _, rt := range req.Topics {
-		tr := kmsg.OffsetDeleteResponseTopic{Topic: rt.Topic}
+		tr := kmsg.NewOffsetDeleteResponseTopic()
+		tr.Topic = rt.Topic
 		name, err := rc.topicName(rt.Topic)
 		if !rc.allowedTopic(rt.Topic, security.OpRead) {
 			err = errTopicAuthorization
@@ -39,7 +40,10 @@ func handleOffsetDelete(rc *reqCtx, kreq kmsg.Request) reply {
 			err = s.broker.DeleteOffsets(rc.ctx(), req.Group, name, parts)
 		}
 		for _, p := range rt.Partitions {
-			tr.Partitions = append(tr.Partitions, kmsg.OffsetDeleteResponseTopicPartition{Partition: p.Partition, ErrorCode: errorCode(err)})
+			odrtp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			odrtp.Partition = p.Partition
+			odrtp.ErrorCode = errorCode(err)
+			tr.Partitions = append(tr.Partitions, odrtp)
 		}
 		resp.Topics = append(resp.Topics, tr)
 	}

@@ -57,12 +57,21 @@ func handleDescribeClientQuotas(rc *reqCtx, kreq kmsg.Request) reply {
 	sort.Strings(users)
 	for _, u := range users {
 		l := limits[quota.Entity{Kind: "user", Name: u}]
-		entry := kmsg.DescribeClientQuotasResponseEntry{Entity: []kmsg.DescribeClientQuotasResponseEntryEntity{{Type: "user", Name: strp(u)}}}
+		entry := kmsg.NewDescribeClientQuotasResponseEntry()
+		ent := kmsg.NewDescribeClientQuotasResponseEntryEntity()
+		ent.Type, ent.Name = "user", strp(u)
+		entry.Entity = []kmsg.DescribeClientQuotasResponseEntryEntity{ent}
 		if l.ProduceBytesPerSecond > 0 {
-			entry.Values = append(entry.Values, kmsg.DescribeClientQuotasResponseEntryValue{Key: quota.KafkaProducerByteRate, Value: float64(l.ProduceBytesPerSecond)})
+			dcqrev := kmsg.NewDescribeClientQuotasResponseEntryValue()
+			dcqrev.Key = quota.KafkaProducerByteRate
+			dcqrev.Value = float64(l.ProduceBytesPerSecond)
+			entry.Values = append(entry.Values, dcqrev)
 		}
 		if l.FetchBytesPerSecond > 0 {
-			entry.Values = append(entry.Values, kmsg.DescribeClientQuotasResponseEntryValue{Key: quota.KafkaConsumerByteRate, Value: float64(l.FetchBytesPerSecond)})
+			dcqrev := kmsg.NewDescribeClientQuotasResponseEntryValue()
+			dcqrev.Key = quota.KafkaConsumerByteRate
+			dcqrev.Value = float64(l.FetchBytesPerSecond)
+			entry.Values = append(entry.Values, dcqrev)
 		}
 		if len(entry.Values) > 0 {
 			resp.Entries = append(resp.Entries, entry)

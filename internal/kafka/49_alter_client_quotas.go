@@ -25,9 +25,12 @@ func handleAlterClientQuotas(rc *reqCtx, kreq kmsg.Request) reply {
 	q := rc.srv().opts.Quotas
 	allowed := rc.authorizedCluster(security.OpAlterConfigs)
 	for _, e := range req.Entries {
-		r := kmsg.AlterClientQuotasResponseEntry{}
+		r := kmsg.NewAlterClientQuotasResponseEntry()
 		for _, en := range e.Entity {
-			r.Entity = append(r.Entity, kmsg.AlterClientQuotasResponseEntryEntity{Type: en.Type, Name: en.Name})
+			acqree := kmsg.NewAlterClientQuotasResponseEntryEntity()
+			acqree.Type = en.Type
+			acqree.Name = en.Name
+			r.Entity = append(r.Entity, acqree)
 		}
 		err := func() error {
 			switch {

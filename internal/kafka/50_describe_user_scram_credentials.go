@@ -34,10 +34,13 @@ func handleDescribeUserScramCredentials(rc *reqCtx, kreq kmsg.Request) reply {
 		return reply{resp: resp}
 	}
 	result := func(u security.UserInfo) kmsg.DescribeUserSCRAMCredentialsResponseResult {
-		r := kmsg.DescribeUserSCRAMCredentialsResponseResult{User: u.Name}
+		r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
+		r.User = u.Name
 		for _, m := range u.Mechanisms {
-			r.CredentialInfos = append(r.CredentialInfos, kmsg.DescribeUserSCRAMCredentialsResponseResultCredentialInfo{
-				Mechanism: scramMechanismCodes[m.Mechanism], Iterations: int32(m.Iterations)})
+			duscramcrrci := kmsg.NewDescribeUserSCRAMCredentialsResponseResultCredentialInfo()
+			duscramcrrci.Mechanism = scramMechanismCodes[m.Mechanism]
+			duscramcrrci.Iterations = int32(m.Iterations)
+			r.CredentialInfos = append(r.CredentialInfos, duscramcrrci)
 		}
 		return r
 	}
@@ -54,7 +57,8 @@ func handleDescribeUserScramCredentials(rc *reqCtx, kreq kmsg.Request) reply {
 		count[u.Name]++
 	}
 	for _, ru := range req.Users {
-		r := kmsg.DescribeUserSCRAMCredentialsResponseResult{User: ru.Name}
+		r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
+		r.User = ru.Name
 		found := sec.Users(ru.Name)
 		switch {
 		case count[ru.Name] > 1:

@@ -87,7 +87,9 @@ func handleAlterUserScramCredentials(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 	}
 	for _, user := range order {
-		r := kmsg.AlterUserSCRAMCredentialsResponseResult{User: user, ErrorCode: codes[user]}
+		r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+		r.User = user
+		r.ErrorCode = codes[user]
 		if gate != 0 {
 			r.ErrorCode = gate
 		} else if err := errs[user]; err != nil {

@@ -16,6 +16,8 @@ func handleDescribeCluster(rc *reqCtx, kreq kmsg.Request) reply {
 	resp.ControllerID = s.opts.NodeID
 	resp.EndpointType = 1
 	resp.ClusterAuthorizedOperations = -2147483648
-	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: s.opts.NodeID, Host: host, Port: port}}
+	b := kmsg.NewDescribeClusterResponseBroker()
+	b.NodeID, b.Host, b.Port = s.opts.NodeID, host, port
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
 	return reply{resp: resp}
 }

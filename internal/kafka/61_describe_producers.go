@@ -18,13 +18,15 @@ func handleDescribeProducers(rc *reqCtx, kreq kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
 	s := rc.srv()
 	for _, rt := range req.Topics {
-		tr := kmsg.DescribeProducersResponseTopic{Topic: rt.Topic}
+		tr := kmsg.NewDescribeProducersResponseTopic()
+		tr.Topic = rt.Topic
 		t, nerr := rc.lookupTopic(rt.Topic)
 		if !rc.allowedTopic(rt.Topic, security.OpRead) {
 			nerr = errTopicAuthorization
 		}
 		for _, p := range rt.Partitions {
-			pr := kmsg.DescribeProducersResponseTopicPartition{Partition: p}
+			pr := kmsg.NewDescribeProducersResponseTopicPartition()
+			pr.Partition = p
 			switch {
 			case nerr != nil:
 				pr.ErrorCode = errorCode(nerr)
@@ -36,10 +38,14 @@ func handleDescribeProducers(rc *reqCtx, kreq kmsg.Request) reply {
 					if first, ok := s.txnIndex.OpenFirst(t.Queues[p], pid); ok {
 						txnStart = int64(first)
 					}
-					pr.ActiveProducers = append(pr.ActiveProducers, kmsg.DescribeProducersResponseTopicPartitionActiveProducer{
-						ProducerID: pid, ProducerEpoch: int32(b.Epoch), LastSequence: b.LastSeq,
-						LastTimestamp: -1, CoordinatorEpoch: -1, CurrentTxnStartOffset: txnStart,
-					})
+					dprtpap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+					dprtpap.ProducerID = pid
+					dprtpap.ProducerEpoch = int32(b.Epoch)
+					dprtpap.LastSequence = b.LastSeq
+					dprtpap.LastTimestamp = -1
+					dprtpap.CoordinatorEpoch = -1
+					dprtpap.CurrentTxnStartOffset = txnStart
+					pr.ActiveProducers = append(pr.ActiveProducers, dprtpap)
 				}
 			}
 			tr.Partitions = append(tr.Partitions, pr)

@@ -18,7 +18,11 @@ func handleDescribeTransactions(rc *reqCtx, kreq kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
 	s := rc.srv()
 	for _, id := range req.TransactionalIDs {
-		ts := kmsg.DescribeTransactionsResponseTransactionState{TransactionalID: id, ProducerID: -1, ProducerEpoch: -1, StartTimestamp: -1}
+		ts := kmsg.NewDescribeTransactionsResponseTransactionState()
+		ts.TransactionalID = id
+		ts.ProducerID = -1
+		ts.ProducerEpoch = -1
+		ts.StartTimestamp = -1
 		if !rc.allowedTxnID(id, security.OpDescribe) {
 			ts.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 			resp.TransactionStates = append(resp.TransactionStates, ts)
@@ -56,7 +60,10 @@ func (s *Server) txnTopics(h home, parts []txn.Partition) []kmsg.DescribeTransac
 	out := make([]kmsg.DescribeTransactionsResponseTransactionStateTopic, 0, len(byTopic))
 	for name, ps := range byTopic {
 		sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
-		out = append(out, kmsg.DescribeTransactionsResponseTransactionStateTopic{Topic: name, Partitions: ps})
+		dtrtst := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
+		dtrtst.Topic = name
+		dtrtst.Partitions = ps
+		out = append(out, dtrtst)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Topic < out[j].Topic })
 	return out

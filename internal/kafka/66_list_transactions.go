@@ -40,8 +40,11 @@ func handleListTransactions(rc *reqCtx, kreq kmsg.Request) reply {
 		if !rc.allowedTxnID(st.ID, security.OpDescribe) {
 			continue
 		}
-		resp.TransactionStates = append(resp.TransactionStates, kmsg.ListTransactionsResponseTransactionState{
-			TransactionalID: st.ID, ProducerID: st.PID, TransactionState: st.State.String()})
+		ltrts := kmsg.NewListTransactionsResponseTransactionState()
+		ltrts.TransactionalID = st.ID
+		ltrts.ProducerID = st.PID
+		ltrts.TransactionState = st.State.String()
+		resp.TransactionStates = append(resp.TransactionStates, ltrts)
 	}
 	return reply{resp: resp}
 }

@@ -74,9 +74,14 @@ func handleConsumerGroupHeartbeat(rc *reqCtx, kreq kmsg.Request) reply {
 	resp.MemberEpoch = res.MemberEpoch
 	resp.HeartbeatIntervalMillis = int32(res.HeartbeatInterval / time.Millisecond)
 	if res.Assignment != nil {
-		a := &kmsg.ConsumerGroupHeartbeatResponseAssignment{Topics: []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{}}
+		a := new(kmsg.ConsumerGroupHeartbeatResponseAssignment)
+		a.Default()
+		a.Topics = []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{}
 		for _, tp := range res.Assignment {
-			a.Topics = append(a.Topics, kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{TopicID: tp.Topic, Partitions: tp.Partitions})
+			cghrat := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+			cghrat.TopicID = tp.Topic
+			cghrat.Partitions = tp.Partitions
+			a.Topics = append(a.Topics, cghrat)
 		}
 		resp.Assignment = a
 	}

@@ -21,7 +21,9 @@ func handleConsumerGroupDescribe(rc *reqCtx, kreq kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
 	s := rc.srv()
 	for _, id := range req.Groups {
-		g := kmsg.ConsumerGroupDescribeResponseGroup{Group: id, AuthorizedOperations: -2147483648}
+		g := kmsg.NewConsumerGroupDescribeResponseGroup()
+		g.Group = id
+		g.AuthorizedOperations = -2147483648
 		if !rc.allowedGroup(id, security.OpDescribe) {
 			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
 			resp.Groups = append(resp.Groups, g)
@@ -35,10 +37,15 @@ func handleConsumerGroupDescribe(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 		g.State, g.Epoch, g.AssignmentEpoch, g.AssignorName = string(d.State), d.Epoch, d.AssignmentEpoch, d.Assignor
 		for _, m := range d.Members {
-			dm := kmsg.ConsumerGroupDescribeResponseGroupMember{MemberID: m.MemberID, MemberEpoch: m.MemberEpoch,
-				ClientID: m.ClientID, ClientHost: m.ClientHost, SubscribedTopics: m.SubscribedTopicNames,
-				Assignment: s.describedAssignment(rc.conn.home, m.Assignment), TargetAssignment: s.describedAssignment(rc.conn.home, m.TargetAssignment),
-				MemberType: 1}
+			dm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
+			dm.MemberID = m.MemberID
+			dm.MemberEpoch = m.MemberEpoch
+			dm.ClientID = m.ClientID
+			dm.ClientHost = m.ClientHost
+			dm.SubscribedTopics = m.SubscribedTopicNames
+			dm.Assignment = s.describedAssignment(rc.conn.home, m.Assignment)
+			dm.TargetAssignment = s.describedAssignment(rc.conn.home, m.TargetAssignment)
+			dm.MemberType = 1
 			if dm.SubscribedTopics == nil {
 				dm.SubscribedTopics = []string{}
 			}
@@ -60,13 +67,18 @@ func handleConsumerGroupDescribe(rc *reqCtx, kreq kmsg.Request) reply {
 
 // describedAssignment names the topics of an assignment.
 func (s *Server) describedAssignment(h home, tps []groups.TopicPartitions) kmsg.Assignment {
-	a := kmsg.Assignment{TopicPartitions: []kmsg.AssignmentTopicPartition{}}
+	a := kmsg.NewAssignment()
+	a.TopicPartitions = []kmsg.AssignmentTopicPartition{}
 	for _, tp := range tps {
 		name := ""
 		if t, err := s.broker.TopicByID(tp.Topic); err == nil {
 			name = kafkaName(h, t)
 		}
-		a.TopicPartitions = append(a.TopicPartitions, kmsg.AssignmentTopicPartition{TopicID: tp.Topic, Topic: name, Partitions: tp.Partitions})
+		atp := kmsg.NewAssignmentTopicPartition()
+		atp.TopicID = tp.Topic
+		atp.Topic = name
+		atp.Partitions = tp.Partitions
+		a.TopicPartitions = append(a.TopicPartitions, atp)
 	}
 	return a
 }

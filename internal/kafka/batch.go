@@ -37,25 +37,39 @@ func appendMessageBatch(dst []byte, offset, storeTime int64, m *model.Message) [
 	if ts == 0 {
 		ts = storeTime
 	}
-	rec := kmsg.Record{Key: m.Key, Value: m.Body}
+	rec := kmsg.NewRecord()
+	rec.Key = m.Key
+	rec.Value = m.Body
 	if m.Key == nil {
 		rec.Key = nil
 	}
 	for _, h := range m.Headers {
-		rec.Headers = append(rec.Headers, kmsg.Header{Key: h.Key, Value: h.Value})
+		h2 := kmsg.NewHeader()
+		h2.Key = h.Key
+		h2.Value = h.Value
+		rec.Headers = append(rec.Headers, h2)
 	}
 	if m.Tags != "" {
-		rec.Headers = append(rec.Headers, kmsg.Header{Key: tagsHeader, Value: []byte(m.Tags)})
+		h := kmsg.NewHeader()
+		h.Key = tagsHeader
+		h.Value = []byte(m.Tags)
+		rec.Headers = append(rec.Headers, h)
 	}
 	// The record's length prefix counts what follows it: encode once with
 	// length 0 (one byte) to learn it.
 	rec.Length = int32(len(rec.AppendTo(nil)) - 1)
 	recBytes := rec.AppendTo(nil)
-	b := kmsg.RecordBatch{
-		FirstOffset: offset, PartitionLeaderEpoch: -1, Magic: 2,
-		FirstTimestamp: ts, MaxTimestamp: ts, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
-		NumRecords: 1, Records: recBytes,
-	}
+	b := kmsg.NewRecordBatch()
+	b.FirstOffset = offset
+	b.PartitionLeaderEpoch = -1
+	b.Magic = 2
+	b.FirstTimestamp = ts
+	b.MaxTimestamp = ts
+	b.ProducerID = -1
+	b.ProducerEpoch = -1
+	b.FirstSequence = -1
+	b.NumRecords = 1
+	b.Records = recBytes
 	enc := b.AppendTo(nil)
 	binary.BigEndian.PutUint32(enc[8:], uint32(len(enc)-12))
 	binary.BigEndian.PutUint32(enc[17:], crc32.Checksum(enc[kbatch.CRCFrom:], kbatch.CRC32C))

@@ -22,6 +22,7 @@ type sessionPartition struct {
 	partition  int32
 	offset     int64
 	maxBytes   int32
+	leaderEp   int32 // the client's current leader epoch (KIP-320)
 	lastHW     int64
 	lastLSO    int64
 	lastStart  int64
@@ -111,7 +112,7 @@ func (s *fetchSession) update(req *kmsg.FetchRequest, names func([16]byte) strin
 				s.parts[k] = p
 				s.order = append(s.order, k)
 			}
-			p.offset, p.maxBytes = rp.FetchOffset, rp.PartitionMaxBytes
+			p.offset, p.maxBytes, p.leaderEp = rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch
 		}
 	}
 	for _, ft := range req.ForgottenTopics {
@@ -143,11 +144,18 @@ func (s *fetchSession) asRequest(req *kmsg.FetchRequest) *kmsg.FetchRequest {
 		if !ok {
 			i = len(full.Topics)
 			idx[p.topic] = i
-			full.Topics = append(full.Topics, kmsg.FetchRequestTopic{Topic: p.topic, TopicID: p.topicID})
+			frt := kmsg.NewFetchRequestTopic()
+			frt.Topic = p.topic
+			frt.TopicID = p.topicID
+			full.Topics = append(full.Topics, frt)
 		}
-		full.Topics[i].Partitions = append(full.Topics[i].Partitions, kmsg.FetchRequestTopicPartition{
-			Partition: p.partition, FetchOffset: p.offset, PartitionMaxBytes: p.maxBytes, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1,
-		})
+		frtp := kmsg.NewFetchRequestTopicPartition()
+		frtp.Partition = p.partition
+		frtp.FetchOffset = p.offset
+		frtp.PartitionMaxBytes = p.maxBytes
+		frtp.CurrentLeaderEpoch = p.leaderEp
+		frtp.LastFetchedEpoch = -1
+		full.Topics[i].Partitions = append(full.Topics[i].Partitions, frtp)
 	}
 	return &full
 }

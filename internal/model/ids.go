@@ -63,3 +63,13 @@ func (f PayloadFormat) String() string {
 	}
 	return fmt.Sprintf("format(%d)", uint8(f))
 }
+
+// LeaderEpoch is the Kafka leader epoch of records written in term t: the
+// term less one, so a single node's term 1 is epoch 0. Term 0 (unknown) is
+// epoch -1.
+func (t Term) LeaderEpoch() Epoch {
+	if t == 0 {
+		return -1
+	}
+	return Epoch(t - 1)
+}

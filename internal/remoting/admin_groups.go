@@ -222,7 +222,7 @@ func handleResetOffset(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		if c, ok := committed[int32(i)]; ok && !force && c.Offset < off {
 			off = c.Offset
 		}
-		commits[int32(i)] = broker.OffsetCommit{Offset: off}
+		commits[int32(i)] = broker.OffsetCommit{Offset: off, LeaderEpoch: -1}
 		entries = append(entries, protocol.QueueEntry{Topic: topic, BrokerName: s.opts.BrokerName, QueueID: int32(i),
 			Value: strconv.AppendInt(nil, int64(off), 10)})
 	}

@@ -65,7 +65,7 @@ func handleUpdateConsumerOffset(rc *reqCtx, req *protocol.Command) *protocol.Com
 	if req.IsOneway() {
 		commit = s.broker.CommitOffsetsNoWait // nobody waits for the answer
 	}
-	err = commit(rc.ctx, req.Ext("consumerGroup"), t.Name, map[int32]broker.OffsetCommit{q: {Offset: model.QueueOffset(off)}})
+	err = commit(rc.ctx, req.Ext("consumerGroup"), t.Name, map[int32]broker.OffsetCommit{q: {Offset: model.QueueOffset(off), LeaderEpoch: -1}})
 	if err != nil {
 		return errorResponse(req, err)
 	}

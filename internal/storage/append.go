@@ -57,6 +57,7 @@ func (a *batchAssigner) Done() {
 func (e *Engine) index(q *queue, id model.QueueID, pos model.LogPos, r *commitlog.Entry) {
 	base, _ := q.idx.Assign(pos, r.Segment, r.Size, r.Count, r.Timestamp, r.TagHash)
 	r.BaseOffset = base
+	q.epochs.note(r.Term.LeaderEpoch(), base)
 	for _, k := range r.Keys {
 		if err := e.keys.Add(keyindex.Hash(k.Key), id, base+model.QueueOffset(k.Delta), r.StoreTime, pos); err != nil {
 			e.log.Warn("key index add failed", "queue", id, "err", err)
@@ -251,7 +252,7 @@ func (e *Engine) replay(pos model.LogPos, r *commitlog.Record) error {
 		q.idx.SetNext(r.BaseOffset)
 	}
 	ent := &commitlog.Entry{Queue: r.Queue, Count: r.Count, Timestamp: r.Timestamp, StoreTime: r.StoreTime,
-		TagHash: r.TagHash, Size: r.Length, Segment: r.Segment}
+		TagHash: r.TagHash, Size: r.Length, Segment: r.Segment, Term: r.Term}
 	_ = r.EachKey(func(k commitlog.Key) { ent.Keys = append(ent.Keys, k) })
 	e.index(q, r.Queue, pos, ent)
 	e.markPending([]*queue{q})

@@ -162,11 +162,27 @@ func decodeSections(b []byte) (map[string][]byte, error) {
 	return out, nil
 }
 
-// readCheckpoint loads the checkpoint; a missing one is empty. A damaged one
-// is also treated as empty: recovery then replays the whole log.
+// nextIndexSection names the checkpoint section holding the record index
+// that follows the checkpoint position.
+const nextIndexSection = "storage.next-index"
+
+// nextIndex returns the record index following the checkpoint position (0
+// when unknown: the log finds it).
+func (c checkpointData) nextIndex() model.Index {
+	if b := c.Sections[nextIndexSection]; len(b) == 8 {
+		return model.Index(binary.LittleEndian.Uint64(b))
+	}
+	return 0
+}
+
+// readCheckpoint loads the checkpoint; a missing or damaged one is empty:
+// recovery then replays the whole log into new index files.
 func readCheckpoint(path string) (checkpointData, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
+		// Index files flushed before a first checkpoint was written cannot
+		// be trusted either.
+		_ = os.RemoveAll(filepath.Join(filepath.Dir(path), "index"))
 		return checkpointData{}, nil
 	}
 	if err != nil {
@@ -189,7 +205,7 @@ func readCheckpoint(path string) (checkpointData, error) {
 func (e *Engine) checkpoint() error {
 	e.ckptMu.Lock()
 	defer e.ckptMu.Unlock()
-	pos := e.clog.End() // every record before pos has its index entries in memory
+	pos, next := e.clog.Tail() // every record before pos has its index entries in memory
 	// State keepers capture after pos is read, so each snapshot reflects at
 	// least every record before pos; it may reflect later ones too, which
 	// replay tolerates. Syncing after the capture makes every record a
@@ -236,6 +252,12 @@ func (e *Engine) checkpoint() error {
 		sections = map[string][]byte{}
 	}
 	sections[bytesSection] = encodeQueueBytes(ids, bytes)
+	epochs := make([][]EpochStart, len(list))
+	for i, q := range list {
+		epochs[i] = q.epochs.snapshot()
+	}
+	sections[epochsSection] = encodeEpochs(ids, epochs)
+	sections[nextIndexSection] = binary.LittleEndian.AppendUint64(nil, uint64(next))
 	if err := e.keys.Sync(); err != nil {
 		return err
 	}

@@ -66,8 +66,11 @@ type Config struct {
 	DiskCheckInterval time.Duration
 	VerifyReads       bool // check each record's CRC32C when it is read
 	NodeID            model.NodeID
-	Logger            *slog.Logger
-	Now               func() time.Time
+	// Term is the term appended records are written in (default 1, a
+	// single node's; the Kafka leader epoch is the term less one).
+	Term   model.Term
+	Logger *slog.Logger
+	Now    func() time.Time
 	// StateKeepers are checkpointed with the engine and replay the log
 	// after the checkpoint on open.
 	StateKeepers []StateKeeper
@@ -181,7 +184,8 @@ func (c Config) Validate() error {
 
 // queue is the engine's state for one queue.
 type queue struct {
-	idx *queueindex.Queue
+	idx    *queueindex.Queue
+	epochs epochCache
 
 	pendingFlush  atomic.Bool
 	pendingNotify atomic.Bool
@@ -293,6 +297,7 @@ func Open(cfg Config) (*Engine, error) {
 		}
 		e.queues[qs.ID] = q
 	}
+	e.restoreEpochs(ck.Sections)
 	if err := restoreKeepers(cfg.StateKeepers, ck.Sections); err != nil {
 		e.keys.Close()
 		e.idx.Close()
@@ -306,6 +311,7 @@ func Open(cfg Config) (*Engine, error) {
 		FlushInterval: cfg.FlushInterval,
 		Logger:        cfg.Logger,
 		Now:           cfg.Now,
+		Term:          cfg.Term,
 		BeforeRoll:    e.checkDiskNow,
 		OnVisible:     e.onVisible,
 		OnSynced: func(_ model.LogPos, took time.Duration) {
@@ -313,7 +319,7 @@ func Open(cfg Config) (*Engine, error) {
 				cfg.OnSynced(took)
 			}
 		},
-	}, commitlog.Recovery{Pos: ck.LogPos}, func(pos model.LogPos, r *commitlog.Record) error {
+	}, commitlog.Recovery{Pos: ck.LogPos, NextIndex: ck.nextIndex()}, func(pos model.LogPos, r *commitlog.Record) error {
 		replayed++
 		return e.replay(pos, r)
 	})

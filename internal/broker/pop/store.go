@@ -286,7 +286,7 @@ func (e *Engine) Snapshot(ctx context.Context) error {
 	e.st.changeMu.Unlock()
 	for _, c := range commits {
 		if ref, err := e.b.QueueByID(c.k.queue); err == nil {
-			_ = e.b.CommitOffsetsNoWait(ctx, c.k.group, ref.Topic.Name, map[int32]broker.OffsetCommit{ref.Index: {Queue: c.k.queue, Offset: c.base}})
+			_ = e.b.CommitOffsetsNoWait(ctx, c.k.group, ref.Topic.Name, map[int32]broker.OffsetCommit{ref.Index: {Queue: c.k.queue, Offset: c.base, LeaderEpoch: -1}})
 		}
 	}
 	ops = append(ops, meta.Op{Key: appliedKey, Value: []byte(strconv.FormatInt(int64(hw), 10))})

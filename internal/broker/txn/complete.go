@@ -96,7 +96,7 @@ func (c *Coordinator) finish(ctx context.Context, t *txn) error {
 			if byTopic[k] == nil {
 				byTopic[k] = map[int32]broker.OffsetCommit{}
 			}
-			byTopic[k][o.Index] = broker.OffsetCommit{Queue: o.Queue, Offset: o.Offset, Metadata: o.Metadata}
+			byTopic[k][o.Index] = broker.OffsetCommit{Queue: o.Queue, Offset: o.Offset, Metadata: o.Metadata, LeaderEpoch: o.LeaderEpoch}
 		}
 		for k, offs := range byTopic {
 			err := c.b.CommitOffsets(ctx, k.group, k.topic, offs)

@@ -82,6 +82,9 @@ type PendingOffset struct {
 	Group    string            `json:"g"`
 	Offset   model.QueueOffset `json:"o"`
 	Metadata string            `json:"m,omitempty"`
+	// LeaderEpoch is the committed leader epoch (records written before it
+	// was kept decode as 0, a single node's only epoch).
+	LeaderEpoch model.Epoch `json:"e"`
 }
 
 // Status is the state of one transactional id.

@@ -56,7 +56,9 @@ const (
 	FlagControl uint16 = 1 << 15
 	// FlagPayloadOffset says the payload begins with its own base offset as
 	// a big-endian int64 (a Kafka record batch): the log writes the
-	// assigned base offset there.
+	// assigned base offset there and, in a payload of 16 bytes or more,
+	// the leader epoch of the record's term as a big-endian int32 at bytes
+	// 12..16 (a batch's partitionLeaderEpoch).
 	FlagPayloadOffset uint16 = 1 << 14
 	// FlagRelocated marks a copy of an earlier record made by garbage
 	// collection (same queue, offsets, timestamps, keys and payload): the
@@ -93,6 +95,7 @@ type Entry struct {
 	Segment model.LogPos // base of the segment Pos lies in
 	Size    uint32
 	Index   model.Index
+	Term    model.Term // the term the entry is written in (set before Assign)
 }
 
 // Assigner is called under the log's append lock, in log order, once the
@@ -183,7 +186,10 @@ func (l *Log) segments() []*segment { return *l.segs.Load() }
 
 func (l *Log) setSegments(s []*segment) { l.segs.Store(&s) }
 
-// NextIndex is the index the next appended record gets.
+// Term returns the term appended records are written in.
+func (l *Log) Term() model.Term { return l.opts.Term }
+
+// NextIndex returns the index the next appended record gets.
 func (l *Log) NextIndex() model.Index {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -195,6 +201,14 @@ func (l *Log) Start() model.LogPos { return l.segments()[0].base }
 
 // End is the end of the written data.
 func (l *Log) End() model.LogPos { return model.LogPos(l.written.Load()) }
+
+// Tail returns the written end and the index the next record gets, read
+// together (a checkpoint's recovery point).
+func (l *Log) Tail() (model.LogPos, model.Index) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return model.LogPos(l.written.Load()), l.nextIndex
+}
 
 // Synced is the end of the data known to be on disk.
 func (l *Log) Synced() model.LogPos { return model.LogPos(l.synced.Load()) }
@@ -278,6 +292,7 @@ func (l *Log) append(entries []*Entry, a Assigner, kick bool) (model.LogPos, err
 		e.Segment = s.base
 		e.Size = uint32(n)
 		e.Index = l.nextIndex
+		e.Term = l.opts.Term
 		if a != nil {
 			a.Assign(e)
 		}

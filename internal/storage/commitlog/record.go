@@ -82,9 +82,7 @@ func Encode(dst []byte, h *Header, keys []Key, payload []byte) uint32 {
 	h.Length = uint32(len(dst))
 	p := encodePrefix(dst, h, keys)
 	copy(dst[p:], payload)
-	if h.Flags&FlagPayloadOffset != 0 && len(payload) >= 8 {
-		binary.BigEndian.PutUint64(dst[p:], uint64(h.BaseOffset))
-	}
+	patchHead(dst[p:], h, len(payload))
 	if h.TailFrom > 8 && h.TailFrom <= len(payload) {
 		crc := crc32.Update(0, castagnoli, dst[8:p+h.TailFrom])
 		h.CRC = crcCombine(crc, h.TailCRC, int64(len(payload)-h.TailFrom))
@@ -98,11 +96,30 @@ func Encode(dst []byte, h *Header, keys []Key, payload []byte) uint32 {
 // HeadLen is the size EncodeHead writes: header, keys, and the payload's
 // patched base offset when it carries one.
 func HeadLen(h *Header, keys []Key, payload []byte) int {
-	n := HeaderSize + KeysLen(keys)
-	if h.Flags&FlagPayloadOffset != 0 && len(payload) >= 8 {
-		n += 8
+	return HeaderSize + KeysLen(keys) + patchedLen(h, len(payload))
+}
+
+// patchedLen is how many leading payload bytes the log rewrites.
+func patchedLen(h *Header, payloadLen int) int {
+	switch {
+	case h.Flags&FlagPayloadOffset == 0 || payloadLen < 8:
+		return 0
+	case payloadLen < 16:
+		return 8
 	}
-	return n
+	return 16
+}
+
+// patchHead writes the base offset (and leader epoch) into the first
+// patchedLen bytes of dst, which already hold the payload's own.
+func patchHead(dst []byte, h *Header, payloadLen int) {
+	n := patchedLen(h, payloadLen)
+	if n >= 8 {
+		binary.BigEndian.PutUint64(dst, uint64(h.BaseOffset))
+	}
+	if n == 16 {
+		binary.BigEndian.PutUint32(dst[12:], uint32(h.Term.LeaderEpoch()))
+	}
 }
 
 // EncodeHead writes a record's header and keys (and its patched base
@@ -112,12 +129,11 @@ func HeadLen(h *Header, keys []Key, payload []byte) int {
 func EncodeHead(dst []byte, h *Header, keys []Key, payload []byte) []byte {
 	h.Length = uint32(HeaderSize + KeysLen(keys) + len(payload))
 	p := encodePrefix(dst, h, keys)
-	rest := payload
-	if h.Flags&FlagPayloadOffset != 0 && len(payload) >= 8 {
-		binary.BigEndian.PutUint64(dst[p:], uint64(h.BaseOffset))
-		p += 8
-		rest = payload[8:]
-	}
+	n := patchedLen(h, len(payload))
+	copy(dst[p:p+n], payload)
+	patchHead(dst[p:p+n], h, len(payload))
+	p += n
+	rest := payload[n:]
 	crc := crc32.Update(0, castagnoli, dst[8:p])
 	skip := len(payload) - len(rest)
 	if h.TailFrom > skip && h.TailFrom <= len(payload) {

@@ -75,8 +75,14 @@ func (l *Log) recover(rec Recovery, visit func(model.LogPos, *Record) error) err
 	if start < segs[0].base {
 		start = segs[0].base
 	}
-	l.nextIndex = max(rec.NextIndex, 1)
-	end, err := l.scan(start, rec.NextIndex, visit)
+	expect := rec.NextIndex
+	if expect == 0 && start > segs[0].base {
+		// A recovery point without an index (an older checkpoint): take it
+		// from the last record before the point.
+		expect = l.indexAfterRecordBefore(start)
+	}
+	l.nextIndex = max(expect, 1)
+	end, err := l.scan(start, expect, visit)
 	if err != nil {
 		return err
 	}
@@ -127,6 +133,12 @@ func (l *Log) scan(pos model.LogPos, expect model.Index, visit func(model.LogPos
 			r, err := Decode(s.data[off:limit])
 			if errors.Is(err, ErrEnd) {
 				break
+			}
+			if err == nil && expect != 0 && r.Index == 1 && expect > 1 {
+				// Versions before checkpoints kept the index restarted
+				// the sequence at 1 on every clean start.
+				l.log.Info("record index sequence restarts (written by an older version)", "pos", s.base+model.LogPos(off), "expected", expect)
+				expect = 1
 			}
 			if err == nil && expect != 0 && r.Index != expect {
 				err = fmt.Errorf("%w: record index %d, expected %d", model.ErrCorruptRecord, r.Index, expect)
@@ -241,4 +253,25 @@ func clearFrom(s *segment, off int64) error {
 		clear(s.data[head:])
 	}
 	return nil
+}
+
+// indexAfterRecordBefore returns the index following that of the last valid
+// record ending at or before pos in pos's segment (0 when there is none).
+func (l *Log) indexAfterRecordBefore(pos model.LogPos) model.Index {
+	var next model.Index
+	for _, s := range l.segments() {
+		if pos <= s.base || pos > s.base+model.LogPos(len(s.data)) {
+			continue
+		}
+		limit := int64(pos - s.base)
+		for off := int64(0); off < limit; {
+			r, err := Decode(s.data[off:limit])
+			if err != nil {
+				break
+			}
+			next = r.Index + 1
+			off += int64(r.Length)
+		}
+	}
+	return next
 }
