@@ -116,7 +116,7 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 			// A namespace over its fetch rate: the call ends late, which
 			// paces the consumer's next receive.
 			if q := s.opts.Quotas; q.Active() {
-				quota.Wait(ctx, q.Charge(t.Name, callUser(ctx), quota.Fetch, bytes))
+				quota.Wait(ctx, q.Charge(t.Name, callUser(ctx), "", quota.Fetch, bytes))
 			}
 			return nil
 		}

@@ -82,7 +82,7 @@ func (s *Server) sendOne(ctx context.Context, pm *v2.Message) *v2.SendResultEntr
 		if err := q.CheckStorage(t.Name); err != nil {
 			return fail(err)
 		}
-		if !q.Admit(t.Name, callUser(ctx), quota.Produce, len(pm.GetBody())) {
+		if !q.Admit(t.Name, callUser(ctx), "", quota.Produce, len(pm.GetBody())) {
 			return fail(statusErr(v2.Code_TOO_MANY_REQUESTS, "%s is over its produce byte rate", t.Name.Short()))
 		}
 	}

@@ -98,7 +98,7 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 			} else {
 				maxEnd = max(maxEnd, end)
 				if s.opts.Quotas.Active() {
-					throttle = max(throttle, s.opts.Quotas.Charge(t.Name, rc.quotaUser(), quota.Produce, len(rp.Records)))
+					throttle = max(throttle, s.opts.Quotas.Charge(t.Name, rc.quotaUser(), rc.hdr.ClientID, quota.Produce, len(rp.Records)))
 				}
 			}
 			tr.Partitions = append(tr.Partitions, pr)

@@ -273,7 +273,7 @@ func (s *Server) chargeFetch(rc *reqCtx, resp *kmsg.FetchResponse) time.Duration
 			t, err = s.broker.TopicByID(tr.TopicID)
 		}
 		if err == nil {
-			throttle = max(throttle, s.opts.Quotas.Charge(t.Name, rc.quotaUser(), quota.Fetch, n))
+			throttle = max(throttle, s.opts.Quotas.Charge(t.Name, rc.quotaUser(), rc.hdr.ClientID, quota.Fetch, n))
 		}
 	}
 	return throttle

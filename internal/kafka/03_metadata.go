@@ -39,10 +39,7 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 	var topics []*broker.Topic
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
-		topics = append(s.broker.Topics(false), s.broker.OffsetsTopic())
-		if t, err := s.broker.Topic(txn.StateTopic); err == nil {
-			topics = append(topics, t)
-		}
+		topics = s.kafkaTopics()
 		if rc.authzOn() { // list only what the principal may describe
 			kept := topics[:0]
 			for _, t := range topics {
@@ -118,4 +115,14 @@ func metadataTopicError(code int16, topic *string, id [16]byte) kmsg.MetadataRes
 	mt := kmsg.NewMetadataResponseTopic()
 	mt.ErrorCode, mt.Topic, mt.TopicID = code, topic, id
 	return mt
+}
+
+// kafkaTopics lists every topic a Kafka client may see: the user topics and
+// Kafka's own internal ones (__consumer_offsets, __transaction_state).
+func (s *Server) kafkaTopics() []*broker.Topic {
+	topics := append(s.broker.Topics(false), s.broker.OffsetsTopic())
+	if t, err := s.broker.Topic(txn.StateTopic); err == nil {
+		topics = append(topics, t)
+	}
+	return topics
 }

@@ -2,11 +2,14 @@ package kafka
 
 // DescribeClientQuotas (key 48), versions 0-1.
 //
-// Version notes: user quotas (entity type "user") with producer_byte_rate
-// and consumer_byte_rate, the same limits `rosetta quota` sets per tenant
-// and namespace (`docs/security.md`). Exact and "any" matches; default
-// users, client ids and IPs have no quotas here, so they match nothing.
-// Needs DescribeConfigs on the cluster.
+// Version notes: Kafka's client quota entities — user, client-id and both
+// together, each named or the default — with producer_byte_rate and
+// consumer_byte_rate (quota.Entity; `rosetta quota` shows the same).
+// Filters match exactly, the default, or any specified name; strict
+// filters also refuse entities with other types. Needs DescribeConfigs on
+// the cluster.
+//
+// Not implemented: ip entities (none exist, so they match nothing).
 
 import (
 	"sort"
@@ -29,53 +32,104 @@ func handleDescribeClientQuotas(rc *reqCtx, kreq kmsg.Request) reply {
 	if q == nil {
 		return reply{resp: resp}
 	}
-	// Which users match: every component must be about users (or, not
-	// strict, other types are ignored).
-	matchUser := func(string) bool { return true }
-	for _, c := range req.Components {
-		switch {
-		case c.EntityType != "user" && req.Strict:
-			return reply{resp: resp} // strict: entities must have exactly these types; ours have only "user"
-		case c.EntityType != "user":
-			if c.MatchType != 2 { // a specific or default client id / ip: none has quotas
-				return reply{resp: resp}
-			}
-		case c.MatchType == 0 && c.Match != nil:
-			want := *c.Match
-			matchUser = func(u string) bool { return u == want }
-		case c.MatchType == 1: // the default user: no quota set
-			return reply{resp: resp}
-		}
-	}
-	var users []string
 	limits := q.List()
+	var found []quota.Entity
 	for e := range limits {
-		if e.Kind == "user" && matchUser(e.Name) {
-			users = append(users, e.Name)
+		if comps, ok := kafkaQuotaComponents(e); ok && quotaFilterMatches(req, comps) {
+			found = append(found, e)
 		}
 	}
-	sort.Strings(users)
-	for _, u := range users {
-		l := limits[quota.Entity{Kind: "user", Name: u}]
+	sort.Slice(found, func(i, j int) bool { return found[i].String() < found[j].String() })
+	for _, e := range found {
+		l := limits[e]
 		entry := kmsg.NewDescribeClientQuotasResponseEntry()
-		ent := kmsg.NewDescribeClientQuotasResponseEntryEntity()
-		ent.Type, ent.Name = "user", strp(u)
-		entry.Entity = []kmsg.DescribeClientQuotasResponseEntryEntity{ent}
-		if l.ProduceBytesPerSecond > 0 {
-			dcqrev := kmsg.NewDescribeClientQuotasResponseEntryValue()
-			dcqrev.Key = quota.KafkaProducerByteRate
-			dcqrev.Value = float64(l.ProduceBytesPerSecond)
-			entry.Values = append(entry.Values, dcqrev)
+		comps, _ := kafkaQuotaComponents(e)
+		for _, c := range comps {
+			ent := kmsg.NewDescribeClientQuotasResponseEntryEntity()
+			ent.Type, ent.Name = c.typ, c.name
+			entry.Entity = append(entry.Entity, ent)
 		}
-		if l.FetchBytesPerSecond > 0 {
-			dcqrev := kmsg.NewDescribeClientQuotasResponseEntryValue()
-			dcqrev.Key = quota.KafkaConsumerByteRate
-			dcqrev.Value = float64(l.FetchBytesPerSecond)
-			entry.Values = append(entry.Values, dcqrev)
+		for _, v := range []struct {
+			key  string
+			rate int64
+		}{{quota.KafkaProducerByteRate, l.ProduceBytesPerSecond}, {quota.KafkaConsumerByteRate, l.FetchBytesPerSecond}} {
+			if v.rate > 0 {
+				val := kmsg.NewDescribeClientQuotasResponseEntryValue()
+				val.Key, val.Value = v.key, float64(v.rate)
+				entry.Values = append(entry.Values, val)
+			}
 		}
 		if len(entry.Values) > 0 {
 			resp.Entries = append(resp.Entries, entry)
 		}
 	}
 	return reply{resp: resp}
+}
+
+// quotaComponent is one (type, name) of a Kafka quota entity; a nil name
+// is the default.
+type quotaComponent struct {
+	typ  string
+	name *string
+}
+
+// kafkaQuotaComponents returns the Kafka view of a quota entity (false for
+// tenants and namespaces).
+func kafkaQuotaComponents(e quota.Entity) ([]quotaComponent, bool) {
+	name := func(n string) *string {
+		if n == quota.Default {
+			return nil
+		}
+		return strp(n)
+	}
+	switch e.Kind {
+	case quota.KindUser:
+		return []quotaComponent{{"user", name(e.Name)}}, true
+	case quota.KindClientID:
+		return []quotaComponent{{"client-id", name(e.Name)}}, true
+	case quota.KindUserClientID:
+		return []quotaComponent{{"user", name(e.Name)}, {"client-id", name(e.ClientID)}}, true
+	}
+	return nil, false
+}
+
+// quotaFilterMatches applies a DescribeClientQuotas filter to an entity.
+func quotaFilterMatches(req *kmsg.DescribeClientQuotasRequest, comps []quotaComponent) bool {
+	named := map[string]bool{}
+	for _, f := range req.Components {
+		named[f.EntityType] = true
+		var c *quotaComponent
+		for i := range comps {
+			if comps[i].typ == f.EntityType {
+				c = &comps[i]
+			}
+		}
+		if c == nil {
+			return false
+		}
+		switch f.MatchType {
+		case 0: // exactly this name
+			if f.Match == nil || c.name == nil || *c.name != *f.Match {
+				return false
+			}
+		case 1: // the default
+			if c.name != nil {
+				return false
+			}
+		case 2: // any specified name
+			if c.name == nil {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	if req.Strict {
+		for _, c := range comps {
+			if !named[c.typ] {
+				return false
+			}
+		}
+	}
+	return true
 }

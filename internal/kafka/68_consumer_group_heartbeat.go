@@ -8,7 +8,8 @@ package kafka
 // reconciles members incrementally: a partition moves only after its owner
 // has revoked it, and members keep consuming every partition that stays
 // theirs. Subscriptions are topic names or (v1) a regular expression matched
-// on the broker against the whole topic name (internal topics excluded).
+// on the broker against the whole topic name of every topic, Kafka's internal
+// ones included (as Kafka 4 does).
 // v0 lets the broker choose member ids: a v0 join with an empty member id
 // gets one. Static members (instance ids) may leave with epoch -2 and come
 // back under a new member id to the same assignment within the session

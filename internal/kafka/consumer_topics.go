@@ -32,8 +32,11 @@ func (g groupTopics) ByID(id groups.TopicID) (groups.TopicMeta, bool) {
 	return g.meta(t), true
 }
 
+// All lists what a regular expression subscription is matched against:
+// every topic, Kafka's internal ones included, as Kafka does (clients
+// filter internal topics out themselves when they want to).
 func (g groupTopics) All() []groups.TopicMeta {
-	ts := g.s.broker.Topics(false)
+	ts := g.s.kafkaTopics()
 	out := make([]groups.TopicMeta, len(ts))
 	for i, t := range ts {
 		out[i] = g.meta(t)

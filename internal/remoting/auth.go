@@ -290,7 +290,7 @@ func (c *conn) paceFetch(ctx context.Context, p security.Principal, req, resp *p
 		if !p.IsAnonymous() {
 			user = p.Name
 		}
-		quota.Wait(ctx, q.Charge(n, user, quota.Fetch, len(resp.Body)))
+		quota.Wait(ctx, q.Charge(n, user, "", quota.Fetch, len(resp.Body)))
 	}
 }
 

@@ -92,7 +92,7 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		if err := q.CheckStorage(t.Name); err != nil {
 			return errorResponse(req, err)
 		}
-		if !q.Admit(t.Name, rc.quotaUser(), quota.Produce, len(req.Body)) {
+		if !q.Admit(t.Name, rc.quotaUser(), "", quota.Produce, len(req.Body)) {
 			// RocketMQ's flow control answer: the client backs off and retries.
 			return protocol.NewResponse(req, protocol.SystemBusy, "[QUOTA] broker busy: "+t.Name.Short()+" is over its produce byte rate")
 		}

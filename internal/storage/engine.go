@@ -267,16 +267,15 @@ func Open(cfg Config) (*Engine, error) {
 		queues:   map[model.QueueID]*queue{},
 	}
 	start := time.Now()
+	// Read first: without a usable checkpoint the index files are removed.
+	ck, err := readCheckpoint(filepath.Join(cfg.Dir, checkpointName))
+	if err != nil {
+		return nil, err
+	}
 	if e.idx, err = queueindex.NewStore(filepath.Join(cfg.Dir, "index"), cfg.IndexFileEntries, cfg.MaxOpenIndexFiles); err != nil {
 		return nil, err
 	}
 	if e.keys, err = keyindex.Open(filepath.Join(cfg.Dir, "keys"), cfg.KeyIndexSlots, cfg.KeyIndexEntries); err != nil {
-		e.idx.Close()
-		return nil, err
-	}
-	ck, err := readCheckpoint(filepath.Join(cfg.Dir, checkpointName))
-	if err != nil {
-		e.keys.Close()
 		e.idx.Close()
 		return nil, err
 	}

@@ -156,3 +156,42 @@ func TestKIP848RegexPicksUpNewTopics(t *testing.T) {
 		t.Fatalf("described: %+v", g.Members)
 	}
 }
+
+// TestKIP848RegexIncludesInternalTopics: as in Kafka 4, a regex is matched
+// against every topic, internal ones included; a member whose regex names
+// __consumer_offsets is assigned it (clients filter internal topics out
+// themselves).
+func TestKIP848RegexIncludesInternalTopics(t *testing.T) {
+	t.Parallel()
+	n := apptest.StartTestNode(t, kip848Config(t))
+	ctx := ctxTimeout(t, time.Minute)
+	cl := newClient(t, n.KafkaAddr())
+	md, err := kadm.NewClient(cl).Metadata(ctx, "__consumer_offsets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	offsetsTopic := md.Topics["__consumer_offsets"]
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.RebalanceTimeoutMillis = "regex-internal", "member-regex-internal-1", 10000
+	hb.SubscribedTopicRegex = kmsg.StringPtr("__consumer_offsets")
+	hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	var assigned int
+	eventually(t, 20*time.Second, "__consumer_offsets assigned", func() bool {
+		resp, err := hb.RequestWith(ctx, cl)
+		if err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("heartbeat: %v %v", err, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		hb.MemberEpoch = resp.MemberEpoch
+		if resp.Assignment != nil {
+			for _, tp := range resp.Assignment.Topics {
+				if tp.TopicID == offsetsTopic.ID {
+					assigned = len(tp.Partitions)
+				}
+			}
+		}
+		return assigned > 0
+	})
+	if assigned != len(offsetsTopic.Partitions) {
+		t.Fatalf("assigned %d of %d __consumer_offsets partitions", assigned, len(offsetsTopic.Partitions))
+	}
+}

@@ -202,3 +202,69 @@ func TestKafkaUserQuotas(t *testing.T) {
 		t.Fatal("256 KiB at 64 KiB/s was never throttled")
 	}
 }
+
+// TestKafkaClientIDQuotas: client-id, user+client-id and default entities
+// (kafka-configs --entity-type clients / --entity-default) set and described
+// through kadm; a default client-id quota throttles an anonymous producer
+// per client id while a named client id's own quota takes precedence.
+func TestKafkaClientIDQuotas(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	ctx := ctxTimeout(t, time.Minute)
+	adm := kadm.NewClient(newClient(t, n.KafkaAddr()))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "cq"); err != nil {
+		t.Fatal(err)
+	}
+	fast, alice := "fast-app", "alice"
+	set := func(rate float64, comps ...kadm.ClientQuotaEntityComponent) {
+		t.Helper()
+		res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+			Entity: comps, Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: rate}}}})
+		if err != nil || len(res) != 1 || res[0].Err != nil {
+			t.Fatalf("alter %+v: %+v %v", comps, res, err)
+		}
+	}
+	set(32<<10, kadm.ClientQuotaEntityComponent{Type: "client-id"})             // the default client id
+	set(1<<30, kadm.ClientQuotaEntityComponent{Type: "client-id", Name: &fast}) // one client id
+	set(1000, kadm.ClientQuotaEntityComponent{Type: "user", Name: &alice},      // a user with
+		kadm.ClientQuotaEntityComponent{Type: "client-id"}) // any client id
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: "ip", Name: &fast}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1}}}})
+	if err != nil || len(res) != 1 || !errors.Is(res[0].Err, kerr.InvalidRequest) {
+		t.Fatalf("ip entity: %+v %v", res, err)
+	}
+
+	all, err := adm.DescribeClientQuotas(ctx, false, nil)
+	if err != nil || len(all) != 3 {
+		t.Fatalf("describe all: %+v %v", all, err)
+	}
+	defaults, err := adm.DescribeClientQuotas(ctx, true, []kadm.DescribeClientQuotaComponent{{Type: "client-id", MatchType: 1}})
+	if err != nil || len(defaults) != 1 || defaults[0].Entity[0].Name != nil || defaults[0].Values[0].Value != 32<<10 {
+		t.Fatalf("describe the default client id (strict): %+v %v", defaults, err)
+	}
+	withUser, err := adm.DescribeClientQuotas(ctx, false, []kadm.DescribeClientQuotaComponent{{Type: "user", MatchName: &alice}})
+	if err != nil || len(withUser) != 1 || len(withUser[0].Entity) != 2 {
+		t.Fatalf("describe alice's entities: %+v %v", withUser, err)
+	}
+
+	value := make([]byte, 32<<10)
+	_, _ = rand.Read(value)
+	produce := func(client string) int64 {
+		var hook throttleHook
+		cl := newClient(t, n.KafkaAddr(), kgo.ClientID(client), kgo.DefaultProduceTopic("cq"), kgo.WithHooks(&hook),
+			kgo.ProducerBatchCompression(kgo.NoCompression()))
+		for range 6 {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return hook.n.Load()
+	}
+	if produce("some-app") == 0 {
+		t.Fatal("192 KiB at the default client id's 32 KiB/s was never throttled")
+	}
+	if n := produce("fast-app"); n != 0 {
+		t.Fatalf("a client id with its own 1 GiB/s quota was throttled %d times", n)
+	}
+}

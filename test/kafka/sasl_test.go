@@ -270,6 +270,17 @@ func TestSCRAMCredentialsThroughKafka(t *testing.T) {
 	if err := carol.Ping(ctx); !errors.Is(err, kerr.SaslAuthenticationFailed) {
 		t.Fatalf("carol after deletion: %v", err)
 	}
+	// A salted password is an HMAC key: Kafka takes any non-empty length.
+	res, err = adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "dave", Mechanism: kadm.ScramSha256, Iterations: 4096,
+		Salt: []byte("salt"), SaltedPassword: []byte("ten bytes!")}})
+	if err != nil || res.Error() != nil {
+		t.Fatalf("salted password of 10 bytes: %v %v", err, res.Error())
+	}
+	res, err = adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "dave", Mechanism: kadm.ScramSha256, Iterations: 4096,
+		Salt: []byte("salt"), SaltedPassword: []byte{}}})
+	if err == nil && !errors.Is(res.Error(), kerr.UnacceptableCredential) {
+		t.Fatalf("empty salted password: %v", res.Error())
+	}
 	// Not a super user: bob may not alter credentials.
 	res, err = kadm.NewClient(n.userClient(t, "bob")).AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "bob", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "x"}})
 	if err == nil && !errors.Is(res.Error(), kerr.ClusterAuthorizationFailed) {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -39,45 +40,80 @@ type Limits struct {
 }
 
 // Entity is what limits apply to: a tenant ("acme"), a namespace
-// ("acme/prod") or a user (Kafka's user quotas: the principal's name).
+// ("acme/prod"), or one of Kafka's client quota entities (clients.go): a
+// user (the principal's name), a client id, or a user with a client id;
+// Default ("<default>") names the default user or client id.
 type Entity struct {
-	Kind string `json:"kind"` // "tenant", "namespace" or "user"
-	Name string `json:"name"`
+	Kind     string `json:"kind"` // "tenant", "namespace", "user", "client-id" or "user-client-id"
+	Name     string `json:"name"`
+	ClientID string `json:"clientId,omitempty"` // "user-client-id" only
 }
 
-func (e Entity) String() string { return e.Kind + ":" + e.Name }
+// Entity kinds.
+const (
+	KindTenant       = "tenant"
+	KindNamespace    = "namespace"
+	KindUser         = "user"
+	KindClientID     = "client-id"
+	KindUserClientID = "user-client-id"
+)
 
-// ParseEntity reads "tenant:acme" or "namespace:acme/prod".
+func (e Entity) String() string {
+	if e.Kind == KindUserClientID {
+		return e.Kind + ":" + url.PathEscape(e.Name) + "/" + url.PathEscape(e.ClientID)
+	}
+	return e.Kind + ":" + e.Name
+}
+
+// ParseEntity reads "tenant:acme", "namespace:acme/prod", "user:alice",
+// "client-id:app" or "user-client-id:alice/app" (both parts path-escaped).
 func ParseEntity(s string) (Entity, error) {
 	kind, name, _ := strings.Cut(s, ":")
 	e := Entity{Kind: kind, Name: name}
+	if kind == KindUserClientID {
+		u, c, ok := strings.Cut(name, "/")
+		var err1, err2 error
+		e.Name, err1 = url.PathUnescape(u)
+		e.ClientID, err2 = url.PathUnescape(c)
+		if !ok || err1 != nil || err2 != nil {
+			e.Name, e.ClientID = "", ""
+		}
+	}
 	return e, e.validate()
 }
 
 func (e Entity) validate() error {
 	parts := strings.Split(e.Name, "/")
 	switch {
-	case e.Kind == "tenant" && len(parts) == 1 && parts[0] != "":
-	case e.Kind == "namespace" && len(parts) == 2 && parts[0] != "" && parts[1] != "":
-	case e.Kind == "user" && e.Name != "":
+	case e.Kind == KindTenant && len(parts) == 1 && parts[0] != "":
+	case e.Kind == KindNamespace && len(parts) == 2 && parts[0] != "" && parts[1] != "":
+	case (e.Kind == KindUser || e.Kind == KindClientID) && e.Name != "" && e.ClientID == "":
+	case e.Kind == KindUserClientID && e.Name != "" && e.ClientID != "":
 	default:
-		return fmt.Errorf("%w: quota entity %q (want tenant:<tenant>, namespace:<tenant>/<namespace> or user:<name>)", model.ErrInvalidConfig, e.String())
+		return fmt.Errorf("%w: quota entity %q (want tenant:<tenant>, namespace:<tenant>/<namespace>, user:<name>, client-id:<id> or user-client-id:<name>/<id>)", model.ErrInvalidConfig, e.String())
 	}
 	return nil
 }
 
 // entitiesOf are the entities a topic is charged to.
 func entitiesOf(n model.TopicName) [2]Entity {
-	return [2]Entity{{"namespace", n.Tenant + "/" + n.Namespace}, {"tenant", n.Tenant}}
+	return [2]Entity{{Kind: KindNamespace, Name: n.Tenant + "/" + n.Namespace}, {Kind: KindTenant, Name: n.Tenant}}
 }
 
-// chargedTo are the entities bytes of a topic moved by a user are charged
-// to: the topic's namespace and tenant, and the user ("" for none).
-func chargedTo(n model.TopicName, user string) []Entity {
+// charge is one bucket a request is charged to: the entity whose limits
+// set its rate, and the entity the bucket belongs to (they differ for
+// default entities: the default user's quota gives every user a bucket).
+type charge struct{ limits, bucket Entity }
+
+// chargesLocked are the buckets bytes of a topic moved by a user ("" when
+// anonymous) with a Kafka client id ("" for other protocols) are charged
+// to for one direction: the topic's namespace and tenant, and the client
+// quota that applies (clients.go). m.mu is held.
+func (m *Manager) chargesLocked(n model.TopicName, user, clientID string, d Direction) []charge {
 	es := entitiesOf(n)
-	out := es[:]
-	if user != "" {
-		out = append(out, Entity{"user", user})
+	out := []charge{{es[0], es[0]}, {es[1], es[1]}}
+	if c, ok := m.clientChargeLocked(user, clientID, d); ok {
+		out = append(out, c)
 	}
 	return out
 }
@@ -199,8 +235,11 @@ func (m *Manager) Set(ctx context.Context, actor string, e Entity, l Limits) err
 	if err == nil && (l.ProduceBytesPerSecond < 0 || l.FetchBytesPerSecond < 0 || l.StorageBytes < 0 || l.Topics < 0 || l.Connections < 0) {
 		err = fmt.Errorf("%w: negative quota", model.ErrInvalidConfig)
 	}
-	if err == nil && e.Kind == "user" && (l.StorageBytes > 0 || l.Topics > 0) {
+	if err == nil && e.Kind == KindUser && (l.StorageBytes > 0 || l.Topics > 0) {
 		err = fmt.Errorf("%w: users have byte-rate and connection quotas only (storage and topics are per tenant or namespace)", model.ErrInvalidConfig)
+	}
+	if err == nil && (e.Kind == KindClientID || e.Kind == KindUserClientID) && (l.StorageBytes > 0 || l.Topics > 0 || l.Connections > 0) {
+		err = fmt.Errorf("%w: client ids have byte-rate quotas only", model.ErrInvalidConfig)
 	}
 	if err == nil {
 		if l == (Limits{}) {
@@ -255,10 +294,10 @@ func (m *Manager) Stats() map[Entity]map[Direction]Stats {
 	return out
 }
 
-// Charge records n bytes a user ("" when anonymous) moved for a topic and
-// returns how long the client should wait (Kafka's throttle time; 0
-// within quota).
-func (m *Manager) Charge(topic model.TopicName, user string, d Direction, n int) time.Duration {
+// Charge records n bytes a user ("" when anonymous) with a Kafka client id
+// ("" for other protocols) moved for a topic and returns how long the
+// client should wait (Kafka's throttle time; 0 within quota).
+func (m *Manager) Charge(topic model.TopicName, user, clientID string, d Direction, n int) time.Duration {
 	if topic.Tenant == "" {
 		return 0
 	}
@@ -269,13 +308,13 @@ func (m *Manager) Charge(topic model.TopicName, user string, d Direction, n int)
 	}
 	now := m.now()
 	var wait time.Duration
-	for _, e := range chargedTo(topic, user) {
-		k := m.bucketFor(e, d, now)
+	for _, c := range m.chargesLocked(topic, user, clientID, d) {
+		k := m.bucketFor(c, d, now)
 		if k == nil {
 			continue
 		}
 		k.tokens -= float64(n)
-		st := m.statsFor(e, d)
+		st := m.statsFor(c.bucket, d)
 		st.Bytes += int64(n)
 		if dt := k.debt(); dt > 0 {
 			st.Throttled += dt
@@ -288,7 +327,7 @@ func (m *Manager) Charge(topic model.TopicName, user string, d Direction, n int)
 // Admit charges n bytes unless a bucket of the topic or user is in debt,
 // in which case nothing is charged and false is returned (RocketMQ's flow
 // control: the client is told the broker is busy and retries).
-func (m *Manager) Admit(topic model.TopicName, user string, d Direction, n int) bool {
+func (m *Manager) Admit(topic model.TopicName, user, clientID string, d Direction, n int) bool {
 	if topic.Tenant == "" {
 		return true
 	}
@@ -303,13 +342,13 @@ func (m *Manager) Admit(topic model.TopicName, user string, d Direction, n int) 
 		k *bucket
 	}
 	var cs []charged
-	for _, e := range chargedTo(topic, user) {
-		if k := m.bucketFor(e, d, now); k != nil {
+	for _, c := range m.chargesLocked(topic, user, clientID, d) {
+		if k := m.bucketFor(c, d, now); k != nil {
 			if k.debt() > 0 {
-				m.statsFor(e, d).Refused++
+				m.statsFor(c.bucket, d).Refused++
 				return false
 			}
-			cs = append(cs, charged{e, k})
+			cs = append(cs, charged{c.bucket, k})
 		}
 	}
 	for _, c := range cs {
@@ -319,18 +358,24 @@ func (m *Manager) Admit(topic model.TopicName, user string, d Direction, n int) 
 	return true
 }
 
-// bucketFor returns an entity's refilled bucket for a direction, or nil
-// when it has no such limit. m.mu is held.
-func (m *Manager) bucketFor(e Entity, d Direction, now time.Time) *bucket {
-	l, ok := m.limits[e]
-	rate := l.ProduceBytesPerSecond
+// rate returns an entity's byte rate for a direction (0: none). m.mu is
+// held.
+func (m *Manager) rate(e Entity, d Direction) int64 {
+	l := m.limits[e]
 	if d == Fetch {
-		rate = l.FetchBytesPerSecond
+		return l.FetchBytesPerSecond
 	}
-	if !ok || rate <= 0 {
+	return l.ProduceBytesPerSecond
+}
+
+// bucketFor returns a charge's refilled bucket for a direction, or nil
+// when it has no such limit. m.mu is held.
+func (m *Manager) bucketFor(c charge, d Direction, now time.Time) *bucket {
+	rate := m.rate(c.limits, d)
+	if rate <= 0 {
 		return nil
 	}
-	key := bucketKey{e, d}
+	key := bucketKey{c.bucket, d}
 	k := m.buckets[key]
 	if k == nil {
 		k = &bucket{rate: float64(rate), tokens: float64(rate), last: now}
@@ -474,10 +519,10 @@ const (
 func ConnectionEntities(user, tenant, namespace string) []Entity {
 	var out []Entity
 	if user != "" {
-		out = append(out, Entity{"user", user})
+		out = append(out, Entity{Kind: KindUser, Name: user})
 	}
 	if tenant != "" && namespace != "" {
-		out = append(out, Entity{"namespace", tenant + "/" + namespace}, Entity{"tenant", tenant})
+		out = append(out, Entity{Kind: KindNamespace, Name: tenant + "/" + namespace}, Entity{Kind: KindTenant, Name: tenant})
 	}
 	return out
 }

@@ -95,8 +95,13 @@ func deriveSCRAM(mech string, salt, saltedPassword []byte, iterations int) (scra
 	if iterations < MinSCRAMIterations || iterations > MaxSCRAMIterations {
 		return scramCredential{}, fmt.Errorf("%w: %d iterations (allowed %d to %d)", ErrInvalid, iterations, MinSCRAMIterations, MaxSCRAMIterations)
 	}
-	if len(salt) == 0 || len(saltedPassword) != h().Size() {
-		return scramCredential{}, fmt.Errorf("%w: empty salt or a salted password of the wrong size", ErrInvalid)
+	// The salted password is an HMAC key: any non-empty length works (as in
+	// Kafka, which refuses only an empty salt or salted password).
+	switch {
+	case len(salt) == 0:
+		return scramCredential{}, fmt.Errorf("%w: salt must not be empty", ErrInvalid)
+	case len(saltedPassword) == 0:
+		return scramCredential{}, fmt.Errorf("%w: salted password must not be empty", ErrInvalid)
 	}
 	stored, server := keysFromSalted(h, saltedPassword)
 	return scramCredential{Salt: salt, Iterations: iterations, StoredKey: stored, ServerKey: server}, nil
