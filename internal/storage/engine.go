@@ -27,6 +27,9 @@ const (
 	DurabilitySync  = commitlog.SyncAlways
 )
 
+// Faults injects commit-log I/O errors (tests).
+type Faults = commitlog.Faults
+
 // Key is a message key or unique id stored with a record.
 type Key = commitlog.Key
 
@@ -76,6 +79,8 @@ type Config struct {
 	StateKeepers []StateKeeper
 	// Hooks for metrics.
 	OnSynced func(took time.Duration)
+	// Faults, when set, injects commit-log I/O errors (tests).
+	Faults *Faults
 	// StatDisk, when set, replaces statfs of the data directory (tests
 	// simulate a small disk with it).
 	StatDisk func() (total, free int64, err error)
@@ -311,6 +316,7 @@ func Open(cfg Config) (*Engine, error) {
 		Logger:        cfg.Logger,
 		Now:           cfg.Now,
 		Term:          cfg.Term,
+		Faults:        cfg.Faults,
 		BeforeRoll:    e.checkDiskNow,
 		OnVisible:     e.onVisible,
 		OnSynced: func(_ model.LogPos, took time.Duration) {

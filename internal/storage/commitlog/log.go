@@ -47,6 +47,8 @@ type Options struct {
 	// OnSynced is called after each fsync with the position synced and the
 	// time it took.
 	OnSynced func(end model.LogPos, took time.Duration)
+	// Faults, when set, injects I/O errors (tests).
+	Faults *Faults
 }
 
 // Flags in a record header.
@@ -127,8 +129,10 @@ type Log struct {
 	batch     batchWriter  // reused by each append (under mu)
 	pend      pendingWrite // sync mode: published bytes the syncer writes
 	spare     []byte       // a pending buffer to reuse
-	failed    error        // sticky write error
+	failed    error        // sticky write or fsync error
 	closed    bool
+
+	failedErr atomic.Pointer[error] // failed, readable without mu
 
 	segs    atomic.Pointer[[]*segment] // immutable, replaced on change
 	written atomic.Int64               // end of written data
@@ -451,20 +455,64 @@ func (l *Log) flushPendingLocked() error {
 	if len(l.pend.buf) == 0 {
 		return nil
 	}
-	if err := pwritevAll(l.pend.s.f, [][]byte{l.pend.buf}, l.pend.at); err != nil {
+	if err := l.writeSegment(l.pend.s, [][]byte{l.pend.buf}, l.pend.at); err != nil {
 		return l.fail(err)
 	}
 	l.pend.buf, l.pend.s = l.pend.buf[:0], nil
 	return nil
 }
 
-// fail records a sticky write error. Offsets were already assigned to the
-// records being written, so the log cannot simply go on: every later append
-// fails until the process restarts and recovery rebuilds a consistent tail.
+// fail records a sticky write or fsync error (l.mu held). Offsets were
+// already assigned to the records being written, and after a failed fsync
+// the kernel may have dropped the dirty pages it could not write, so the
+// log cannot simply go on: every later append, and every wait for
+// durability, fails until the process restarts and recovery rebuilds a
+// consistent tail from what is really on disk.
 func (l *Log) fail(err error) error {
-	l.failed = fmt.Errorf("write segment: %w", err)
-	l.log.Error("commit log write failed; refusing further appends", "err", err)
+	if l.failed == nil {
+		l.failed = err
+		l.failedErr.Store(&err)
+		l.log.Error("commit log I/O failed; refusing further appends until restart", "err", err)
+		l.wakeWaiters()
+	}
 	return l.failed
+}
+
+// Err returns the sticky I/O error that stopped the log, if any.
+func (l *Log) Err() error {
+	if p := l.failedErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// wakeWaiters releases every WaitSynced to look again.
+func (l *Log) wakeWaiters() {
+	l.syncMu.Lock()
+	close(l.syncGen)
+	l.syncGen = make(chan struct{})
+	l.syncMu.Unlock()
+}
+
+// Faults injects I/O errors into a log for tests: a non-nil error from a
+// hook fails that operation as the system call's error would.
+type Faults struct {
+	Write func(path string) error // before each pwritev of a segment
+	Sync  func(path string) error // before each fdatasync of a segment
+}
+
+func (f *Faults) write(s *segment) error {
+	if f == nil || f.Write == nil {
+		return nil
+	}
+	return f.Write(s.path)
+}
+
+func (f *Faults) sync(s *segment) error {
+	if f == nil || f.Sync == nil {
+		return nil
+	}
+	return f.Sync(s.path)
 }
 
 // writeBatch writes the batch at its offset in segment s and publishes it.
@@ -480,7 +528,7 @@ func (l *Log) writeBatch(s *segment, w *batchWriter) error {
 		for _, v := range w.vectors() {
 			off += int64(copy(s.data[off:], v))
 		}
-	} else if err := pwritevAll(s.f, w.vectors(), w.at); err != nil {
+	} else if err := l.writeSegment(s, w.vectors(), w.at); err != nil {
 		return l.fail(err)
 	}
 	s.used.Store(w.at + w.size)
@@ -491,6 +539,17 @@ func (l *Log) writeBatch(s *segment, w *batchWriter) error {
 // mapWriteMax is the largest batch written by copying into the mapping;
 // larger ones use pwritev (cheaper per byte than faulting in many pages).
 const mapWriteMax = 16 << 10
+
+// writeSegment writes vectors at off in segment s.
+func (l *Log) writeSegment(s *segment, iov [][]byte, off int64) error {
+	if err := l.opts.Faults.write(s); err != nil {
+		return fmt.Errorf("write segment %s: %w", s.path, err)
+	}
+	if err := pwritevAll(s.f, iov, off); err != nil {
+		return fmt.Errorf("write segment: %w", err)
+	}
+	return nil
+}
 
 // pwritevAll writes every vector at off, resuming after short writes.
 func pwritevAll(f *os.File, iov [][]byte, off int64) error {
@@ -552,6 +611,9 @@ func (l *Log) WaitSynced(ctx context.Context, end model.LogPos) error {
 		if l.Synced() >= end {
 			return nil
 		}
+		if err := l.Err(); err != nil {
+			return err
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -605,7 +667,7 @@ func (l *Log) syncOnce() {
 	defer l.syncRun.Unlock()
 	l.mu.Lock()
 	target := l.written.Load()
-	if target <= l.synced.Load() {
+	if target <= l.synced.Load() || l.failed != nil {
 		l.mu.Unlock()
 		return
 	}
@@ -624,14 +686,19 @@ func (l *Log) syncOnce() {
 	defer s.release()
 	start := time.Now()
 	if len(p.buf) > 0 {
-		if err := pwritevAll(s.f, [][]byte{p.buf}, p.at); err != nil {
+		if err := l.writeSegment(s, [][]byte{p.buf}, p.at); err != nil {
 			l.mu.Lock()
 			l.fail(err)
 			l.mu.Unlock()
 			return
 		}
 	}
-	err := s.sync()
+	err := l.opts.Faults.sync(s)
+	if err != nil {
+		err = fmt.Errorf("fdatasync %s: %w", s.path, err)
+	} else {
+		err = s.sync()
+	}
 	if cap(p.buf) <= maxStageRetained {
 		l.mu.Lock()
 		if l.spare == nil {
@@ -640,8 +707,11 @@ func (l *Log) syncOnce() {
 		l.mu.Unlock()
 	}
 	if err != nil {
-		// Without a successful fsync nothing more may be acknowledged.
-		l.log.Error("fsync failed; appends stay unacknowledged", "err", err)
+		// Without a successful fsync nothing more may be acknowledged, and
+		// a later fsync that succeeds proves nothing about these pages.
+		l.mu.Lock()
+		l.fail(err)
+		l.mu.Unlock()
 		return
 	}
 	l.synced.Store(target)
