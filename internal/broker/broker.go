@@ -11,6 +11,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
+	"github.com/rosettamq/rosetta/internal/broker/route"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
@@ -79,7 +80,9 @@ type Options struct {
 	// each one made.
 	CheckTopicCreate func(model.TopicName) error
 	TopicCreated     func(model.TopicName)
-	Logger           *slog.Logger
+	// Router locates queues (default: this node leads every queue).
+	Router route.Resolver
+	Logger *slog.Logger
 	Now              func() time.Time
 }
 
@@ -166,6 +169,9 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Router == nil {
+		opts.Router = route.Local{Node: engine.Identity().NodeID, Epoch: engine.LeaderEpoch}
+	}
 	b := &Broker{
 		opts:       opts,
 		log:        opts.Logger.With("component", "broker"),
@@ -190,20 +196,24 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	if err := b.loadGroupConfigs(ctx); err != nil {
 		return nil, fmt.Errorf("load group configs: %w", err)
 	}
-	t, err := b.Topic(offsetsTopic)
-	if errors.Is(err, model.ErrUnknownTopic) {
-		t, err = b.createTopic(ctx, offsetsTopic, 1, TopicConfig{RetentionMs: -1}, true)
-	}
+	t, err := b.internalTopic(ctx, offsetsTopic, offsetsPartitions)
 	if err != nil {
 		return nil, fmt.Errorf("offsets topic: %w", err)
 	}
-	b.offsets = newOffsetStore(engine, store, t.Queues[0], b.log)
+	b.offsets = newOffsetStore(engine, store, t.Queues, b.log, opts.Now)
 	if err := b.offsets.load(ctx); err != nil {
 		return nil, fmt.Errorf("load offsets: %w", err)
 	}
 	bctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
-	b.every(bctx, opts.OffsetSnapshotInterval, "offset-snapshot", b.offsets.snapshot)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		if err := b.offsets.applier.run(bctx); err != nil {
+			b.log.Error("consumer offsets applier stopped", "err", err)
+		}
+	}()
+	b.every(bctx, opts.OffsetSnapshotInterval, "offset-snapshot", b.offsets.snapshotDue)
 	b.every(bctx, opts.RetentionInterval, "topic-retention", b.enforceTopicRetention)
 	b.every(bctx, opts.CompactionInterval, "compaction", b.compactTopics)
 	if err := b.startDelays(ctx, bctx); err != nil {
@@ -228,12 +238,26 @@ func (b *Broker) every(ctx context.Context, d time.Duration, name string, fn fun
 	task.Every(ctx, &b.wg, d, fn, func(err error) { b.log.Error("background task failed", "task", name, "err", err) })
 }
 
-// Close stops background work and writes a final offset snapshot. The engine
-// and the metadata store belong to the caller.
+// Close stops background work. The engine and the metadata store belong to
+// the caller (the engine's last checkpoint holds the state machines'
+// sections).
 func (b *Broker) Close() error {
 	b.cancel()
 	b.wg.Wait()
-	return b.offsets.snapshot(context.Background())
+	return nil
+}
+
+// internalTopic returns an internal topic with at least n queues, creating
+// or growing it (older versions made some with fewer).
+func (b *Broker) internalTopic(ctx context.Context, name model.TopicName, n int) (*Topic, error) {
+	t, err := b.Topic(name)
+	if errors.Is(err, model.ErrUnknownTopic) {
+		return b.createTopic(ctx, name, n, TopicConfig{RetentionMs: -1}, true)
+	}
+	if err != nil || len(t.Queues) >= n {
+		return t, err
+	}
+	return b.growTopic(ctx, name, n, true)
 }
 
 // OffsetsTopic is the internal topic holding consumer offset commits (Kafka
@@ -304,6 +328,9 @@ func (b *Broker) EnsureTopic(ctx context.Context, name model.TopicName) (*Topic,
 func (b *Broker) Append(ctx context.Context, name model.TopicName, index int32, recs []*storage.Record, opts storage.AppendOptions) error {
 	id, t, err := b.QueueID(name, index)
 	if err != nil {
+		return err
+	}
+	if err := route.Check(id, b.opts.Router.Locate(id)); err != nil {
 		return err
 	}
 	for _, r := range recs {
@@ -426,6 +453,9 @@ func (b *Broker) Read(name model.TopicName, index int32, offset model.QueueOffse
 	if err != nil {
 		return nil, err
 	}
+	if err := route.Check(id, b.opts.Router.Locate(id)); err != nil {
+		return nil, err
+	}
 	return b.engine.Read(id, offset, opts)
 }
 
@@ -533,27 +563,33 @@ func (b *Broker) WaitTopic(ctx context.Context, t *Topic, d time.Duration) {
 func (b *Broker) enforceTopicRetention(ctx context.Context) error {
 	now := b.opts.Now().UnixMilli()
 	var errs []error
+	starts := map[model.QueueID]model.QueueOffset{}
 	for _, t := range b.Topics(true) {
 		ms, bytes := b.EffectiveRetention(t)
 		if ms < 0 && bytes < 0 {
 			continue
 		}
 		for _, id := range t.Queues {
+			var start model.QueueOffset
 			var err error
 			if ms >= 0 {
-				var off model.QueueOffset
-				if off, err = b.engine.OffsetForTime(id, now-ms); err == nil {
-					err = b.engine.SetStartOffset(id, off)
-				}
+				start, err = b.engine.OffsetForTime(id, now-ms)
 			}
 			if err == nil && bytes >= 0 {
-				err = b.engine.TrimToBytes(id, bytes)
+				var keep model.QueueOffset
+				keep, err = b.engine.StartKeeping(id, bytes)
+				start = max(start, keep)
 			}
 			if err != nil && !errors.Is(err, model.ErrUnknownQueue) {
 				errs = append(errs, err)
 			}
+			if err == nil && start > 0 {
+				starts[id] = start
+			}
 		}
 	}
+	// One log write and one fsync for every queue whose start moves.
+	errs = append(errs, b.engine.SetStartOffsets(ctx, starts))
 	return errors.Join(errs...)
 }
 
@@ -615,3 +651,8 @@ func (b *Broker) RunRetention(ctx context.Context) (storage.RetentionResult, err
 	res, rerr := b.engine.EnforceRetention()
 	return res, errors.Join(err, rerr)
 }
+
+// Now is the broker's clock (injected through Options.Now): front-ends take
+// message times (LogAppendTime, timer due times, store timestamps) from it,
+// so tests of time-driven behaviour can run on a fake clock.
+func (b *Broker) Now() time.Time { return b.opts.Now() }

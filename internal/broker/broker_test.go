@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rosettamq/rosetta/internal/broker/route"
+	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -114,34 +117,68 @@ func TestTopicsMessagesOffsetsSurviveRestart(t *testing.T) {
 	}
 }
 
+// TestOffsetSnapshotAndReplay: committed offsets are rebuilt from the
+// checkpoint and the records after it, and from the log alone (no
+// checkpoint), across an in-log snapshot that trimmed older records.
 func TestOffsetSnapshotAndReplay(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	f := open(t, dir)
 	name, _ := model.ParseTopicName("t")
-	_, _ = f.b.CreateTopic(ctx, name, 1, TopicConfig{})
+	_, _ = f.b.CreateTopic(ctx, name, 2, TopicConfig{})
 	for i := 0; i < 10; i++ {
-		_ = f.b.CommitOffsets(ctx, "g", name, map[int32]OffsetCommit{0: {Offset: model.QueueOffset(i)}})
+		_ = f.b.CommitOffsets(ctx, "g", name, map[int32]OffsetCommit{0: {Offset: model.QueueOffset(i), LeaderEpoch: 0}})
 	}
-	if err := f.b.offsets.snapshot(ctx); err != nil {
+	_ = f.b.CommitOffsets(ctx, "old", name, map[int32]OffsetCommit{1: {Offset: 3, LeaderEpoch: -1}})
+	if err := f.b.offsets.snapshotAll(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	_ = f.b.CommitOffsets(ctx, "g", name, map[int32]OffsetCommit{0: {Offset: 42}})
+	gq := f.b.offsets.queues[f.b.offsets.partition("g")]
+	if start, _, end, _ := f.engine.Offsets(gq); start != end-1 {
+		t.Fatalf("queue of g not trimmed to its snapshot: [%d, %d)", start, end)
+	}
+	_ = f.b.CommitOffsets(ctx, "g", name, map[int32]OffsetCommit{0: {Offset: 42, Metadata: "m", LeaderEpoch: 0}})
 	_ = f.b.CommitOffsets(ctx, "h", name, map[int32]OffsetCommit{0: {Offset: 1}})
 	_ = f.b.DeleteGroupOffsets(ctx, "h")
-	// Stop without the final snapshot: the replay must rebuild the newest commits.
-	f.b.cancel()
-	f.b.wg.Wait()
-	f.engine.Close()
-	f.meta.Close()
+	_ = f.b.CommitOffsetsNoWait(ctx, "n", name, map[int32]OffsetCommit{1: {Offset: 7}})
+	check := func(when string) {
+		t.Helper()
+		eventually(t, when+": n's one-way commit applied", func() bool {
+			got, _ := f.b.FetchOffsets("n", name)
+			return got[1].Offset == 7
+		})
+		got, _ := f.b.FetchOffsets("g", name)
+		if c := got[0]; c.Offset != 42 || c.Metadata != "m" || c.LeaderEpoch != 0 {
+			t.Fatalf("%s: g committed %+v", when, c)
+		}
+		if old, _ := f.b.FetchOffsets("old", name); old[1].Offset != 3 || old[1].LeaderEpoch != -1 {
+			t.Fatalf("%s: old committed %+v", when, old[1])
+		}
+		if h, _ := f.b.FetchOffsets("h", name); len(h) != 0 {
+			t.Fatalf("%s: deleted group has %v", when, h)
+		}
+	}
+	check("live")
+	f.close(t)
+	f = open(t, dir)
+	check("from the checkpoint")
+	f.close(t)
+	if err := os.Remove(filepath.Join(dir, "data", "checkpoint")); err != nil {
+		t.Fatal(err)
+	}
 	f = open(t, dir)
 	defer f.close(t)
-	got, _ := f.b.FetchOffsets("g", name)
-	if got[0].Offset != 42 {
-		t.Fatalf("offset %d", got[0].Offset)
-	}
-	if h, _ := f.b.FetchOffsets("h", name); len(h) != 0 {
-		t.Fatalf("deleted group has %v", h)
+	check("from the log alone")
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -250,5 +287,90 @@ func TestParseDelayLevels(t *testing.T) {
 		if _, err := ParseDelayLevels(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestLegacyOffsetsMigrate: offsets older versions kept in the metadata
+// store (a snapshot plus the single queue after it) move into the queues
+// and the old keys go.
+func TestLegacyOffsetsMigrate(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	f := open(t, dir)
+	name, _ := model.ParseTopicName("t")
+	tp, _ := f.b.CreateTopic(ctx, name, 1, TopicConfig{})
+	q0 := f.b.offsets.queues[0]
+	// A legacy record in queue 0 for a group of another queue, newer than
+	// the legacy snapshot.
+	group := "legacy"
+	if f.b.offsets.partition(group) == 0 {
+		t.Fatal("pick a group outside queue 0")
+	}
+	r := &storage.Record{Queue: q0, Format: model.FormatInternal, Count: 1,
+		Payload: encodeOffsetRecord(opCommit, group, []OffsetCommit{{Queue: tp.Queues[0], Offset: 9}}, 1)}
+	if err := f.engine.Append(ctx, []*storage.Record{r}); err != nil {
+		t.Fatal(err)
+	}
+	snap := encodeGroupSnapshot(map[model.QueueID]Committed{tp.Queues[0]: {Offset: 5}})
+	if _, err := f.meta.Txn(ctx, nil, []meta.Op{
+		{Key: legacyOffsetsGroupPrefix + group, Value: snap},
+		{Key: legacyOffsetsGroupPrefix + "quiet", Value: snap},
+		{Key: legacyOffsetsAppliedKey, Value: []byte(strconv.FormatInt(int64(r.BaseOffset), 10))},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.close(t)
+	if err := os.Remove(filepath.Join(dir, "data", "checkpoint")); err != nil { // an older version's has no section
+		t.Fatal(err)
+	}
+	f = open(t, dir)
+	if got, _ := f.b.FetchOffsets(group, name); got[0].Offset != 9 || got[0].LeaderEpoch != -1 {
+		t.Fatalf("migrated %s: %+v", group, got[0])
+	}
+	if got, _ := f.b.FetchOffsets("quiet", name); got[0].Offset != 5 {
+		t.Fatalf("migrated quiet: %+v", got[0])
+	}
+	if kvs, _ := f.meta.List(ctx, "offsets/"); len(kvs) != 0 {
+		t.Fatalf("legacy keys left: %v", kvs)
+	}
+	f.close(t)
+	if err := os.Remove(filepath.Join(dir, "data", "checkpoint")); err != nil {
+		t.Fatal(err)
+	}
+	f = open(t, dir)
+	defer f.close(t)
+	if got, _ := f.b.FetchOffsets(group, name); got[0].Offset != 9 {
+		t.Fatalf("%s from the log alone after migration: %+v", group, got[0])
+	}
+}
+
+// notHere is a router that sends every queue elsewhere.
+type notHere struct{}
+
+func (notHere) Locate(model.QueueID) route.Location {
+	return route.Location{Leader: 7, Epoch: 3}
+}
+
+// TestNotLeaderRefused: a queue the router places on another node is
+// refused with a *model.NotLeaderError naming the leader.
+func TestNotLeaderRefused(t *testing.T) {
+	ctx := context.Background()
+	f := openWith(t, t.TempDir(), Options{AutoCreateTopics: true})
+	defer f.close(t)
+	name, _ := model.ParseTopicName("t")
+	if _, err := f.b.CreateTopic(ctx, name, 1, TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	f.b.opts.Router = notHere{}
+	_, err := f.b.AppendMessages(ctx, name, 0, []model.Message{{Body: []byte("x")}})
+	var nl *model.NotLeaderError
+	if !errors.As(err, &nl) || nl.Leader != 7 || nl.Epoch != 3 || !errors.Is(err, model.ErrNotLeader) {
+		t.Fatalf("append: %v", err)
+	}
+	if _, err := f.b.Read(name, 0, 0, storage.ReadOptions{}); !errors.Is(err, model.ErrNotLeader) {
+		t.Fatalf("read: %v", err)
+	}
+	if loc, _ := f.b.Locate(name, 0); loc.Leader != 7 || loc.Local {
+		t.Fatalf("locate: %+v", loc)
 	}
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/rosettamq/rosetta/internal/broker/route"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -9,12 +10,27 @@ import (
 // queue keeps where every epoch began, so consumers can validate their
 // positions after a leader change.
 
+// Locate returns where a topic's queue lives (its leader and epoch).
+func (b *Broker) Locate(name model.TopicName, index int32) (route.Location, error) {
+	id, _, err := b.QueueID(name, index)
+	if err != nil {
+		return route.Location{Leader: -1, Epoch: -1}, err
+	}
+	return b.opts.Router.Locate(id), nil
+}
+
 // LeaderEpoch returns the current leader epoch of a topic's queue.
 func (b *Broker) LeaderEpoch(name model.TopicName, index int32) (model.Epoch, error) {
-	if _, _, err := b.QueueID(name, index); err != nil {
-		return -1, err
-	}
-	return b.engine.LeaderEpoch(), nil
+	loc, err := b.Locate(name, index)
+	return loc.Epoch, err
+}
+
+// GroupCoordinator returns where a consumer group's coordinator lives: the
+// leader of the consumer offsets queue the group's records go to (Kafka's
+// FindCoordinator), and that queue's index.
+func (b *Broker) GroupCoordinator(group string) (route.Location, int) {
+	i := b.offsets.partition(group)
+	return b.opts.Router.Locate(b.offsets.queues[i]), i
 }
 
 // EpochAt returns the leader epoch the message at offset was written in

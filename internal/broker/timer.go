@@ -325,7 +325,7 @@ func (b *Broker) runTimers(ctx context.Context) {
 			delete(w.heads, sec)
 		}
 		w.cursor = cursor
-		next := time.Now().Add(time.Second)
+		next := b.opts.Now().Add(time.Second)
 		if w.near.Len() > 0 {
 			if due := time.UnixMilli(w.near[0].due); due.Before(next) {
 				next = due

@@ -268,13 +268,17 @@ func (b *Broker) DeleteTopic(ctx context.Context, name model.TopicName) error {
 
 // GrowTopic raises a topic's queue count to n. Queue counts never shrink.
 func (b *Broker) GrowTopic(ctx context.Context, name model.TopicName, n int) (*Topic, error) {
+	return b.growTopic(ctx, name, n, false)
+}
+
+func (b *Broker) growTopic(ctx context.Context, name model.TopicName, n int, internal bool) (*Topic, error) {
 	b.topicMu.Lock()
 	defer b.topicMu.Unlock()
 	t, ok := b.topics[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", model.ErrUnknownTopic, name)
 	}
-	if n <= len(t.Queues) || n > b.opts.MaxQueuesPerTopic {
+	if n <= len(t.Queues) || n > b.opts.MaxQueuesPerTopic && !internal {
 		return nil, fmt.Errorf("%w: %s has %d queues, asked for %d", model.ErrInvalidQueueCount, name, len(t.Queues), n)
 	}
 	ids, err := b.allocateQueueIDs(ctx, n-len(t.Queues))

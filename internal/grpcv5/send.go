@@ -87,7 +87,7 @@ func (s *Server) sendOne(ctx context.Context, pm *v2.Message) *v2.SendResultEntr
 		}
 	}
 	idx := s.pickQueue(t, sp.GetMessageGroup())
-	now := time.Now()
+	now := s.broker.Now()
 	switch {
 	case sp.GetMessageType() == v2.MessageType_TRANSACTION:
 		m.Headers = append(m.Headers,

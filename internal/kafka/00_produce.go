@@ -24,6 +24,10 @@ package kafka
 // INVALID_PRODUCER_EPOCH for a fenced epoch); the partition's transaction
 // index learns of the batch before it is appended, so the last stable
 // offset never passes it. Control batches from clients are INVALID_RECORD.
+//
+// A partition this node does not lead is NOT_LEADER_OR_FOLLOWER with KIP-951's
+// CurrentLeader; otherwise CurrentLeader keeps its defaults (-1), so a
+// client never reads a leader change into a successful answer.
 
 import (
 	"context"
@@ -79,6 +83,9 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 			if err != nil {
 				pr.ErrorCode = errorCode(err)
 				pr.ErrorMessage = errorMessage(err)
+				if leader, epoch, ok := currentLeader(err); ok { // KIP-951
+					pr.CurrentLeader.LeaderID, pr.CurrentLeader.LeaderEpoch = leader, epoch
+				}
 				var re *recordErrors
 				if errors.As(err, &re) {
 					// KIP-467: name each offending record by its index in the batch.
@@ -157,7 +164,7 @@ func (s *Server) producePartition(rc *reqCtx, t *broker.Topic, partition int32, 
 		}
 	}
 	logAppend := t.Config.TimestampType == "LogAppendTime"
-	now := time.Now().UnixMilli()
+	now := s.broker.Now().UnixMilli()
 	recs := make([]*broker.Record, len(batches))
 	for i, b := range batches {
 		if logAppend {

@@ -22,8 +22,11 @@ package kafka
 // checked per partition (KIP-320: older FENCED_LEADER_EPOCH, newer
 // UNKNOWN_LEADER_EPOCH); stored batches carry the epoch they were written in.
 //
-// Not implemented: preferred read replicas; KIP-951 leader endpoints (v16
-// answers none, since the leader never moves).
+// A partition this node does not lead is NOT_LEADER_OR_FOLLOWER with
+// KIP-951's CurrentLeader from the broker's router.
+//
+// Not implemented: preferred read replicas; KIP-951 NodeEndpoints (a
+// cluster adds the other nodes' addresses).
 
 import (
 	"context"
@@ -181,6 +184,9 @@ func (s *Server) fetchOnce(rc *reqCtx, req *kmsg.FetchRequest) (*kmsg.FetchRespo
 			}
 			if err != nil {
 				pr.ErrorCode = errorCode(err)
+				if leader, epoch, ok := currentLeader(err); ok { // KIP-951
+					pr.CurrentLeader.LeaderID, pr.CurrentLeader.LeaderEpoch = leader, epoch
+				}
 			} else {
 				watches = append(watches, broker.Watch{Topic: t.Name, Index: rp.Partition,
 					Offset: model.QueueOffset(rp.FetchOffset), MaxBytes: int(rp.PartitionMaxBytes), Stable: committed})

@@ -2,8 +2,9 @@ package kafka
 
 // Metadata (key 3), versions 0-12.
 //
-// Version notes: one broker (this node) leads every partition; replicas and
-// ISR are this node. Topic ids are random UUIDs stored with the topic. The
+// Version notes: partition leaders and epochs come from the broker's router
+// (on a single node, this node leads every partition); replicas and ISR are
+// this node. Topic ids are random UUIDs stored with the topic. The
 // leader epoch is the partition's (0 on a single node), which KIP-320 clients
 // validate their positions with. v0
 // with no topics and v1+ with null topics mean "all topics". Unknown topics
@@ -97,9 +98,11 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 		for i := range t.Queues {
 			mp := kmsg.NewMetadataResponseTopicPartition()
 			mp.Partition = int32(i)
-			mp.Leader = s.opts.NodeID
-			epoch, err := s.broker.LeaderEpoch(t.Name, int32(i))
-			mp.LeaderEpoch, mp.ErrorCode = int32(epoch), errorCode(err)
+			loc, err := s.broker.Locate(t.Name, int32(i))
+			mp.Leader, mp.LeaderEpoch, mp.ErrorCode = int32(loc.Leader), int32(loc.Epoch), errorCode(err)
+			if err == nil && loc.Leader < 0 {
+				mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			}
 			mp.Replicas = []int32{s.opts.NodeID}
 			mp.ISR = []int32{s.opts.NodeID}
 			mt.Partitions = append(mt.Partitions, mp)

@@ -2,8 +2,10 @@ package kafka
 
 // FindCoordinator (key 10), versions 0-4.
 //
-// Version notes: this node coordinates every group and transactional id;
-// v4 batches keys (CoordinatorKeys) and answers one coordinator per key.
+// Version notes: a group's coordinator is the leader of the consumer
+// offsets partition its records go to (Kafka's hash placement, through the
+// broker's router); this node coordinates every transactional id. v4
+// batches keys (CoordinatorKeys) and answers one coordinator per key.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -23,6 +25,12 @@ func handleFindCoordinator(rc *reqCtx, kreq kmsg.Request) reply {
 			return kerr.GroupAuthorizationFailed.Code
 		case req.CoordinatorType == 1 && !rc.allowedTxnID(key, security.OpDescribe):
 			return kerr.TransactionalIDAuthorizationFailed.Code
+		case req.CoordinatorType == 0:
+			if loc, _ := s.broker.GroupCoordinator(key); loc.Leader < 0 {
+				return kerr.CoordinatorNotAvailable.Code
+			} else if !loc.Local {
+				return kerr.NotCoordinator.Code // another node's: clients ask again (a cluster answers its address)
+			}
 		}
 		return 0
 	}

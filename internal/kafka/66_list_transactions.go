@@ -5,7 +5,6 @@ package kafka
 // Unknown state names come back in UnknownStateFilters.
 
 import (
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -32,7 +31,7 @@ func handleListTransactions(rc *reqCtx, kreq kmsg.Request) reply {
 	if len(req.StateFilters) > 0 && len(states) == 0 {
 		return reply{resp: resp}
 	}
-	now := time.Now().UnixMilli()
+	now := s.broker.Now().UnixMilli()
 	for _, st := range s.txns.List(states, req.ProducerIDFilters) {
 		if req.DurationFilterMillis >= 0 && req.Version >= 1 && (st.StartMs < 0 || now-st.StartMs < req.DurationFilterMillis) {
 			continue

@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"errors"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/rosettamq/rosetta/internal/model"
@@ -10,6 +12,16 @@ var (
 	errFencedLeaderEpoch  = &kafkaCodeError{code: kerr.FencedLeaderEpoch.Code, msg: "the request's leader epoch is older than the partition's"}
 	errUnknownLeaderEpoch = &kafkaCodeError{code: kerr.UnknownLeaderEpoch.Code, msg: "the request's leader epoch is newer than the partition's"}
 )
+
+// currentLeader returns the leader KIP-951 names in a partition refused
+// with NOT_LEADER_OR_FOLLOWER (ok false for other errors).
+func currentLeader(err error) (leader, epoch int32, ok bool) {
+	var nl *model.NotLeaderError
+	if errors.As(err, &nl) {
+		return int32(nl.Leader), int32(nl.Epoch), true
+	}
+	return -1, -1, false
+}
 
 // checkPartitionEpoch validates a request's current leader epoch for one
 // partition.

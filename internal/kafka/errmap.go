@@ -56,6 +56,8 @@ func errorCode(err error) int16 {
 		return kerr.PolicyViolation.Code
 	case errors.Is(err, model.ErrInvalidConfig):
 		return kerr.InvalidConfig.Code
+	case errors.Is(err, model.ErrNotLeader):
+		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, model.ErrClosed), errors.Is(err, context.Canceled):
 		return kerr.NotLeaderForPartition.Code // retriable: the node is going away
 	case errors.Is(err, context.DeadlineExceeded):

@@ -37,7 +37,7 @@ func (s *Server) produceTimers(rc *reqCtx, t *broker.Topic, partition int32, bat
 		st = s.producers.Acquire(queue, pid)
 		defer st.Unlock()
 	}
-	now := time.Now()
+	now := s.broker.Now()
 	pr.BaseOffset = -1
 	for i, b := range batches {
 		h := hdrs[i]

@@ -1,6 +1,9 @@
 package model
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors shared by every layer. The core wraps them with %w; each
 // front-end maps them to protocol codes in exactly one place with errors.Is.
@@ -19,3 +22,23 @@ var (
 	ErrUnsupportedVersion = errors.New("unsupported format version")
 	ErrNotFound           = errors.New("not found")
 )
+
+// ErrNotLeader is a request for a queue this node does not lead; a
+// *NotLeaderError says who does.
+var ErrNotLeader = errors.New("not the leader of the queue")
+
+// NotLeaderError is ErrNotLeader with what this node knows of the leader:
+// Leader is -1 when unknown (an election is under way), Epoch its leader
+// epoch.
+type NotLeaderError struct {
+	Queue  QueueID
+	Leader NodeID
+	Epoch  Epoch
+}
+
+func (e *NotLeaderError) Error() string {
+	return fmt.Sprintf("%v %d (leader: node %d, epoch %d)", ErrNotLeader, e.Queue, e.Leader, e.Epoch)
+}
+
+// Is makes errors.Is(err, ErrNotLeader) hold.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }

@@ -11,7 +11,6 @@ package remoting
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
@@ -64,7 +63,7 @@ func handleSendReplyMessage(rc *reqCtx, req *protocol.Command) *protocol.Command
 		return protocol.NewResponse(req, protocol.SystemError, "push reply message failed: requester "+to+" is not connected")
 	}
 	ext := map[string]string{"bornHost": rc.conn.remote,
-		"storeHost": rc.conn.store, "storeTimestamp": strconv.FormatInt(time.Now().UnixMilli(), 10),
+		"storeHost": rc.conn.store, "storeTimestamp": strconv.FormatInt(rc.conn.s.broker.Now().UnixMilli(), 10),
 		"queueId": resp.Ext("queueId")}
 	for _, k := range []string{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "sysFlag",
 		"bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode"} {

@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/quota"
@@ -123,7 +122,7 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		}
 	}
 	if len(msgs) == 1 {
-		if due, ok, err := broker.TimerDeliverAt(&msgs[0], time.Now()); err != nil {
+		if due, ok, err := broker.TimerDeliverAt(&msgs[0], s.broker.Now()); err != nil {
 			return protocol.NewResponse(req, protocol.MessageIllegal, err.Error())
 		} else if ok {
 			// A timer message waits in the broker's timer store.

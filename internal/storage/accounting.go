@@ -122,13 +122,19 @@ func (e *Engine) queueList() []*queue {
 // TrimToBytes moves a queue's start so that it keeps at most keep bytes
 // (whole records, oldest first; the newest record always stays).
 func (e *Engine) TrimToBytes(id model.QueueID, keep int64) error {
-	q, err := e.queue(id)
-	if err != nil {
-		return err
-	}
-	start, err := q.idx.StartKeeping(keep)
+	start, err := e.StartKeeping(id, keep)
 	if err != nil {
 		return err
 	}
 	return e.SetStartOffset(id, start)
+}
+
+// StartKeeping returns the start offset at which a queue keeps at most keep
+// bytes (whole records, oldest first; the newest record always stays).
+func (e *Engine) StartKeeping(id model.QueueID, keep int64) (model.QueueOffset, error) {
+	q, err := e.queue(id)
+	if err != nil {
+		return 0, err
+	}
+	return q.idx.StartKeeping(keep)
 }

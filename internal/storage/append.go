@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/rosettamq/rosetta/internal/model"
@@ -18,6 +19,11 @@ type Record = commitlog.Entry
 const (
 	opCreateQueue = 1
 	opDeleteQueue = 2
+	// opSetStart moves a queue's start offset forward (retention,
+	// DeleteRecords, trims): op | start i64 (little endian), clamped to the
+	// queue's end when written, so replaying it moves the start exactly as
+	// it moved.
+	opSetStart = 3
 )
 
 // AppendOptions modify one Append call.
@@ -199,8 +205,19 @@ func (e *Engine) control(ctx context.Context, ids []model.QueueID, op byte) erro
 
 type controlAssigner struct{ e *Engine }
 
-func (c controlAssigner) Assign(r *commitlog.Entry) { c.e.applyControl(r.Queue, r.Payload) }
-func (c controlAssigner) Done()                     {}
+func (c controlAssigner) Assign(r *commitlog.Entry) {
+	if len(r.Payload) == 9 && r.Payload[0] == opSetStart {
+		// Clamp under the log lock; the index moves after the append (it
+		// may wait for index file work the log lock must not).
+		if q, err := c.e.queue(r.Queue); err == nil {
+			off := min(model.QueueOffset(binary.LittleEndian.Uint64(r.Payload[1:])), q.idx.NextOffset())
+			binary.LittleEndian.PutUint64(r.Payload[1:], uint64(off))
+		}
+		return
+	}
+	c.e.applyControl(r.Queue, r.Payload)
+}
+func (c controlAssigner) Done() {}
 
 // applyControl creates or deletes a queue; it runs under the log lock, or
 // during replay.
@@ -214,6 +231,12 @@ func (e *Engine) applyControl(id model.QueueID, payload []byte) {
 	case opCreateQueue:
 		if _, ok := e.queues[id]; !ok {
 			e.queues[id] = &queue{idx: e.idx.Open(id, queueindex.State{}, nil)}
+		}
+	case opSetStart:
+		if q, ok := e.queues[id]; ok && len(payload) == 9 {
+			if err := q.idx.SetStart(model.QueueOffset(binary.LittleEndian.Uint64(payload[1:]))); err != nil {
+				e.log.Warn("replay start offset", "queue", id, "err", err)
+			}
 		}
 	case opDeleteQueue:
 		if q, ok := e.queues[id]; ok {

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"maps"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -210,16 +211,23 @@ func (e *Engine) checkpoint() error {
 	// least every record before pos; it may reflect later ones too, which
 	// replay tolerates. Syncing after the capture makes every record a
 	// snapshot reflects durable before the snapshot is.
-	var sections map[string][]byte
-	if len(e.cfg.StateKeepers) > 0 {
-		sections = make(map[string][]byte, len(e.cfg.StateKeepers))
-		for _, k := range e.cfg.StateKeepers {
-			data, err := k.Capture()
-			if err != nil {
-				return fmt.Errorf("checkpoint %s: %w", k.Name(), err)
-			}
-			sections[k.Name()] = data
+	sections := map[string][]byte{}
+	for _, k := range e.cfg.StateKeepers {
+		data, err := k.Capture()
+		if err != nil {
+			return fmt.Errorf("checkpoint %s: %w", k.Name(), err)
 		}
+		sections[k.Name()] = data
+	}
+	e.sectionMu.Lock()
+	providers := maps.Clone(e.sectionProviders)
+	e.sectionMu.Unlock()
+	for name, capture := range providers {
+		data, err := capture()
+		if err != nil {
+			return fmt.Errorf("checkpoint %s: %w", name, err)
+		}
+		sections[name] = data
 	}
 	captured := e.clog.End()
 	if err := e.flushIndexes(1); err != nil {
@@ -247,9 +255,6 @@ func (e *Engine) checkpoint() error {
 	for i, q := range list {
 		qs[i].State, bytes[i] = q.idx.StateWithBytes()
 		ids[i] = qs[i].ID
-	}
-	if sections == nil {
-		sections = map[string][]byte{}
 	}
 	sections[bytesSection] = encodeQueueBytes(ids, bytes)
 	epochs := make([][]EpochStart, len(list))
@@ -321,3 +326,24 @@ func (e *Engine) flushIndexes(minEntries int) error {
 
 // lastCheckpoint is the log position recovery starts from.
 func (e *Engine) lastCheckpoint() model.LogPos { return model.LogPos(e.ckptPos.Load()) }
+
+// AddCheckpointSection makes capture's snapshot a section of every later
+// checkpoint. State kept above storage (the broker's state machines, which
+// apply their internal queues up to the visible end) registers here: its
+// snapshot names the queue offsets it reflects, and on open it reads its
+// section with CheckpointSection and replays its queues from there.
+func (e *Engine) AddCheckpointSection(name string, capture func() ([]byte, error)) {
+	e.sectionMu.Lock()
+	defer e.sectionMu.Unlock()
+	if e.sectionProviders == nil {
+		e.sectionProviders = map[string]func() ([]byte, error){}
+	}
+	e.sectionProviders[name] = capture
+}
+
+// CheckpointSection returns a section of the checkpoint the engine opened
+// from (false when it has none).
+func (e *Engine) CheckpointSection(name string) ([]byte, bool) {
+	b, ok := e.openedSections[name]
+	return b, ok
+}

@@ -220,8 +220,13 @@ type Engine struct {
 	diskFull atomic.Bool
 	stats    Stats
 
-	ckptMu  sync.Mutex   // serialises checkpoints
-	ckptPos atomic.Int64 // log position of the last checkpoint
+	ckptMu sync.Mutex // serialises checkpoints
+	// Sections of the checkpoint opened from, and capture functions of
+	// sections added after open.
+	openedSections   map[string][]byte
+	sectionMu        sync.Mutex
+	sectionProviders map[string]func() ([]byte, error)
+	ckptPos          atomic.Int64 // log position of the last checkpoint
 	// gcMu serialises garbage-collection passes, reclaimMu segment
 	// reclamation; gcRelocating lets copies roll a segment into the disk
 	// guard's reserve.
@@ -302,6 +307,7 @@ func Open(cfg Config) (*Engine, error) {
 		e.queues[qs.ID] = q
 	}
 	e.restoreEpochs(ck.Sections)
+	e.openedSections = ck.Sections
 	if err := restoreKeepers(cfg.StateKeepers, ck.Sections); err != nil {
 		e.keys.Close()
 		e.idx.Close()

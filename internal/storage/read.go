@@ -2,8 +2,10 @@ package storage
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage/commitlog"
@@ -241,14 +243,58 @@ func (e *Engine) LookupKey(key []byte, max int, from, to int64) []keyindex.Hit {
 	return e.keys.Lookup(keyindex.Hash(key), max, from, to)
 }
 
-// SetStartOffset moves a queue's first readable offset forward (retention by
-// topic policy, Kafka DeleteRecords).
+// SetStartOffset moves a queue's first readable offset forward (retention,
+// Kafka DeleteRecords, trims of internal queues). The move is a control
+// record in the log, durable before this returns, so every replica and
+// every replay moves the start the same way; moving it backwards is a
+// no-op.
 func (e *Engine) SetStartOffset(id model.QueueID, offset model.QueueOffset) error {
-	q, err := e.queue(id)
+	return e.SetStartOffsets(context.Background(), map[model.QueueID]model.QueueOffset{id: offset})
+}
+
+// SetStartOffsets moves several queues' starts with one log write and one
+// fsync.
+func (e *Engine) SetStartOffsets(ctx context.Context, starts map[model.QueueID]model.QueueOffset) error {
+	var recs []*commitlog.Entry
+	for id, off := range starts {
+		q, err := e.queue(id)
+		if err != nil {
+			if len(starts) == 1 {
+				return err
+			}
+			continue
+		}
+		if off <= q.idx.StartOffset() {
+			continue
+		}
+		p := make([]byte, 9)
+		p[0] = opSetStart
+		binary.LittleEndian.PutUint64(p[1:], uint64(off))
+		recs = append(recs, &commitlog.Entry{Format: model.FormatInternal, Flags: commitlog.FlagControl, Queue: id, Count: 1, Payload: p})
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Queue < recs[j].Queue })
+	// Like GC copies: a checkpoint comes either before the records
+	// (recovery replays them) or after the starts moved.
+	e.ckptMu.Lock()
+	defer e.ckptMu.Unlock()
+	end, err := e.clog.Append(recs, controlAssigner{e})
 	if err != nil {
+		return fmt.Errorf("set start offsets: %w", err)
+	}
+	// Durable before any segment is reclaimed on the strength of it.
+	if err := e.clog.SyncTo(ctx, end); err != nil {
 		return err
 	}
-	return q.idx.SetStart(offset)
+	var errs []error
+	for _, r := range recs {
+		if q, err := e.queue(r.Queue); err == nil {
+			errs = append(errs, q.idx.SetStart(model.QueueOffset(binary.LittleEndian.Uint64(r.Payload[1:]))))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // VisibleBytes returns how many stored bytes of queue id are visible from

@@ -63,6 +63,10 @@ function member (name) {
   })
 }
 
+function assigned (c) {
+  try { return c.assignments().length } catch (e) { return 0 }
+}
+
 function owned (name) { return [...owner.values()].filter(n => n === name).length }
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
 
@@ -74,7 +78,13 @@ async function until (what, cond, ms) {
   }
 }
 
-// leave disconnects a member (giving up after 15 s) and forgets what it owned.
+// leave makes a member leave the group and then disconnects it (giving up
+// after 15 s). It unsubscribes first and waits for its partitions to be
+// revoked: disconnecting a member in the middle of a reconciliation would
+// let an assignment arrive while node-rdkafka refuses incrementalAssign on
+// a closing consumer ("KafkaConsumer is disconnected"), and librdkafka
+// would wait for that assignment forever, its close never completing (and
+// the process then hanging at exit).
 function leave (c, name) {
   return new Promise(resolve => {
     const done = () => {
@@ -82,7 +92,10 @@ function leave (c, name) {
       resolve()
     }
     const timer = setTimeout(() => { log(`${name}: disconnect timed out`); done() }, 15000)
-    c.disconnect(() => { clearTimeout(timer); done() })
+    try { c.unsubscribe() } catch (e) { log(`${name} unsubscribe: ${e.message}`) }
+    until(`${name} to hand back its partitions`, () => owned(name) === 0 && assigned(c) === 0, 10000)
+      .catch(e => log(e.message))
+      .then(() => c.disconnect(() => { clearTimeout(timer); done() }))
   })
 }
 
