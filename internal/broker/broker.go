@@ -83,7 +83,7 @@ type Options struct {
 	// Router locates queues (default: this node leads every queue).
 	Router route.Resolver
 	Logger *slog.Logger
-	Now              func() time.Time
+	Now    func() time.Time
 }
 
 // DefaultOptions returns the broker defaults.

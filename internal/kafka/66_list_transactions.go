@@ -5,7 +5,6 @@ package kafka
 // Unknown state names come back in UnknownStateFilters.
 
 import (
-
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker/security"

@@ -1,11 +1,11 @@
 package storage
 
 import (
-	"maps"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"

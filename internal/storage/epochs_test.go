@@ -133,7 +133,7 @@ func TestStartOffsetsReplayFromLog(t *testing.T) {
 	if err := e.SetStartOffsets(ctx, map[model.QueueID]model.QueueOffset{1: 4, 2: 99}); err != nil {
 		t.Fatal(err)
 	}
-	appendN(t, e, 2, 3, 5) // offsets 3..7; the start stays at 3
+	appendN(t, e, 2, 3, 5)                         // offsets 3..7; the start stays at 3
 	if err := e.SetStartOffset(1, 2); err != nil { // backwards: no-op
 		t.Fatal(err)
 	}
