@@ -77,7 +77,8 @@ var (
 	DiscardTopic = model.TopicName{Tenant: model.DefaultTenant, Namespace: model.DefaultNamespace, Topic: "TRANS_CHECK_MAX_TIME_TOPIC"}
 )
 
-const halfCursorKey = "txn/half-cursor"
+// legacyHalfCursorKey is where older versions kept the half cursor.
+const legacyHalfCursorKey = "txn/half-cursor"
 
 // Op record kinds (their tags).
 const (
@@ -178,19 +179,20 @@ func (b *Broker) startHalfStore(ctx, bctx context.Context) error {
 	return nil
 }
 
-// recoverHalves rebuilds the pending halves from the cursor on.
+// recoverHalves rebuilds the pending halves from the cursor on: the start
+// offsets of the half and op queues, which the cursor's saves move with log
+// records (older versions also kept it in the metadata store, now ignored).
 func (b *Broker) recoverHalves(ctx context.Context, h *halfStore) error {
-	var halfFrom, opFrom model.QueueOffset
-	if kv, err := b.meta.Get(ctx, halfCursorKey); err == nil {
-		h.saved = string(kv.Value)
-		a, c, ok := strings.Cut(h.saved, ":")
-		x, err1 := strconv.ParseInt(a, 10, 64)
-		y, err2 := strconv.ParseInt(c, 10, 64)
-		if !ok || err1 != nil || err2 != nil {
-			return fmt.Errorf("%w: transaction cursor %q", model.ErrCorruptRecord, h.saved)
-		}
-		halfFrom, opFrom = model.QueueOffset(x), model.QueueOffset(y)
-	} else if !errors.Is(err, meta.ErrNotFound) {
+	halfFrom, _, _, err := b.engine.Offsets(h.half)
+	if err != nil {
+		return err
+	}
+	opFrom, _, _, err := b.engine.Offsets(h.op)
+	if err != nil {
+		return err
+	}
+	h.saved = strconv.FormatInt(int64(halfFrom), 10) + ":" + strconv.FormatInt(int64(opFrom), 10)
+	if err := meta.Delete(ctx, b.meta, legacyHalfCursorKey); err != nil {
 		return err
 	}
 	type opState struct {
@@ -199,7 +201,7 @@ func (b *Broker) recoverHalves(ctx context.Context, h *halfStore) error {
 		lastCheck int64
 	}
 	ops := map[model.QueueOffset]*opState{}
-	err := b.ScanQueue(h.op, opFrom, func(r *StoredRecord, m *model.Message) {
+	err = b.ScanQueue(h.op, opFrom, func(r *StoredRecord, m *model.Message) {
 		off, err := strconv.ParseInt(string(m.Body), 10, 64)
 		if err != nil {
 			b.log.Error("corrupt transaction op record skipped", "offset", r.BaseOffset)

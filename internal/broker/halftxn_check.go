@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
 )
@@ -135,7 +134,9 @@ func (b *Broker) discardHalf(ctx context.Context, offset model.QueueOffset, e *h
 }
 
 // saveHalfCursor saves the oldest pending half and the op position it
-// needs, and lets both queues drop what lies before them.
+// needs as the start offsets of the two queues (log records: every replica
+// and every replay recovers from the same place), dropping what lies before
+// them.
 func (b *Broker) saveHalfCursor(ctx context.Context) {
 	h := b.halves
 	h.mu.Lock()
@@ -151,16 +152,11 @@ func (b *Broker) saveHalfCursor(ctx context.Context) {
 	if cur == h.saved {
 		return
 	}
-	if err := meta.Put(ctx, b.meta, halfCursorKey, []byte(cur)); err != nil {
+	if err := b.engine.SetStartOffsets(ctx, map[model.QueueID]model.QueueOffset{h.half: low, h.op: opFrom}); err != nil {
 		if ctx.Err() == nil {
 			b.log.Warn("transaction cursor not saved", "err", err)
 		}
 		return
 	}
 	h.saved = cur
-	for q, off := range map[model.QueueID]model.QueueOffset{h.half: low, h.op: opFrom} {
-		if err := b.engine.SetStartOffset(q, off); err != nil {
-			b.log.Warn("transaction queue not trimmed", "queue", q, "err", err)
-		}
-	}
 }

@@ -151,8 +151,8 @@ func (s *offsetStore) write(ctx context.Context, op byte, group string, commits 
 	r := &storage.Record{Queue: s.queues[i], Format: model.FormatInternal, Count: 1, Payload: encodeOffsetRecord(op, group, commits, now)}
 	err := s.engine.AppendWith(ctx, []*storage.Record{r}, opts)
 	s.changeMu.RUnlock()
-	if err != nil {
-		return err
+	if err != nil || opts.NoWait || opts.Deferred {
+		return err // the applier's loop applies it once visible
 	}
 	return s.applier.catchUp(i)
 }

@@ -17,12 +17,16 @@ package broker
 // small heap by due time and appends each to its real topic when due, with
 // a timer set to the millisecond. Entries sent for a second already taken go
 // straight into the heap. The cursor (the first entry, by due time and log
-// order, not delivered yet) is kept in the metadata store; after a restart
-// the heads are rebuilt from the timer queue's index alone (the due times
-// in its tag-hash slots), entries before the cursor are skipped and everything overdue
-// is delivered at once. A crash between a delivery and the next cursor save
-// (within a loop turn) may deliver that message twice: at least once, as
-// RocketMQ's timer wheel.
+// order, not delivered yet) is a record in its own internal queue (the
+// cursor log, trimmed to its newest record now and then), so it is part of
+// the log like the entries; after a restart the heads are rebuilt from the
+// timer queue's index alone (the due times in its tag-hash slots), entries
+// before the cursor are skipped and everything overdue is delivered at once.
+// Without a cursor (older data kept it in the metadata store, read once)
+// delivery starts at the earliest entry: a timer is delivered again rather
+// than skipped. A crash between a delivery and the next cursor save (within
+// a loop turn) may deliver that message twice: at least once, as RocketMQ's
+// timer wheel.
 
 import (
 	"container/heap"
@@ -52,7 +56,15 @@ var ErrTimerIllegal = errors.New("illegal timer message")
 
 var timerTopic = model.TopicName{Tenant: "system", Namespace: "internal", Topic: "timer"}
 
-const timerCursorKey = "timer/cursor"
+// timerCursorTopic holds the delivery cursor's saves.
+var timerCursorTopic = model.TopicName{Tenant: "system", Namespace: "internal", Topic: "timer_cursor"}
+
+// legacyTimerCursorKey is where older versions kept the cursor.
+const legacyTimerCursorKey = "timer/cursor"
+
+// timerCursorTrimEvery is how many cursor saves pass between trims of the
+// cursor log to its newest record.
+const timerCursorTrimEvery = 1024
 
 // timerCursorSaveEvery spaces out cursor saves.
 const timerCursorSaveEvery = 200 * time.Millisecond
@@ -66,14 +78,15 @@ const timerDeliverBatch = 256
 
 // timerWheel is the broker's timer state.
 type timerWheel struct {
-	mu      sync.Mutex
-	queue   model.QueueID
-	heads   map[int64]model.QueueOffset // second → last entry due in it
-	taken   int64                       // seconds below are in the heap or delivered
-	walking int64                       // the second whose list is being read (-1: none)
-	cursor  timerEntry                  // entries ordered before it are delivered (persisted)
-	near    timerHeap
-	wake    chan struct{}
+	mu          sync.Mutex
+	queue       model.QueueID
+	cursorQueue model.QueueID               // the cursor log
+	heads       map[int64]model.QueueOffset // second → last entry due in it
+	taken       int64                       // seconds below are in the heap or delivered
+	walking     int64                       // the second whose list is being read (-1: none)
+	cursor      timerEntry                  // entries ordered before it are delivered (persisted)
+	near        timerHeap
+	wake        chan struct{}
 	// cancelled holds recalled entries of seconds being walked or taken.
 	cancelled map[model.QueueOffset]bool
 	// payloads holds the heap's entries as read (or written), so delivery
@@ -154,26 +167,41 @@ func (b *Broker) startTimers(ctx, bctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("timer topic: %w", err)
 	}
-	w := &timerWheel{queue: t.Queues[0], heads: map[int64]model.QueueOffset{}, wake: make(chan struct{}, 1),
-		cancelled: map[model.QueueOffset]bool{}, payloads: map[model.QueueOffset][]byte{}}
-	w.cursor = timerEntry{due: b.opts.Now().UnixMilli()}
-	if kv, err := b.meta.Get(ctx, timerCursorKey); err == nil {
-		if c, err := parseTimerCursor(string(kv.Value)); err == nil {
-			w.cursor = c
-		}
-	} else if !errors.Is(err, meta.ErrNotFound) {
-		return fmt.Errorf("timer cursor: %w", err)
+	ct, err := b.internalTopic(ctx, timerCursorTopic, 1)
+	if err != nil {
+		return fmt.Errorf("timer cursor topic: %w", err)
 	}
-	w.taken = w.cursor.due / 1000
+	w := &timerWheel{queue: t.Queues[0], cursorQueue: ct.Queues[0], heads: map[int64]model.QueueOffset{}, wake: make(chan struct{}, 1),
+		cancelled: map[model.QueueOffset]bool{}, payloads: map[model.QueueOffset][]byte{}}
+	cursor, found, err := b.loadTimerCursor(ctx, w.cursorQueue)
+	if err != nil {
+		return err
+	}
+	earliest := int64(-1)
 	err = b.engine.ScanIndex(w.queue, 0, func(e storage.IndexEntry) bool {
-		if sec := int64(e.TagHash) / 1000; sec >= w.taken {
-			w.heads[sec] = max(w.heads[sec], e.BaseOffset)
+		due := int64(e.TagHash)
+		if found && due/1000 < cursor.due/1000 {
+			return true
+		}
+		w.heads[due/1000] = max(w.heads[due/1000], e.BaseOffset)
+		if earliest < 0 || due < earliest {
+			earliest = due
 		}
 		return true
 	})
 	if err != nil {
 		return fmt.Errorf("timer index: %w", err)
 	}
+	if !found {
+		// No cursor: start at the earliest entry (delivering again rather
+		// than skipping), or now when there is none.
+		cursor = timerEntry{due: b.opts.Now().UnixMilli()}
+		if earliest >= 0 {
+			cursor = timerEntry{due: min(earliest, cursor.due)}
+		}
+	}
+	w.cursor = cursor
+	w.taken = w.cursor.due / 1000
 	w.walking = -1
 	b.timers = w
 	b.wg.Add(2)
@@ -261,14 +289,14 @@ func (b *Broker) runTimers(ctx context.Context) {
 	w := b.timers
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
-	savedCursor, savedAt := w.cursor, time.Time{}
+	savedCursor, savedAt, saves := w.cursor, time.Time{}, 0
 	defer func() {
 		// Keep what was delivered up to the stop.
 		w.mu.Lock()
 		cursor := w.cursor
 		w.mu.Unlock()
 		if cursor != savedCursor {
-			_ = meta.Put(context.WithoutCancel(ctx), b.meta, timerCursorKey, []byte(cursor.String()))
+			_, _ = b.saveTimerCursor(context.WithoutCancel(ctx), w.cursorQueue, cursor, false, storage.AppendOptions{})
 		}
 	}()
 	for ctx.Err() == nil {
@@ -335,7 +363,8 @@ func (b *Broker) runTimers(ctx context.Context) {
 		// A saved cursor behind the real one only means more messages
 		// delivered again after a crash, so saves are spaced out.
 		if cursor != savedCursor && time.Since(savedAt) >= timerCursorSaveEvery {
-			if err := meta.Put(ctx, b.meta, timerCursorKey, []byte(cursor.String())); err == nil {
+			saves++
+			if _, err := b.saveTimerCursor(ctx, w.cursorQueue, cursor, saves%timerCursorTrimEvery == 0, storage.AppendOptions{Deferred: true}); err == nil {
 				savedCursor, savedAt = cursor, time.Now()
 			} else if ctx.Err() == nil {
 				b.log.Warn("timer cursor not saved", "err", err)
@@ -501,4 +530,61 @@ func (b *Broker) deliverTimers(ctx context.Context, batch []timerEntry, payloads
 		run = append(run, m)
 	}
 	return flush()
+}
+
+// saveTimerCursor appends the cursor to the cursor log and, when trim is
+// set, drops the saves before it. The loop's saves are deferred (one lost to
+// an operating-system crash only delivers a few messages again); the last
+// one at a stop and a migrated one are durable.
+func (b *Broker) saveTimerCursor(ctx context.Context, q model.QueueID, cursor timerEntry, trim bool, opts storage.AppendOptions) (model.QueueOffset, error) {
+	r := &storage.Record{Queue: q, Format: model.FormatInternal, Count: 1, Payload: []byte(cursor.String())}
+	if err := b.engine.AppendWith(ctx, []*storage.Record{r}, opts); err != nil {
+		return 0, err
+	}
+	if trim {
+		return r.BaseOffset, b.engine.SetStartOffset(q, r.BaseOffset)
+	}
+	return r.BaseOffset, nil
+}
+
+// loadTimerCursor reads the newest cursor save (or the one older versions
+// kept in the metadata store, moved into the cursor log); found is false
+// when there is none.
+func (b *Broker) loadTimerCursor(ctx context.Context, q model.QueueID) (cursor timerEntry, found bool, err error) {
+	start, hw, _, err := b.engine.Offsets(q)
+	if err != nil {
+		return cursor, false, err
+	}
+	for off := hw - 1; off >= start && !found; off-- {
+		res, err := b.engine.Read(q, off, storage.ReadOptions{MaxRecords: 1})
+		if err != nil {
+			return cursor, false, fmt.Errorf("timer cursor: %w", err)
+		}
+		if len(res.Records) > 0 {
+			if c, perr := parseTimerCursor(string(res.Records[0].Payload)); perr == nil {
+				cursor, found = c, true
+			}
+		}
+		res.Release()
+	}
+	if found {
+		return cursor, true, nil
+	}
+	kv, err := b.meta.Get(ctx, legacyTimerCursorKey)
+	if errors.Is(err, meta.ErrNotFound) {
+		return cursor, false, nil
+	}
+	if err != nil {
+		return cursor, false, fmt.Errorf("timer cursor: %w", err)
+	}
+	if cursor, err = parseTimerCursor(string(kv.Value)); err != nil {
+		return cursor, false, nil
+	}
+	if _, err := b.saveTimerCursor(ctx, q, cursor, false, storage.AppendOptions{}); err != nil {
+		return cursor, false, err
+	}
+	if err := meta.Delete(ctx, b.meta, legacyTimerCursorKey); err != nil {
+		return cursor, false, err
+	}
+	return cursor, true, nil
 }

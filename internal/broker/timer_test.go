@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -74,8 +76,18 @@ func TestTimerDelivery(t *testing.T) {
 
 // TestTimerSurvivesRestart: timer messages pending when the broker stops
 // are delivered after it restarts — those overdue at once, the others when
-// due — and delivered ones are not delivered again.
+// due — and delivered ones are not delivered again, also when the node
+// recovers from the log alone (the delivery cursor is a log record).
 func TestTimerSurvivesRestart(t *testing.T) {
+	for _, logAlone := range []bool{false, true} {
+		t.Run(fmt.Sprintf("log_alone=%v", logAlone), func(t *testing.T) {
+			t.Parallel()
+			testTimerRestart(t, logAlone)
+		})
+	}
+}
+
+func testTimerRestart(t *testing.T, logAlone bool) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	f := open(t, dir)
@@ -96,6 +108,11 @@ func TestTimerSurvivesRestart(t *testing.T) {
 	send("overdue", 800*time.Millisecond)
 	arrivals(t, f.b, name, 1, 2*time.Second)
 	f.close(t)
+	if logAlone {
+		if err := os.Remove(filepath.Join(dir, "data", "checkpoint")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	time.Sleep(time.Until(now.Add(time.Second))) // "overdue" falls due while stopped
 	f = open(t, dir)
 	defer f.close(t)

@@ -372,6 +372,7 @@ func Open(cfg Config) (*Engine, error) {
 				e.Close()
 				return nil, err
 			}
+			q.epochs.truncateFrom(q.idx.NextOffset())
 		}
 	}
 	e.checkDisk()

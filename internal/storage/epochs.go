@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -29,18 +30,22 @@ type EpochStart struct {
 type epochCache struct {
 	mu      sync.Mutex
 	entries []EpochStart
+	last    atomic.Int32 // newest epoch noted plus one (0: none), read without mu
 }
 
 // note records that a record of epoch ep begins at base; it is a no-op
 // unless ep is newer than every epoch seen (so replays are idempotent).
 func (c *epochCache) note(ep model.Epoch, base model.QueueOffset) {
-	if ep < 0 {
+	// The common case, an append in the current epoch, takes no lock
+	// (appends to one queue are serialised by the log lock).
+	if ep < 0 || c.last.Load() > 0 && model.Epoch(c.last.Load()-1) >= ep {
 		return
 	}
 	c.mu.Lock()
 	if n := len(c.entries); n == 0 || c.entries[n-1].Epoch < ep {
 		c.entries = append(c.entries, EpochStart{Epoch: ep, Start: base})
 	}
+	c.last.Store(int32(c.entries[len(c.entries)-1].Epoch) + 1)
 	c.mu.Unlock()
 }
 
@@ -50,6 +55,11 @@ func (c *epochCache) truncateFrom(next model.QueueOffset) {
 	c.mu.Lock()
 	i := sort.Search(len(c.entries), func(i int) bool { return c.entries[i].Start >= next })
 	c.entries = c.entries[:i]
+	if i > 0 {
+		c.last.Store(int32(c.entries[i-1].Epoch) + 1)
+	} else {
+		c.last.Store(0)
+	}
 	c.mu.Unlock()
 }
 
@@ -188,6 +198,9 @@ func (e *Engine) restoreEpochs(sections map[string][]byte) {
 			for id, list := range lists {
 				if q := e.queues[id]; q != nil {
 					q.epochs.entries = list
+					if n := len(list); n > 0 {
+						q.epochs.last.Store(int32(list[n-1].Epoch) + 1)
+					}
 				}
 			}
 			return
