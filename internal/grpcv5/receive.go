@@ -82,7 +82,6 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 		batch = receiveBatchSize
 	}
 	cfg := s.groupConfig(req.GetGroup())
-	maxAttempts := int32(cfg.RetryMaxTimes) + 1
 	poll := longPollingTimeout
 	if d := req.GetLongPollingTimeout(); d != nil && d.AsDuration() > 0 {
 		poll = min(d.AsDuration(), longPollingTimeout)
@@ -92,11 +91,10 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 	}
 	until := time.Now().Add(poll)
 	for {
-		got, err := s.pop.Receive(ctx, group, queues, batch, invisible, cfg.ConsumeMessageOrderly, match)
+		got, err := s.pop.ReceiveLive(ctx, group, queues, batch, invisible, cfg.ConsumeMessageOrderly, match)
 		if err != nil {
 			return stream.Send(statusItem(err))
 		}
-		got = s.deadLetterExhausted(ctx, group, name, got, maxAttempts)
 		if len(got) > 0 {
 			if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Status{Status: okStatus()}}); err != nil {
 				return err
@@ -126,51 +124,6 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 		}
 		s.broker.WaitTopic(ctx, t, min(wait, time.Second))
 	}
-}
-
-// deadLetterExhausted moves deliveries past the group's attempts to its
-// dead-letter topic and returns the others.
-func (s *Server) deadLetterExhausted(ctx context.Context, group string, topic model.TopicName, got []pop.Delivery, maxAttempts int32) []pop.Delivery {
-	keep := got[:0]
-	for _, d := range got {
-		if d.Attempt <= maxAttempts {
-			keep = append(keep, d)
-			continue
-		}
-		if err := s.deadLetter(ctx, group, topic, &d); err != nil {
-			s.log.Warn("dead-lettering failed; the message stays in flight", "group", group, "offset", d.Offset, "err", err)
-		}
-	}
-	return keep
-}
-
-// deadLetter appends a delivery to %DLQ%<group> and acknowledges it.
-func (s *Server) deadLetter(ctx context.Context, group string, topic model.TopicName, d *pop.Delivery) error {
-	dlq, err := model.ParseTopicName("%DLQ%" + group)
-	if err != nil {
-		return err
-	}
-	t, err := s.broker.Topic(dlq)
-	if errors.Is(err, model.ErrUnknownTopic) {
-		t, err = s.broker.CreateTopic(ctx, dlq, 1, broker.TopicConfig{})
-		if errors.Is(err, model.ErrTopicExists) {
-			t, err = s.broker.Topic(dlq)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	m := d.Message
-	id, _ := m.Header(propUniqKey)
-	m.Headers = append(m.Headers, model.Header{Key: "DLQ_ORIGIN_TOPIC", Value: []byte(topic.Short())},
-		model.Header{Key: "DLQ_ORIGIN_MESSAGE_ID", Value: id})
-	m.ReconsumeTimes = d.Attempt - 1
-	if _, err := s.broker.AppendMessages(ctx, t.Name, 0, []model.Message{m}); err != nil {
-		return err
-	}
-	s.pop.DeadLettered(group)
-	s.log.Info("message moved to the dead-letter topic", "group", group, "topic", topic.String(), "offset", d.Offset, "attempts", d.Attempt-1)
-	return s.pop.Ack(ctx, group, d.Handle)
 }
 
 // deliveryProto lays out a delivery for the client.
@@ -279,9 +232,8 @@ func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *v2.Fo
 	if err != nil {
 		return &v2.ForwardMessageToDeadLetterQueueResponse{Status: handleStatus(err)}, nil
 	}
-	name, err := topicName(req.GetTopic())
-	if err == nil {
-		err = s.deadLetter(ctx, group, name, &d)
+	if _, err = topicName(req.GetTopic()); err == nil {
+		err = s.pop.DeadLetter(ctx, group, &d)
 	}
 	return &v2.ForwardMessageToDeadLetterQueueResponse{Status: handleStatus(err)}, nil
 }

@@ -233,7 +233,7 @@ func handleHeartbeat(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	s.clients.mu.Unlock()
 	for _, cd := range hb.Consumers {
 		if cd.MessageModel != "BROADCASTING" {
-			if _, err := s.ensureTopic(rc, retryTopic(cd.GroupName), 1); err != nil {
+			if _, err := s.broker.EnsureRetryTopic(rc.ctx, cd.GroupName); err != nil {
 				s.log.Debug("retry topic not created", "group", cd.GroupName, "err", err)
 			}
 		}
@@ -261,8 +261,6 @@ func (s *Server) ensureTopic(rc *reqCtx, topic string, n int) (model.TopicName, 
 	return name, nil
 }
 
-// retryTopic is a consumer group's retry topic.
-func retryTopic(group string) string { return "%RETRY%" + group }
 
 func handleUnregisterClient(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	s := rc.conn.s

@@ -117,7 +117,7 @@ func handlePopMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	order := req.Ext("order") == "true" || cfg.ConsumeMessageOrderly
 	until := time.Now().Add(min(time.Duration(pollMs)*time.Millisecond, maxPopPoll))
 	for {
-		got, err := s.pop.Receive(rc.ctx, group, queues, max, time.Duration(invisibleMs)*time.Millisecond, order, filt.match)
+		got, err := s.pop.ReceiveLive(rc.ctx, group, queues, max, time.Duration(invisibleMs)*time.Millisecond, order, filt.match)
 		if err != nil {
 			return errorResponse(req, err)
 		}

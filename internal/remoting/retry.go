@@ -22,12 +22,9 @@ import (
 
 // Properties of retried messages.
 const (
-	propRetryTopic  = "RETRY_TOPIC"
-	propOriginMsgID = "ORIGIN_MESSAGE_ID"
+	propRetryTopic  = broker.HeaderRetryTopic
+	propOriginMsgID = broker.HeaderOriginMessageID
 )
-
-// dlqTopic is a consumer group's dead-letter topic.
-func dlqTopic(group string) string { return "%DLQ%" + group }
 
 func handleConsumerSendMsgBack(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	s := rc.conn.s
@@ -64,21 +61,12 @@ func handleConsumerSendMsgBack(rc *reqCtx, req *protocol.Command) *protocol.Comm
 	times := m.ReconsumeTimes
 	m.ReconsumeTimes++
 	if times >= maxTimes || level < 0 {
-		name, err := s.ensureTopic(rc, dlqTopic(group), 1)
-		if err == nil {
-			_, err = s.broker.AppendMessages(rc.ctx, name, 0, []model.Message{m})
+		err = s.broker.DeadLetter(rc.ctx, group, nil, m)
+	} else {
+		if level == 0 {
+			level = 3 + int(times)
 		}
-		if err != nil {
-			return errorResponse(req, err)
-		}
-		return protocol.NewResponse(req, protocol.Success, "")
-	}
-	if level == 0 {
-		level = 3 + int(times)
-	}
-	name, err := s.ensureTopic(rc, retryTopic(group), 1)
-	if err == nil {
-		_, _, err = s.broker.AppendDelayed(rc.ctx, name, 0, m, level)
+		err = s.broker.RetryLater(rc.ctx, group, m, level)
 	}
 	if err != nil {
 		return errorResponse(req, err)

@@ -203,3 +203,45 @@ func TestRemotingQueryAssignment(t *testing.T) {
 		t.Fatalf("PULL group: %s", got)
 	}
 }
+
+// TestRemotingPopDeadLetters: a message popped more than its group's
+// attempts (retryMaxTimes 1: two deliveries) moves to %DLQ%<group> with
+// its origin recorded, exactly as over gRPC, and is not handed out again.
+func TestRemotingPopDeadLetters(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	addr := n.RemotingAddr()
+	createTopic(t, addr, "pop-dlq", 1)
+	body := []byte(`{"groupName":"pop-dlq-cg","retryMaxTimes":1}`)
+	if r := call(t, addr, &protocol.Command{Code: protocol.UpdateAndCreateSubscriptionGroup, Body: body}); r.Code != protocol.Success {
+		t.Fatalf("group config: %d %s", r.Code, r.Remark)
+	}
+	p := startProducer(t, addr, "pop-dlq-pg")
+	if _, err := p.SendSync(context.Background(), primitive.NewMessage("pop-dlq", []byte("doomed"))); err != nil {
+		t.Fatal(err)
+	}
+	pop := func(group, topic string) *protocol.Command {
+		return call(t, addr, &protocol.Command{Code: protocol.PopMessage, ExtFields: map[string]string{
+			"consumerGroup": group, "topic": topic, "queueId": "-1", "maxMsgNums": "32",
+			"invisibleTime": "1000", "pollTime": "3000", "expType": "TAG", "exp": "*"}})
+	}
+	for attempt := 1; attempt <= 2; attempt++ {
+		r := pop("pop-dlq-cg", "pop-dlq")
+		if r.Code != protocol.Success || len(primitive.DecodeMessage(r.Body)) != 1 {
+			t.Fatalf("delivery %d: %d %s", attempt, r.Code, r.Remark)
+		}
+		time.Sleep(1100 * time.Millisecond) // not acknowledged: visible again
+	}
+	if r := pop("pop-dlq-cg", "pop-dlq"); r.Code != protocol.PollingTimeout {
+		t.Fatalf("third delivery handed out: %d %s", r.Code, r.Remark)
+	}
+	r := pop("dlq-reader", "%DLQ%pop-dlq-cg")
+	if r.Code != protocol.Success {
+		t.Fatalf("dead-letter topic: %d %s", r.Code, r.Remark)
+	}
+	dead := primitive.DecodeMessage(r.Body)
+	if len(dead) != 1 || string(dead[0].Body) != "doomed" || dead[0].GetProperty("DLQ_ORIGIN_TOPIC") != "pop-dlq" ||
+		dead[0].GetProperty("DLQ_ORIGIN_MESSAGE_ID") == "" {
+		t.Fatalf("dead letters: %+v", dead)
+	}
+}
