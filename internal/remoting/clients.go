@@ -261,7 +261,6 @@ func (s *Server) ensureTopic(rc *reqCtx, topic string, n int) (model.TopicName, 
 	return name, nil
 }
 
-
 func handleUnregisterClient(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	s := rc.conn.s
 	id := req.Ext("clientID")
