@@ -90,10 +90,10 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 				if errors.As(err, &re) {
 					// KIP-467: name each offending record by its index in the batch.
 					for _, i := range re.indexes {
-						prtper := kmsg.NewProduceResponseTopicPartitionErrorRecord()
-						prtper.RelativeOffset = i
-						prtper.ErrorMessage = pr.ErrorMessage
-						pr.ErrorRecords = append(pr.ErrorRecords, prtper)
+						errRec := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+						errRec.RelativeOffset = i
+						errRec.ErrorMessage = pr.ErrorMessage
+						pr.ErrorRecords = append(pr.ErrorRecords, errRec)
 					}
 				} else if pr.ErrorCode == kerr.InvalidRecord.Code {
 					// KIP-467: the batch as a whole is invalid.

@@ -250,10 +250,10 @@ func (s *Server) fetchPartition(t *broker.Topic, partition int32, offset model.Q
 	}
 	if committed && upTo > offset {
 		for _, a := range s.txnIndex.Aborted(queue, offset, upTo) {
-			frtpat := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
-			frtpat.ProducerID = a.ProducerID
-			frtpat.FirstOffset = int64(a.FirstOffset)
-			pr.AbortedTransactions = append(pr.AbortedTransactions, frtpat)
+			aborted := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+			aborted.ProducerID = a.ProducerID
+			aborted.FirstOffset = int64(a.FirstOffset)
+			pr.AbortedTransactions = append(pr.AbortedTransactions, aborted)
 		}
 	}
 	return len(out), nil

@@ -75,10 +75,10 @@ func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 			}
 		}
 		for _, rp := range rt.Partitions {
-			ocrtp := kmsg.NewOffsetCommitResponseTopicPartition()
-			ocrtp.Partition = rp.Partition
-			ocrtp.ErrorCode = errorCode(perPartition[rp.Partition])
-			tr.Partitions = append(tr.Partitions, ocrtp)
+			part := kmsg.NewOffsetCommitResponseTopicPartition()
+			part.Partition = rp.Partition
+			part.ErrorCode = errorCode(perPartition[rp.Partition])
+			tr.Partitions = append(tr.Partitions, part)
 		}
 		resp.Topics = append(resp.Topics, tr)
 	}

@@ -100,13 +100,10 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) reply {
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
 				rt.Topic = topic
 				for _, p := range parts {
-					ofrgtp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
-					ofrgtp.Partition = p.partition
-					ofrgtp.Offset = p.offset
-					ofrgtp.LeaderEpoch = int32(p.epoch)
-					ofrgtp.Metadata = p.metadata
-					ofrgtp.ErrorCode = errorCode(p.err)
-					rt.Partitions = append(rt.Partitions, ofrgtp)
+					op := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					op.Partition, op.Offset, op.LeaderEpoch, op.Metadata = p.partition, p.offset, int32(p.epoch), p.metadata
+					op.ErrorCode = errorCode(p.err)
+					rt.Partitions = append(rt.Partitions, op)
 				}
 				rg.Topics = append(rg.Topics, rt)
 			}
@@ -127,13 +124,10 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) reply {
 		rt := kmsg.NewOffsetFetchResponseTopic()
 		rt.Topic = topic
 		for _, p := range parts {
-			ofrtp := kmsg.NewOffsetFetchResponseTopicPartition()
-			ofrtp.Partition = p.partition
-			ofrtp.Offset = p.offset
-			ofrtp.LeaderEpoch = int32(p.epoch)
-			ofrtp.Metadata = p.metadata
-			ofrtp.ErrorCode = errorCode(p.err)
-			rt.Partitions = append(rt.Partitions, ofrtp)
+			op := kmsg.NewOffsetFetchResponseTopicPartition()
+			op.Partition, op.Offset, op.LeaderEpoch, op.Metadata = p.partition, p.offset, int32(p.epoch), p.metadata
+			op.ErrorCode = errorCode(p.err)
+			rt.Partitions = append(rt.Partitions, op)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}

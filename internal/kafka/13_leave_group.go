@@ -31,11 +31,11 @@ func handleLeaveGroup(rc *reqCtx, kreq kmsg.Request) reply {
 	}
 	errs := rc.srv().groups.Leave(req.Group, leaving)
 	for i, m := range req.Members {
-		lgrm := kmsg.NewLeaveGroupResponseMember()
-		lgrm.MemberID = m.MemberID
-		lgrm.InstanceID = m.InstanceID
-		lgrm.ErrorCode = errorCode(errs[i])
-		resp.Members = append(resp.Members, lgrm)
+		member := kmsg.NewLeaveGroupResponseMember()
+		member.MemberID = m.MemberID
+		member.InstanceID = m.InstanceID
+		member.ErrorCode = errorCode(errs[i])
+		resp.Members = append(resp.Members, member)
 	}
 	return reply{resp: resp}
 }

@@ -24,11 +24,11 @@ func handleDescribeGroups(rc *reqCtx, kreq kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	for _, id := range req.Groups {
 		if !rc.allowedGroup(id, security.OpDescribe) {
-			dgrg := kmsg.NewDescribeGroupsResponseGroup()
-			dgrg.Group = id
-			dgrg.ErrorCode = kerr.GroupAuthorizationFailed.Code
-			dgrg.AuthorizedOperations = -2147483648
-			resp.Groups = append(resp.Groups, dgrg)
+			denied := kmsg.NewDescribeGroupsResponseGroup()
+			denied.Group = id
+			denied.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			denied.AuthorizedOperations = -2147483648
+			resp.Groups = append(resp.Groups, denied)
 			continue
 		}
 		d := rc.srv().groups.Describe(id)
@@ -50,11 +50,8 @@ func handleDescribeGroups(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 		for _, m := range d.Members {
 			dm := kmsg.NewDescribeGroupsResponseGroupMember()
-			dm.MemberID = m.MemberID
-			dm.ClientID = m.ClientID
-			dm.ClientHost = m.ClientHost
-			dm.ProtocolMetadata = m.Metadata
-			dm.MemberAssignment = m.Assignment
+			dm.MemberID, dm.ClientID, dm.ClientHost = m.MemberID, m.ClientID, m.ClientHost
+			dm.ProtocolMetadata, dm.MemberAssignment = m.Metadata, m.Assignment
 			if m.InstanceID != "" {
 				dm.InstanceID = strp(m.InstanceID)
 			}

@@ -40,22 +40,22 @@ func handleListGroups(rc *reqCtx, kreq kmsg.Request) reply {
 	for _, d := range rc.srv().groups.List() {
 		seen[d.Group] = true
 		if want(d.Group, string(d.State), d.Type) {
-			lgrg := kmsg.NewListGroupsResponseGroup()
-			lgrg.Group = d.Group
-			lgrg.ProtocolType = d.ProtocolType
-			lgrg.GroupState = string(d.State)
-			lgrg.GroupType = d.Type
-			resp.Groups = append(resp.Groups, lgrg)
+			lg := kmsg.NewListGroupsResponseGroup()
+			lg.Group = d.Group
+			lg.ProtocolType = d.ProtocolType
+			lg.GroupState = string(d.State)
+			lg.GroupType = d.Type
+			resp.Groups = append(resp.Groups, lg)
 		}
 	}
 	for _, g := range rc.srv().broker.OffsetGroups() {
 		if !seen[g] && want(g, "Empty", "classic") {
-			lgrg := kmsg.NewListGroupsResponseGroup()
-			lgrg.Group = g
-			lgrg.ProtocolType = "consumer"
-			lgrg.GroupState = "Empty"
-			lgrg.GroupType = "classic"
-			resp.Groups = append(resp.Groups, lgrg)
+			lg := kmsg.NewListGroupsResponseGroup()
+			lg.Group = g
+			lg.ProtocolType = "consumer"
+			lg.GroupState = "Empty"
+			lg.GroupType = "classic"
+			resp.Groups = append(resp.Groups, lg)
 		}
 	}
 	return reply{resp: resp}

@@ -17,11 +17,11 @@ import (
 
 func apiVersionsBody(resp *kmsg.ApiVersionsResponse) {
 	for _, h := range handlerTable() {
-		avrak := kmsg.NewApiVersionsResponseApiKey()
-		avrak.ApiKey = h.key
-		avrak.MinVersion = h.min
-		avrak.MaxVersion = h.max
-		resp.ApiKeys = append(resp.ApiKeys, avrak)
+		key := kmsg.NewApiVersionsResponseApiKey()
+		key.ApiKey = h.key
+		key.MinVersion = h.min
+		key.MaxVersion = h.max
+		resp.ApiKeys = append(resp.ApiKeys, key)
 	}
 }
 

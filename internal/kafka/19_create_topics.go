@@ -87,11 +87,11 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 			tr.NumPartitions, tr.ReplicationFactor = int32(n), 1
 			for _, dc := range describeTopicConfig(&cfg, brokerTopicDefaults(s.broker)) {
 				v := dc.value
-				ctrtc := kmsg.NewCreateTopicsResponseTopicConfig()
-				ctrtc.Name = dc.name
-				ctrtc.Value = &v
-				ctrtc.Source = sourceOf(dc.isDefault)
-				tr.Configs = append(tr.Configs, ctrtc)
+				tc := kmsg.NewCreateTopicsResponseTopicConfig()
+				tc.Name = dc.name
+				tc.Value = &v
+				tc.Source = sourceOf(dc.isDefault)
+				tr.Configs = append(tr.Configs, tc)
 			}
 		}
 		resp.Topics = append(resp.Topics, tr)

@@ -81,10 +81,10 @@ func handleTxnOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 			if e, ok := perPartition[rt.Topic][rp.Partition]; ok {
 				perr = e
 			}
-			tocrtp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-			tocrtp.Partition = rp.Partition
-			tocrtp.ErrorCode = errorCode(perr)
-			tr.Partitions = append(tr.Partitions, tocrtp)
+			part := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			part.Partition = rp.Partition
+			part.ErrorCode = errorCode(perr)
+			tr.Partitions = append(tr.Partitions, part)
 		}
 		resp.Topics = append(resp.Topics, tr)
 	}

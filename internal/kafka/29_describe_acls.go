@@ -45,18 +45,18 @@ func handleDescribeAcls(rc *reqCtx, kreq kmsg.Request) reply {
 		if !ok {
 			i = len(resp.Resources)
 			idx[k] = i
-			daclrr := kmsg.NewDescribeACLsResponseResource()
-			daclrr.ResourceType = kmsg.ACLResourceType(b.ResourceType)
-			daclrr.ResourceName = b.ResourceName
-			daclrr.ResourcePatternType = kmsg.ACLResourcePatternType(b.PatternType)
-			resp.Resources = append(resp.Resources, daclrr)
+			res := kmsg.NewDescribeACLsResponseResource()
+			res.ResourceType = kmsg.ACLResourceType(b.ResourceType)
+			res.ResourceName = b.ResourceName
+			res.ResourcePatternType = kmsg.ACLResourcePatternType(b.PatternType)
+			resp.Resources = append(resp.Resources, res)
 		}
-		daclrracl := kmsg.NewDescribeACLsResponseResourceACL()
-		daclrracl.Principal = b.Principal
-		daclrracl.Host = b.Host
-		daclrracl.Operation = kmsg.ACLOperation(b.Operation)
-		daclrracl.PermissionType = kmsg.ACLPermissionType(b.Permission)
-		resp.Resources[i].ACLs = append(resp.Resources[i].ACLs, daclrracl)
+		acl := kmsg.NewDescribeACLsResponseResourceACL()
+		acl.Principal = b.Principal
+		acl.Host = b.Host
+		acl.Operation = kmsg.ACLOperation(b.Operation)
+		acl.PermissionType = kmsg.ACLPermissionType(b.Permission)
+		resp.Resources[i].ACLs = append(resp.Resources[i].ACLs, acl)
 	}
 	return reply{resp: resp}
 }

@@ -51,15 +51,15 @@ func handleDeleteAcls(rc *reqCtx, kreq kmsg.Request) reply {
 			if !kafkaResourceType(b.ResourceType) {
 				continue
 			}
-			daclrrmacl := kmsg.NewDeleteACLsResponseResultMatchingACL()
-			daclrrmacl.ResourceType = kmsg.ACLResourceType(b.ResourceType)
-			daclrrmacl.ResourceName = b.ResourceName
-			daclrrmacl.ResourcePatternType = kmsg.ACLResourcePatternType(b.PatternType)
-			daclrrmacl.Principal = b.Principal
-			daclrrmacl.Host = b.Host
-			daclrrmacl.Operation = kmsg.ACLOperation(b.Operation)
-			daclrrmacl.PermissionType = kmsg.ACLPermissionType(b.Permission)
-			r.MatchingACLs = append(r.MatchingACLs, daclrrmacl)
+			match := kmsg.NewDeleteACLsResponseResultMatchingACL()
+			match.ResourceType = kmsg.ACLResourceType(b.ResourceType)
+			match.ResourceName = b.ResourceName
+			match.ResourcePatternType = kmsg.ACLResourcePatternType(b.PatternType)
+			match.Principal = b.Principal
+			match.Host = b.Host
+			match.Operation = kmsg.ACLOperation(b.Operation)
+			match.PermissionType = kmsg.ACLPermissionType(b.Permission)
+			r.MatchingACLs = append(r.MatchingACLs, match)
 		}
 	}
 	return reply{resp: resp}

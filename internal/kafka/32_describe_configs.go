@@ -72,13 +72,13 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 			if r.ResourceType == kmsg.ConfigResourceTypeBroker {
 				src = kmsg.ConfigSourceStaticBrokerConfig
 			}
-			dcrrc := kmsg.NewDescribeConfigsResponseResourceConfig()
-			dcrrc.Name = e.name
-			dcrrc.Value = &v
-			dcrrc.IsDefault = e.isDefault
-			dcrrc.Source = src
-			dcrrc.ConfigType = e.ctype
-			rr.Configs = append(rr.Configs, dcrrc)
+			entry := kmsg.NewDescribeConfigsResponseResourceConfig()
+			entry.Name = e.name
+			entry.Value = &v
+			entry.IsDefault = e.isDefault
+			entry.Source = src
+			entry.ConfigType = e.ctype
+			rr.Configs = append(rr.Configs, entry)
 		}
 		resp.Resources = append(resp.Resources, rr)
 	}

@@ -28,12 +28,9 @@ func handleAlterConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 			}
 			return nil
 		})
-		acrr := kmsg.NewAlterConfigsResponseResource()
-		acrr.ResourceType = r.ResourceType
-		acrr.ResourceName = r.ResourceName
-		acrr.ErrorCode = code
-		acrr.ErrorMessage = msg
-		resp.Resources = append(resp.Resources, acrr)
+		res := kmsg.NewAlterConfigsResponseResource()
+		res.ResourceType, res.ResourceName, res.ErrorCode, res.ErrorMessage = r.ResourceType, r.ResourceName, code, msg
+		resp.Resources = append(resp.Resources, res)
 	}
 	return reply{resp: resp}
 }

@@ -48,10 +48,10 @@ func handleDescribeLogDirs(rc *reqCtx, kreq kmsg.Request) reply {
 			if req.Topics != nil && !wanted[name][int32(i)] {
 				continue
 			}
-			dldrdtp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
-			dldrdtp.Partition = int32(i)
-			dldrdtp.Size = sizes[i]
-			dt.Partitions = append(dt.Partitions, dldrdtp)
+			part := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
+			part.Partition = int32(i)
+			part.Size = sizes[i]
+			dt.Partitions = append(dt.Partitions, part)
 		}
 		dir.Topics = append(dir.Topics, dt)
 	}

@@ -37,12 +37,9 @@ func handleIncrementalAlterConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 			}
 			return nil
 		})
-		iacrr := kmsg.NewIncrementalAlterConfigsResponseResource()
-		iacrr.ResourceType = r.ResourceType
-		iacrr.ResourceName = r.ResourceName
-		iacrr.ErrorCode = code
-		iacrr.ErrorMessage = msg
-		resp.Resources = append(resp.Resources, iacrr)
+		res := kmsg.NewIncrementalAlterConfigsResponseResource()
+		res.ResourceType, res.ResourceName, res.ErrorCode, res.ErrorMessage = r.ResourceType, r.ResourceName, code, msg
+		resp.Resources = append(resp.Resources, res)
 	}
 	return reply{resp: resp}
 }

@@ -40,10 +40,10 @@ func handleOffsetDelete(rc *reqCtx, kreq kmsg.Request) reply {
 			err = s.broker.DeleteOffsets(rc.ctx(), req.Group, name, parts)
 		}
 		for _, p := range rt.Partitions {
-			odrtp := kmsg.NewOffsetDeleteResponseTopicPartition()
-			odrtp.Partition = p.Partition
-			odrtp.ErrorCode = errorCode(err)
-			tr.Partitions = append(tr.Partitions, odrtp)
+			part := kmsg.NewOffsetDeleteResponseTopicPartition()
+			part.Partition = p.Partition
+			part.ErrorCode = errorCode(err)
+			tr.Partitions = append(tr.Partitions, part)
 		}
 		resp.Topics = append(resp.Topics, tr)
 	}

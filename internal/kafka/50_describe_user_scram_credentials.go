@@ -37,10 +37,10 @@ func handleDescribeUserScramCredentials(rc *reqCtx, kreq kmsg.Request) reply {
 		r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
 		r.User = u.Name
 		for _, m := range u.Mechanisms {
-			duscramcrrci := kmsg.NewDescribeUserSCRAMCredentialsResponseResultCredentialInfo()
-			duscramcrrci.Mechanism = scramMechanismCodes[m.Mechanism]
-			duscramcrrci.Iterations = int32(m.Iterations)
-			r.CredentialInfos = append(r.CredentialInfos, duscramcrrci)
+			info := kmsg.NewDescribeUserSCRAMCredentialsResponseResultCredentialInfo()
+			info.Mechanism = scramMechanismCodes[m.Mechanism]
+			info.Iterations = int32(m.Iterations)
+			r.CredentialInfos = append(r.CredentialInfos, info)
 		}
 		return r
 	}

@@ -38,14 +38,14 @@ func handleDescribeProducers(rc *reqCtx, kreq kmsg.Request) reply {
 					if first, ok := s.txnIndex.OpenFirst(t.Queues[p], pid); ok {
 						txnStart = int64(first)
 					}
-					dprtpap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
-					dprtpap.ProducerID = pid
-					dprtpap.ProducerEpoch = int32(b.Epoch)
-					dprtpap.LastSequence = b.LastSeq
-					dprtpap.LastTimestamp = -1
-					dprtpap.CoordinatorEpoch = -1
-					dprtpap.CurrentTxnStartOffset = txnStart
-					pr.ActiveProducers = append(pr.ActiveProducers, dprtpap)
+					ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+					ap.ProducerID = pid
+					ap.ProducerEpoch = int32(b.Epoch)
+					ap.LastSequence = b.LastSeq
+					ap.LastTimestamp = -1
+					ap.CoordinatorEpoch = -1
+					ap.CurrentTxnStartOffset = txnStart
+					pr.ActiveProducers = append(pr.ActiveProducers, ap)
 				}
 			}
 			tr.Partitions = append(tr.Partitions, pr)

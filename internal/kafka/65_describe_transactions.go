@@ -60,10 +60,10 @@ func (s *Server) txnTopics(h home, parts []txn.Partition) []kmsg.DescribeTransac
 	out := make([]kmsg.DescribeTransactionsResponseTransactionStateTopic, 0, len(byTopic))
 	for name, ps := range byTopic {
 		sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
-		dtrtst := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
-		dtrtst.Topic = name
-		dtrtst.Partitions = ps
-		out = append(out, dtrtst)
+		txnTopic := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
+		txnTopic.Topic = name
+		txnTopic.Partitions = ps
+		out = append(out, txnTopic)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Topic < out[j].Topic })
 	return out

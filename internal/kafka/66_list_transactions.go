@@ -38,11 +38,9 @@ func handleListTransactions(rc *reqCtx, kreq kmsg.Request) reply {
 		if !rc.allowedTxnID(st.ID, security.OpDescribe) {
 			continue
 		}
-		ltrts := kmsg.NewListTransactionsResponseTransactionState()
-		ltrts.TransactionalID = st.ID
-		ltrts.ProducerID = st.PID
-		ltrts.TransactionState = st.State.String()
-		resp.TransactionStates = append(resp.TransactionStates, ltrts)
+		ts := kmsg.NewListTransactionsResponseTransactionState()
+		ts.TransactionalID, ts.ProducerID, ts.TransactionState = st.ID, st.PID, st.State.String()
+		resp.TransactionStates = append(resp.TransactionStates, ts)
 	}
 	return reply{resp: resp}
 }

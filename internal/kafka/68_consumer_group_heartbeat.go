@@ -79,10 +79,10 @@ func handleConsumerGroupHeartbeat(rc *reqCtx, kreq kmsg.Request) reply {
 		a.Default()
 		a.Topics = []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{}
 		for _, tp := range res.Assignment {
-			cghrat := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
-			cghrat.TopicID = tp.Topic
-			cghrat.Partitions = tp.Partitions
-			a.Topics = append(a.Topics, cghrat)
+			at := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+			at.TopicID = tp.Topic
+			at.Partitions = tp.Partitions
+			a.Topics = append(a.Topics, at)
 		}
 		resp.Assignment = a
 	}

@@ -74,11 +74,11 @@ func (s *Server) describedAssignment(h home, tps []groups.TopicPartitions) kmsg.
 		if t, err := s.broker.TopicByID(tp.Topic); err == nil {
 			name = kafkaName(h, t)
 		}
-		atp := kmsg.NewAssignmentTopicPartition()
-		atp.TopicID = tp.Topic
-		atp.Topic = name
-		atp.Partitions = tp.Partitions
-		a.TopicPartitions = append(a.TopicPartitions, atp)
+		part := kmsg.NewAssignmentTopicPartition()
+		part.TopicID = tp.Topic
+		part.Topic = name
+		part.Partitions = tp.Partitions
+		a.TopicPartitions = append(a.TopicPartitions, part)
 	}
 	return a
 }

@@ -144,18 +144,18 @@ func (s *fetchSession) asRequest(req *kmsg.FetchRequest) *kmsg.FetchRequest {
 		if !ok {
 			i = len(full.Topics)
 			idx[p.topic] = i
-			frt := kmsg.NewFetchRequestTopic()
-			frt.Topic = p.topic
-			frt.TopicID = p.topicID
-			full.Topics = append(full.Topics, frt)
+			ft := kmsg.NewFetchRequestTopic()
+			ft.Topic = p.topic
+			ft.TopicID = p.topicID
+			full.Topics = append(full.Topics, ft)
 		}
-		frtp := kmsg.NewFetchRequestTopicPartition()
-		frtp.Partition = p.partition
-		frtp.FetchOffset = p.offset
-		frtp.PartitionMaxBytes = p.maxBytes
-		frtp.CurrentLeaderEpoch = p.leaderEp
-		frtp.LastFetchedEpoch = -1
-		full.Topics[i].Partitions = append(full.Topics[i].Partitions, frtp)
+		part := kmsg.NewFetchRequestTopicPartition()
+		part.Partition = p.partition
+		part.FetchOffset = p.offset
+		part.PartitionMaxBytes = p.maxBytes
+		part.CurrentLeaderEpoch = p.leaderEp
+		part.LastFetchedEpoch = -1
+		full.Topics[i].Partitions = append(full.Topics[i].Partitions, part)
 	}
 	return &full
 }
