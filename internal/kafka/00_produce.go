@@ -265,7 +265,7 @@ func (s *Server) produceIdempotent(rc *reqCtx, t *broker.Topic, partition int32,
 	}
 	for i, r := range toWrite {
 		h := toHdr[i]
-		st.Record(producers.Batch{Epoch: h.ProducerEpoch, FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), BaseOffset: r.BaseOffset}, now)
+		st.Record(producers.Batch{Epoch: h.ProducerEpoch, FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), BaseOffset: r.BaseOffset}, r.StoreTime)
 	}
 	fillProduced(pr, toWrite, logAppend, now)
 	if dupOffset >= 0 {

@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
@@ -59,15 +60,18 @@ type key struct {
 // (Lock/Unlock) across check, append and record.
 type State struct {
 	mu       sync.Mutex
+	m        *Manager
 	epoch    int16
 	batches  []Batch
-	lastUsed int64 // unix ms of the newest batch written
+	lastUsed int64 // store time (unix ms) of the newest batch written
 }
 
 // Options configure a Manager.
 type Options struct {
 	// Expiration forgets a producer's state after this long without a write
-	// (Kafka's producer.id.expiration.ms; default one day).
+	// (Kafka's producer.id.expiration.ms; default one day), measured in the
+	// log's own time — the store times of the batches — so every replica
+	// and every replay forgets the same producers at the same record.
 	Expiration time.Duration
 	// MaxStates bounds the (producer, queue) states kept in memory; past it
 	// the least recently used are dropped (default 500,000).
@@ -88,6 +92,8 @@ type Manager struct {
 
 	mu     sync.Mutex
 	states map[key]*State
+	// logNow is the log's time: the newest store time of a recorded batch.
+	logNow atomic.Int64
 }
 
 var _ storage.StateKeeper = (*Manager)(nil)
@@ -152,7 +158,16 @@ func (m *Manager) NewProducerID(ctx context.Context) (int64, error) {
 func (m *Manager) Acquire(queue model.QueueID, pid int64) *State {
 	st := m.state(key{queue, pid})
 	st.mu.Lock()
+	if st.lastUsed > 0 && m.expired(st.lastUsed) {
+		st.epoch, st.batches, st.lastUsed = -1, st.batches[:0], 0 // forgotten, as if new
+	}
 	return st
+}
+
+// expired says whether a state last used at usedAt is past the expiration
+// in the log's time.
+func (m *Manager) expired(usedAt int64) bool {
+	return usedAt < m.logNow.Load()-m.opts.Expiration.Milliseconds()
 }
 
 // state returns the state for k, creating it.
@@ -164,7 +179,7 @@ func (m *Manager) state(k key) *State {
 		if len(m.states) >= m.opts.MaxStates {
 			m.evictLocked()
 		}
-		st = &State{epoch: -1}
+		st = &State{m: m, epoch: -1}
 		m.states[k] = st
 	}
 	return st
@@ -188,7 +203,9 @@ func (m *Manager) evictLocked() {
 			st.mu.Unlock()
 		}
 	}
-	slices.SortFunc(all, func(a, b aged) int { return cmp.Compare(a.used, b.used) })
+	slices.SortFunc(all, func(a, b aged) int {
+		return cmp.Or(cmp.Compare(a.used, b.used), cmp.Compare(a.k.queue, b.k.queue), cmp.Compare(a.k.pid, b.k.pid))
+	})
 	n := min(len(all), max(1, len(m.states)/8))
 	for _, a := range all[:n] {
 		delete(m.states, a.k)
@@ -197,12 +214,12 @@ func (m *Manager) evictLocked() {
 		"max_states", m.opts.MaxStates, "dropped", n)
 }
 
-// expireLocked drops the states of producers idle past the expiration.
+// expireLocked drops the states of producers idle past the expiration in
+// the log's time (states Acquire would treat as new anyway).
 func (m *Manager) expireLocked() {
-	cutoff := m.opts.Now().Add(-m.opts.Expiration).UnixMilli()
 	for k, st := range m.states {
 		if st.mu.TryLock() {
-			if st.lastUsed < cutoff {
+			if m.expired(st.lastUsed) {
 				delete(m.states, k)
 			}
 			st.mu.Unlock()
@@ -258,6 +275,19 @@ func (s *State) Record(b Batch, usedAt int64) {
 		s.batches = append(s.batches[:0], s.batches[len(s.batches)-keepBatches:]...)
 	}
 	s.lastUsed = max(s.lastUsed, usedAt)
+	if s.m != nil {
+		s.m.advanceLogTime(usedAt)
+	}
+}
+
+// advanceLogTime moves the log's time forward to t.
+func (m *Manager) advanceLogTime(t int64) {
+	for {
+		now := m.logNow.Load()
+		if t <= now || m.logNow.CompareAndSwap(now, t) {
+			return
+		}
+	}
 }
 
 // has reports whether the state already reflects a batch: it is one of the

@@ -198,3 +198,35 @@ func FuzzDecodeTxnSnapshot(f *testing.F) {
 		_, _ = decodeTxnSnapshot(b)
 	})
 }
+
+// TestExpirationFollowsLogTime: expiry is measured in the store times of
+// the batches, not the wall clock, so replaying the same records gives the
+// same states whenever it happens.
+func TestExpirationFollowsLogTime(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	farFuture := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var captures [2][]byte
+	for i := range captures {
+		m := newTestManager(t, Options{Expiration: time.Hour, Now: func() time.Time { return farFuture }})
+		m.Replay(0, batchRecord(1, 1, 0, 0, 0, 0, base))
+		m.Replay(0, batchRecord(1, 2, 0, 0, 0, 1, base+30*time.Minute.Milliseconds()))
+		st := m.Acquire(1, 1)
+		if _, dup, _ := st.Check(0, 0, 0); !dup {
+			t.Fatal("a producer idle for less than the expiration in log time was forgotten")
+		}
+		st.Unlock()
+		m.Replay(0, batchRecord(1, 2, 0, 1, 1, 2, base+2*time.Hour.Milliseconds()))
+		st = m.Acquire(1, 1)
+		if _, dup, _ := st.Check(0, 0, 0); dup {
+			t.Fatal("a producer idle past the expiration in log time was kept")
+		}
+		st.Unlock()
+		var err error
+		if captures[i], err = m.Capture(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if string(captures[0]) != string(captures[1]) {
+		t.Fatal("the same records gave different states")
+	}
+}

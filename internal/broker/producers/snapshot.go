@@ -85,7 +85,11 @@ func (m *Manager) Restore(data []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k, st := range states {
+		st.m = m
 		m.states[k] = st
+		if st.lastUsed > m.logNow.Load() {
+			m.logNow.Store(st.lastUsed)
+		}
 	}
 	return nil
 }
