@@ -406,3 +406,14 @@ func (a *App) tlsListener(name string, l net.Listener, modeName string, alpn ...
 	}
 	return tlsmux.Listen(l, cfg, mode, a.log.With("listener", name)), nil
 }
+
+// StateDump renders the state the node's log determines (broker state and
+// idempotent-producer states) in a stable text form, for replay-equivalence
+// tests.
+func (a *App) StateDump() (string, error) {
+	producers, err := a.producers.Capture()
+	if err != nil {
+		return "", err
+	}
+	return a.broker.StateDump() + fmt.Sprintf("producers %x\n", producers), nil
+}

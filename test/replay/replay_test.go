@@ -1,0 +1,199 @@
+// Package replay_test checks that a node's state is a function of its log:
+// a node built from a copy of another node's commit log alone (with the
+// placement and configuration of the metadata store, but no checkpoint,
+// index or key files) reaches the same state, and so does one restarting
+// from the checkpoint and the tail.
+package replay_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/rosettamq/rosetta/internal/app/apptest"
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+// TestReplayEquivalence runs a workload through real Kafka clients
+// (idempotent producers, a consumer group committing with leader epochs,
+// DeleteRecords) plus pending and delivered timer messages, then compares
+// the node's state dump with those of nodes built from a copy of its data:
+// whole (checkpoint plus tail) and the commit log alone.
+func TestReplayEquivalence(t *testing.T) {
+	dir := t.TempDir()
+	n := apptest.StartTestNode(t, apptest.TestConfig(filepath.Join(dir, "origin")))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 4, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "trimmed"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2000 {
+		topic := "orders"
+		if i%4 == 0 {
+			topic = "trimmed"
+		}
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprint("k", i%97)), Value: []byte(fmt.Sprint("v", i))}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var dr kadm.Offsets
+	dr.Add(kadm.Offset{Topic: "trimmed", Partition: 0, At: 100})
+	if _, err := adm.DeleteRecords(ctx, dr); err != nil {
+		t.Fatal(err)
+	}
+
+	// A consumer group consumes part of the topic and commits.
+	c, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.ConsumeTopics("orders"), kgo.ConsumerGroup("replay-g"),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for got := 0; got < 500; {
+		fs := c.PollRecords(ctx, 100)
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		got += fs.NumRecords()
+		if err := c.CommitUncommittedOffsets(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+
+	// Timer messages: some delivered before the dump, some pending far ahead.
+	b := n.App.Broker()
+	orders, err := model.ParseTopicName("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := b.Now()
+	for i := range 6 {
+		due := now.Add(time.Hour + time.Duration(i)*time.Minute).UnixMilli()
+		if i < 2 {
+			due = now.Add(200 * time.Millisecond).UnixMilli()
+		}
+		if _, _, err := b.AppendTimer(ctx, orders, int32(i%4), model.Message{Body: []byte(fmt.Sprint("timer", i))}, due); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apptest.Eventually(t, 10*time.Second, "the due timers delivered", func() bool {
+		ol, err := adm.ListEndOffsets(ctx, "orders")
+		if err != nil {
+			return false
+		}
+		var sum int64
+		ol.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+		return sum == 1500+2
+	})
+	want, err := n.App.StateDump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Stop(t)
+	for _, must := range []string{"offset replay-g public/default/orders/", "queue public/default/trimmed/0 start=100 ", "timers from=0 entries=6"} {
+		if !strings.Contains(want, must) {
+			t.Fatalf("the origin's dump lacks %q:\n%s", must, want)
+		}
+	}
+	if strings.Contains(want, "producers \n") {
+		t.Fatal("the origin's dump has no producer states")
+	}
+
+	for _, tc := range []struct {
+		name    string
+		logOnly bool
+	}{{"checkpoint-and-tail", false}, {"log-alone", true}} {
+		copyDir := filepath.Join(dir, tc.name)
+		copyData(t, filepath.Join(dir, "origin"), copyDir, tc.logOnly)
+		m := apptest.StartTestNode(t, apptest.TestConfig(copyDir))
+		got, err := m.App.StateDump()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Stop(t)
+		if got != want {
+			t.Errorf("%s: state differs from the origin's:\n%s", tc.name, diffLines(want, got))
+		}
+	}
+}
+
+// copyData copies a node's data directory; logOnly keeps only the commit
+// log, the node identity and the metadata store (placement and config).
+func copyData(t *testing.T, from, to string, logOnly bool) {
+	t.Helper()
+	err := filepath.Walk(from, func(path string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, path)
+		if logOnly && info.Mode().IsRegular() {
+			slashed := filepath.ToSlash(rel)
+			if !strings.HasPrefix(slashed, "storage/log/") && slashed != "storage/identity" && slashed != "meta.db" {
+				return nil
+			}
+		}
+		dst := filepath.Join(to, rel)
+		if info.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		src, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		out, err := os.Create(dst)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, src); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// diffLines lists the lines only one of two dumps has.
+func diffLines(a, b string) string {
+	in := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l] = true
+		}
+		return m
+	}
+	ma, mb := in(a), in(b)
+	var out []string
+	for _, l := range strings.Split(a, "\n") {
+		if !mb[l] {
+			out = append(out, "- "+l)
+		}
+	}
+	for _, l := range strings.Split(b, "\n") {
+		if !ma[l] {
+			out = append(out, "+ "+l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
