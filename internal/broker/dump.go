@@ -60,4 +60,3 @@ func (b *Broker) StateDump() string {
 	}
 	return sb.String()
 }
-
