@@ -24,7 +24,6 @@ type queueApplier struct {
 	engine *storage.Engine
 	queues []model.QueueID
 	apply  func(i int, offset model.QueueOffset, payload []byte)
-	onErr  func(i int, offset model.QueueOffset, err error)
 
 	mu   sync.Mutex          // serialises catch-ups; held around apply
 	next []model.QueueOffset // per queue: the next offset to apply
@@ -89,12 +88,6 @@ func (a *queueApplier) catchUpLocked(i int) error {
 			a.next[i] = next
 		}
 	}
-}
-
-// positions returns the next offset to apply per queue (a.mu held by the
-// caller or not needed).
-func (a *queueApplier) positions() []model.QueueOffset {
-	return append([]model.QueueOffset(nil), a.next...)
 }
 
 // run applies records as they become visible until ctx ends.

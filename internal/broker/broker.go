@@ -200,7 +200,7 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	if err != nil {
 		return nil, fmt.Errorf("offsets topic: %w", err)
 	}
-	b.offsets = newOffsetStore(engine, store, t.Queues, b.log, opts.Now)
+	b.offsets = newOffsetStore(b, store, t.Queues)
 	if err := b.offsets.load(ctx); err != nil {
 		return nil, fmt.Errorf("load offsets: %w", err)
 	}
@@ -209,11 +209,8 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		if err := b.offsets.applier.run(bctx); err != nil {
-			b.log.Error("consumer offsets applier stopped", "err", err)
-		}
+		b.offsets.state.Run(bctx, opts.OffsetSnapshotInterval)
 	}()
-	b.every(bctx, opts.OffsetSnapshotInterval, "offset-snapshot", b.offsets.snapshotDue)
 	b.every(bctx, opts.RetentionInterval, "topic-retention", b.enforceTopicRetention)
 	b.every(bctx, opts.CompactionInterval, "compaction", b.compactTopics)
 	if err := b.startDelays(ctx, bctx); err != nil {

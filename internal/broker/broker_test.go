@@ -130,10 +130,10 @@ func TestOffsetSnapshotAndReplay(t *testing.T) {
 		_ = f.b.CommitOffsets(ctx, "g", name, map[int32]OffsetCommit{0: {Offset: model.QueueOffset(i), LeaderEpoch: 0}})
 	}
 	_ = f.b.CommitOffsets(ctx, "old", name, map[int32]OffsetCommit{1: {Offset: 3, LeaderEpoch: -1}})
-	if err := f.b.offsets.snapshotAll(ctx, true); err != nil {
+	if err := f.b.offsets.state.SnapshotAll(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	gq := f.b.offsets.queues[f.b.offsets.partition("g")]
+	gq := f.b.offsets.state.queues[f.b.offsets.partition("g")]
 	if start, _, end, _ := f.engine.Offsets(gq); start != end-1 {
 		t.Fatalf("queue of g not trimmed to its snapshot: [%d, %d)", start, end)
 	}
@@ -299,7 +299,7 @@ func TestLegacyOffsetsMigrate(t *testing.T) {
 	f := open(t, dir)
 	name, _ := model.ParseTopicName("t")
 	tp, _ := f.b.CreateTopic(ctx, name, 1, TopicConfig{})
-	q0 := f.b.offsets.queues[0]
+	q0 := f.b.offsets.state.queues[0]
 	// A legacy record in queue 0 for a group of another queue, newer than
 	// the legacy snapshot.
 	group := "legacy"
@@ -373,4 +373,19 @@ func TestNotLeaderRefused(t *testing.T) {
 	if loc, _ := f.b.Locate(name, 0); loc.Leader != 7 || loc.Local {
 		t.Fatalf("locate: %+v", loc)
 	}
+}
+
+func FuzzDecodeStateEntries(f *testing.F) {
+	f.Add(appendEntries(nil, true, [][]byte{[]byte("a"), {}, []byte("bcd")}))
+	f.Add(appendEntries(nil, false, nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		last, entries, err := decodeEntries(b)
+		if err != nil {
+			return
+		}
+		again, entries2, err := decodeEntries(appendEntries(nil, last, entries))
+		if err != nil || again != last || len(entries2) != len(entries) {
+			t.Fatalf("unstable: %v", err)
+		}
+	})
 }

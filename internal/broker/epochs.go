@@ -30,7 +30,7 @@ func (b *Broker) LeaderEpoch(name model.TopicName, index int32) (model.Epoch, er
 // FindCoordinator), and that queue's index.
 func (b *Broker) GroupCoordinator(group string) (route.Location, int) {
 	i := b.offsets.partition(group)
-	return b.opts.Router.Locate(b.offsets.queues[i]), i
+	return b.opts.Router.Locate(b.offsets.state.queues[i]), i
 }
 
 // EpochAt returns the leader epoch the message at offset was written in

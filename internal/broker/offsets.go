@@ -2,9 +2,10 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"log/slog"
+	"sort"
 	"sync"
-	"time"
 
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
@@ -31,83 +32,33 @@ type OffsetCommit struct {
 
 // offsetStore keeps committed offsets as a state machine over the consumer
 // offsets queues (system/internal/consumer_offsets, Kafka's
-// __consumer_offsets): every change is a record in the queue of its group
-// (offsetsPartition), and the committed offsets are what applying those
-// queues in order gives (queueApplier), at run time after each record is
-// visible and on restart from the checkpoint's section on. Snapshot records
-// in the queues themselves (offsets_snapshot.go) let old records go while the
-// log alone still rebuilds the state.
+// __consumer_offsets), kept by a StateLog: every change is a record in the
+// queue of its group (offsetsPartition), and the committed offsets are what
+// applying those queues in order gives.
 type offsetStore struct {
-	engine  *storage.Engine
-	meta    meta.Store // read once, to migrate snapshots of older versions
-	queues  []model.QueueID
-	log     *slog.Logger
-	now     func() time.Time
-	applier *queueApplier
+	meta  meta.Store // read once, to migrate snapshots of older versions
+	log   *slog.Logger
+	state *StateLog
 
-	// changeMu is held shared by every writer from its append until the
-	// append returns, and exclusively by a snapshot, so no record lands
-	// between the state a snapshot encodes and the snapshot.
-	changeMu sync.RWMutex
-
-	mu     sync.Mutex // guards the fields below; taken inside applier.mu
+	mu     sync.Mutex // guards groups
 	groups map[string]map[model.QueueID]Committed
-	// per queue: records applied since its last snapshot, when that was,
-	// and the parts of a snapshot being applied
-	since    []int
-	lastSnap []time.Time
-	parts    []map[string]map[model.QueueID]Committed
+	n      int // queue count
 }
 
-func newOffsetStore(e *storage.Engine, m meta.Store, queues []model.QueueID, log *slog.Logger, now func() time.Time) *offsetStore {
-	s := &offsetStore{engine: e, meta: m, queues: queues, log: log, now: now,
-		groups: map[string]map[model.QueueID]Committed{},
-		since:  make([]int, len(queues)), lastSnap: make([]time.Time, len(queues)),
-		parts: make([]map[string]map[model.QueueID]Committed, len(queues))}
-	for i := range s.lastSnap {
-		s.lastSnap[i] = now()
-	}
-	s.applier = newQueueApplier(e, queues, s.applyRecord)
+func newOffsetStore(b *Broker, m meta.Store, queues []model.QueueID) *offsetStore {
+	s := &offsetStore{meta: m, log: b.log, groups: map[string]map[model.QueueID]Committed{}, n: len(queues)}
+	s.state = b.NewStateLog(offsetsSection, queues, s)
 	return s
 }
 
 // partition returns the index of a group's queue.
-func (s *offsetStore) partition(group string) int { return offsetsPartition(group, len(s.queues)) }
+func (s *offsetStore) partition(group string) int { return offsetsPartition(group, s.n) }
 
-// applyRecord applies one record of queue i (applier.mu held).
-func (s *offsetStore) applyRecord(i int, at model.QueueOffset, payload []byte) {
-	if len(payload) > 0 && payload[0] == opSnapshot {
-		last, groups, err := decodeSnapshotPart(payload)
-		if err != nil {
-			s.log.Error("skipping bad offsets snapshot part", "queue", s.queues[i], "offset", at, "err", err)
-			return
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.parts[i] == nil {
-			s.parts[i] = map[string]map[model.QueueID]Committed{}
-		}
-		for g, offs := range groups {
-			if s.partition(g) == i {
-				s.parts[i][g] = offs
-			}
-		}
-		if last {
-			for g := range s.groups {
-				if s.partition(g) == i {
-					delete(s.groups, g)
-				}
-			}
-			for g, offs := range s.parts[i] {
-				s.groups[g] = offs
-			}
-			s.parts[i], s.since[i], s.lastSnap[i] = nil, 0, s.now()
-		}
-		return
-	}
+// Apply implements StateMachine: one commit or deletion record.
+func (s *offsetStore) Apply(i int, at model.QueueOffset, payload []byte) {
 	op, group, commits, now, err := decodeOffsetRecord(payload)
 	if err != nil {
-		s.log.Error("skipping bad offset record", "queue", s.queues[i], "offset", at, "err", err)
+		s.log.Error("skipping bad offset record", "queue_index", i, "offset", at, "err", err)
 		return
 	}
 	if s.partition(group) != i {
@@ -115,8 +66,70 @@ func (s *offsetStore) applyRecord(i int, at model.QueueOffset, payload []byte) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.since[i]++
 	s.applyLocked(op, group, commits, now)
+}
+
+// Entries implements StateMachine: one entry per group of queue i
+// (group len u16 | group | group snapshot), by group name.
+func (s *offsetStore) Entries(i int) [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var names []string
+	for g := range s.groups {
+		if s.partition(g) == i {
+			names = append(names, g)
+		}
+	}
+	sort.Strings(names)
+	out := make([][]byte, len(names))
+	for j, g := range names {
+		b := binary.LittleEndian.AppendUint16(nil, uint16(len(g)))
+		out[j] = append(append(b, g...), encodeGroupSnapshot(s.groups[g])...)
+	}
+	return out
+}
+
+// Restore implements StateMachine.
+func (s *offsetStore) Restore(i int, entries [][]byte) error {
+	groups := make(map[string]map[model.QueueID]Committed, len(entries))
+	for _, e := range entries {
+		r := &msgReader{b: e}
+		name := string(r.take(r.u16()))
+		if r.err != nil {
+			return r.err
+		}
+		g, err := decodeGroupSnapshot(r.b)
+		if err != nil {
+			return err
+		}
+		groups[name] = g
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for g := range s.groups {
+		if s.partition(g) == i {
+			delete(s.groups, g)
+		}
+	}
+	for g, offs := range groups {
+		if s.partition(g) == i {
+			s.groups[g] = offs
+		}
+	}
+	return nil
+}
+
+// Len implements StateMachine.
+func (s *offsetStore) Len(i int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for g, offs := range s.groups {
+		if s.partition(g) == i {
+			n += len(offs)
+		}
+	}
+	return n
 }
 
 func (s *offsetStore) applyLocked(op byte, group string, commits []OffsetCommit, now int64) {
@@ -143,18 +156,11 @@ func (s *offsetStore) applyLocked(op byte, group string, commits []OffsetCommit,
 	}
 }
 
-// write appends one record to the group's queue and applies what is
-// visible (with the durability wait, the record itself).
+// write appends one record to the group's queue; it takes effect once
+// visible (with the durability wait, before write returns).
 func (s *offsetStore) write(ctx context.Context, op byte, group string, commits []OffsetCommit, now int64, opts storage.AppendOptions) error {
-	i := s.partition(group)
-	s.changeMu.RLock()
-	r := &storage.Record{Queue: s.queues[i], Format: model.FormatInternal, Count: 1, Payload: encodeOffsetRecord(op, group, commits, now)}
-	err := s.engine.AppendWith(ctx, []*storage.Record{r}, opts)
-	s.changeMu.RUnlock()
-	if err != nil || opts.NoWait || opts.Deferred {
-		return err // the applier's loop applies it once visible
-	}
-	return s.applier.catchUp(i)
+	r := &storage.Record{Format: model.FormatInternal, Count: 1, Payload: encodeOffsetRecord(op, group, commits, now)}
+	return s.state.Write(ctx, s.partition(group), []*storage.Record{r}, opts)
 }
 
 func (s *offsetStore) fetch(group string) map[model.QueueID]Committed {

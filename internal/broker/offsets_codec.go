@@ -15,12 +15,8 @@ import (
 //	epochs (4), delete offsets (3), delete group (2):
 //	  op | group len u16 | group | time i64 | n u32 |
 //	  n × { queue u32 | offset i64 | metadata len u16 | metadata | epoch i32 (op 4 only) }
-//	snapshot part (5):
-//	  op | last u8 | n u32 | n × { group len u16 | group | len u32 | group snapshot }
 //
-// A snapshot is one or more parts appended together, the last flagged: it
-// is the state of every group of its queue as of the part's offset, and
-// applying it replaces that state (so records below it may be trimmed).
+// Snapshots of a queue's groups are the StateLog's (statelog.go).
 const (
 	opCommit        = 1
 	opDeleteGroup   = 2
@@ -28,7 +24,6 @@ const (
 	// opCommitEpochs is opCommit whose commits carry their leader epoch;
 	// the only commit op written now.
 	opCommitEpochs = 4
-	opSnapshot     = 5
 )
 
 // offsetsPartitions is the number of consumer offsets queues. A group's
@@ -159,51 +154,4 @@ func decodeGroupSnapshot(b []byte) (map[model.QueueID]Committed, error) {
 		}
 	}
 	return g, r.err
-}
-
-// encodeSnapshotPart encodes one part of a queue's snapshot.
-func encodeSnapshotPart(last bool, groups []string, state map[string]map[model.QueueID]Committed) []byte {
-	le := binary.LittleEndian
-	b := []byte{opSnapshot, 0}
-	if last {
-		b[1] = 1
-	}
-	b = le.AppendUint32(b, uint32(len(groups)))
-	for _, g := range groups {
-		b = le.AppendUint16(b, uint16(len(g)))
-		b = append(b, g...)
-		gs := encodeGroupSnapshot(state[g])
-		b = le.AppendUint32(b, uint32(len(gs)))
-		b = append(b, gs...)
-	}
-	return b
-}
-
-// decodeSnapshotPart parses encodeSnapshotPart.
-func decodeSnapshotPart(b []byte) (last bool, groups map[string]map[model.QueueID]Committed, err error) {
-	r := &msgReader{b: b}
-	if v := r.take(2); v != nil {
-		if v[0] != opSnapshot {
-			return false, nil, fmt.Errorf("%w: snapshot part op %d", model.ErrCorruptRecord, v[0])
-		}
-		last = v[1] == 1
-	}
-	n := int(r.u32())
-	if n > len(b) {
-		return false, nil, fmt.Errorf("%w: %d groups in %d bytes", model.ErrCorruptRecord, n, len(b))
-	}
-	groups = make(map[string]map[model.QueueID]Committed, n)
-	for i := 0; i < n && r.err == nil; i++ {
-		name := string(r.take(r.u16()))
-		data := r.take(int(r.u32()))
-		if r.err != nil {
-			break
-		}
-		g, gerr := decodeGroupSnapshot(data)
-		if gerr != nil {
-			return false, nil, gerr
-		}
-		groups[name] = g
-	}
-	return last, groups, r.err
 }
