@@ -415,5 +415,14 @@ func (a *App) StateDump() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return a.broker.StateDump() + fmt.Sprintf("producers %x\n", producers), nil
+	var sb strings.Builder
+	sb.WriteString(a.broker.StateDump())
+	fmt.Fprintf(&sb, "producers %x\n", producers)
+	sb.WriteString(a.kafkaTxns.Dump())
+	if a.txns != nil {
+		for _, st := range a.txns.List(nil, nil) {
+			fmt.Fprintf(&sb, "transaction %+v\n", st)
+		}
+	}
+	return sb.String(), nil
 }

@@ -244,17 +244,10 @@ func (b *Broker) Close() error {
 	return nil
 }
 
-// internalTopic returns an internal topic with at least n queues, creating
-// or growing it (older versions made some with fewer).
+// internalTopic returns an internal topic kept forever (its own trims
+// free it) with at least n queues.
 func (b *Broker) internalTopic(ctx context.Context, name model.TopicName, n int) (*Topic, error) {
-	t, err := b.Topic(name)
-	if errors.Is(err, model.ErrUnknownTopic) {
-		return b.createTopic(ctx, name, n, TopicConfig{RetentionMs: -1}, true)
-	}
-	if err != nil || len(t.Queues) >= n {
-		return t, err
-	}
-	return b.growTopic(ctx, name, n, true)
+	return b.EnsureInternalTopic(ctx, name, n, TopicConfig{RetentionMs: -1})
 }
 
 // OffsetsTopic is the internal topic holding consumer offset commits (Kafka
@@ -374,14 +367,18 @@ func (b *Broker) MessageRecord(q model.QueueID, m *model.Message) *storage.Recor
 	return r
 }
 
-// EnsureInternalTopic returns an internal topic, creating it with n queues
-// and cfg when missing (for state kept in the log by other components).
+// EnsureInternalTopic returns an internal topic with at least n queues,
+// creating it with cfg or growing it (for state kept in the log by other
+// components).
 func (b *Broker) EnsureInternalTopic(ctx context.Context, name model.TopicName, n int, cfg TopicConfig) (*Topic, error) {
 	t, err := b.Topic(name)
 	if errors.Is(err, model.ErrUnknownTopic) {
-		t, err = b.createTopic(ctx, name, n, cfg, true)
+		return b.createTopic(ctx, name, n, cfg, true)
 	}
-	return t, err
+	if err != nil || len(t.Queues) >= n {
+		return t, err
+	}
+	return b.growTopic(ctx, name, n, true) // older versions made some with fewer
 }
 
 // messageRecord fills r with m in the neutral format, its keys and tag hash

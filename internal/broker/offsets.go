@@ -160,7 +160,7 @@ func (s *offsetStore) applyLocked(op byte, group string, commits []OffsetCommit,
 // visible (with the durability wait, before write returns).
 func (s *offsetStore) write(ctx context.Context, op byte, group string, commits []OffsetCommit, now int64, opts storage.AppendOptions) error {
 	r := &storage.Record{Format: model.FormatInternal, Count: 1, Payload: encodeOffsetRecord(op, group, commits, now)}
-	return s.state.Write(ctx, s.partition(group), []*storage.Record{r}, opts)
+	return s.state.Write(ctx, s.partition(group), []*storage.Record{r}, nil, opts)
 }
 
 func (s *offsetStore) fetch(group string) map[model.QueueID]Committed {

@@ -32,9 +32,12 @@ const (
 // coordinator with its replication group.
 const offsetsPartitions = 50
 
-// offsetsPartition is Kafka's coordinator partition for a group:
-// abs(Java String.hashCode(group)) mod the partition count.
-func offsetsPartition(group string, n int) int {
+// offsetsPartition is Kafka's coordinator partition for a group.
+func offsetsPartition(group string, n int) int { return KeyPartition(group, n) }
+
+// KeyPartition is Kafka's coordinator partition for a group or
+// transactional id: abs(Java String.hashCode(key)) mod the partition count.
+func KeyPartition(group string, n int) int {
 	var h int32
 	for _, u := range utf16.Encode([]rune(group)) {
 		h = 31*h + int32(u)

@@ -95,8 +95,6 @@ func (s *offsetStore) loadLegacy(ctx context.Context) (bool, error) {
 	if err := old.catchUp(0); err != nil {
 		return false, err
 	}
-	a.mu.Lock()
-	a.next[0] = old.next[0]
-	a.mu.Unlock()
+	s.state.SkipTo(0, old.next[0])
 	return true, nil
 }

@@ -156,11 +156,15 @@ func decodeEntries(b []byte) (last bool, entries [][]byte, err error) {
 }
 
 // Write appends records to queue i (their payloads are the state
-// machine's) and, unless opts asks for no wait, applies what is visible —
-// with the durability wait, the records themselves.
-func (l *StateLog) Write(ctx context.Context, i int, recs []*storage.Record, opts storage.AppendOptions) error {
+// machine's), then extra records of other queues in the same append, and,
+// unless opts asks for no wait, applies what is visible — with the
+// durability wait, the records themselves.
+func (l *StateLog) Write(ctx context.Context, i int, recs, extra []*storage.Record, opts storage.AppendOptions) error {
 	for _, r := range recs {
 		r.Queue = l.queues[i]
+	}
+	if len(extra) > 0 {
+		recs = append(append(make([]*storage.Record, 0, len(recs)+len(extra)), recs...), extra...)
 	}
 	l.changeMu.RLock()
 	err := l.engine.AppendWith(ctx, recs, opts)
@@ -339,4 +343,13 @@ func (l *StateLog) snapshotQueue(ctx context.Context, i int) error {
 		return err
 	}
 	return l.engine.SetStartOffset(q, recs[0].BaseOffset)
+}
+
+// SkipTo makes queue i's application start at next at the earliest: the
+// records below were applied another way (a migration from an older
+// layout).
+func (l *StateLog) SkipTo(i int, next model.QueueOffset) {
+	l.applier.mu.Lock()
+	defer l.applier.mu.Unlock()
+	l.applier.next[i] = max(l.applier.next[i], next)
 }

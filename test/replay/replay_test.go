@@ -78,6 +78,39 @@ func TestReplayEquivalence(t *testing.T) {
 	}
 	c.Close()
 
+	// Kafka transactions: one committed, one aborted, one left open.
+	for i, end := range []kgo.TransactionEndTry{kgo.TryCommit, kgo.TryAbort} {
+		tx, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.TransactionalID(fmt.Sprint("replay-tx-", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 20 {
+			tx.Produce(ctx, &kgo.Record{Topic: "trimmed", Value: []byte(fmt.Sprint("tx", i, "-", j))}, nil)
+		}
+		if err := tx.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.EndTransaction(ctx, end); err != nil {
+			t.Fatal(err)
+		}
+		tx.Close()
+	}
+	open, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.TransactionalID("replay-tx-open"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	if err := open.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	open.Produce(ctx, &kgo.Record{Topic: "trimmed", Partition: 1, Value: []byte("pending")}, nil)
+	if err := open.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
 	// Timer messages: some delivered before the dump, some pending far ahead.
 	b := n.App.Broker()
 	orders, err := model.ParseTopicName("orders")
@@ -108,7 +141,8 @@ func TestReplayEquivalence(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.Stop(t)
-	for _, must := range []string{"offset replay-g public/default/orders/", "queue public/default/trimmed/0 start=100 ", "timers from=0 entries=6"} {
+	for _, must := range []string{"offset replay-g public/default/orders/", "queue public/default/trimmed/0 start=100 ", "timers from=0 entries=6",
+		"transaction {ID:replay-tx-0", "txn-open ", "txn-aborted "} {
 		if !strings.Contains(want, must) {
 			t.Fatalf("the origin's dump lacks %q:\n%s", must, want)
 		}

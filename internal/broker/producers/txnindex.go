@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
@@ -342,4 +343,32 @@ func decodeTxnSnapshot(data []byte) (map[model.QueueID]*queueTxns, error) {
 		return nil, bad("trailing bytes")
 	}
 	return out, nil
+}
+
+// Dump renders the index in a stable text form (replay-equivalence tests):
+// per queue, the open transactions by producer and the aborted ranges.
+func (x *TxnIndex) Dump() string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	ids := make([]model.QueueID, 0, len(x.queues))
+	for q := range x.queues {
+		ids = append(ids, q)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	var sb strings.Builder
+	for _, q := range ids {
+		t := x.queues[q]
+		pids := make([]int64, 0, len(t.open))
+		for pid := range t.open {
+			pids = append(pids, pid)
+		}
+		sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
+		for _, pid := range pids {
+			fmt.Fprintf(&sb, "txn-open queue=%d pid=%d first=%d\n", q, pid, t.open[pid])
+		}
+		for _, a := range t.aborted {
+			fmt.Fprintf(&sb, "txn-aborted queue=%d %+v\n", q, a)
+		}
+	}
+	return sb.String()
 }

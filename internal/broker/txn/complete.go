@@ -27,14 +27,15 @@ func markerRecord(q model.QueueID, pid int64, epoch int16, commit bool, now int6
 // end moves an open transaction to prepared — the prepare record and every
 // marker (at markerEpoch) in one append — and completes it; t.mu is held.
 func (c *Coordinator) end(ctx context.Context, t *txn, commit bool, markerEpoch int16) error {
-	next := t.st
+	cur := c.status(t)
+	next := cur
 	next.State = StatePrepareAbort
 	if commit {
 		next.State = StatePrepareCommit
 	}
 	next.Epoch = markerEpoch
-	if markerEpoch != t.st.Epoch {
-		next.LastEpoch = t.st.Epoch
+	if markerEpoch != cur.Epoch {
+		next.LastEpoch = cur.Epoch
 	}
 	markers := c.markers(&next, commit)
 	if err := c.persist(ctx, t, next, markers); err != nil {
@@ -69,21 +70,22 @@ func (c *Coordinator) markersWritten(st *Status, markers []*storage.Record, comm
 // complete writes the markers of a prepared transaction again (after a
 // restart or a failure half-way) and finishes it; t.mu is held.
 func (c *Coordinator) complete(ctx context.Context, t *txn) error {
-	commit := t.st.State == StatePrepareCommit
-	markers := c.markers(&t.st, commit)
+	st := c.status(t)
+	commit := st.State == StatePrepareCommit
+	markers := c.markers(&st, commit)
 	if len(markers) > 0 {
 		if err := c.engine.Append(ctx, markers); err != nil {
 			return err
 		}
 	}
-	c.markersWritten(&t.st, markers, commit)
+	c.markersWritten(&st, markers, commit)
 	return c.finish(ctx, t)
 }
 
 // finish commits a prepared transaction's offsets (when it commits) and
 // records it complete; t.mu is held.
 func (c *Coordinator) finish(ctx context.Context, t *txn) error {
-	st := t.st
+	st := c.status(t)
 	commit := st.State == StatePrepareCommit
 	if commit && len(st.Offsets) > 0 {
 		type groupTopic struct {
@@ -114,19 +116,15 @@ func (c *Coordinator) finish(ctx context.Context, t *txn) error {
 		next.State = StateCompleteCommit
 	}
 	next.Partitions, next.Groups, next.Offsets, next.StartMs = nil, nil, nil, -1
-	// Not waited for: the prepare record is durable, so a crash that loses
-	// this one completes the transaction again on restart, and the next
-	// change of this id (durable before it is answered) makes it durable
-	// first, being later in the log.
-	return c.persistWith(ctx, t, next, nil, storage.AppendOptions{NoWait: true})
+	return c.persist(ctx, t, next, nil)
 }
 
-// run aborts timed-out transactions, retries unfinished ends, forgets idle
-// ids and snapshots the state, until ctx ends.
+// run aborts timed-out transactions, retries unfinished ends and forgets
+// idle ids, until ctx ends: the coordinator's own decisions, taken on the
+// broker's clock, whose effects are state records like any other.
 func (c *Coordinator) run(ctx context.Context) {
 	tick := time.NewTicker(c.opts.AbortInterval)
 	defer tick.Stop()
-	lastSnap := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -134,12 +132,6 @@ func (c *Coordinator) run(ctx context.Context) {
 		case <-tick.C:
 		}
 		c.sweep(ctx)
-		if time.Since(lastSnap) >= c.opts.SnapshotInterval {
-			if err := c.snapshot(ctx); err != nil && ctx.Err() == nil {
-				c.log.Warn("transaction state snapshot failed", "err", err)
-			}
-			lastSnap = time.Now()
-		}
 	}
 }
 
@@ -159,7 +151,7 @@ func (c *Coordinator) sweep(ctx context.Context) {
 		if !t.mu.TryLock() {
 			continue // busy: next time
 		}
-		st := t.st
+		st := c.status(t)
 		var err error
 		switch {
 		case st.State == StateOngoing && now > st.StartMs+int64(st.TimeoutMs):
@@ -195,12 +187,13 @@ func (c *Coordinator) recover(ctx context.Context) error {
 	for _, t := range all {
 		t.mu.Lock()
 		var err error
-		if t.st.State == StatePrepareCommit || t.st.State == StatePrepareAbort {
+		st := c.status(t)
+		if st.State == StatePrepareCommit || st.State == StatePrepareAbort {
 			err = c.complete(ctx, t)
 		}
 		t.mu.Unlock()
 		if err != nil {
-			return fmt.Errorf("complete transaction %s: %w", t.st.ID, err)
+			return fmt.Errorf("complete transaction %s: %w", st.ID, err)
 		}
 	}
 	var hanging []*storage.Record
@@ -238,7 +231,7 @@ func (c *Coordinator) Describe(id string) (Status, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.st, nil
+	return c.status(t), nil
 }
 
 // List returns every known transactional id's state, filtered by states and
@@ -252,9 +245,7 @@ func (c *Coordinator) List(states []State, pids []int64) []Status {
 	c.mu.RUnlock()
 	var out []Status
 	for _, t := range all {
-		t.mu.Lock()
-		st := t.st
-		t.mu.Unlock()
+		st := c.status(t)
 		if st.PID < 0 || (len(states) > 0 && !slices.Contains(states, st.State)) || (len(pids) > 0 && !slices.Contains(pids, st.PID)) {
 			continue
 		}

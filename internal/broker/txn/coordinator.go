@@ -3,10 +3,12 @@
 // open transaction, its pending offset commits, and the two-phase end that
 // writes commit or abort markers to every partition.
 //
-// Every state change is a record in the internal queue __transaction_state
-// (the whole state of one transactional id, the newest record wins), so it
-// shares the log's group commit; a periodic snapshot in the metadata store
-// lets old records go, and a restart replays the queue from the snapshot on.
+// Every state change is a record in the internal queues __transaction_state
+// (the whole state of one transactional id, the newest record wins; an id's
+// records go to the queue of Kafka's hash placement), so it shares the log's
+// group commit, and the state is what applying those queues gives, once the
+// records are visible (broker.StateLog: snapshot records in the queues let
+// old records go, a checkpoint section shortens restarts).
 // Ending a transaction writes the prepare record and every marker in one
 // append (the prepare record first: a recovered log never has a marker
 // without it), then commits the pending offsets, then the complete record;
@@ -118,7 +120,8 @@ type Options struct {
 	// IDExpiration forgets a transactional id idle this long
 	// (transactional.id.expiration.ms, 7 days).
 	IDExpiration time.Duration
-	// SnapshotInterval spaces snapshots of the state (30 s).
+	// SnapshotInterval is how often the state queues are checked for a
+	// snapshot record (30 s).
 	SnapshotInterval time.Duration
 	Logger           *slog.Logger
 	Now              func() time.Time
@@ -126,7 +129,7 @@ type Options struct {
 
 type txn struct {
 	mu sync.Mutex // held across an operation on the id
-	st Status
+	st Status     // written by the applier under Coordinator.mu; read with status
 }
 
 // active is what the produce path checks of an open transaction.
@@ -143,16 +146,15 @@ type Coordinator struct {
 	index  *producers.TxnIndex
 	opts   Options
 	log    *slog.Logger
-	queue  model.QueueID
 
-	changeMu sync.RWMutex // shared from append to apply, exclusive for a snapshot
+	state      *broker.StateLog
+	partitions int
 
 	mu      sync.RWMutex
 	txns    map[string]*txn
 	active  map[int64]*active                // producer id → open transaction
 	epochs  map[int64]int16                  // producer id → current epoch
 	pending map[string]map[model.QueueID]int // group → queue → transactions with a pending offset
-	dirty   map[string]bool
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -184,13 +186,14 @@ func New(ctx context.Context, b *broker.Broker, ids *producers.Manager, index *p
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	t, err := b.EnsureInternalTopic(ctx, StateTopic, 1, broker.TopicConfig{})
+	t, err := b.EnsureInternalTopic(ctx, StateTopic, statePartitions, broker.TopicConfig{})
 	if err != nil {
 		return nil, err
 	}
 	c := &Coordinator{b: b, engine: b.Engine(), ids: ids, index: index, opts: opts, log: opts.Logger.With("component", "txn-coordinator"),
-		queue: t.Queues[0], txns: map[string]*txn{}, active: map[int64]*active{}, epochs: map[int64]int16{},
-		pending: map[string]map[model.QueueID]int{}, dirty: map[string]bool{}}
+		txns: map[string]*txn{}, active: map[int64]*active{}, epochs: map[int64]int16{},
+		pending: map[string]map[model.QueueID]int{}, partitions: len(t.Queues)}
+	c.state = b.NewStateLog(stateSection, t.Queues, c)
 	if err := c.load(ctx); err != nil {
 		return nil, err
 	}
@@ -199,19 +202,31 @@ func New(ctx context.Context, b *broker.Broker, ids *producers.Manager, index *p
 	}
 	bctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go func() {
 		defer c.wg.Done()
 		c.run(bctx)
 	}()
+	go func() {
+		defer c.wg.Done()
+		c.state.Run(bctx, opts.SnapshotInterval)
+	}()
 	return c, nil
 }
 
-// Close stops the background loop and writes a last snapshot.
+// Close stops the background loops (the engine's last checkpoint holds
+// the state).
 func (c *Coordinator) Close() error {
 	c.cancel()
 	c.wg.Wait()
-	return c.snapshot(context.Background())
+	return nil
+}
+
+// status returns t's state.
+func (c *Coordinator) status(t *txn) Status {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return t.st
 }
 
 func (c *Coordinator) now() int64 { return c.opts.Now().UnixMilli() }
@@ -234,7 +249,7 @@ func (c *Coordinator) lockedFor(id string, pid int64, epoch int16) (*txn, Status
 	if err != nil {
 		return nil, Status{}, err
 	}
-	st := t.st
+	st := c.status(t)
 	if err := checkProducer(&st, pid, epoch); err != nil {
 		t.mu.Unlock()
 		return nil, st, err
@@ -262,39 +277,19 @@ func (c *Coordinator) get(id string) *txn {
 }
 
 // persist writes a new state for t (with extra records in the same
-// append, after it) and applies it; t.mu is held.
+// append, after it); t.mu is held. It returns once the state is durable
+// and applied, as Kafka answers once its transaction log write is
+// replicated.
 func (c *Coordinator) persist(ctx context.Context, t *txn, next Status, extra []*storage.Record) error {
-	return c.persistWith(ctx, t, next, extra, storage.AppendOptions{})
-}
-
-// noWait appends a change without waiting for durability. Changes within
-// an open transaction use it: a later durable append — the producer's
-// records, or the end's prepare record — makes them durable first, being
-// earlier in the log, and one lost with no later durable append leaves
-// nothing that depended on it (a produce to a partition the coordinator
-// does not know is refused).
-var noWait = storage.AppendOptions{NoWait: true}
-
-// persistWith is persist with append options.
-func (c *Coordinator) persistWith(ctx context.Context, t *txn, next Status, extra []*storage.Record, opts storage.AppendOptions) error {
-	c.changeMu.RLock()
-	defer c.changeMu.RUnlock()
 	next.UpdateMs = c.now()
-	rec := c.b.MessageRecord(c.queue, &model.Message{Key: []byte(next.ID), Body: encodeStatus(&next)})
-	if err := c.engine.AppendWith(ctx, append([]*storage.Record{rec}, extra...), opts); err != nil {
-		return err
-	}
-	c.apply(t, next)
-	return nil
+	return c.state.Write(ctx, c.partition(next.ID), []*storage.Record{c.stateRecord(&next)}, extra, storage.AppendOptions{})
 }
 
-// apply installs a new state and keeps the lookup maps in step.
-func (c *Coordinator) apply(t *txn, next Status) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// applyLocked installs a new state and keeps the lookup maps in step
+// (c.mu held).
+func (c *Coordinator) applyLocked(t *txn, next Status) {
 	old := t.st
 	t.st = next
-	c.dirty[next.ID] = true
 	if a := c.active[old.PID]; a != nil && old.State == StateOngoing {
 		delete(c.active, old.PID)
 	}
@@ -381,7 +376,7 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeout tim
 	t := c.get(id)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st := t.st
+	st := c.status(t)
 	if st.PID < 0 {
 		pid, err := c.ids.NewProducerID(ctx)
 		if err != nil {
@@ -409,7 +404,7 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeout tim
 		}
 		c.log.Info("open transaction aborted: a new producer took the transactional id", "transactional_id", id, "pid", st.PID)
 	}
-	st = t.st
+	st = c.status(t)
 	next := st
 	next.TimeoutMs = int32(timeout.Milliseconds())
 	next.State = StateEmpty
@@ -432,7 +427,7 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeout tim
 // begin validates a request of an open-or-opening transaction and returns
 // the state to build on: t.mu is held.
 func (c *Coordinator) begin(t *txn, pid int64, epoch int16) (Status, error) {
-	st := t.st
+	st := c.status(t)
 	if err := checkProducer(&st, pid, epoch); err != nil {
 		return st, err
 	}
@@ -467,10 +462,10 @@ func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, e
 			added = true
 		}
 	}
-	if !added && t.st.State == StateOngoing {
+	if !added && c.status(t).State == StateOngoing {
 		return nil
 	}
-	return c.persistWith(ctx, t, next, nil, noWait)
+	return c.persist(ctx, t, next, nil)
 }
 
 // AddOffsets adds a consumer group to the producer's transaction.
@@ -484,11 +479,11 @@ func (c *Coordinator) AddOffsets(ctx context.Context, id string, pid int64, epoc
 	if err != nil {
 		return err
 	}
-	if slices.Contains(next.Groups, group) && t.st.State == StateOngoing {
+	if slices.Contains(next.Groups, group) && c.status(t).State == StateOngoing {
 		return nil
 	}
 	next.Groups = append(slices.Clone(next.Groups), group)
-	return c.persistWith(ctx, t, next, nil, noWait)
+	return c.persist(ctx, t, next, nil)
 }
 
 // CommitOffsets records offsets of group inside the producer's transaction;
@@ -513,7 +508,7 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, id, group string, pid i
 			next.Offsets = append(next.Offsets, o)
 		}
 	}
-	return c.persistWith(ctx, t, next, nil, noWait)
+	return c.persist(ctx, t, next, nil)
 }
 
 // EndTxn commits or aborts the producer's transaction. A retry of an end

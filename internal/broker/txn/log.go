@@ -1,24 +1,37 @@
 package txn
 
-// The coordinator's durable state: records in the state queue and
-// snapshots in the metadata store.
+// The coordinator's durable state: a StateMachine over the state queues,
+// kept by a broker.StateLog (records applied once visible, snapshot records
+// in the queues, a checkpoint section).
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
 )
 
+// stateSection names the coordinator's checkpoint section.
+const stateSection = "broker.kafka-transactions"
+
+// statePartitions is the number of state queues (Kafka's
+// __transaction_state has 50 partitions); an id's records go to the queue
+// broker.KeyPartition picks, so coordinators can spread over nodes.
+const statePartitions = 50
+
+// Keys of the snapshots older versions kept in the metadata store, read
+// once to migrate them into the log.
 const (
-	snapshotPrefix = "txn/ids/"
-	appliedKey     = "txn/applied"
+	legacySnapshotPrefix = "txn/ids/"
+	legacyAppliedKey     = "txn/applied"
 )
 
 func encodeStatus(st *Status) []byte {
@@ -38,21 +51,158 @@ func decodeStatus(b []byte) (Status, error) {
 	return st, nil
 }
 
-// load restores the snapshot and replays the state queue after it.
-func (c *Coordinator) load(ctx context.Context) error {
-	var applied model.QueueOffset
-	if kv, err := c.b.Meta().Get(ctx, appliedKey); err == nil {
-		n, err := strconv.ParseInt(string(kv.Value), 10, 64)
-		if err != nil {
-			return fmt.Errorf("transaction snapshot position: %w", err)
-		}
-		applied = model.QueueOffset(n)
-	} else if !errors.Is(err, meta.ErrNotFound) {
-		return err
+// partition returns the index of an id's state queue.
+func (c *Coordinator) partition(id string) int { return broker.KeyPartition(id, c.partitions) }
+
+// stateRecord is the record of an id's new state.
+func (c *Coordinator) stateRecord(st *Status) *storage.Record {
+	return c.b.MessageRecord(0, &model.Message{Key: []byte(st.ID), Body: encodeStatus(st)})
+}
+
+// decodeStateRecord reads a state record's status.
+func decodeStateRecord(payload []byte) (Status, error) {
+	m, err := broker.DecodeMessage(payload)
+	if err != nil {
+		return Status{}, err
 	}
-	kvs, err := c.b.Meta().List(ctx, snapshotPrefix)
+	return decodeStatus(m.Body)
+}
+
+// Apply implements broker.StateMachine: an id's new state.
+func (c *Coordinator) Apply(i int, at model.QueueOffset, payload []byte) {
+	st, err := decodeStateRecord(payload)
+	if err != nil {
+		c.log.Error("corrupt transaction state record skipped", "queue_index", i, "offset", at, "err", err)
+		return
+	}
+	if c.partition(st.ID) != i {
+		return // written by a version that kept every id in one queue (migrated)
+	}
+	c.install(st)
+}
+
+// Entries implements broker.StateMachine: the states of queue i's ids, by
+// id.
+func (c *Coordinator) Entries(i int) [][]byte {
+	c.mu.RLock()
+	sts := make([]Status, 0, len(c.txns))
+	for id, t := range c.txns {
+		if c.partition(id) == i && t.st.PID >= 0 { // (not a placeholder of an id being initialised)
+			sts = append(sts, t.st)
+		}
+	}
+	c.mu.RUnlock()
+	sort.Slice(sts, func(a, b int) bool { return sts[a].ID < sts[b].ID })
+	out := make([][]byte, len(sts))
+	for j := range sts {
+		out[j] = encodeStatus(&sts[j])
+	}
+	return out
+}
+
+// Restore implements broker.StateMachine. Ids kept keep their txn objects
+// (an operation may hold one across a snapshot).
+func (c *Coordinator) Restore(i int, entries [][]byte) error {
+	keep := make(map[string]Status, len(entries))
+	for _, e := range entries {
+		st, err := decodeStatus(e)
+		if err != nil {
+			return err
+		}
+		keep[st.ID] = st
+	}
+	c.mu.RLock()
+	var gone []string
+	for id, t := range c.txns {
+		if _, ok := keep[id]; !ok && c.partition(id) == i && t.st.PID >= 0 {
+			gone = append(gone, id)
+		}
+	}
+	c.mu.RUnlock()
+	for _, id := range gone {
+		c.install(Status{ID: id, PID: -1, Deleted: true})
+	}
+	for _, st := range keep {
+		if c.partition(st.ID) == i {
+			c.install(st)
+		}
+	}
+	return nil
+}
+
+// Len implements broker.StateMachine.
+func (c *Coordinator) Len(i int) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	n := 0
+	for id, t := range c.txns {
+		if c.partition(id) == i && t.st.PID >= 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// install applies an id's new state.
+func (c *Coordinator) install(st Status) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.txns[st.ID]
+	if t == nil {
+		if st.Deleted {
+			return
+		}
+		t = &txn{st: Status{ID: st.ID, PID: -1, LastEpoch: -1, StartMs: -1}}
+		c.txns[st.ID] = t
+	}
+	c.applyLocked(t, st)
+}
+
+// load restores the state: from the checkpoint's section and the records
+// after it, or from the queues alone; a snapshot older versions left in
+// the metadata store is migrated into the queues.
+func (c *Coordinator) load(ctx context.Context) error {
+	migrated, err := c.loadLegacy(ctx)
 	if err != nil {
 		return err
+	}
+	if _, err := c.state.Load(); err != nil {
+		return err
+	}
+	if !migrated {
+		return nil
+	}
+	if err := c.state.SnapshotAll(ctx, true); err != nil {
+		return fmt.Errorf("migrate transaction snapshot: %w", err)
+	}
+	ops := []meta.Op{{Key: legacyAppliedKey, Delete: true}}
+	if kvs, err := c.b.Meta().List(ctx, legacySnapshotPrefix); err == nil {
+		for _, kv := range kvs {
+			ops = append(ops, meta.Op{Key: kv.Key, Delete: true})
+		}
+	}
+	_, err = c.b.Meta().Txn(ctx, nil, ops)
+	return err
+}
+
+// loadLegacy reads the snapshot older versions kept in the metadata store,
+// with the records of their single queue (queue 0) after it, as the state
+// the queues are then applied on (false when there is none).
+func (c *Coordinator) loadLegacy(ctx context.Context) (bool, error) {
+	kv, err := c.b.Meta().Get(ctx, legacyAppliedKey)
+	if errors.Is(err, meta.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	applied, err := strconv.ParseInt(string(kv.Value), 10, 64)
+	if err != nil {
+		return false, fmt.Errorf("transaction snapshot position: %w", err)
+	}
+	kvs, err := c.b.Meta().List(ctx, legacySnapshotPrefix)
+	if err != nil {
+		return false, err
 	}
 	for _, kv := range kvs {
 		st, err := decodeStatus(kv.Value)
@@ -62,77 +212,19 @@ func (c *Coordinator) load(ctx context.Context) error {
 		}
 		c.install(st)
 	}
-	n := 0
-	err = c.b.ScanQueue(c.queue, applied, func(r *storage.StoredRecord, m *model.Message) {
-		st, err := decodeStatus(m.Body)
-		if err != nil {
-			c.log.Error("corrupt transaction state record skipped", "offset", r.BaseOffset, "err", err)
-			return
+	q0 := c.state.Queues()[0]
+	next := model.QueueOffset(applied)
+	err = c.b.ScanQueue(q0, next, func(r *storage.StoredRecord, m *model.Message) {
+		if st, err := decodeStatus(m.Body); err == nil {
+			c.install(st)
 		}
-		c.install(st)
-		n++
+		next = r.BaseOffset + model.QueueOffset(r.Count)
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
-	c.mu.Lock()
-	c.dirty = map[string]bool{}
-	if n > 0 {
-		for id := range c.txns {
-			c.dirty[id] = true
-		}
-	}
-	c.mu.Unlock()
-	return nil
-}
-
-// install applies a loaded state.
-func (c *Coordinator) install(st Status) {
-	c.mu.Lock()
-	t := c.txns[st.ID]
-	if t == nil {
-		t = &txn{st: Status{ID: st.ID, PID: -1, LastEpoch: -1, StartMs: -1}}
-		c.txns[st.ID] = t
-	}
-	c.mu.Unlock()
-	c.apply(t, st)
-	if st.Deleted {
-		c.mu.Lock()
-		c.dirty[st.ID] = true
-		c.mu.Unlock()
-	}
-}
-
-// snapshot writes the states changed since the last one and lets the state
-// queue drop the records before it.
-func (c *Coordinator) snapshot(ctx context.Context) error {
-	c.changeMu.Lock()
-	_, hw, _, err := c.engine.Offsets(c.queue)
-	if err != nil {
-		c.changeMu.Unlock()
-		return err
-	}
-	c.mu.Lock()
-	ops := make([]meta.Op, 0, len(c.dirty)+1)
-	for id := range c.dirty {
-		key := snapshotPrefix + id
-		if t, ok := c.txns[id]; ok {
-			ops = append(ops, meta.Op{Key: key, Value: encodeStatus(&t.st)})
-		} else {
-			ops = append(ops, meta.Op{Key: key, Delete: true})
-		}
-	}
-	c.dirty = map[string]bool{}
-	c.mu.Unlock()
-	c.changeMu.Unlock()
-	if len(ops) == 0 {
-		return nil
-	}
-	ops = append(ops, meta.Op{Key: appliedKey, Value: []byte(strconv.FormatInt(int64(hw), 10))})
-	if _, err := c.b.Meta().Txn(ctx, nil, ops); err != nil {
-		return err
-	}
-	return c.engine.SetStartOffset(c.queue, hw)
+	c.state.SkipTo(0, next)
+	return true, nil
 }
 
 // validID says whether a transactional id can be a metadata key suffix.
