@@ -202,6 +202,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 // Broker returns the broker core.
 func (a *App) Broker() *broker.Broker { return a.broker }
 
+// Pop is the node's POP engine.
+func (a *App) Pop() *pop.Engine { return a.pop }
+
 // Addr returns the bound address of a listener ("http", "kafka", …) once Run
 // has opened it, or "".
 func (a *App) Addr(name string) string {
@@ -419,6 +422,7 @@ func (a *App) StateDump() (string, error) {
 	sb.WriteString(a.broker.StateDump())
 	fmt.Fprintf(&sb, "producers %x\n", producers)
 	sb.WriteString(a.kafkaTxns.Dump())
+	sb.WriteString(a.pop.Dump())
 	if a.txns != nil {
 		for _, st := range a.txns.List(nil, nil) {
 			fmt.Fprintf(&sb, "transaction %+v\n", st)

@@ -52,6 +52,10 @@ type StateLog struct {
 	log     *slog.Logger
 	now     func() time.Time
 	applier *queueApplier
+	// atWrite: writers apply their records themselves as they append them
+	// (state the next request needs before the record is durable, such as
+	// POP leases); the applier applies records only on Load.
+	atWrite bool
 
 	// changeMu is held shared by writers from append until the append
 	// returns, exclusively by a snapshot, so nothing lands between the
@@ -90,6 +94,39 @@ func (b *Broker) NewStateLog(name string, queues []model.QueueID, sm StateMachin
 
 // Queues returns the state's queues.
 func (l *StateLog) Queues() []model.QueueID { return l.queues }
+
+// ApplyAtWrite makes writers apply their own records (WriteApplied) as
+// they append them, in each queue's order for what they touch, instead of
+// once the records are visible; replay after a restart applies them from
+// the log as usual. It is for state the next request depends on before the
+// record is durable, which is then rolled back with the log (a crash loses
+// both).
+func (l *StateLog) ApplyAtWrite() { l.atWrite = true }
+
+// Shared holds off snapshots and checkpoints until the returned function
+// is called: writers in ApplyAtWrite mode hold it across reading the state,
+// WriteApplied and applying, taking it before any lock of their own (a
+// snapshot takes it exclusively, then reads the state under those locks).
+func (l *StateLog) Shared() (release func()) {
+	l.changeMu.RLock()
+	return l.changeMu.RUnlock
+}
+
+// WriteApplied appends records to queue i and calls apply, which applies
+// them to the state machine (ApplyAtWrite mode; the caller holds Shared).
+func (l *StateLog) WriteApplied(ctx context.Context, i int, recs []*storage.Record, opts storage.AppendOptions, apply func()) error {
+	for _, r := range recs {
+		r.Queue = l.queues[i]
+	}
+	if err := l.engine.AppendWith(ctx, recs, opts); err != nil {
+		return err
+	}
+	apply()
+	l.mu.Lock()
+	l.since[i] += len(recs)
+	l.mu.Unlock()
+	return nil
+}
 
 func (l *StateLog) apply(i int, at model.QueueOffset, payload []byte) {
 	if len(payload) == 0 || payload[0] != snapshotPartMark {
@@ -189,12 +226,15 @@ func (l *StateLog) Load() (restored bool, err error) {
 	return restored, nil
 }
 
-// Run applies records as they become visible and snapshots queues on
-// cadence every interval, until ctx ends.
+// Run applies records as they become visible (unless writers apply them)
+// and snapshots queues on cadence every interval, until ctx ends.
 func (l *StateLog) Run(ctx context.Context, interval time.Duration) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		if l.atWrite {
+			return
+		}
 		if err := l.applier.run(ctx); err != nil {
 			l.log.Error("applier stopped", "err", err)
 		}
@@ -261,11 +301,27 @@ func (l *StateLog) restoreSection() bool {
 // capture is the checkpoint section: the state exactly as of the applied
 // offsets.
 func (l *StateLog) capture() ([]byte, error) {
-	l.applier.mu.Lock()
-	defer l.applier.mu.Unlock()
+	next := l.applier.next
+	if l.atWrite {
+		// Writers apply as they append: with none appending, the state
+		// reflects every record written.
+		l.changeMu.Lock()
+		defer l.changeMu.Unlock()
+		next = make([]model.QueueOffset, len(l.queues))
+		for i, q := range l.queues {
+			_, _, end, err := l.engine.Offsets(q)
+			if err != nil {
+				return nil, err
+			}
+			next[i] = end
+		}
+	} else {
+		l.applier.mu.Lock()
+		defer l.applier.mu.Unlock()
+	}
 	le := binary.LittleEndian
 	b := le.AppendUint32(nil, uint32(len(l.queues)))
-	for _, n := range l.applier.next {
+	for _, n := range next {
 		b = le.AppendUint64(b, uint64(n))
 	}
 	for i := range l.queues {
@@ -302,8 +358,9 @@ func (l *StateLog) snapshotQueue(ctx context.Context, i int) error {
 	q := l.queues[i]
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
-	// No writer is appending: apply every record already written.
-	for {
+	// No writer is appending: apply every record already written (writers
+	// that apply their own records already did).
+	for !l.atWrite {
 		_, _, end, err := l.engine.Offsets(q)
 		if err != nil {
 			return err
@@ -339,7 +396,11 @@ func (l *StateLog) snapshotQueue(ctx context.Context, i int) error {
 	if err := l.engine.AppendWith(ctx, recs, storage.AppendOptions{}); err != nil {
 		return err
 	}
-	if err := l.applier.catchUp(i); err != nil {
+	if l.atWrite {
+		l.mu.Lock()
+		l.since[i], l.lastSnap[i] = 0, l.now()
+		l.mu.Unlock()
+	} else if err := l.applier.catchUp(i); err != nil {
 		return err
 	}
 	return l.engine.SetStartOffset(q, recs[0].BaseOffset)

@@ -111,6 +111,47 @@ func TestReplayEquivalence(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// POP: a group receives, acknowledges, changes a deadline; another
+	// starts from the offset its group had committed, which moves later
+	// (a replay must start it where it started, not at the new commit).
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "popped"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "popped", Value: []byte(fmt.Sprint("p", i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit := func(group string, at int64) {
+		var offs kadm.Offsets
+		offs.Add(kadm.Offset{Topic: "popped", Partition: 0, At: at, LeaderEpoch: -1})
+		if _, err := adm.CommitOffsets(ctx, group, offs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit("pop-late", 3)
+	p := n.App.Pop()
+	popped, err := n.App.Broker().Topic(model.TopicName{Tenant: "public", Namespace: "default", Topic: "popped"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.ReceiveLive(ctx, "pop-g", popped.Queues, 5, time.Hour, false, nil)
+	if err != nil || len(got) != 5 {
+		t.Fatalf("pop receive: %d %v", len(got), err)
+	}
+	for _, d := range got[:2] {
+		if err := p.Ack(ctx, "pop-g", d.Handle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.ChangeInvisible(ctx, "pop-g", got[2].Handle, 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if late, err := p.ReceiveLive(ctx, "pop-late", popped.Queues, 2, time.Hour, false, nil); err != nil || len(late) != 2 || late[0].Offset != 3 {
+		t.Fatalf("pop from the committed offset: %+v %v", late, err)
+	}
+	commit("pop-late", 8)
+
 	// Timer messages: some delivered before the dump, some pending far ahead.
 	b := n.App.Broker()
 	orders, err := model.ParseTopicName("orders")
@@ -142,7 +183,7 @@ func TestReplayEquivalence(t *testing.T) {
 	}
 	n.Stop(t)
 	for _, must := range []string{"offset replay-g public/default/orders/", "queue public/default/trimmed/0 start=100 ", "timers from=0 entries=6",
-		"transaction {ID:replay-tx-0", "txn-open ", "txn-aborted "} {
+		"transaction {ID:replay-tx-0", "txn-open ", "txn-aborted ", "pop pop-g/", "pop pop-late/"} {
 		if !strings.Contains(want, must) {
 			t.Fatalf("the origin's dump lacks %q:\n%s", must, want)
 		}

@@ -92,7 +92,7 @@ type Engine struct {
 	b    *broker.Broker
 	opts Options
 	log  *slog.Logger
-	st   *store
+	slog *broker.StateLog
 
 	mu     sync.Mutex
 	states map[key]*state
@@ -110,6 +110,13 @@ func (e *Engine) now() int64 { return e.opts.Now().UnixMilli() }
 
 // state returns the (group, queue) state, loading its start on first use.
 func (e *Engine) state(group string, q model.QueueID) (*state, error) {
+	return e.stateFrom(group, q, -1)
+}
+
+// stateFrom is state for a replayed receive: a state first met starts at
+// base, where it started when the record was written (base -1: the
+// group's committed offset or the queue's start, as at run time).
+func (e *Engine) stateFrom(group string, q model.QueueID, base model.QueueOffset) (*state, error) {
 	e.mu.Lock()
 	s := e.states[key{group, q}]
 	if s == nil {
@@ -119,10 +126,13 @@ func (e *Engine) state(group string, q model.QueueID) (*state, error) {
 	e.mu.Unlock()
 	s.mu.Lock()
 	if !s.loaded {
-		start, err := e.startOffset(group, q)
-		if err != nil {
-			s.mu.Unlock()
-			return nil, err
+		start := base
+		if start < 0 {
+			var err error
+			if start, err = e.startOffset(group, q); err != nil {
+				s.mu.Unlock()
+				return nil, err
+			}
 		}
 		s.base, s.next, s.baseSent, s.loaded = start, start, start, true
 	}
@@ -169,6 +179,7 @@ func (e *Engine) Receive(ctx context.Context, group string, queues []model.Queue
 }
 
 func (e *Engine) receiveQueue(ctx context.Context, group string, q model.QueueID, max int, invisible time.Duration, fifo bool, match Filter) ([]Delivery, error) {
+	defer e.slog.Shared()() // before s.mu: a snapshot takes it exclusively, then the states
 	s, err := e.state(group, q)
 	if err != nil {
 		return nil, err
@@ -225,13 +236,13 @@ func (e *Engine) receiveQueue(ctx context.Context, group string, q model.QueueID
 		e.count(group, func(c *GroupStats) { c.Redelivered += int64(again) })
 	}
 	// Record the hand-out before answering.
-	rec := receiveRecord{group: group, queue: q, next: next, filtered: filtered}
+	rec := receiveRecord{group: group, queue: q, base: s.base, next: next, filtered: filtered}
 	for i := range picks {
 		s.gen++
 		picks[i].gen = s.gen
 		rec.leases = append(rec.leases, leaseRecord{offset: picks[i].offset, deadline: deadline, attempts: picks[i].attempts, gen: s.gen})
 	}
-	if err := e.st.write(ctx, rec.encode(), func() { e.applyReceive(s, &rec) }); err != nil {
+	if err := e.write(ctx, rec.encode(), func() { e.applyReceive(s, &rec) }); err != nil {
 		return nil, err
 	}
 	out := make([]Delivery, 0, len(picks))
@@ -326,13 +337,14 @@ func (e *Engine) leased(group string, h Handle) (*state, *lease, error) {
 
 // Ack marks a handed-out message done. A stale handle is refused.
 func (e *Engine) Ack(ctx context.Context, group string, h Handle) error {
+	defer e.slog.Shared()()
 	s, l, err := e.leased(group, h)
 	if err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
 	rec := ackRecord{group: group, queue: h.Queue, offset: h.Offset, gen: l.gen}
-	return e.st.write(ctx, rec.encode(), func() { e.applyAck(s, &rec) })
+	return e.write(ctx, rec.encode(), func() { e.applyAck(s, &rec) })
 }
 
 // applyAck applies an ack record; s.mu held.
@@ -360,6 +372,7 @@ func (e *Engine) Renew(ctx context.Context, group string, h Handle, d time.Durat
 }
 
 func (e *Engine) moveDeadline(ctx context.Context, group string, h Handle, d time.Duration, newGen bool) (Handle, error) {
+	defer e.slog.Shared()()
 	s, l, err := e.leased(group, h)
 	if err != nil {
 		return Handle{}, err
@@ -371,7 +384,7 @@ func (e *Engine) moveDeadline(ctx context.Context, group string, h Handle, d tim
 		gen = s.gen
 	}
 	rec := changeRecord{group: group, queue: h.Queue, offset: h.Offset, oldGen: l.gen, gen: gen, deadline: e.now() + d.Milliseconds()}
-	if err := e.st.write(ctx, rec.encode(), func() { e.applyChange(s, &rec) }); err != nil {
+	if err := e.write(ctx, rec.encode(), func() { e.applyChange(s, &rec) }); err != nil {
 		return Handle{}, err
 	}
 	return Handle{Queue: h.Queue, Offset: h.Offset, Gen: gen, Deadline: rec.deadline}, nil

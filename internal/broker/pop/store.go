@@ -1,7 +1,10 @@
 package pop
 
 // The engine's durable state: records in the internal queue
-// system/internal/pop, snapshots in the metadata store.
+// system/internal/pop, kept by a broker.StateLog in its apply-at-write mode
+// (a receive is applied as it is written: the next receive must not hand
+// the same message out), with snapshot records in the queue and a
+// checkpoint section; a restart applies the records after them.
 
 import (
 	"context"
@@ -9,9 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker"
@@ -24,12 +27,19 @@ import (
 var StateTopic = model.TopicName{Tenant: "system", Namespace: "internal", Topic: "pop"}
 
 const (
-	recReceive = 1
+	recReceive = 1 // read only: written before receives carried the base
 	recAck     = 2
 	recChange  = 3
+	// recReceiveFrom is a receive carrying the state's base when it was
+	// written: a state first met in a replay starts where it started then
+	// (not at the group's committed offset at replay time).
+	recReceiveFrom = 4
 
-	snapshotPrefix = "pop/states/"
-	appliedKey     = "pop/applied"
+	// stateSection names the engine's checkpoint section.
+	stateSection = "broker.pop"
+
+	legacySnapshotPrefix = "pop/states/"
+	legacyAppliedKey     = "pop/applied"
 )
 
 type leaseRecord struct {
@@ -42,6 +52,7 @@ type leaseRecord struct {
 type receiveRecord struct {
 	group    string
 	queue    model.QueueID
+	base     model.QueueOffset // -1 in records written before receives carried it
 	next     model.QueueOffset
 	leases   []leaseRecord
 	filtered []model.QueueOffset
@@ -72,7 +83,8 @@ func appendHead(b []byte, typ byte, group string, q model.QueueID) []byte {
 }
 
 func (r *receiveRecord) encode() []byte {
-	b := appendHead(nil, recReceive, r.group, r.queue)
+	b := appendHead(nil, recReceiveFrom, r.group, r.queue)
+	b = le.AppendUint64(b, uint64(r.base))
 	b = le.AppendUint64(b, uint64(r.next))
 	b = le.AppendUint32(b, uint32(len(r.leases)))
 	for _, l := range r.leases {
@@ -139,8 +151,12 @@ func decodeRecord(b []byte) (any, error) {
 	q := model.QueueID(r.u32())
 	var out any
 	switch typ {
-	case recReceive:
-		rec := &receiveRecord{group: group, queue: q, next: model.QueueOffset(r.u64())}
+	case recReceive, recReceiveFrom:
+		rec := &receiveRecord{group: group, queue: q, base: -1}
+		if typ == recReceiveFrom {
+			rec.base = model.QueueOffset(r.u64())
+		}
+		rec.next = model.QueueOffset(r.u64())
 		n := r.count(24)
 		for i := 0; i < n && r.err == nil; i++ {
 			rec.leases = append(rec.leases, leaseRecord{offset: model.QueueOffset(r.u64()), deadline: int64(r.u64()),
@@ -169,34 +185,19 @@ func decodeRecord(b []byte) (any, error) {
 	return out, nil
 }
 
-// store appends state records.
-type store struct {
-	engine *storage.Engine
-	queue  model.QueueID
-
-	changeMu sync.RWMutex // shared from append to apply, exclusive for a snapshot
-}
-
-// write appends a record and applies it, both under the shared lock (a
-// snapshot never misses an applied record below its position). It neither
-// asks for nor waits for an fsync: the record is in the log (it survives a
+// write appends a record and applies it (apply), both before a snapshot or
+// checkpoint can look (the StateLog's apply-at-write mode). It neither asks
+// for nor waits for an fsync: the record is in the log (it survives a
 // process crash) and becomes durable with the next sync (another append's,
-// or the flush interval's); what an
-// operating-system crash can lose of it only makes a message come back
-// sooner (at least once), never loses one.
-func (st *store) write(ctx context.Context, payload []byte, apply func()) error {
-	st.changeMu.RLock()
-	defer st.changeMu.RUnlock()
-	r := &storage.Record{Queue: st.queue, Format: model.FormatInternal, Count: 1, Payload: payload}
-	if err := st.engine.AppendWith(ctx, []*storage.Record{r}, storage.AppendOptions{Deferred: true}); err != nil {
-		return err
-	}
-	apply()
-	return nil
+// or the flush interval's); what an operating-system crash can lose of it
+// only makes a message come back sooner (at least once), never loses one.
+func (e *Engine) write(ctx context.Context, payload []byte, apply func()) error {
+	r := &storage.Record{Format: model.FormatInternal, Count: 1, Payload: payload}
+	return e.slog.WriteApplied(ctx, 0, []*storage.Record{r}, storage.AppendOptions{Deferred: true}, apply)
 }
 
-// New opens the engine: it loads the snapshot, replays the records after
-// it and starts the snapshot loop (Close stops it).
+// New opens the engine: it loads the state and starts the loops (Close
+// stops them).
 func New(ctx context.Context, b *broker.Broker, opts Options) (*Engine, error) {
 	if opts.SnapshotInterval <= 0 {
 		opts.SnapshotInterval = 30 * time.Second
@@ -211,89 +212,138 @@ func New(ctx context.Context, b *broker.Broker, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{b: b, opts: opts, log: opts.Logger.With("component", "pop"), states: map[key]*state{}, counts: map[string]*GroupStats{},
-		st: &store{engine: b.Engine(), queue: t.Queues[0]}}
+	e := &Engine{b: b, opts: opts, log: opts.Logger.With("component", "pop"), states: map[key]*state{}, counts: map[string]*GroupStats{}}
+	e.slog = b.NewStateLog(stateSection, t.Queues[:1], e)
+	e.slog.ApplyAtWrite()
 	if err := e.load(ctx); err != nil {
 		return nil, err
 	}
 	bctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
-	e.wg.Add(1)
+	e.wg.Add(2)
 	go func() {
 		defer e.wg.Done()
 		e.run(bctx)
 	}()
+	go func() {
+		defer e.wg.Done()
+		e.slog.Run(bctx, opts.SnapshotInterval)
+	}()
 	return e, nil
 }
 
-// Close stops the snapshot loop after a last snapshot.
+// Close stops the loops.
 func (e *Engine) Close() {
 	e.cancel()
 	e.wg.Wait()
 }
 
-// run snapshots the state until ctx ends, and once more then.
+// run commits each group's base as its offset every snapshot interval
+// (after a restart, every base once again).
 func (e *Engine) run(ctx context.Context) {
 	t := time.NewTicker(e.opts.SnapshotInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			if err := e.Snapshot(context.Background()); err != nil {
-				e.log.Warn("pop state snapshot failed", "err", err)
-			}
 			return
 		case <-t.C:
-			if err := e.Snapshot(ctx); err != nil && ctx.Err() == nil {
-				e.log.Warn("pop state snapshot failed", "err", err)
-			}
+			e.CommitBases(ctx)
 		}
 	}
 }
 
-func stateKey(k key) string {
-	return snapshotPrefix + strconv.FormatUint(uint64(k.queue), 10) + "/" + k.group
-}
-
-// Snapshot saves every state, commits each group's base as its offset and
-// lets the record queue drop what lies before.
-func (e *Engine) Snapshot(ctx context.Context) error {
-	e.st.changeMu.Lock()
-	_, hw, _, err := e.st.engine.Offsets(e.st.queue)
-	if err != nil {
-		e.st.changeMu.Unlock()
-		return err
-	}
-	e.mu.Lock()
-	ops := make([]meta.Op, 0, len(e.states)+1)
+// CommitBases commits each group's base (below it, every message is done)
+// as the group's offset, so other protocols and admin tools see POP
+// progress.
+func (e *Engine) CommitBases(ctx context.Context) {
 	type commit struct {
 		k    key
 		base model.QueueOffset
 	}
 	var commits []commit
+	e.mu.Lock()
 	for k, s := range e.states {
 		s.mu.Lock()
-		if s.loaded {
-			ops = append(ops, meta.Op{Key: stateKey(k), Value: s.encode()})
-			if s.base != s.baseSent {
-				commits = append(commits, commit{k, s.base})
-				s.baseSent = s.base
-			}
+		if s.loaded && s.base != s.baseSent {
+			commits = append(commits, commit{k, s.base})
+			s.baseSent = s.base
 		}
 		s.mu.Unlock()
 	}
 	e.mu.Unlock()
-	e.st.changeMu.Unlock()
 	for _, c := range commits {
 		if ref, err := e.b.QueueByID(c.k.queue); err == nil {
 			_ = e.b.CommitOffsetsNoWait(ctx, c.k.group, ref.Topic.Name, map[int32]broker.OffsetCommit{ref.Index: {Queue: c.k.queue, Offset: c.base, LeaderEpoch: -1}})
 		}
 	}
-	ops = append(ops, meta.Op{Key: appliedKey, Value: []byte(strconv.FormatInt(int64(hw), 10))})
-	if _, err := e.b.Meta().Txn(ctx, nil, ops); err != nil {
-		return err
+}
+
+// Apply implements broker.StateMachine: one record read back.
+func (e *Engine) Apply(_ int, at model.QueueOffset, payload []byte) {
+	rec, err := decodeRecord(payload)
+	if err != nil {
+		e.log.Error("corrupt pop record skipped", "offset", at, "err", err)
+		return
 	}
-	return e.st.engine.SetStartOffset(e.st.queue, hw)
+	e.replay(rec)
+}
+
+// Entries implements broker.StateMachine: every (group, queue) state, by
+// key: group len u16 | group | queue u32 | state.
+func (e *Engine) Entries(int) [][]byte {
+	e.mu.Lock()
+	keys := make([]key, 0, len(e.states))
+	for k, s := range e.states {
+		if s.loaded {
+			keys = append(keys, k)
+		}
+	}
+	states := make([]*state, len(keys))
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].group < keys[j].group || keys[i].group == keys[j].group && keys[i].queue < keys[j].queue
+	})
+	for i, k := range keys {
+		states[i] = e.states[k]
+	}
+	e.mu.Unlock()
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		b := appendHead(nil, 0, k.group, k.queue)[1:]
+		states[i].mu.Lock()
+		out[i] = append(b, states[i].encode()...)
+		states[i].mu.Unlock()
+	}
+	return out
+}
+
+// Restore implements broker.StateMachine.
+func (e *Engine) Restore(_ int, entries [][]byte) error {
+	states := make(map[key]*state, len(entries))
+	for _, b := range entries {
+		r := &reader{b: b}
+		group := string(r.take(int(le.Uint16(r.take(2)))))
+		q := model.QueueID(r.u32())
+		if r.err != nil {
+			return r.err
+		}
+		s, err := decodeState(r.b)
+		if err != nil {
+			return err
+		}
+		states[key{group, q}] = s
+	}
+	e.mu.Lock()
+	e.states = states
+	e.mu.Unlock()
+	return nil
+}
+
+// Len implements broker.StateMachine.
+func (e *Engine) Len(int) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.states)
 }
 
 // encode is a state's snapshot: base, next, gen | leases | done.
@@ -331,28 +381,58 @@ func decodeState(b []byte) (*state, error) {
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%w: trailing bytes in a pop state", model.ErrCorruptRecord)
 	}
-	s.baseSent = s.base
+	s.baseSent = -1 // not known to be committed: the first tick commits it
 	return s, r.err
 }
 
-// load restores the snapshot and replays the records after it.
+// load restores the state: from the checkpoint's section and the records
+// after it, or from the queue alone; a snapshot older versions left in the
+// metadata store is migrated into the queue.
 func (e *Engine) load(ctx context.Context) error {
-	var applied model.QueueOffset
-	if kv, err := e.b.Meta().Get(ctx, appliedKey); err == nil {
-		n, err := strconv.ParseInt(string(kv.Value), 10, 64)
-		if err != nil {
-			return fmt.Errorf("pop snapshot position: %w", err)
-		}
-		applied = model.QueueOffset(n)
-	} else if !errors.Is(err, meta.ErrNotFound) {
-		return err
-	}
-	kvs, err := e.b.Meta().List(ctx, snapshotPrefix)
+	migrated, err := e.loadLegacy(ctx)
 	if err != nil {
 		return err
 	}
+	if _, err := e.slog.Load(); err != nil {
+		return err
+	}
+	if !migrated {
+		return nil
+	}
+	if err := e.slog.SnapshotAll(ctx, true); err != nil {
+		return fmt.Errorf("migrate pop snapshot: %w", err)
+	}
+	ops := []meta.Op{{Key: legacyAppliedKey, Delete: true}}
+	if kvs, err := e.b.Meta().List(ctx, legacySnapshotPrefix); err == nil {
+		for _, kv := range kvs {
+			ops = append(ops, meta.Op{Key: kv.Key, Delete: true})
+		}
+	}
+	_, err = e.b.Meta().Txn(ctx, nil, ops)
+	return err
+}
+
+// loadLegacy reads the snapshot older versions kept in the metadata store
+// and the records after it (false when there is none).
+func (e *Engine) loadLegacy(ctx context.Context) (bool, error) {
+	kv, err := e.b.Meta().Get(ctx, legacyAppliedKey)
+	if errors.Is(err, meta.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	n, err := strconv.ParseInt(string(kv.Value), 10, 64)
+	if err != nil {
+		return false, fmt.Errorf("pop snapshot position: %w", err)
+	}
+	applied := model.QueueOffset(n)
+	kvs, err := e.b.Meta().List(ctx, legacySnapshotPrefix)
+	if err != nil {
+		return false, err
+	}
 	for _, kv := range kvs {
-		rest := strings.TrimPrefix(kv.Key, snapshotPrefix)
+		rest := strings.TrimPrefix(kv.Key, legacySnapshotPrefix)
 		qs, group, ok := strings.Cut(rest, "/")
 		q, qerr := strconv.ParseUint(qs, 10, 32)
 		s, derr := decodeState(kv.Value)
@@ -362,14 +442,17 @@ func (e *Engine) load(ctx context.Context) error {
 		}
 		e.states[key{group, model.QueueID(q)}] = s
 	}
-	return e.b.ScanRecords(e.st.queue, applied, func(r *broker.StoredRecord) {
-		rec, err := decodeRecord(r.Payload)
-		if err != nil {
-			e.log.Error("corrupt pop record skipped", "offset", r.BaseOffset, "err", err)
-			return
-		}
-		e.replay(rec)
+	q := e.slog.Queues()[0]
+	next := applied
+	err = e.b.ScanRecords(q, applied, func(r *broker.StoredRecord) {
+		e.Apply(0, r.BaseOffset, r.Payload)
+		next = r.BaseOffset + model.QueueOffset(r.Count)
 	})
+	if err != nil {
+		return false, err
+	}
+	e.slog.SkipTo(0, next)
+	return true, nil
 }
 
 // replay applies one record read back.
@@ -384,7 +467,11 @@ func (e *Engine) replay(rec any) {
 	case *changeRecord:
 		group, q = r.group, r.queue
 	}
-	s, err := e.state(group, q)
+	base := model.QueueOffset(-1)
+	if r, ok := rec.(*receiveRecord); ok {
+		base = r.base
+	}
+	s, err := e.stateFrom(group, q, base)
 	if err != nil {
 		return // the queue is gone
 	}
