@@ -302,11 +302,34 @@ func (b *Broker) Engine() *storage.Engine { return b.engine }
 // EnsureTopic returns a topic, creating it with the default queue count when
 // auto-creation is on.
 func (b *Broker) EnsureTopic(ctx context.Context, name model.TopicName) (*Topic, error) {
+	return b.EnsureTopicWith(ctx, name, 0)
+}
+
+// EnsureTopicWith is EnsureTopic creating at most queues queues (0: the
+// default count): a RocketMQ producer's route promised it that many, and it
+// keeps hashing keys over them after its route refreshes.
+func (b *Broker) EnsureTopicWith(ctx context.Context, name model.TopicName, queues int) (*Topic, error) {
 	t, err := b.Topic(name)
 	if err == nil || !errors.Is(err, model.ErrUnknownTopic) || !b.opts.AutoCreateTopics {
 		return t, err
 	}
-	t, err = b.CreateTopic(ctx, name, b.opts.DefaultQueues, TopicConfig{})
+	n := b.opts.DefaultQueues
+	if queues > 0 {
+		n = min(n, queues)
+	}
+	return b.GetOrCreateTopic(ctx, name, n, TopicConfig{})
+}
+
+// GetOrCreateTopic returns a topic, creating it with n queues and cfg when
+// missing, whatever the auto-creation setting (the broker's own topics:
+// retry, dead-letter, reply); a concurrent creation is not an error. The
+// one get-or-create every protocol uses.
+func (b *Broker) GetOrCreateTopic(ctx context.Context, name model.TopicName, n int, cfg TopicConfig) (*Topic, error) {
+	t, err := b.Topic(name)
+	if !errors.Is(err, model.ErrUnknownTopic) {
+		return t, err
+	}
+	t, err = b.CreateTopic(ctx, name, n, cfg)
 	if errors.Is(err, model.ErrTopicExists) {
 		return b.Topic(name)
 	}
@@ -532,6 +555,25 @@ func (b *Broker) WaitBytes(ctx context.Context, watches []Watch, minBytes int) e
 		if err := b.engine.Wait(ctx, waitAt); err != nil {
 			return err
 		}
+	}
+}
+
+// PollTopic is the receive-wait (long poll) every protocol's consumers use:
+// it calls try until try reports a result or an error, ctx ends or d passes,
+// parking between calls until a queue of t gets messages (and at least
+// every second, since deadlines of messages in flight pass without new
+// data). It reports whether try produced a result.
+func (b *Broker) PollTopic(ctx context.Context, t *Topic, d time.Duration, try func() (bool, error)) (bool, error) {
+	until := time.Now().Add(d)
+	for {
+		if ok, err := try(); ok || err != nil {
+			return ok, err
+		}
+		wait := time.Until(until)
+		if wait <= 0 || ctx.Err() != nil {
+			return false, nil
+		}
+		b.WaitTopic(ctx, t, min(wait, time.Second))
 	}
 }
 

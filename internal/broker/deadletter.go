@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -36,15 +35,7 @@ func DeadLetterTopicName(group string) (model.TopicName, error) {
 // queue when missing (whatever the auto-creation setting: the broker makes
 // them, as RocketMQ does).
 func (b *Broker) groupTopic(ctx context.Context, name model.TopicName) (*Topic, error) {
-	t, err := b.Topic(name)
-	if !errors.Is(err, model.ErrUnknownTopic) {
-		return t, err
-	}
-	t, err = b.CreateTopic(ctx, name, 1, TopicConfig{})
-	if errors.Is(err, model.ErrTopicExists) {
-		return b.Topic(name)
-	}
-	return t, err
+	return b.GetOrCreateTopic(ctx, name, 1, TopicConfig{})
 }
 
 // EnsureRetryTopic returns a group's retry topic, creating it when missing

@@ -89,41 +89,39 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 	if dl, ok := ctx.Deadline(); ok {
 		poll = min(poll, time.Until(dl)-500*time.Millisecond)
 	}
-	until := time.Now().Add(poll)
-	for {
-		got, err := s.pop.ReceiveLive(ctx, group, queues, batch, invisible, cfg.ConsumeMessageOrderly, match)
-		if err != nil {
-			return stream.Send(statusItem(err))
-		}
-		if len(got) > 0 {
-			if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Status{Status: okStatus()}}); err != nil {
-				return err
-			}
-			client := clientID(ctx)
-			bytes := 0
-			for i := range got {
-				if req.GetInvisibleDuration() == nil && req.GetAutoRenew() {
-					s.renew.add(client, group, got[i].Handle)
-				}
-				msg := s.deliveryProto(&got[i], mq.GetTopic(), t, invisible)
-				bytes += len(msg.GetBody())
-				if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{Message: msg}}); err != nil {
-					return err
-				}
-			}
-			// A namespace over its fetch rate: the call ends late, which
-			// paces the consumer's next receive.
-			if q := s.opts.Quotas; q.Active() {
-				quota.Wait(ctx, q.Charge(t.Name, callUser(ctx), "", quota.Fetch, bytes))
-			}
-			return nil
-		}
-		wait := time.Until(until)
-		if wait <= 0 || ctx.Err() != nil {
-			return fail(v2.Code_MESSAGE_NOT_FOUND, "no new message")
-		}
-		s.broker.WaitTopic(ctx, t, min(wait, time.Second))
+	var got []pop.Delivery
+	found, err := s.broker.PollTopic(ctx, t, poll, func() (bool, error) {
+		var err error
+		got, err = s.pop.ReceiveLive(ctx, group, queues, batch, invisible, cfg.ConsumeMessageOrderly, match)
+		return len(got) > 0, err
+	})
+	switch {
+	case err != nil:
+		return stream.Send(statusItem(err))
+	case !found:
+		return fail(v2.Code_MESSAGE_NOT_FOUND, "no new message")
 	}
+	if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Status{Status: okStatus()}}); err != nil {
+		return err
+	}
+	client := clientID(ctx)
+	bytes := 0
+	for i := range got {
+		if req.GetInvisibleDuration() == nil && req.GetAutoRenew() {
+			s.renew.add(client, group, got[i].Handle)
+		}
+		msg := s.deliveryProto(&got[i], mq.GetTopic(), t, invisible)
+		bytes += len(msg.GetBody())
+		if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{Message: msg}}); err != nil {
+			return err
+		}
+	}
+	// A namespace over its fetch rate: the call ends late, which paces the
+	// consumer's next receive.
+	if q := s.opts.Quotas; q.Active() {
+		quota.Wait(ctx, q.Charge(t.Name, callUser(ctx), "", quota.Fetch, bytes))
+	}
+	return nil
 }
 
 // deliveryProto lays out a delivery for the client.

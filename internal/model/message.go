@@ -46,3 +46,19 @@ func (m *Message) Header(key string) ([]byte, bool) {
 	}
 	return nil, false
 }
+
+// Clone returns m with its own copies of every byte slice (a message read
+// from the log aliases the log's mapped pages, valid only until released).
+func (m Message) Clone() Message {
+	m.Key = append([]byte(nil), m.Key...)
+	m.Body = append([]byte(nil), m.Body...)
+	if m.Headers != nil {
+		hs := make([]Header, len(m.Headers))
+		for i, h := range m.Headers {
+			hs[i] = Header{Key: h.Key, Value: append([]byte(nil), h.Value...)}
+		}
+		m.Headers = hs
+	}
+	m.IndexKeys = append([]string(nil), m.IndexKeys...)
+	return m
+}

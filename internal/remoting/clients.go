@@ -12,7 +12,6 @@ package remoting
 
 import (
 	"encoding/json"
-	"errors"
 	"sort"
 	"strings"
 	"sync"
@@ -252,13 +251,8 @@ func (s *Server) ensureTopic(rc *reqCtx, topic string, n int) (model.TopicName, 
 	if err != nil {
 		return name, err
 	}
-	if _, err := s.broker.Topic(name); err == nil {
-		return name, nil
-	}
-	if _, err := s.broker.CreateTopic(rc.ctx, name, n, broker.TopicConfig{}); err != nil && !errors.Is(err, model.ErrTopicExists) {
-		return name, err
-	}
-	return name, nil
+	_, err = s.broker.GetOrCreateTopic(rc.ctx, name, n, broker.TopicConfig{})
+	return name, err
 }
 
 func handleUnregisterClient(rc *reqCtx, req *protocol.Command) *protocol.Command {

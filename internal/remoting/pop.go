@@ -115,42 +115,40 @@ func handlePopMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	}
 	cfg, _ := s.broker.GroupConfig(group)
 	order := req.Ext("order") == "true" || cfg.ConsumeMessageOrderly
-	until := time.Now().Add(min(time.Duration(pollMs)*time.Millisecond, maxPopPoll))
-	for {
-		got, err := s.pop.ReceiveLive(rc.ctx, group, queues, max, time.Duration(invisibleMs)*time.Millisecond, order, filt.match)
-		if err != nil {
-			return errorResponse(req, err)
-		}
-		if len(got) > 0 {
-			resp := protocol.NewResponse(req, protocol.Success, "")
-			resp.SetExt("popTime", strconv.FormatInt(got[0].Handle.Deadline-invisibleMs, 10))
-			resp.SetExt("invisibleTime", strconv.FormatInt(invisibleMs, 10))
-			resp.SetExt("reviveQid", "0")
-			resp.SetExt("restNum", "0")
-			ckOffset := map[model.QueueID]model.QueueOffset{}
-			for _, d := range got {
-				if o, ok := ckOffset[d.Queue]; !ok || d.Offset < o {
-					ckOffset[d.Queue] = d.Offset
-				}
-			}
-			var body []byte
-			for i := range got {
-				d := &got[i]
-				ref, _ := s.broker.QueueByID(d.Queue)
-				m := d.Message
-				m.Headers = append(m.Headers, model.Header{Key: propPopCK, Value: []byte(s.extraInfo(d.Handle, ckOffset[d.Queue], invisibleMs, ref.Index))})
-				m.ReconsumeTimes = d.Attempt - 1
-				body = protocol.AppendStoredV1(body, storedMessage(&m, rmqName(t.Name), ref.Index, d.Queue, d.Offset, d.StoreTime, rc.conn.store))
-			}
-			resp.Body = body
-			return resp
-		}
-		wait := time.Until(until)
-		if wait <= 0 || rc.ctx.Err() != nil {
-			return protocol.NewResponse(req, protocol.PollingTimeout, "no new message")
-		}
-		s.broker.WaitTopic(rc.ctx, t, min(wait, time.Second))
+	var got []pop.Delivery
+	found, err := s.broker.PollTopic(rc.ctx, t, min(time.Duration(pollMs)*time.Millisecond, maxPopPoll), func() (bool, error) {
+		var err error
+		got, err = s.pop.ReceiveLive(rc.ctx, group, queues, max, time.Duration(invisibleMs)*time.Millisecond, order, filt.match)
+		return len(got) > 0, err
+	})
+	switch {
+	case err != nil:
+		return errorResponse(req, err)
+	case !found:
+		return protocol.NewResponse(req, protocol.PollingTimeout, "no new message")
 	}
+	resp := protocol.NewResponse(req, protocol.Success, "")
+	resp.SetExt("popTime", strconv.FormatInt(got[0].Handle.Deadline-invisibleMs, 10))
+	resp.SetExt("invisibleTime", strconv.FormatInt(invisibleMs, 10))
+	resp.SetExt("reviveQid", "0")
+	resp.SetExt("restNum", "0")
+	ckOffset := map[model.QueueID]model.QueueOffset{}
+	for _, d := range got {
+		if o, ok := ckOffset[d.Queue]; !ok || d.Offset < o {
+			ckOffset[d.Queue] = d.Offset
+		}
+	}
+	var body []byte
+	for i := range got {
+		d := &got[i]
+		ref, _ := s.broker.QueueByID(d.Queue)
+		m := d.Message
+		m.Headers = append(m.Headers, model.Header{Key: propPopCK, Value: []byte(s.extraInfo(d.Handle, ckOffset[d.Queue], invisibleMs, ref.Index))})
+		m.ReconsumeTimes = d.Attempt - 1
+		body = protocol.AppendStoredV1(body, storedMessage(&m, rmqName(t.Name), ref.Index, d.Queue, d.Offset, d.StoreTime, rc.conn.store))
+	}
+	resp.Body = body
+	return resp
 }
 
 func handleAckMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
@@ -209,7 +207,6 @@ func handleNotification(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		return errorResponse(req, err)
 	}
 	pollMs, _ := strconv.ParseInt(req.Ext("pollTime"), 10, 64)
-	until := time.Now().Add(min(time.Duration(pollMs)*time.Millisecond, maxPopPoll))
 	has := func() bool {
 		for i := range t.Queues {
 			if _, hw, _, err := s.broker.Offsets(t.Name, int32(i)); err == nil && hw > 0 {
@@ -222,11 +219,10 @@ func handleNotification(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		}
 		return false
 	}
-	for !has() && time.Now().Before(until) && rc.ctx.Err() == nil {
-		s.broker.WaitTopic(rc.ctx, t, min(time.Until(until), time.Second))
-	}
+	found, _ := s.broker.PollTopic(rc.ctx, t, min(time.Duration(pollMs)*time.Millisecond, maxPopPoll),
+		func() (bool, error) { return has(), nil })
 	resp := protocol.NewResponse(req, protocol.Success, "")
-	resp.SetExt("hasMsg", strconv.FormatBool(has()))
+	resp.SetExt("hasMsg", strconv.FormatBool(found))
 	return resp
 }
 

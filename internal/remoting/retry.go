@@ -115,7 +115,7 @@ func (s *Server) messageAt(pos int64) (*found, error) {
 			if r.BaseOffset+model.QueueOffset(kr.OffsetDelta) != off {
 				return true
 			}
-			m, err = cloneMessage(broker.KafkaRecordMessage(kr)), nil // kr's bytes live only during this call
+			m, err = broker.KafkaRecordMessage(kr).Clone(), nil // kr's bytes live only during this call
 			return false
 		})
 	default:
@@ -124,17 +124,5 @@ func (s *Server) messageAt(pos int64) (*found, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &found{msg: cloneMessage(m), topic: ref.Topic, index: ref.Index, queue: q, offset: off, storeTime: r.StoreTime}, nil
-}
-
-// cloneMessage copies a message's bytes out of the log view.
-func cloneMessage(m model.Message) model.Message {
-	m.Key = append([]byte(nil), m.Key...)
-	m.Body = append([]byte(nil), m.Body...)
-	hs := make([]model.Header, len(m.Headers))
-	for i, h := range m.Headers {
-		hs[i] = model.Header{Key: h.Key, Value: append([]byte(nil), h.Value...)}
-	}
-	m.Headers = hs
-	return m
+	return &found{msg: m.Clone(), topic: ref.Topic, index: ref.Index, queue: q, offset: off, storeTime: r.StoreTime}, nil
 }

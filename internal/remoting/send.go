@@ -161,19 +161,7 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 // producer hashing keys over that many queues keeps doing so after its
 // route refreshes.
 func (s *Server) sendTopic(rc *reqCtx, name model.TopicName, clientQueues int) (*topicRef, error) {
-	t, err := s.broker.Topic(name)
-	if !errors.Is(err, model.ErrUnknownTopic) || !s.broker.AutoCreateTopics() {
-		return t, err
-	}
-	n := s.broker.DefaultQueues()
-	if clientQueues > 0 {
-		n = min(n, clientQueues)
-	}
-	t, err = s.broker.CreateTopic(rc.ctx, name, n, broker.TopicConfig{})
-	if errors.Is(err, model.ErrTopicExists) {
-		return s.broker.Topic(name)
-	}
-	return t, err
+	return s.broker.EnsureTopicWith(rc.ctx, name, clientQueues)
 }
 
 // sendResponse is the answer to a successful send.

@@ -220,7 +220,7 @@ func (e *Engine) receiveQueue(ctx context.Context, group string, q model.QueueID
 				return true
 			}
 			cp := *m
-			cp.Message = cloneMessage(m.Message)
+			cp.Message = m.Message.Clone()
 			msgs[m.Offset] = &cp
 			picks = append(picks, pick{offset: m.Offset, attempts: 1})
 			return len(picks) < max
@@ -272,7 +272,7 @@ func (e *Engine) readOne(q model.QueueID, off model.QueueOffset) (*broker.Stored
 	_, err := e.b.EachMessage(q, off, 1, func(m *broker.StoredMessage) bool {
 		if m.Offset == off {
 			cp := *m
-			cp.Message = cloneMessage(m.Message)
+			cp.Message = m.Message.Clone()
 			got = &cp
 		}
 		return false
@@ -484,16 +484,4 @@ func (e *Engine) InFlight(group string) int {
 		s.mu.Unlock()
 	}
 	return n
-}
-
-func cloneMessage(m model.Message) model.Message {
-	c := m
-	c.Key = append([]byte(nil), m.Key...)
-	c.Body = append([]byte(nil), m.Body...)
-	c.Headers = make([]model.Header, len(m.Headers))
-	for i, h := range m.Headers {
-		c.Headers[i] = model.Header{Key: h.Key, Value: append([]byte(nil), h.Value...)}
-	}
-	c.IndexKeys = nil
-	return c
 }
