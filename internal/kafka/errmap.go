@@ -9,6 +9,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
+	"github.com/rosettamq/rosetta/internal/broker/produce"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
@@ -20,12 +21,15 @@ import (
 func errorCode(err error) int16 {
 	var be *kbatch.Error
 	var ke *kafkaCodeError
-	var re *recordErrors
+	var re *produce.RecordErrors
 	switch {
 	case err == nil:
 		return 0
-	case errors.As(err, &re):
+	case errors.As(err, &re), errors.Is(err, produce.ErrControlBatch), errors.Is(err, produce.ErrMixedTransactional),
+		errors.Is(err, produce.ErrIllegalTimer):
 		return kerr.InvalidRecord.Code
+	case errors.Is(err, produce.ErrNoCoordinator):
+		return kerr.CoordinatorNotAvailable.Code
 	case errors.As(err, &ke):
 		return ke.code
 	case errors.As(err, &be):

@@ -12,6 +12,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
+	"github.com/rosettamq/rosetta/internal/broker/produce"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/broker/security"
@@ -63,6 +64,7 @@ type Server struct {
 	txns      *txn.Coordinator
 	txnIndex  *producers.TxnIndex
 	batches   *kbatch.Reader // decodes batches of compacted topics
+	produce   *produce.Appender
 	budget    *byteBudget
 	sessions  *fetchSessions
 	frames    framePool
@@ -96,6 +98,11 @@ func NewServer(b *broker.Broker, g *groups.Coordinator, opts Options) *Server {
 	if s.producers == nil {
 		s.producers = producers.New(b.Meta(), producers.Options{Logger: opts.Logger})
 	}
+	var verifier produce.Verifier
+	if s.txns != nil {
+		verifier = s.txns
+	}
+	s.produce = produce.New(b, s.producers, s.txnIndex, verifier, s.batches)
 	return s
 }
 

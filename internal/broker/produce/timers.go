@@ -1,4 +1,4 @@
-package kafka
+package produce
 
 // Timer headers on Kafka records: a record carrying TIMER_DELAY_SEC,
 // TIMER_DELAY_MS or TIMER_DELIVER_MS (RocketMQ's timer properties, read in
@@ -7,18 +7,17 @@ package kafka
 // consumers of every protocol. A batch holding one is stored record by
 // record as messages (key, value, headers, timestamp kept): records not
 // due later are appended at once, in order, and scheduled ones when due,
-// with the offset they get then. The produce answer's base offset is the
+// with the offset they get then. The base offset answered is the
 // partition's end at the time for a batch whose records were all
 // scheduled. Idempotent batches keep their sequence bookkeeping, so a
 // retried batch is not scheduled twice. Transactional batches are stored
 // as sent (their timer headers are not acted on).
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
@@ -26,69 +25,57 @@ import (
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
-var errIllegalTimer = &kafkaCodeError{code: kerr.InvalidRecord.Code, msg: "timer header out of range"}
-
-// produceTimers stores batches that may hold timer records.
-func (s *Server) produceTimers(rc *reqCtx, t *broker.Topic, partition int32, batches [][]byte, hdrs []kbatch.Header,
-	pr *kmsg.ProduceResponseTopicPartition) (model.LogPos, error) {
+// appendTimers stores batches that may hold timer records; what it
+// appends is durable when it returns. It returns the base offset.
+func (a *Appender) appendTimers(ctx context.Context, t *broker.Topic, partition int32, batches [][]byte, hdrs []kbatch.Header) (model.QueueOffset, error) {
 	queue := t.Queues[partition]
 	var st *producers.State
 	if pid := hdrs[0].ProducerID; pid >= 0 {
-		st = s.producers.Acquire(queue, pid)
+		st = a.producers.Acquire(queue, pid)
 		defer st.Unlock()
 	}
-	now := s.broker.Now()
-	pr.BaseOffset = -1
+	now := a.b.Now()
+	base := model.QueueOffset(-1)
 	for i, b := range batches {
 		h := hdrs[i]
 		if st != nil {
 			off, dup, err := st.Check(h.ProducerEpoch, h.BaseSequence, h.LastSequence())
 			if err != nil {
-				return 0, err
+				return base, err
 			}
 			if dup {
-				if pr.BaseOffset < 0 {
-					pr.BaseOffset = int64(off)
+				if base < 0 {
+					base = off
 				}
 				continue
 			}
 		}
-		base, err := s.appendTimerBatch(rc, t, partition, b, now)
+		first, err := a.appendTimerBatch(ctx, t, partition, b, now)
 		if err != nil {
-			return 0, err
+			return base, err
 		}
-		if pr.BaseOffset < 0 {
-			pr.BaseOffset = int64(base)
+		if base < 0 {
+			base = first
 		}
 		if st != nil {
-			st.Record(producers.Batch{Epoch: h.ProducerEpoch, FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), BaseOffset: base}, now.UnixMilli())
+			st.Record(producers.Batch{Epoch: h.ProducerEpoch, FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), BaseOffset: first}, now.UnixMilli())
 		}
 	}
-	return 0, nil // appended durably already
+	return base, nil
 }
 
 // appendTimerBatch appends one batch's records as messages, scheduling the
 // timer ones; it returns the offset of its first record appended now (the
 // partition's end when all were scheduled).
-func (s *Server) appendTimerBatch(rc *reqCtx, t *broker.Topic, partition int32, batch []byte, now time.Time) (model.QueueOffset, error) {
+func (a *Appender) appendTimerBatch(ctx context.Context, t *broker.Topic, partition int32, batch []byte, now time.Time) (model.QueueOffset, error) {
 	type item struct {
 		msg model.Message
 		due int64 // 0: now
 	}
 	var items []item
 	var illegal error
-	err := s.batches.Records(batch, true, func(r *kbatch.Record) bool {
-		m := model.Message{Body: append([]byte(nil), r.Value...), BornTime: r.Timestamp}
-		if !r.KeyNull {
-			m.Key = append([]byte(nil), r.Key...)
-		}
-		for _, h := range r.Headers {
-			if h.Key == tagsHeader {
-				m.Tags = string(h.Value)
-				continue
-			}
-			m.Headers = append(m.Headers, model.Header{Key: h.Key, Value: append([]byte(nil), h.Value...)})
-		}
+	err := a.batches.Records(batch, true, func(r *kbatch.Record) bool {
+		m := broker.KafkaRecordMessage(r).Clone() // r's bytes live only during this call
 		due, ok, err := broker.TimerDeliverAt(&m, now)
 		if err != nil {
 			illegal = err
@@ -104,9 +91,9 @@ func (s *Server) appendTimerBatch(rc *reqCtx, t *broker.Topic, partition int32, 
 		return 0, &kbatch.Error{Reason: err.Error(), Corrupt: true}
 	}
 	if illegal != nil {
-		return 0, &kafkaCodeError{code: errIllegalTimer.code, msg: illegal.Error()}
+		return 0, fmt.Errorf("%w: %v", ErrIllegalTimer, illegal)
 	}
-	_, _, base, err := s.broker.Offsets(t.Name, partition)
+	_, _, end, err := a.b.Offsets(t.Name, partition)
 	if err != nil {
 		return 0, err
 	}
@@ -116,7 +103,7 @@ func (s *Server) appendTimerBatch(rc *reqCtx, t *broker.Topic, partition int32, 
 		if len(run) == 0 {
 			return nil
 		}
-		offs, err := s.broker.AppendMessages(rc.ctx(), t.Name, partition, run)
+		offs, err := a.b.AppendMessages(ctx, t.Name, partition, run)
 		if err == nil && first < 0 {
 			first = offs[0]
 		}
@@ -131,9 +118,9 @@ func (s *Server) appendTimerBatch(rc *reqCtx, t *broker.Topic, partition int32, 
 		if err := flush(); err != nil {
 			return 0, err
 		}
-		if _, _, err := s.broker.AppendTimer(rc.ctx(), t.Name, partition, it.msg, it.due); err != nil {
+		if _, _, err := a.b.AppendTimer(ctx, t.Name, partition, it.msg, it.due); err != nil {
 			if errors.Is(err, broker.ErrTimerIllegal) {
-				return 0, &kafkaCodeError{code: errIllegalTimer.code, msg: err.Error()}
+				return 0, fmt.Errorf("%w: %v", ErrIllegalTimer, err)
 			}
 			return 0, err
 		}
@@ -142,7 +129,7 @@ func (s *Server) appendTimerBatch(rc *reqCtx, t *broker.Topic, partition int32, 
 		return 0, err
 	}
 	if first < 0 {
-		first = base
+		first = end
 	}
 	return first, nil
 }
