@@ -413,6 +413,24 @@ func (e *Engine) Close() error {
 	return err
 }
 
+// PowerLoss stops the engine as a power failure would (fault injection for
+// crash tests): no checkpoint is written, and the log loses every byte not
+// fsynced. Open the directory again to recover.
+func (e *Engine) PowerLoss() error {
+	if !e.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	if e.cancel != nil {
+		e.cancel()
+	}
+	e.wg.Wait()
+	err := e.clog.PowerLoss()
+	e.keys.Close()
+	e.idx.Close()
+	e.wakeAll()
+	return err
+}
+
 // startBackground starts the index flusher, checkpointer, retention and disk
 // guard loops; Close waits for them.
 func (e *Engine) startBackground(ctx context.Context) {

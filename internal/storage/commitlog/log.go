@@ -133,6 +133,7 @@ type Log struct {
 	closed    bool
 
 	failedErr atomic.Pointer[error] // failed, readable without mu
+	crashed   atomic.Bool            // PowerLoss: no final sync
 
 	segs    atomic.Pointer[[]*segment] // immutable, replaced on change
 	written atomic.Int64               // end of written data
@@ -650,7 +651,9 @@ func (l *Log) syncLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			l.syncOnce()
+			if !l.crashed.Load() {
+				l.syncOnce()
+			}
 			return
 		case <-l.kick:
 		case <-tick:
@@ -744,6 +747,28 @@ func (l *Log) Close() error {
 	<-l.done
 	l.closeSegments()
 	return nil
+}
+
+// PowerLoss stops the log as a power failure would (fault injection for
+// storage tests): nothing more is written or synced, and every byte past
+// the last fsync is lost — zeroed, as the page cache holding it would be.
+func (l *Log) PowerLoss() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.crashed.Store(true)
+	l.mu.Unlock()
+	l.cancel()
+	<-l.done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pend = pendingWrite{}
+	err := l.truncateLocked(model.LogPos(l.synced.Load()))
+	l.closeSegments()
+	return err
 }
 
 func (l *Log) closeSegments() {
