@@ -133,7 +133,7 @@ type Log struct {
 	closed    bool
 
 	failedErr atomic.Pointer[error] // failed, readable without mu
-	crashed   atomic.Bool            // PowerLoss: no final sync
+	crashed   atomic.Bool           // PowerLoss: no final sync
 
 	segs    atomic.Pointer[[]*segment] // immutable, replaced on change
 	written atomic.Int64               // end of written data
