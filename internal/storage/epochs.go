@@ -70,7 +70,7 @@ func (c *epochCache) snapshot() []EpochStart {
 }
 
 // LeaderEpoch returns the epoch records appended now are written in.
-func (e *Engine) LeaderEpoch() model.Epoch { return e.clog.Term().LeaderEpoch() }
+func (e *Engine) LeaderEpoch() model.Epoch { return e.clog.CurrentTerm().LeaderEpoch() }
 
 // Epochs returns a queue's epoch starts, oldest first, with the current
 // epoch last (starting at the queue's end when nothing was written in it

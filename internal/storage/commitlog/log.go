@@ -135,6 +135,11 @@ type Log struct {
 	failedErr atomic.Pointer[error] // failed, readable without mu
 	crashed   atomic.Bool           // PowerLoss: no final sync
 
+	term        atomic.Uint64 // the term appends are written in (SetTerm)
+	syncedIndex atomic.Uint64 // index of the newest fsynced record
+	cursorMu    sync.Mutex
+	cursor      cursor // where the last index lookup ended (raft.go)
+
 	segs    atomic.Pointer[[]*segment] // immutable, replaced on change
 	written atomic.Int64               // end of written data
 	synced  atomic.Int64               // end of fsynced data
@@ -177,6 +182,7 @@ func Open(opts Options, rec Recovery, visit func(pos model.LogPos, r *Record) er
 		kick:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
+	l.term.Store(uint64(opts.Term))
 	if err := l.recover(rec, visit); err != nil {
 		l.closeSegments()
 		return nil, err
@@ -191,8 +197,8 @@ func (l *Log) segments() []*segment { return *l.segs.Load() }
 
 func (l *Log) setSegments(s []*segment) { l.segs.Store(&s) }
 
-// Term returns the term appended records are written in.
-func (l *Log) Term() model.Term { return l.opts.Term }
+// CurrentTerm returns the term appended records are written in.
+func (l *Log) CurrentTerm() model.Term { return model.Term(l.term.Load()) }
 
 // NextIndex returns the index the next appended record gets.
 func (l *Log) NextIndex() model.Index {
@@ -297,12 +303,12 @@ func (l *Log) append(entries []*Entry, a Assigner, kick bool) (model.LogPos, err
 		e.Segment = s.base
 		e.Size = uint32(n)
 		e.Index = l.nextIndex
-		e.Term = l.opts.Term
+		e.Term = model.Term(l.term.Load())
 		if a != nil {
 			a.Assign(e)
 		}
 		h := Header{
-			Format: e.Format, Flags: e.Flags, Queue: e.Queue, Term: l.opts.Term, Index: e.Index,
+			Format: e.Format, Flags: e.Flags, Queue: e.Queue, Term: e.Term, Index: e.Index,
 			BaseOffset: e.BaseOffset, Count: e.Count, Timestamp: e.Timestamp, StoreTime: e.StoreTime, TagHash: e.TagHash,
 			TailFrom: e.PayloadTailFrom, TailCRC: e.PayloadTailCRC,
 		}
@@ -670,6 +676,7 @@ func (l *Log) syncOnce() {
 	defer l.syncRun.Unlock()
 	l.mu.Lock()
 	target := l.written.Load()
+	targetIndex := l.nextIndex - 1
 	if target <= l.synced.Load() || l.failed != nil {
 		l.mu.Unlock()
 		return
@@ -718,6 +725,7 @@ func (l *Log) syncOnce() {
 		return
 	}
 	l.synced.Store(target)
+	l.syncedIndex.Store(uint64(targetIndex))
 	if l.opts.OnSynced != nil {
 		l.opts.OnSynced(model.LogPos(target), time.Since(start))
 	}

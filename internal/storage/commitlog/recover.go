@@ -88,6 +88,7 @@ func (l *Log) recover(rec Recovery, visit func(model.LogPos, *Record) error) err
 	}
 	l.written.Store(int64(end))
 	l.synced.Store(int64(end))
+	l.syncedIndex.Store(uint64(l.nextIndex - 1))
 	return nil
 }
 
@@ -200,6 +201,7 @@ func (l *Log) TruncateTo(pos model.LogPos) (model.Index, error) {
 	l.written.Store(int64(pos))
 	if l.synced.Load() > int64(pos) {
 		l.synced.Store(int64(pos))
+		l.syncedIndex.Store(uint64(next - 1))
 	}
 	return next, nil
 }
