@@ -2,12 +2,9 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
-	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -34,17 +31,8 @@ func (s *offsetStore) load(ctx context.Context) error {
 		return err
 	}
 	if migrated {
-		if err := s.state.SnapshotAll(ctx, true); err != nil {
-			return fmt.Errorf("migrate offsets snapshot: %w", err)
-		}
-		ops := []meta.Op{{Key: legacyOffsetsAppliedKey, Delete: true}}
-		if kvs, err := s.meta.List(ctx, legacyOffsetsGroupPrefix); err == nil {
-			for _, kv := range kvs {
-				ops = append(ops, meta.Op{Key: kv.Key, Delete: true})
-			}
-		}
-		if _, err := s.meta.Txn(ctx, nil, ops); err != nil {
-			return fmt.Errorf("remove migrated offsets snapshot: %w", err)
+		if err := s.state.FinishMigration(ctx, s.meta, legacyOffsetsAppliedKey, legacyOffsetsGroupPrefix); err != nil {
+			return err
 		}
 	}
 	s.mu.Lock()
@@ -59,19 +47,8 @@ func (s *offsetStore) load(ctx context.Context) error {
 // the queues are then applied on (false when there is none). A checkpoint
 // written since has the state already: its section replaces this.
 func (s *offsetStore) loadLegacy(ctx context.Context) (bool, error) {
-	kv, err := s.meta.Get(ctx, legacyOffsetsAppliedKey)
-	if errors.Is(err, meta.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	applied, err := strconv.ParseInt(string(kv.Value), 10, 64)
-	if err != nil {
-		return false, fmt.Errorf("offsets snapshot position: %w", err)
-	}
-	kvs, err := s.meta.List(ctx, legacyOffsetsGroupPrefix)
-	if err != nil {
+	applied, kvs, found, err := LegacySnapshot(ctx, s.meta, legacyOffsetsAppliedKey, legacyOffsetsGroupPrefix)
+	if !found || err != nil {
 		return false, err
 	}
 	for _, kv := range kvs {
@@ -91,7 +68,7 @@ func (s *offsetStore) loadLegacy(ctx context.Context) (bool, error) {
 			s.mu.Unlock()
 		}
 	})
-	old.next[0] = model.QueueOffset(applied)
+	old.next[0] = applied
 	if err := old.catchUp(0); err != nil {
 		return false, err
 	}

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
 )
@@ -413,4 +415,42 @@ func (l *StateLog) SkipTo(i int, next model.QueueOffset) {
 	l.applier.mu.Lock()
 	defer l.applier.mu.Unlock()
 	l.applier.next[i] = max(l.applier.next[i], next)
+}
+
+// LegacySnapshot reads a snapshot an older version kept in the metadata
+// store: the queue offset it was applied to (at appliedKey) and its
+// entries (under prefix); found is false when there is none.
+func LegacySnapshot(ctx context.Context, m meta.Store, appliedKey, prefix string) (applied model.QueueOffset, kvs []meta.KV, found bool, err error) {
+	kv, err := m.Get(ctx, appliedKey)
+	if errors.Is(err, meta.ErrNotFound) {
+		return 0, nil, false, nil
+	}
+	if err != nil {
+		return 0, nil, false, err
+	}
+	n, err := strconv.ParseInt(string(kv.Value), 10, 64)
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("%s: %w", appliedKey, err)
+	}
+	kvs, err = m.List(ctx, prefix)
+	return model.QueueOffset(n), kvs, err == nil, err
+}
+
+// FinishMigration writes a snapshot record into every queue — the state
+// migrated from an older version's metadata-store snapshot is now in the
+// log — and deletes that snapshot's keys.
+func (l *StateLog) FinishMigration(ctx context.Context, m meta.Store, appliedKey, prefix string) error {
+	if err := l.SnapshotAll(ctx, true); err != nil {
+		return fmt.Errorf("migrate %s: %w", l.name, err)
+	}
+	ops := []meta.Op{{Key: appliedKey, Delete: true}}
+	kvs, err := m.List(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	for _, kv := range kvs {
+		ops = append(ops, meta.Op{Key: kv.Key, Delete: true})
+	}
+	_, err = m.Txn(ctx, nil, ops)
+	return err
 }

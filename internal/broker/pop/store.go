@@ -9,7 +9,6 @@ package pop
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker"
-	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
 )
@@ -399,36 +397,14 @@ func (e *Engine) load(ctx context.Context) error {
 	if !migrated {
 		return nil
 	}
-	if err := e.slog.SnapshotAll(ctx, true); err != nil {
-		return fmt.Errorf("migrate pop snapshot: %w", err)
-	}
-	ops := []meta.Op{{Key: legacyAppliedKey, Delete: true}}
-	if kvs, err := e.b.Meta().List(ctx, legacySnapshotPrefix); err == nil {
-		for _, kv := range kvs {
-			ops = append(ops, meta.Op{Key: kv.Key, Delete: true})
-		}
-	}
-	_, err = e.b.Meta().Txn(ctx, nil, ops)
-	return err
+	return e.slog.FinishMigration(ctx, e.b.Meta(), legacyAppliedKey, legacySnapshotPrefix)
 }
 
 // loadLegacy reads the snapshot older versions kept in the metadata store
 // and the records after it (false when there is none).
 func (e *Engine) loadLegacy(ctx context.Context) (bool, error) {
-	kv, err := e.b.Meta().Get(ctx, legacyAppliedKey)
-	if errors.Is(err, meta.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	n, err := strconv.ParseInt(string(kv.Value), 10, 64)
-	if err != nil {
-		return false, fmt.Errorf("pop snapshot position: %w", err)
-	}
-	applied := model.QueueOffset(n)
-	kvs, err := e.b.Meta().List(ctx, legacySnapshotPrefix)
-	if err != nil {
+	applied, kvs, found, err := broker.LegacySnapshot(ctx, e.b.Meta(), legacyAppliedKey, legacySnapshotPrefix)
+	if !found || err != nil {
 		return false, err
 	}
 	for _, kv := range kvs {

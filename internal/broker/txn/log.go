@@ -7,14 +7,11 @@ package txn
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/rosettamq/rosetta/internal/broker"
-	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
 )
@@ -172,36 +169,15 @@ func (c *Coordinator) load(ctx context.Context) error {
 	if !migrated {
 		return nil
 	}
-	if err := c.state.SnapshotAll(ctx, true); err != nil {
-		return fmt.Errorf("migrate transaction snapshot: %w", err)
-	}
-	ops := []meta.Op{{Key: legacyAppliedKey, Delete: true}}
-	if kvs, err := c.b.Meta().List(ctx, legacySnapshotPrefix); err == nil {
-		for _, kv := range kvs {
-			ops = append(ops, meta.Op{Key: kv.Key, Delete: true})
-		}
-	}
-	_, err = c.b.Meta().Txn(ctx, nil, ops)
-	return err
+	return c.state.FinishMigration(ctx, c.b.Meta(), legacyAppliedKey, legacySnapshotPrefix)
 }
 
 // loadLegacy reads the snapshot older versions kept in the metadata store,
 // with the records of their single queue (queue 0) after it, as the state
 // the queues are then applied on (false when there is none).
 func (c *Coordinator) loadLegacy(ctx context.Context) (bool, error) {
-	kv, err := c.b.Meta().Get(ctx, legacyAppliedKey)
-	if errors.Is(err, meta.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	applied, err := strconv.ParseInt(string(kv.Value), 10, 64)
-	if err != nil {
-		return false, fmt.Errorf("transaction snapshot position: %w", err)
-	}
-	kvs, err := c.b.Meta().List(ctx, legacySnapshotPrefix)
-	if err != nil {
+	applied, kvs, found, err := broker.LegacySnapshot(ctx, c.b.Meta(), legacyAppliedKey, legacySnapshotPrefix)
+	if !found || err != nil {
 		return false, err
 	}
 	for _, kv := range kvs {
@@ -213,7 +189,7 @@ func (c *Coordinator) loadLegacy(ctx context.Context) (bool, error) {
 		c.install(st)
 	}
 	q0 := c.state.Queues()[0]
-	next := model.QueueOffset(applied)
+	next := applied
 	err = c.b.ScanQueue(q0, next, func(r *storage.StoredRecord, m *model.Message) {
 		if st, err := decodeStatus(m.Body); err == nil {
 			c.install(st)
