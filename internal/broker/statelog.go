@@ -357,6 +357,18 @@ func (l *StateLog) SnapshotAll(ctx context.Context, force bool) error {
 // snapshotQueue appends a snapshot of queue i's state, as of everything
 // before it in the queue, and trims the queue to it.
 func (l *StateLog) snapshotQueue(ctx context.Context, i int) error {
+	at, err := l.appendSnapshot(ctx, i)
+	if err != nil {
+		return err
+	}
+	// Trimmed with no lock of the StateLog held: a start move waits for the
+	// engine's checkpoint lock, and a checkpoint takes ours to capture.
+	return l.engine.SetStartOffset(l.queues[i], at)
+}
+
+// appendSnapshot appends a snapshot of queue i's state, with no writer
+// appending, and returns its offset.
+func (l *StateLog) appendSnapshot(ctx context.Context, i int) (model.QueueOffset, error) {
 	q := l.queues[i]
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
@@ -365,10 +377,10 @@ func (l *StateLog) snapshotQueue(ctx context.Context, i int) error {
 	for !l.atWrite {
 		_, _, end, err := l.engine.Offsets(q)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if err := l.applier.catchUp(i); err != nil {
-			return err
+			return 0, err
 		}
 		l.applier.mu.Lock()
 		next := l.applier.next[i]
@@ -380,7 +392,7 @@ func (l *StateLog) snapshotQueue(ctx context.Context, i int) error {
 		err = l.engine.Wait(wctx, map[model.QueueID]model.QueueOffset{q: next})
 		cancel()
 		if err != nil {
-			return err
+			return 0, err
 		}
 	}
 	entries := l.sm.Entries(i)
@@ -396,16 +408,16 @@ func (l *StateLog) snapshotQueue(ctx context.Context, i int) error {
 		entries = entries[n:]
 	}
 	if err := l.engine.AppendWith(ctx, recs, storage.AppendOptions{}); err != nil {
-		return err
+		return 0, err
 	}
 	if l.atWrite {
 		l.mu.Lock()
 		l.since[i], l.lastSnap[i] = 0, l.now()
 		l.mu.Unlock()
 	} else if err := l.applier.catchUp(i); err != nil {
-		return err
+		return 0, err
 	}
-	return l.engine.SetStartOffset(q, recs[0].BaseOffset)
+	return recs[0].BaseOffset, nil
 }
 
 // SkipTo makes queue i's application start at next at the earliest: the

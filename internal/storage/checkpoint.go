@@ -201,6 +201,10 @@ func readCheckpoint(path string) (checkpointData, error) {
 	return c, nil
 }
 
+// Checkpoint writes a checkpoint now (one is written every
+// checkpoint interval and at Close).
+func (e *Engine) Checkpoint() error { return e.checkpoint() }
+
 // checkpoint writes out every index tail, makes the log and the index files
 // durable, and then records the position below which they are complete.
 func (e *Engine) checkpoint() error {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/meta"
@@ -58,5 +59,72 @@ func TestLegacyStateMigrates(t *testing.T) {
 	defer f.close(t)
 	if d := f.pop.Dump(); !strings.Contains(d, want) {
 		t.Fatalf("from the log alone: %s", d)
+	}
+}
+
+// TestSnapshotsBesideCheckpoints: snapshot records (which trim the queue,
+// waiting for the engine's checkpoint lock) and checkpoints (which capture
+// the state, waiting for writers) run side by side with receives and acks
+// without deadlocking.
+func TestSnapshotsBesideCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	f := open(t, t.TempDir())
+	defer f.close(t)
+	name, _ := model.ParseTopicName("busy")
+	tp, err := f.b.CreateTopic(ctx, name, 1, broker.TopicConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]model.Message, 200)
+	for i := range msgs {
+		msgs[i] = model.Message{Body: []byte{byte(i)}}
+	}
+	if _, err := f.b.AppendMessages(ctx, name, 0, msgs); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 3)
+	go func() {
+		for range 100 {
+			got, err := f.pop.Receive(ctx, "g", tp.Queues, 2, time.Hour, false, nil)
+			if err != nil {
+				done <- err
+				return
+			}
+			for _, d := range got {
+				if err := f.pop.Ack(ctx, "g", d.Handle); err != nil {
+					done <- err
+					return
+				}
+			}
+		}
+		done <- nil
+	}()
+	go func() {
+		for range 50 {
+			if err := f.pop.slog.SnapshotAll(ctx, true); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	go func() {
+		for range 50 {
+			if err := f.engine.Checkpoint(); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for range 3 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("snapshots and checkpoints deadlocked")
+		}
 	}
 }
