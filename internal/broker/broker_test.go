@@ -389,3 +389,48 @@ func FuzzDecodeStateEntries(f *testing.F) {
 		}
 	})
 }
+
+// TestOffsetSnapshotInParts: a snapshot larger than a part is written in
+// several records, applied as one replacement (when the node recovers from
+// the log alone too).
+func TestOffsetSnapshotInParts(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	f := open(t, dir)
+	name, _ := model.ParseTopicName("t")
+	_, _ = f.b.CreateTopic(ctx, name, 1, TopicConfig{})
+	f.b.offsets.state.partBytes = 64
+	groups := 0
+	for i := 0; groups < 20; i++ {
+		g := fmt.Sprint("g", i)
+		if f.b.offsets.partition(g) != 0 {
+			continue
+		}
+		groups++
+		if err := f.b.CommitOffsets(ctx, g, name, map[int32]OffsetCommit{0: {Offset: model.QueueOffset(i), LeaderEpoch: -1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.b.offsets.state.SnapshotAll(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	q := f.b.offsets.state.queues[0]
+	if start, _, end, _ := f.engine.Offsets(q); end-start < 3 {
+		t.Fatalf("snapshot in %d records, want several parts", end-start)
+	}
+	f.close(t)
+	if err := os.Remove(filepath.Join(dir, "data", "checkpoint")); err != nil {
+		t.Fatal(err)
+	}
+	f = open(t, dir)
+	defer f.close(t)
+	n := 0
+	for _, g := range f.b.OffsetGroups() {
+		if f.b.offsets.partition(g) == 0 {
+			n++
+		}
+	}
+	if n != groups {
+		t.Fatalf("%d groups of queue 0 after replaying a snapshot in parts, want %d", n, groups)
+	}
+}

@@ -54,6 +54,7 @@ type StateLog struct {
 	log     *slog.Logger
 	now     func() time.Time
 	applier *queueApplier
+	partBytes int // the size a snapshot part is cut at
 	// atWrite: writers apply their records themselves as they append them
 	// (state the next request needs before the record is durable, such as
 	// POP leases); the applier applies records only on Load.
@@ -85,7 +86,7 @@ const (
 
 // NewStateLog returns a StateLog over queues; Load restores it.
 func (b *Broker) NewStateLog(name string, queues []model.QueueID, sm StateMachine) *StateLog {
-	l := &StateLog{engine: b.engine, name: name, queues: queues, sm: sm, log: b.log.With("state", name), now: b.opts.Now,
+	l := &StateLog{engine: b.engine, name: name, queues: queues, sm: sm, log: b.log.With("state", name), now: b.opts.Now, partBytes: snapshotPartBytes,
 		since: make([]int, len(queues)), lastSnap: make([]time.Time, len(queues)), parts: make([][][]byte, len(queues))}
 	for i := range l.lastSnap {
 		l.lastSnap[i] = l.now()
@@ -144,7 +145,11 @@ func (l *StateLog) apply(i int, at model.QueueOffset, payload []byte) {
 		return
 	}
 	l.mu.Lock()
-	l.parts[i] = append(l.parts[i], entries...)
+	for _, e := range entries {
+		// Copied: a snapshot's parts may span reads, and a read's bytes
+		// are the log's mapped pages, valid only until it is released.
+		l.parts[i] = append(l.parts[i], append([]byte(nil), e...))
+	}
 	var all [][]byte
 	if last {
 		all, l.parts[i], l.since[i], l.lastSnap[i] = l.parts[i], nil, 0, l.now()
@@ -399,7 +404,7 @@ func (l *StateLog) appendSnapshot(ctx context.Context, i int) (model.QueueOffset
 	var recs []*storage.Record
 	for len(entries) > 0 || len(recs) == 0 {
 		n, size := 0, 0
-		for n < len(entries) && (n == 0 || size < snapshotPartBytes) {
+		for n < len(entries) && (n == 0 || size < l.partBytes) {
 			size += 4 + len(entries[n])
 			n++
 		}
