@@ -47,13 +47,13 @@ type StateMachine interface {
 // The checkpoint section: n u32 | n × next offset i64 | n × { count u32 |
 // count × { len u32 | entry } }.
 type StateLog struct {
-	engine  *storage.Engine
-	name    string
-	queues  []model.QueueID
-	sm      StateMachine
-	log     *slog.Logger
-	now     func() time.Time
-	applier *queueApplier
+	engine    *storage.Engine
+	name      string
+	queues    []model.QueueID
+	sm        StateMachine
+	log       *slog.Logger
+	now       func() time.Time
+	applier   *queueApplier
 	partBytes int // the size a snapshot part is cut at
 	// atWrite: writers apply their records themselves as they append them
 	// (state the next request needs before the record is durable, such as
