@@ -33,7 +33,7 @@ type OffsetCommit struct {
 // offsetStore keeps committed offsets as a state machine over the consumer
 // offsets queues (system/internal/consumer_offsets, Kafka's
 // __consumer_offsets), kept by a StateLog: every change is a record in the
-// queue of its group (offsetsPartition), and the committed offsets are what
+// queue of its group (KeyPartition), and the committed offsets are what
 // applying those queues in order gives.
 type offsetStore struct {
 	meta  meta.Store // read once, to migrate snapshots of older versions
@@ -52,7 +52,7 @@ func newOffsetStore(b *Broker, m meta.Store, queues []model.QueueID) *offsetStor
 }
 
 // partition returns the index of a group's queue.
-func (s *offsetStore) partition(group string) int { return offsetsPartition(group, s.n) }
+func (s *offsetStore) partition(group string) int { return KeyPartition(group, s.n) }
 
 // Apply implements StateMachine: one commit or deletion record.
 func (s *offsetStore) Apply(i int, at model.QueueOffset, payload []byte) {

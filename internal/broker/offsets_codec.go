@@ -27,13 +27,10 @@ const (
 )
 
 // offsetsPartitions is the number of consumer offsets queues. A group's
-// records go to the queue offsetsPartition picks, as Kafka spreads groups
+// records go to the queue KeyPartition picks, as Kafka spreads groups
 // over its 50 __consumer_offsets partitions; a cluster places each queue's
 // coordinator with its replication group.
 const offsetsPartitions = 50
-
-// offsetsPartition is Kafka's coordinator partition for a group.
-func offsetsPartition(group string, n int) int { return KeyPartition(group, n) }
 
 // KeyPartition is Kafka's coordinator partition for a group or
 // transactional id: abs(Java String.hashCode(key)) mod the partition count.
