@@ -153,10 +153,10 @@ type StorageConfig struct {
 	RetentionTime      time.Duration `yaml:"retention_time" help:"deprecated: sets broker.retention when positive"`
 	RetentionBytes     ByteSize      `yaml:"retention_bytes" help:"last-resort guard: past this many commit-log bytes the oldest segments are cut whatever they hold (0: no limit); per-topic retention is the normal way to bound data"`
 	GCMinorThreshold   float64       `yaml:"gc_minor_threshold" help:"garbage collection: a sealed segment less live than this fraction is relocated by the frequent pass"`
-	GCMajorThreshold   float64       `yaml:"gc_major_threshold" help:"garbage collection: a sealed segment less live than this fraction is relocated by the rarer pass"`
+	GCMajorThreshold   float64       `yaml:"gc_major_threshold" help:"garbage collection: a sealed segment less live than this fraction is relocated by the rarer pass, and by the frequent one once such segments hold two segments' worth of dead bytes"`
 	GCMinorInterval    time.Duration `yaml:"gc_minor_interval" help:"garbage collection: how often the frequent pass runs (negative: never)"`
 	GCMajorInterval    time.Duration `yaml:"gc_major_interval" help:"garbage collection: how often the rarer pass runs (negative: never)"`
-	GCBytesPerSecond   ByteSize      `yaml:"gc_bytes_per_second" help:"garbage collection: most bytes copied per second (0: unpaced)"`
+	GCBytesPerSecond   ByteSize      `yaml:"gc_bytes_per_second" help:"garbage collection: most bytes copied per second while producers write (0: unpaced; unpaced anyway while appends are under 1 MiB/s)"`
 	MinFreeBytes       ByteSize      `yaml:"min_free_bytes" help:"refuse writes when free disk space falls below this"`
 	MinFreeRatio       float64       `yaml:"min_free_ratio" help:"or below this fraction of the disk"`
 	VerifyReads        bool          `yaml:"verify_reads" help:"check each record's CRC32C when it is read"`
@@ -214,7 +214,7 @@ func DefaultConfig() Config {
 			CheckpointInterval: 5 * time.Second,
 			GCMinorThreshold:   0.2,
 			GCMajorThreshold:   0.5,
-			GCMinorInterval:    2 * time.Minute,
+			GCMinorInterval:    time.Minute,
 			GCMajorInterval:    30 * time.Minute,
 			GCBytesPerSecond:   4 << 20,
 			MinFreeBytes:       1 << 30,

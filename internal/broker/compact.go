@@ -340,7 +340,7 @@ func (b *Broker) rewriteQueue(ctx context.Context, t *Topic, q model.QueueID, st
 		if newest && payload == nil {
 			return nil // the newest record is never removed whole
 		}
-		rw := storage.Rewrite{Base: r.BaseOffset, From: r.Pos}
+		rw := storage.Rewrite{Base: r.BaseOffset}
 		if payload != nil {
 			rec := &storage.Record{Format: r.Format, Flags: r.Flags &^ (storage.FlagRelocated | storage.FlagCompacted),
 				Count: r.Count, Timestamp: r.Timestamp, StoreTime: r.StoreTime, TagHash: r.TagHash, Payload: payload}

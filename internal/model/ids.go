@@ -23,6 +23,15 @@ type QueueOffset int64
 // queue offset.
 type LogPos int64
 
+// LocalPosBase is the first position of a node's local area: records at
+// LocalPosBase and above (garbage-collection copies) live outside the
+// replicated log and take no record index. Positions below it are in the
+// commit log proper.
+const LocalPosBase LogPos = 1 << 62
+
+// IsLocal reports whether p lies in the local area.
+func (p LogPos) IsLocal() bool { return p >= LocalPosBase }
+
 // Index is the dense sequence number of a record in a commit log (the Raft
 // index in cluster mode).
 type Index uint64

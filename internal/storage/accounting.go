@@ -83,7 +83,8 @@ type SegmentUsage struct {
 	Sealed    bool
 }
 
-// Usage returns every segment's size and live bytes, oldest first.
+// Usage returns every segment's size and live bytes, oldest first: the
+// commit log's, then the local area's.
 func (e *Engine) Usage() []SegmentUsage {
 	live := map[model.LogPos]int64{}
 	for _, q := range e.queueList() {
@@ -91,7 +92,7 @@ func (e *Engine) Usage() []SegmentUsage {
 			live[seg] += n
 		}
 	}
-	segs := e.clog.Segments()
+	segs := append(e.clog.Segments(), e.local.Segments()...)
 	out := make([]SegmentUsage, len(segs))
 	for i, s := range segs {
 		out[i] = SegmentUsage{Base: s.Base, End: s.End, Live: live[s.Base], LastTime: s.LastTime, Sealed: s.Sealed}

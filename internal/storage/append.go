@@ -24,6 +24,9 @@ const (
 	// queue's end when written, so replaying it moves the start exactly as
 	// it moved.
 	opSetStart = 3
+	// opHole makes the record of a queue starting at an offset a hole
+	// (compaction kept none of its messages): op | base i64.
+	opHole = 4
 )
 
 // AppendOptions modify one Append call.
@@ -200,12 +203,18 @@ func (e *Engine) control(ctx context.Context, ids []model.QueueID, op byte) erro
 	if err != nil {
 		return fmt.Errorf("queue control: %w", err)
 	}
+	if op == opDeleteQueue {
+		e.noteApplied(recs)
+	}
 	return e.clog.SyncTo(ctx, end)
 }
 
 type controlAssigner struct{ e *Engine }
 
 func (c controlAssigner) Assign(r *commitlog.Entry) {
+	if len(r.Payload) == 9 && r.Payload[0] == opHole {
+		return // applied once durable
+	}
 	if len(r.Payload) == 9 && r.Payload[0] == opSetStart {
 		// Clamp under the log lock; the index moves after the append (it
 		// may wait for index file work the log lock must not).
@@ -238,6 +247,15 @@ func (e *Engine) applyControl(id model.QueueID, payload []byte) {
 				e.log.Warn("replay start offset", "queue", id, "err", err)
 			}
 		}
+	case opHole:
+		if q, ok := e.queues[id]; ok && len(payload) == 9 {
+			if e.recount != nil {
+				e.recount[q] = true
+			}
+			if _, err := q.idx.Punch(model.QueueOffset(binary.LittleEndian.Uint64(payload[1:])), queueindex.FromAny); err != nil {
+				e.log.Warn("replay compaction hole", "queue", id, "err", err)
+			}
+		}
 	case opDeleteQueue:
 		if q, ok := e.queues[id]; ok {
 			delete(e.queues, id)
@@ -252,6 +270,9 @@ func (e *Engine) applyControl(id model.QueueID, payload []byte) {
 // replay re-applies one recovered record.
 func (e *Engine) replay(pos model.LogPos, r *commitlog.Record) error {
 	if r.Flags&commitlog.FlagControl != 0 {
+		if len(r.Payload) > 0 && r.Payload[0] != opCreateQueue {
+			e.appliedFloor.Store(int64(r.Index)) // applied in place
+		}
 		e.applyControl(r.Queue, r.Payload)
 		return nil
 	}
@@ -259,8 +280,12 @@ func (e *Engine) replay(pos model.LogPos, r *commitlog.Record) error {
 	if q == nil {
 		return nil // a deleted queue
 	}
+	if r.Flags&commitlog.FlagCompacted != 0 {
+		e.appliedFloor.Store(int64(r.Index))
+		return e.replayRewrite(q, pos, r) // state keepers saw the original
+	}
 	if r.Flags&commitlog.FlagRelocated != 0 {
-		return e.replayCopy(q, pos, r) // state keepers saw the original
+		return e.replayCopy(q, pos, r) // an older version's copy
 	}
 	for _, k := range e.cfg.StateKeepers {
 		k.Replay(pos, r)

@@ -267,6 +267,10 @@ func (e *Engine) checkpoint() error {
 	}
 	sections[epochsSection] = encodeEpochs(ids, epochs)
 	sections[nextIndexSection] = binary.LittleEndian.AppendUint64(nil, uint64(next))
+	// Every local copy is synced before an entry points at it, and copies
+	// are appended under ckptMu: the local tail is durable here.
+	e.local.Sync()
+	sections[localSection] = e.localTail()
 	if err := e.keys.Sync(); err != nil {
 		return err
 	}
@@ -274,6 +278,8 @@ func (e *Engine) checkpoint() error {
 		return err
 	}
 	e.ckptPos.Store(int64(pos))
+	e.ckptIndex, e.ckptSections = next, sections
+	e.localCkpt.Store(int64(binary.LittleEndian.Uint64(sections[localSection])))
 	e.clearInPlace()
 	var errs []error
 	for i, q := range list {

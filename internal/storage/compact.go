@@ -2,73 +2,84 @@ package storage
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage/commitlog"
+	"github.com/rosettamq/rosetta/internal/storage/queueindex"
 )
 
 // Rewrite replaces one record of a queue with a compacted version of it
 // (the broker decides what a record keeps; the engine moves the index).
 type Rewrite struct {
 	Base model.QueueOffset
-	From model.LogPos // position of the record it replaces
 	// Record is the compacted version: payload, message count kept in
 	// Count's range, timestamps, tag hash, keys. nil: none of the
 	// record's messages is kept (the entry becomes a hole).
 	Record *Record
 }
 
-// RewriteRecords applies compaction to queue id: the new versions are
-// appended (FlagRelocated|FlagCompacted, with the original's queue, base
-// offset and count) and made durable and visible; then each entry still at
-// its From moves to its rewrite or becomes a hole. The originals become
+// RewriteRecords applies compaction to queue id. The results are records
+// of the replicated log, so every replica and every replay applies the
+// same ones: a rewrite carries the compacted version (flag Compacted, with
+// the original's queue, base offset and count), a hole is a control
+// record naming the base offset. Once they are durable each entry takes
+// its result wherever its record lives (a garbage-collection copy holds
+// the same content as the original the broker read). The originals become
 // dead bytes that reclamation and garbage collection free. It returns how
 // many entries changed. Like relocation it holds the checkpoint lock, so a
-// checkpoint comes either before (recovery replays the rewrites) or after
+// checkpoint comes either before (recovery replays the results) or after
 // every change.
 func (e *Engine) RewriteRecords(ctx context.Context, id model.QueueID, rws []Rewrite) (int, error) {
 	q, err := e.queue(id)
 	if err != nil {
 		return 0, err
 	}
-	var recs []*commitlog.Entry
+	recs := make([]*commitlog.Entry, 0, len(rws))
 	for i := range rws {
 		r := rws[i].Record
 		if r == nil {
+			p := make([]byte, 9)
+			p[0] = opHole
+			binary.LittleEndian.PutUint64(p[1:], uint64(rws[i].Base))
+			recs = append(recs, &commitlog.Entry{Format: model.FormatInternal, Flags: commitlog.FlagControl, Queue: id, Count: 1, Payload: p})
 			continue
 		}
 		if r.Count == 0 {
 			return 0, fmt.Errorf("%w: rewrite of offset %d with no count", model.ErrCorruptRecord, rws[i].Base)
 		}
 		r.Queue, r.BaseOffset = id, rws[i].Base
-		r.Flags |= commitlog.FlagRelocated | commitlog.FlagCompacted
+		r.Flags = r.Flags&^commitlog.FlagRelocated | commitlog.FlagCompacted
 		recs = append(recs, r)
+	}
+	if len(recs) == 0 {
+		return 0, nil
 	}
 	e.ckptMu.Lock()
 	defer e.ckptMu.Unlock()
-	if len(recs) > 0 {
-		end, err := e.clog.Append(recs, copyAssigner{})
-		if err != nil {
-			return 0, fmt.Errorf("append rewrites: %w", err)
-		}
-		if err := e.clog.SyncTo(ctx, end); err != nil {
-			return 0, err
-		}
+	end, err := e.clog.Append(recs, copyAssigner{})
+	if err != nil {
+		return 0, fmt.Errorf("append compaction results: %w", err)
 	}
+	if err := e.clog.SyncTo(ctx, end); err != nil {
+		return 0, err
+	}
+	e.noteApplied(recs)
 	if err := e.noteInPlace(q); err != nil {
 		return 0, err
 	}
 	changed := 0
 	var errs []error
-	for _, rw := range rws {
+	for i, rw := range rws {
 		var ok bool
 		var err error
-		if r := rw.Record; r != nil {
-			ok, err = q.idx.Repoint(rw.Base, rw.From, r.Pos, r.Segment, r.Size, r.Count)
+		if rw.Record != nil {
+			r := recs[i]
+			ok, err = q.idx.Repoint(rw.Base, queueindex.FromAny, r.Pos, r.Segment, r.Size, r.Count)
 		} else {
-			ok, err = q.idx.Punch(rw.Base, rw.From)
+			ok, err = q.idx.Punch(rw.Base, queueindex.FromAny)
 		}
 		if ok {
 			changed++

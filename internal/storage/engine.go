@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -56,9 +57,11 @@ type Config struct {
 	RetentionBytes     int64 // 0: no size limit
 	RetentionInterval  time.Duration
 	// Garbage collection: a frequent minor pass relocates nearly-dead
-	// segments (live fraction below GCMinorThreshold), a rarer major pass
-	// half-dead ones (GCMajorThreshold); copying is paced to
-	// GCBytesPerSecond (0: unpaced). A negative interval disables a pass.
+	// segments (live fraction below GCMinorThreshold), and half-dead ones
+	// (GCMajorThreshold) too once they hold enough to free; a rarer major
+	// pass takes every half-dead one. Copying is paced to GCBytesPerSecond
+	// (0: unpaced) while the foreground writes, unpaced while it is idle.
+	// A negative interval disables a pass.
 	GCMinorThreshold  float64
 	GCMajorThreshold  float64
 	GCMinorInterval   time.Duration
@@ -103,7 +106,7 @@ func DefaultConfig(dir string) Config {
 		RetentionInterval:  30 * time.Second,
 		GCMinorThreshold:   0.2,
 		GCMajorThreshold:   0.5,
-		GCMinorInterval:    2 * time.Minute,
+		GCMinorInterval:    time.Minute,
 		GCMajorInterval:    30 * time.Minute,
 		GCBytesPerSecond:   4 << 20,
 		MinFreeBytes:       1 << 30,
@@ -206,9 +209,10 @@ type Engine struct {
 	log      *slog.Logger
 	identity Identity
 
-	clog *commitlog.Log
-	idx  *queueindex.Store
-	keys *keyindex.Index
+	clog  *commitlog.Log
+	local *commitlog.Log // the local area (local.go)
+	idx   *queueindex.Store
+	keys  *keyindex.Index
 
 	qmu    sync.RWMutex
 	queues map[model.QueueID]*queue
@@ -227,6 +231,13 @@ type Engine struct {
 	sectionMu        sync.Mutex
 	sectionProviders map[string]func() ([]byte, error)
 	ckptPos          atomic.Int64 // log position of the last checkpoint
+	localCkpt        atomic.Int64 // local-area position of the last checkpoint
+	// The last checkpoint's record index and sections (under ckptMu), for
+	// truncation; appliedFloor is the index of the newest record applied
+	// in place (truncate.go).
+	ckptIndex    model.Index
+	ckptSections map[string][]byte
+	appliedFloor atomic.Int64
 	// gcMu serialises garbage-collection passes, reclaimMu segment
 	// reclamation; gcRelocating lets copies roll a segment into the disk
 	// guard's reserve.
@@ -308,6 +319,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	e.restoreEpochs(ck.Sections)
 	e.openedSections = ck.Sections
+	e.ckptIndex, e.ckptSections = ck.nextIndex(), ck.Sections
 	if err := restoreKeepers(cfg.StateKeepers, ck.Sections); err != nil {
 		e.keys.Close()
 		e.idx.Close()
@@ -340,10 +352,15 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.ckptPos.Store(int64(ck.LogPos))
-	e.idx.SetSegmentOf(func(pos model.LogPos) model.LogPos {
-		base, _ := e.clog.SegmentBase(pos)
-		return base
-	})
+	// The local area after the commit log: compaction results replayed
+	// from the log come before the copies made after them.
+	if err := e.openLocal(ck.Sections); err != nil {
+		e.clog.Close()
+		e.keys.Close()
+		e.idx.Close()
+		return nil, err
+	}
+	e.idx.SetSegmentOf(e.segmentBase)
 	for _, id := range inPlace {
 		if q := e.queues[id]; q != nil {
 			e.recount[q] = true
@@ -406,6 +423,7 @@ func (e *Engine) Close() error {
 	if e.clog != nil {
 		err = e.checkpoint()
 		e.clog.Close()
+		e.local.Close()
 	}
 	e.keys.Close()
 	e.idx.Close()
@@ -424,7 +442,7 @@ func (e *Engine) PowerLoss() error {
 		e.cancel()
 	}
 	e.wg.Wait()
-	err := e.clog.PowerLoss()
+	err := errors.Join(e.clog.PowerLoss(), e.local.PowerLoss())
 	e.keys.Close()
 	e.idx.Close()
 	e.wakeAll()
@@ -443,7 +461,7 @@ func (e *Engine) startBackground(ctx context.Context) {
 	loop(e.cfg.RetentionInterval, "retention", func() error { _, err := e.EnforceRetention(); return err })
 	loop(e.cfg.DiskCheckInterval, "disk-guard", func() error { e.checkDisk(); return nil })
 	if e.cfg.GCMinorInterval > 0 {
-		loop(e.cfg.GCMinorInterval, "gc-minor", func() error { _, err := e.GC(ctx, e.cfg.GCMinorThreshold); return err })
+		loop(e.cfg.GCMinorInterval, "gc-minor", func() error { _, err := e.scheduledGC(ctx); return err })
 	}
 	if e.cfg.GCMajorInterval > 0 {
 		loop(e.cfg.GCMajorInterval, "gc-major", func() error { _, err := e.GC(ctx, e.cfg.GCMajorThreshold); return err })
@@ -479,20 +497,25 @@ func (e *Engine) queue(id model.QueueID) (*queue, error) {
 	return q, nil
 }
 
-// LogStats describes the commit log.
+// LogStats describes the commit log and the local area.
 type LogStats struct {
 	Start, End, Synced model.LogPos
-	Segments           int
-	Bytes              int64
+	Segments           int   // both logs
+	Bytes              int64 // both logs
+	LocalSegments      int
+	LocalBytes         int64 // the local area (garbage-collection copies)
 	NextIndex          model.Index
+	FirstIndex         model.Index // first of the contiguous replicated range
 	OpenIndexFiles     int
 }
 
-// LogStats returns the commit log's current shape.
+// LogStats returns the logs' current shape.
 func (e *Engine) LogStats() LogStats {
 	return LogStats{
 		Start: e.clog.Start(), End: e.clog.End(), Synced: e.clog.Synced(),
-		Segments: e.clog.SegmentCount(), Bytes: e.clog.Size(), NextIndex: e.clog.NextIndex(),
+		Segments: e.clog.SegmentCount() + e.local.SegmentCount(), Bytes: e.clog.Size() + e.local.Size(),
+		LocalSegments: e.local.SegmentCount(), LocalBytes: e.local.Size(),
+		NextIndex: e.clog.NextIndex(), FirstIndex: e.clog.FirstIndex(),
 		OpenIndexFiles: e.idx.OpenFiles(),
 	}
 }

@@ -16,18 +16,20 @@ import (
 
 // Garbage collection by relocation (BookKeeper's entry-log compaction): a
 // sealed segment whose live fraction is below a threshold has its live
-// records copied to the head of the log (FlagRelocated: same queue,
-// offsets, timestamps, keys and payload) and their index entries
-// repointed; the segment then has no live bytes and the next reclamation
-// deletes it, after a checkpoint. Queue offsets never change, only
-// positions.
+// records copied to the local area (local.go: same queue, offsets,
+// timestamps, keys and payload, outside the replicated log) and their
+// index entries repointed; the segment then has no live bytes and the
+// next reclamation deletes it, after a checkpoint. Queue offsets and
+// record indexes never change, only positions, so garbage collection is a
+// decision each node takes alone.
 //
 // Crash safety: copies are synced before any entry points at them, and an
 // entry moves only if it still points at the original; recovery replaying
-// a copy moves the entry too (if it points anywhere earlier), so a crash
-// at any point leaves every entry on a readable record. The original is
-// deleted only after a checkpoint that covers the moves, so recovery never
-// needs it. Readers holding a view of the old segment keep its mapping.
+// a copy moves the entry too (if it is still at the copy's origin), so a
+// crash at any point leaves every entry on a readable record. The original
+// is deleted only after a checkpoint that covers the moves, so recovery
+// never needs it. Readers holding a view of the old segment keep its
+// mapping.
 
 // GCResult says what one garbage-collection pass did.
 type GCResult struct {
@@ -52,14 +54,14 @@ func (e *Engine) GC(ctx context.Context, threshold float64) (GCResult, error) {
 	start := time.Now()
 	var res GCResult
 	var cands []SegmentUsage
-	synced := e.clog.Synced()
+	synced, localSynced := e.clog.Synced(), e.local.Synced()
 	for _, u := range e.Usage() {
 		size := int64(u.End - u.Base)
-		if !u.Sealed || size == 0 || u.End > synced {
+		if !u.Sealed || size == 0 || (!u.Base.IsLocal() && u.End > synced) || (u.Base.IsLocal() && u.End > localSynced) {
 			continue
 		}
 		res.Examined++
-		if u.Live > 0 && float64(u.Live) < threshold*float64(size) {
+		if u.Live > 0 && float64(u.Live) <= threshold*float64(size) {
 			cands = append(cands, u)
 		}
 	}
@@ -72,6 +74,7 @@ func (e *Engine) GC(ctx context.Context, threshold float64) (GCResult, error) {
 		rate = 0 // writes are refused anyway: recover as fast as possible
 	}
 	th := newThrottle(rate)
+	th.foreground = e.stats.AppendedBytes.Load
 	for _, u := range cands {
 		if ctx.Err() != nil {
 			break
@@ -100,9 +103,31 @@ func (e *Engine) GC(ctx context.Context, threshold float64) (GCResult, error) {
 	return res, errors.Join(errs...)
 }
 
-// relocate copies the live records of one segment forward.
+// scheduledGC is the frequent pass: it relocates nearly-dead segments
+// (GCMinorThreshold) and, once the bytes it could free in half-dead ones
+// (GCMajorThreshold) reach two segments or a quarter of the log, those too,
+// without waiting for the major pass. Expired space thus comes back within
+// a retention interval and a pass of copying, however the live and the
+// expired data are interleaved.
+func (e *Engine) scheduledGC(ctx context.Context) (GCResult, error) {
+	var reclaimable, total int64
+	for _, u := range e.Usage() {
+		size := int64(u.End - u.Base)
+		total += size
+		if u.Sealed && size > 0 && u.Live > 0 && float64(u.Live) <= e.cfg.GCMajorThreshold*float64(size) {
+			reclaimable += size - u.Live
+		}
+	}
+	threshold := e.cfg.GCMinorThreshold
+	if reclaimable >= 2*e.cfg.SegmentSize || (total > 0 && reclaimable*4 >= total && reclaimable >= e.cfg.SegmentSize) {
+		threshold = max(threshold, e.cfg.GCMajorThreshold)
+	}
+	return e.GC(ctx, threshold)
+}
+
+// relocate copies the live records of one segment to the local area.
 func (e *Engine) relocate(ctx context.Context, u SegmentUsage, th *throttle) (int, int64, error) {
-	v, err := e.clog.Acquire(u.Base)
+	v, err := e.logAt(u.Base).Acquire(u.Base)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -167,13 +192,14 @@ func (e *Engine) relocate(ctx context.Context, u SegmentUsage, th *throttle) (in
 	return records, copied, flush()
 }
 
-// copyAssigner keeps the copies' offsets (nothing is indexed at append).
+// copyAssigner keeps the offsets of records appended whole (compaction
+// results: nothing is indexed at append).
 type copyAssigner struct{}
 
 func (copyAssigner) Assign(*commitlog.Entry) {}
 func (copyAssigner) Done()                   {}
 
-// appendCopies appends copies, makes them durable and visible, then
+// appendCopies appends copies to the local area, makes them durable, then
 // repoints each entry still on its original. It returns how many moved.
 //
 // It holds the checkpoint lock throughout, so a checkpoint either comes
@@ -182,11 +208,11 @@ func (copyAssigner) Done()                   {}
 func (e *Engine) appendCopies(ctx context.Context, batch []*commitlog.Entry, origins []model.LogPos) (int, error) {
 	e.ckptMu.Lock()
 	defer e.ckptMu.Unlock()
-	end, err := e.clog.Append(batch, copyAssigner{})
+	end, err := e.local.Append(batch, &localCopies{origins: origins})
 	if err != nil {
 		return 0, fmt.Errorf("append copies: %w", err)
 	}
-	if err := e.clog.SyncTo(ctx, end); err != nil {
+	if err := e.local.SyncTo(ctx, end); err != nil {
 		return 0, err
 	}
 	moved := 0
@@ -220,16 +246,23 @@ func (e *Engine) indexKeys(id model.QueueID, base model.QueueOffset, storeTime i
 	}
 }
 
-// replayCopy applies a relocated copy found by recovery: the entry moves
-// to it if it still points at an earlier position. The index file may
-// already hold the move while the checkpoint's live-byte figures do not,
-// so the queue is recounted once recovery is done.
+// replayCopy applies a garbage-collection copy that an older version put in
+// the commit log itself: the entry moves to it if it still points at an
+// earlier position and the record has the copy's size.
 func (e *Engine) replayCopy(q *queue, pos model.LogPos, r *commitlog.Record) error {
 	e.recount[q] = true
-	from := queueindex.FromEarlierSameSize
-	if r.Flags&commitlog.FlagCompacted != 0 {
-		from = queueindex.FromEarlier
-	}
+	return e.repointReplayed(q, queueindex.FromEarlierSameSize, pos, r)
+}
+
+// replayRewrite applies a compaction result: the entry takes the rewrite's
+// content wherever its record is (a copy elsewhere holds the content the
+// rewrite replaces).
+func (e *Engine) replayRewrite(q *queue, pos model.LogPos, r *commitlog.Record) error {
+	e.recount[q] = true
+	return e.repointReplayed(q, queueindex.FromAny, pos, r)
+}
+
+func (e *Engine) repointReplayed(q *queue, from model.LogPos, pos model.LogPos, r *commitlog.Record) error {
 	moved, err := q.idx.Repoint(r.BaseOffset, from, pos, r.Segment, r.Length, r.Count)
 	if moved {
 		var keys []commitlog.Key
@@ -239,12 +272,21 @@ func (e *Engine) replayCopy(q *queue, pos model.LogPos, r *commitlog.Record) err
 	return err
 }
 
-// throttle paces copying to a byte rate (0: unthrottled).
+// throttle paces copying to a byte rate (0: unpaced) while the foreground
+// writes; while it is nearly idle (under idleForeground bytes per second
+// appended since the last batch) copying is not held back.
 type throttle struct {
-	rate  int64
-	start time.Time
-	done  int64
+	rate       int64
+	foreground func() int64 // bytes appended so far (nil: always paced)
+	start      time.Time
+	done       int64
+	fgAt       time.Time
+	fgBytes    int64
 }
+
+// idleForeground is the append rate below which garbage collection copies
+// unpaced.
+const idleForeground = 1 << 20
 
 func newThrottle(rate int64) *throttle { return &throttle{rate: rate, start: time.Now()} }
 
@@ -252,9 +294,19 @@ func (t *throttle) wait(ctx context.Context, n int) {
 	if t.rate <= 0 {
 		return
 	}
+	now := time.Now()
+	if t.foreground != nil {
+		fg := t.foreground()
+		idle := !t.fgAt.IsZero() && float64(fg-t.fgBytes) < idleForeground*now.Sub(t.fgAt).Seconds()
+		t.fgAt, t.fgBytes = now, fg
+		if idle {
+			t.start, t.done = now, 0 // pace from here once the foreground is back
+			return
+		}
+	}
 	t.done += int64(n)
 	due := t.start.Add(time.Duration(float64(t.done) / float64(t.rate) * float64(time.Second)))
-	if d := time.Until(due); d > 0 {
+	if d := due.Sub(now); d > 0 {
 		select {
 		case <-time.After(d):
 		case <-ctx.Done():

@@ -143,9 +143,9 @@ func compactByFirstByte(ctx context.Context, e *storage.Engine, q model.QueueID)
 	for i, r := range recs {
 		switch {
 		case latest[r.key] != r.off:
-			rws = append(rws, storage.Rewrite{Base: r.off, From: r.pos})
+			rws = append(rws, storage.Rewrite{Base: r.off})
 		case i%2 == 0:
-			rws = append(rws, storage.Rewrite{Base: r.off, From: r.pos, Record: &storage.Record{Count: 1, Payload: r.payload}})
+			rws = append(rws, storage.Rewrite{Base: r.off, Record: &storage.Record{Count: 1, Payload: r.payload}})
 		}
 	}
 	_, err = e.RewriteRecords(ctx, q, rws)

@@ -94,9 +94,20 @@ func TestGCRelocatesMixedSegments(t *testing.T) {
 	if out, err := exec.Command("cp", "-a", dir+"/.", midway).CombinedOutput(); err != nil {
 		t.Fatalf("copy: %v %s", err, out)
 	}
+	nextIndex := e.LogStats().NextIndex
 	res, err := e.GC(context.Background(), 0.2)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Copies live in the local area: the replicated record sequence is
+	// untouched, and the range served by index has no gap.
+	if ls := e.LogStats(); ls.NextIndex != nextIndex || ls.LocalBytes == 0 {
+		t.Fatalf("gc moved the record sequence %d → %d (local area %d bytes)", nextIndex, ls.NextIndex, ls.LocalBytes)
+	}
+	if first := e.clog.FirstIndex(); first == 0 {
+		t.Fatal("no first index")
+	} else if ents, err := e.clog.Entries(first, nextIndex, 1<<30); err != nil || model.Index(len(ents)) != nextIndex-first {
+		t.Fatalf("entries [%d, %d): %d, %v", first, nextIndex, len(ents), err)
 	}
 	after := e.LogStats().Bytes
 	if res.Relocated < 8 || res.Deleted < 8 || after > live+int64(c.SegmentSize)+before/10 {
@@ -218,7 +229,7 @@ func TestInPlaceListCleared(t *testing.T) {
 	if err := e.SetStartOffset(2, 5); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.RewriteRecords(context.Background(), 2, nil); err != nil {
+	if _, err := e.RewriteRecords(context.Background(), 2, []Rewrite{{Base: 10}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path); err != nil {

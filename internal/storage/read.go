@@ -117,7 +117,7 @@ func (e *Engine) Read(id model.QueueID, offset model.QueueOffset, opts ReadOptio
 			}
 			continue
 		}
-		if ent.Pos+model.LogPos(ent.Size) > visible {
+		if !ent.VisibleAt(visible) {
 			break
 		}
 		if opts.SkipTag != nil && ent.Count == 1 && ent.TagHash != 0 && ent.BaseOffset >= offset && opts.SkipTag(ent.TagHash) {
@@ -167,7 +167,7 @@ func (e *Engine) readEntry(id model.QueueID, ent queueindex.Entry, cur commitlog
 	}
 	if !ok {
 		var err error
-		if v, err = e.clog.Acquire(ent.Pos); err != nil {
+		if v, err = e.logAt(ent.Pos).Acquire(ent.Pos); err != nil {
 			return StoredRecord{}, cur, err
 		}
 		if b, ok = v.Bytes(ent.Pos, int(ent.Size)); !ok {
@@ -288,6 +288,7 @@ func (e *Engine) SetStartOffsets(ctx context.Context, starts map[model.QueueID]m
 	if err := e.clog.SyncTo(ctx, end); err != nil {
 		return err
 	}
+	e.noteApplied(recs)
 	var errs []error
 	for _, r := range recs {
 		if q, err := e.queue(r.Queue); err == nil {
@@ -321,7 +322,7 @@ func (e *Engine) VisibleBytes(id model.QueueID, offset model.QueueOffset, limit 
 			return total, hw, err
 		}
 		for _, ent := range buf {
-			if ent.Pos+model.LogPos(ent.Size) > visible || total >= limit {
+			if !ent.VisibleAt(visible) || total >= limit {
 				return total, hw, nil
 			}
 			total += int(ent.Size)

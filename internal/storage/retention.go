@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -62,14 +63,17 @@ func (e *Engine) reclaimDead() (deleted int, freed int64, err error) {
 	if err := e.checkpoint(); err != nil {
 		return 0, 0, err
 	}
-	ckpt := e.lastCheckpoint()
 	live := e.liveBytes()
 	var errs []error
 	for _, u := range dead {
 		if live[u.Base] != 0 {
 			continue
 		}
-		ok, err := e.clog.DeleteSegment(u.Base, ckpt)
+		ckpt := e.lastCheckpoint()
+		if u.Base.IsLocal() {
+			ckpt = model.LogPos(e.localCkpt.Load())
+		}
+		ok, err := e.logAt(u.Base).DeleteSegment(u.Base, ckpt)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -112,7 +116,7 @@ func (e *Engine) liveBytes() map[model.LogPos]int64 {
 // past those records: data is lost, which is why it is only a guard.
 func (e *Engine) enforceSizeGuard() (deleted, moved int, freed int64, err error) {
 	segs := e.clog.Segments()
-	var total int64
+	total := e.local.Size()
 	for _, s := range segs {
 		total += int64(s.End - s.Base)
 	}
@@ -129,7 +133,9 @@ func (e *Engine) enforceSizeGuard() (deleted, moved int, freed int64, err error)
 	}
 	e.log.Warn("commit log over storage.retention_bytes: cutting the oldest segments whatever they hold",
 		"limit", e.cfg.RetentionBytes, "cut_before", cut)
-	var errs []error
+	// The cut is decided here but takes effect through start records, like
+	// every other start move.
+	starts := map[model.QueueID]model.QueueOffset{}
 	for _, q := range e.queueList() {
 		first, ok := q.idx.First()
 		if !ok || first.Pos >= cut {
@@ -139,12 +145,13 @@ func (e *Engine) enforceSizeGuard() (deleted, moved int, freed int64, err error)
 		if _, ent, err := q.idx.LookupPos(cut); err == nil {
 			next = ent.BaseOffset
 		}
-		if err := q.idx.SetStart(next); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		moved++
+		starts[q.idx.ID()] = next
 	}
+	var errs []error
+	if err := e.SetStartOffsets(context.Background(), starts); err != nil {
+		errs = append(errs, err)
+	}
+	moved = len(starts)
 	if err := e.checkpoint(); err != nil {
 		return 0, moved, 0, errors.Join(append(errs, err)...)
 	}

@@ -24,8 +24,10 @@ type StateKeeper interface {
 	// Capture returns a snapshot reflecting at least every record whose
 	// append returned before the call. It may reflect later records too.
 	Capture() ([]byte, error)
-	// Restore loads the snapshot of the last checkpoint. It is called once
-	// on open, before any Replay, and not at all when there is none.
+	// Restore replaces the state with the snapshot of the last checkpoint
+	// (an empty one: no state). It is called on open, before any Replay,
+	// and not at all when there is none; and when the log is truncated,
+	// before the records from the checkpoint to the cut are replayed.
 	Restore(data []byte) error
 	// Replay applies one data record written after the checkpoint, in log
 	// order. It must tolerate records the snapshot already reflects.

@@ -76,14 +76,20 @@ func (m *Manager) captureSorted() ([]byte, error) {
 	return b, nil
 }
 
-// Restore implements storage.StateKeeper.
+// Restore implements storage.StateKeeper: the states become the
+// snapshot's (none for an empty one).
 func (m *Manager) Restore(data []byte) error {
-	states, err := decodeSnapshot(data)
-	if err != nil {
-		return err
+	states := map[key]*State{}
+	if len(data) > 0 {
+		var err error
+		if states, err = decodeSnapshot(data); err != nil {
+			return err
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.states = make(map[key]*State, len(states))
+	m.logNow.Store(0)
 	for k, st := range states {
 		st.m = m
 		m.states[k] = st

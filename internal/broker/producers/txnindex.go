@@ -281,9 +281,12 @@ func (x *TxnIndex) Capture() ([]byte, error) {
 
 // Restore implements storage.StateKeeper.
 func (x *TxnIndex) Restore(data []byte) error {
-	qs, err := decodeTxnSnapshot(data)
-	if err != nil {
-		return err
+	qs := map[model.QueueID]*queueTxns{}
+	if len(data) > 0 {
+		var err error
+		if qs, err = decodeTxnSnapshot(data); err != nil {
+			return err
+		}
 	}
 	x.mu.Lock()
 	x.queues = qs

@@ -50,15 +50,24 @@ func firstIndexOf(s *segment) model.Index {
 	return h.Index
 }
 
-// FirstIndex returns the index of the first record retained (0 when the
-// log holds none).
+// FirstIndex returns the index of the first record of the contiguous
+// range the log serves by index (0 when the log holds none): segments
+// deleted in the middle of the log (reclaimed once nothing retained them)
+// end the range, so [FirstIndex, LastIndex] never has a gap. Records before
+// a gap stay readable by position; a replica that needs them gets a
+// snapshot instead.
 func (l *Log) FirstIndex() model.Index {
-	for _, s := range l.segments() {
-		if i := firstIndexOf(s); i != 0 {
-			return i
+	segs := l.segments()
+	first := model.Index(0)
+	for i := len(segs) - 1; i >= 0; i-- {
+		if i < len(segs)-1 && segs[i].end() != segs[i+1].base {
+			break
+		}
+		if idx := firstIndexOf(segs[i]); idx != 0 {
+			first = idx
 		}
 	}
-	return 0
+	return first
 }
 
 // LastIndex returns the index of the newest record written (0 when none).
@@ -216,4 +225,44 @@ func (l *Log) TruncateAfter(i model.Index) error {
 	}
 	_, err = l.TruncateTo(pos)
 	return err
+}
+
+// PositionOf returns the position of the record with index i.
+func (l *Log) PositionOf(i model.Index) (model.LogPos, error) { return l.locate(i) }
+
+// Scan calls fn for every record from pos (a record boundary) to the end
+// of the written data, in order, stepping over gaps; an error from fn ends
+// the scan and is returned. Payloads alias the log and are valid only
+// during the call.
+func (l *Log) Scan(pos model.LogPos, fn func(pos model.LogPos, r *Record) error) error {
+	for _, s := range l.segments() {
+		if !s.acquire() {
+			continue
+		}
+		used := s.used.Load()
+		if s.base+model.LogPos(used) <= pos {
+			s.release()
+			continue
+		}
+		off := int64(0)
+		if pos > s.base {
+			off = int64(pos - s.base)
+		}
+		for off < used {
+			r, err := Decode(s.data[off:used])
+			if err != nil {
+				s.release()
+				return err
+			}
+			at := s.base + model.LogPos(off)
+			r.Pos, r.Segment = at, s.base
+			if err := fn(at, &r); err != nil {
+				s.release()
+				return err
+			}
+			off += int64(r.Length)
+		}
+		s.release()
+	}
+	return nil
 }

@@ -36,6 +36,14 @@ type Entry struct {
 
 // Hole reports an entry whose messages compaction removed entirely: it
 // keeps its offsets but points at no record (size 0).
+// VisibleAt reports whether the entry's record is readable when the commit
+// log is visible up to visible. Local-area copies always are: they are
+// made durable before an entry points at them, and only of visible
+// records.
+func (e Entry) VisibleAt(visible model.LogPos) bool {
+	return e.Pos.IsLocal() || e.Pos+model.LogPos(e.Size) <= visible
+}
+
 func (e Entry) Hole() bool { return e.Size == 0 }
 
 // End is the offset after the entry's last message.

@@ -473,18 +473,73 @@ func (q *Queue) ReleaseFiles(upTo int64) error {
 	return nil
 }
 
-// TruncateFromPos drops every entry at or after log position pos (the log was
-// truncated there) and returns how many it dropped.
+// TruncateFromPos drops the entries of records written at or after log
+// position pos (the log lost them) and returns how many it dropped. Those
+// are the newest entries: entries moved to copies or compacted rewrites
+// point elsewhere but hold older offsets, so the walk goes back from the
+// tail while entries point into the commit log at or after pos.
 func (q *Queue) TruncateFromPos(pos model.LogPos) (int64, error) {
 	q.fmu.Lock()
 	defer q.fmu.Unlock()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	total := q.totalLocked()
-	no, e, err := q.searchLocked(func(e Entry) bool { return e.Pos >= pos })
-	if errors.Is(err, model.ErrOffsetOutOfRange) {
+	no := total
+	for no > q.first {
+		e, err := q.readEntryLocked(no - 1)
+		if err != nil {
+			return 0, err
+		}
+		if e.Hole() || e.Pos < pos || e.Pos.IsLocal() {
+			break
+		}
+		no--
+	}
+	if no == total {
 		return 0, nil
 	}
+	return q.truncateLocked(no)
+}
+
+// TruncateFromOffset drops every entry holding offset off or later (the
+// records that assigned them were cut from the log) and returns how many
+// it dropped. The next offset becomes off.
+func (q *Queue) TruncateFromOffset(off model.QueueOffset) (int64, error) {
+	q.fmu.Lock()
+	defer q.fmu.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if off >= q.next {
+		return 0, nil
+	}
+	total := q.totalLocked()
+	no := total
+	for no > q.first {
+		e, err := q.readEntryLocked(no - 1)
+		if err != nil {
+			return 0, err
+		}
+		if e.BaseOffset < off {
+			break
+		}
+		no--
+	}
+	n, err := q.truncateLocked(no)
+	if err == nil && q.next > off {
+		q.next = off
+		q.start = min(q.start, off)
+	}
+	return n, err
+}
+
+// truncateLocked drops entries [no, total) and makes the next offset the
+// first dropped entry's base.
+func (q *Queue) truncateLocked(no int64) (int64, error) {
+	total := q.totalLocked()
+	if no >= total {
+		return 0, nil
+	}
+	e, err := q.readEntryLocked(no)
 	if err != nil {
 		return 0, err
 	}
@@ -560,7 +615,9 @@ func (q *Queue) VisibleEnd(visible model.LogPos) model.QueueOffset {
 		if err != nil {
 			break
 		}
-		if e.Pos+model.LogPos(e.Size) <= visible {
+		// Local-area copies are made durable before an entry points at
+		// them, and only of records already visible.
+		if e.Pos.IsLocal() || e.Pos+model.LogPos(e.Size) <= visible {
 			return max(e.End(), q.start)
 		}
 	}

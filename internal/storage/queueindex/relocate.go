@@ -82,6 +82,9 @@ const (
 	// FromEarlier: the entry is anywhere before the copy (a compacted
 	// rewrite, smaller than the original, or a hole before it).
 	FromEarlier model.LogPos = -2
+	// FromAny: wherever the entry is (a compaction result applied from the
+	// log: it replaces the record's content, wherever a copy of it lives).
+	FromAny model.LogPos = -3
 )
 
 // Repoint moves the entry of offset base to a record at to (in the
@@ -104,14 +107,15 @@ func (q *Queue) Repoint(base model.QueueOffset, from, to, seg model.LogPos, size
 	return true, q.setLocked(no, e, Entry{Pos: to, BaseOffset: e.BaseOffset, Size: size, Count: e.Count, MaxTime: e.MaxTime, TagHash: e.TagHash, Segment: seg})
 }
 
-// Punch makes the entry of offset base, still at from, a hole: none of
+// Punch makes the entry of offset base, still at from (or anywhere, with
+// FromAny), a hole: none of
 // its messages is kept (compaction removed them all). Readers step over
 // it; its offsets stay used.
 func (q *Queue) Punch(base model.QueueOffset, from model.LogPos) (bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	no, e, ok := q.locateLocked(base)
-	if !ok || e.Hole() || e.Pos != from {
+	if !ok || e.Hole() || (from != FromAny && e.Pos != from) {
 		return false, nil
 	}
 	return true, q.setLocked(no, e, Entry{BaseOffset: e.BaseOffset, Count: e.Count, MaxTime: e.MaxTime})
