@@ -86,12 +86,7 @@ type SegmentUsage struct {
 // Usage returns every segment's size and live bytes, oldest first: the
 // commit log's, then the local area's.
 func (e *Engine) Usage() []SegmentUsage {
-	live := map[model.LogPos]int64{}
-	for _, q := range e.queueList() {
-		for seg, n := range q.idx.Bytes() {
-			live[seg] += n
-		}
-	}
+	live := e.liveBytes()
 	segs := append(e.clog.Segments(), e.local.Segments()...)
 	out := make([]SegmentUsage, len(segs))
 	for i, s := range segs {

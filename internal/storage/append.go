@@ -224,13 +224,13 @@ func (c controlAssigner) Assign(r *commitlog.Entry) {
 		}
 		return
 	}
-	c.e.applyControl(r.Queue, r.Payload)
+	c.e.applyControl(r.Queue, r.Payload, r.Pos, r.Size)
 }
 func (c controlAssigner) Done() {}
 
 // applyControl creates or deletes a queue; it runs under the log lock, or
 // during replay.
-func (e *Engine) applyControl(id model.QueueID, payload []byte) {
+func (e *Engine) applyControl(id model.QueueID, payload []byte, pos model.LogPos, size uint32) {
 	if len(payload) == 0 {
 		return
 	}
@@ -239,10 +239,13 @@ func (e *Engine) applyControl(id model.QueueID, payload []byte) {
 	switch payload[0] {
 	case opCreateQueue:
 		if _, ok := e.queues[id]; !ok {
-			e.queues[id] = &queue{idx: e.idx.Open(id, queueindex.State{}, nil)}
+			q := &queue{idx: e.idx.Open(id, queueindex.State{}, nil)}
+			q.pins.set(payload, pos, size)
+			e.queues[id] = q
 		}
 	case opSetStart:
 		if q, ok := e.queues[id]; ok && len(payload) == 9 {
+			q.pins.set(payload, pos, size)
 			if err := q.idx.SetStart(model.QueueOffset(binary.LittleEndian.Uint64(payload[1:]))); err != nil {
 				e.log.Warn("replay start offset", "queue", id, "err", err)
 			}
@@ -252,6 +255,8 @@ func (e *Engine) applyControl(id model.QueueID, payload []byte) {
 			if e.recount != nil {
 				e.recount[q] = true
 			}
+			// Pinned even when the index already had the hole.
+			q.pins.set(payload, pos, size)
 			if _, err := q.idx.Punch(model.QueueOffset(binary.LittleEndian.Uint64(payload[1:])), queueindex.FromAny); err != nil {
 				e.log.Warn("replay compaction hole", "queue", id, "err", err)
 			}
@@ -273,7 +278,7 @@ func (e *Engine) replay(pos model.LogPos, r *commitlog.Record) error {
 		if len(r.Payload) > 0 && r.Payload[0] != opCreateQueue {
 			e.appliedFloor.Store(int64(r.Index)) // applied in place
 		}
-		e.applyControl(r.Queue, r.Payload)
+		e.applyControl(r.Queue, r.Payload, pos, r.Length)
 		return nil
 	}
 	q := e.queues[r.Queue]

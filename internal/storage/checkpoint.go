@@ -266,6 +266,7 @@ func (e *Engine) checkpoint() error {
 		epochs[i] = q.epochs.snapshot()
 	}
 	sections[epochsSection] = encodeEpochs(ids, epochs)
+	sections[pinsSection] = encodePins(ids, list)
 	sections[nextIndexSection] = binary.LittleEndian.AppendUint64(nil, uint64(next))
 	// Every local copy is synced before an entry points at it, and copies
 	// are appended under ckptMu: the local tail is durable here.

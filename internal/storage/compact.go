@@ -80,6 +80,9 @@ func (e *Engine) RewriteRecords(ctx context.Context, id model.QueueID, rws []Rew
 			ok, err = q.idx.Repoint(rw.Base, queueindex.FromAny, r.Pos, r.Segment, r.Size, r.Count)
 		} else {
 			ok, err = q.idx.Punch(rw.Base, queueindex.FromAny)
+			if ok {
+				q.pins.set(recs[i].Payload, recs[i].Pos, recs[i].Size)
+			}
 		}
 		if ok {
 			changed++

@@ -194,6 +194,7 @@ func (c Config) Validate() error {
 type queue struct {
 	idx    *queueindex.Queue
 	epochs epochCache
+	pins   queuePins
 
 	pendingFlush  atomic.Bool
 	pendingNotify atomic.Bool
@@ -318,6 +319,9 @@ func Open(cfg Config) (*Engine, error) {
 		e.queues[qs.ID] = q
 	}
 	e.restoreEpochs(ck.Sections)
+	if err := e.restorePins(ck.Sections[pinsSection]); err != nil {
+		e.log.Warn("checkpoint pins unreadable", "err", err)
+	}
 	e.openedSections = ck.Sections
 	e.ckptIndex, e.ckptSections = ck.nextIndex(), ck.Sections
 	if err := restoreKeepers(cfg.StateKeepers, ck.Sections); err != nil {
@@ -326,6 +330,22 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	replayed := 0
+	if err := e.openLocal(ck.Sections); err != nil {
+		e.keys.Close()
+		e.idx.Close()
+		return nil, err
+	}
+	// Without a checkpoint the commit log alone is replayed: copies of
+	// records in the segments it no longer has are applied in its order.
+	var merge *originMerger
+	if ck.LogPos == 0 && len(ck.Queues) == 0 {
+		if merge, err = e.newOriginMerger(); err != nil {
+			e.local.Close()
+			e.keys.Close()
+			e.idx.Close()
+			return nil, err
+		}
+	}
 	e.clog, err = commitlog.Open(commitlog.Options{
 		Dir:           filepath.Join(cfg.Dir, "log"),
 		SegmentSize:   cfg.SegmentSize,
@@ -344,18 +364,28 @@ func Open(cfg Config) (*Engine, error) {
 		},
 	}, commitlog.Recovery{Pos: ck.LogPos, NextIndex: ck.nextIndex()}, func(pos model.LogPos, r *commitlog.Record) error {
 		replayed++
+		if merge != nil {
+			if err := merge.before(pos); err != nil {
+				return err
+			}
+		}
 		return e.replay(pos, r)
 	})
+	if err == nil && merge != nil {
+		err = merge.before(model.LocalPosBase - 1)
+	}
 	if err != nil {
+		e.local.Close()
 		e.keys.Close()
 		e.idx.Close()
 		return nil, err
 	}
 	e.ckptPos.Store(int64(ck.LogPos))
-	// The local area after the commit log: compaction results replayed
-	// from the log come before the copies made after them.
-	if err := e.openLocal(ck.Sections); err != nil {
+	// The local area's tail after the commit log's: compaction results
+	// replayed from the log come before the copies made after them.
+	if err := e.replayLocalTail(); err != nil {
 		e.clog.Close()
+		e.local.Close()
 		e.keys.Close()
 		e.idx.Close()
 		return nil, err

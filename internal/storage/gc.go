@@ -135,18 +135,20 @@ func (e *Engine) relocate(ctx context.Context, u SegmentUsage, th *throttle) (in
 	e.gcRelocating.Store(true)
 	defer e.gcRelocating.Store(false)
 	var batch []*commitlog.Entry
-	var origins []model.LogPos
+	var froms []model.LogPos
+	copies := &localCopies{}
 	batchBytes, records := 0, 0
 	var copied int64
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		n, err := e.appendCopies(ctx, batch, origins)
+		n, err := e.appendCopies(ctx, batch, froms, copies)
 		records += n
 		copied += int64(batchBytes)
 		th.wait(ctx, batchBytes)
-		batch, origins, batchBytes = batch[:0], origins[:0], 0
+		batch, froms, batchBytes = batch[:0], froms[:0], 0
+		copies = &localCopies{}
 		return err
 	}
 	for pos := u.Base; pos < u.End; {
@@ -165,10 +167,10 @@ func (e *Engine) relocate(ctx context.Context, u SegmentUsage, th *throttle) (in
 		at := pos
 		pos += model.LogPos(h.Length)
 		if h.Flags&commitlog.FlagControl != 0 {
-			continue
-		}
-		q, err := e.queue(h.Queue)
-		if err != nil || !q.idx.Holds(h.BaseOffset, at) {
+			if !e.pinnedControl(&h, full[commitlog.HeaderSize+h.KeysLen:h.Length], at) {
+				continue // a control record nothing needs any more
+			}
+		} else if q, err := e.queue(h.Queue); err != nil || !q.idx.Holds(h.BaseOffset, at) {
 			continue // dead: the queue is gone or no longer retains it
 		}
 		r, err := commitlog.Decode(full)
@@ -180,8 +182,16 @@ func (e *Engine) relocate(ctx context.Context, u SegmentUsage, th *throttle) (in
 		ent := &commitlog.Entry{Format: r.Format, Flags: r.Flags | commitlog.FlagRelocated, Queue: r.Queue, BaseOffset: r.BaseOffset,
 			Count: r.Count, Timestamp: r.Timestamp, StoreTime: r.StoreTime, TagHash: r.TagHash, Payload: r.Payload}
 		_ = r.EachKey(func(k commitlog.Key) { ent.Keys = append(ent.Keys, k) })
+		// A copy keeps its record's term and, as its index, the position
+		// of the commit-log record it descends from.
+		origin := at
+		if at.IsLocal() {
+			origin = model.LogPos(r.Index)
+		}
 		batch = append(batch, ent)
-		origins = append(origins, at)
+		froms = append(froms, at)
+		copies.origins = append(copies.origins, origin)
+		copies.terms = append(copies.terms, r.Term)
 		batchBytes += int(h.Length)
 		if batchBytes >= relocateBatchBytes {
 			if err := flush(); err != nil {
@@ -205,10 +215,10 @@ func (copyAssigner) Done()                   {}
 // It holds the checkpoint lock throughout, so a checkpoint either comes
 // before the copies (recovery replays them) or after every move (its
 // live-byte figures and the index files it makes durable agree).
-func (e *Engine) appendCopies(ctx context.Context, batch []*commitlog.Entry, origins []model.LogPos) (int, error) {
+func (e *Engine) appendCopies(ctx context.Context, batch []*commitlog.Entry, froms []model.LogPos, copies *localCopies) (int, error) {
 	e.ckptMu.Lock()
 	defer e.ckptMu.Unlock()
-	end, err := e.local.Append(batch, &localCopies{origins: origins})
+	end, err := e.local.Append(batch, copies)
 	if err != nil {
 		return 0, fmt.Errorf("append copies: %w", err)
 	}
@@ -222,10 +232,16 @@ func (e *Engine) appendCopies(ctx context.Context, batch []*commitlog.Entry, ori
 		if err != nil {
 			continue
 		}
+		if c.Flags&commitlog.FlagControl != 0 {
+			if q.pins.move(c.Payload, froms[i], 0, c.Pos, c.Size) {
+				moved++
+			}
+			continue
+		}
 		if err := e.noteInPlace(q); err != nil {
 			return moved, err
 		}
-		ok, err := q.idx.Repoint(c.BaseOffset, origins[i], c.Pos, c.Segment, c.Size, c.Count)
+		ok, err := q.idx.Repoint(c.BaseOffset, froms[i], c.Pos, c.Segment, c.Size, c.Count)
 		if err != nil {
 			errs = append(errs, err)
 		}

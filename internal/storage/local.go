@@ -1,8 +1,10 @@
 package storage
 
 import (
+	"cmp"
 	"encoding/binary"
 	"path/filepath"
+	"slices"
 
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage/commitlog"
@@ -16,9 +18,12 @@ import (
 // are never replicated and take no index from the replicated sequence:
 // the commit log's record indexes stay exactly what the leader assigned,
 // and truncating the commit log's tail never cuts a copy. In a local
-// record the header's Term holds the position of the record it copies
-// (its origin), so recovery moves an entry to a copy only if the entry is
-// still at the copy's origin.
+// record the header keeps the term of the record it copies, and its Index
+// holds the commit-log position that record descends from (its origin), so
+// recovery moves an entry to a copy only if the entry is still at the
+// origin (or at an earlier copy of it); and a node rebuilt from its logs
+// alone, whose commit log lost the segments garbage collection emptied,
+// applies each copy where its origin was in the commit log's order.
 //
 // Copies are made durable before any entry points at them; a local
 // segment is deleted, like a commit-log segment, once nothing retains it
@@ -32,8 +37,8 @@ import (
 // localSection names the checkpoint section holding the local area's tail.
 const localSection = "storage.local-area"
 
-// openLocal opens the local area and replays the copies made after the
-// checkpoint.
+// openLocal opens the local area (its copies are replayed by replayLocal
+// once the commit log's tail is).
 func (e *Engine) openLocal(sections map[string][]byte) error {
 	rec := commitlog.Recovery{Pos: model.LocalPosBase}
 	if b := sections[localSection]; len(b) == 16 {
@@ -49,22 +54,112 @@ func (e *Engine) openLocal(sections map[string][]byte) error {
 		Logger:        e.cfg.Logger.With("area", "local"),
 		Now:           e.cfg.Now,
 		BeforeRoll:    e.checkDiskNow,
-	}, rec, e.replayLocal)
+		// A copy's index is its origin, its term its record's.
+		ForeignIndexes: true,
+	}, rec, nil)
 	if err == nil {
 		e.localCkpt.Store(int64(max(rec.Pos, model.LocalPosBase)))
 	}
 	return err
 }
 
+// replayLocalTail replays the copies made after the checkpoint.
+func (e *Engine) replayLocalTail() error {
+	return e.local.Scan(model.LogPos(e.localCkpt.Load()), e.replayLocal)
+}
+
+// localCopy is a copy read from the local area for a rebuild.
+type localCopy struct {
+	pos model.LogPos
+	rec commitlog.Record
+}
+
+// originMerger rebuilds, from the log alone, the records whose commit-log
+// segments are gone: their copies are applied in the commit log's order,
+// where their origins were. A copy whose origin the commit log still has
+// is left to replayLocal.
+type originMerger struct {
+	e       *Engine
+	pending []localCopy // by origin, then position
+}
+
+// newOriginMerger collects every copy in the local area.
+func (e *Engine) newOriginMerger() (*originMerger, error) {
+	m := &originMerger{e: e}
+	err := e.local.Scan(model.LocalPosBase, func(pos model.LogPos, r *commitlog.Record) error {
+		m.pending = append(m.pending, localCopy{pos, *r})
+		return nil
+	})
+	slices.SortStableFunc(m.pending, func(a, b localCopy) int { return cmp.Compare(a.rec.Index, b.rec.Index) })
+	return m, err
+}
+
+// before applies the copies whose origins lie before pos and were not
+// scanned (their segment is gone), and drops those of the record at pos.
+func (m *originMerger) before(pos model.LogPos) error {
+	for len(m.pending) > 0 && model.LogPos(m.pending[0].rec.Index) <= pos {
+		c := m.pending[0]
+		m.pending = m.pending[1:]
+		if model.LogPos(c.rec.Index) == pos {
+			continue // the original is here
+		}
+		if err := m.e.applyCopyAtOrigin(c.pos, &c.rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyCopyAtOrigin applies a copy as its original would have been.
+func (e *Engine) applyCopyAtOrigin(pos model.LogPos, r *commitlog.Record) error {
+	if r.Flags&commitlog.FlagControl != 0 {
+		e.applyControl(r.Queue, r.Payload, pos, r.Length)
+		return nil
+	}
+	q := e.queues[r.Queue]
+	if q == nil {
+		return nil
+	}
+	if r.Flags&commitlog.FlagCompacted != 0 {
+		return e.replayRewrite(q, pos, r)
+	}
+	for _, k := range e.cfg.StateKeepers {
+		k.Replay(pos, r)
+	}
+	if next := q.idx.NextOffset(); r.BaseOffset < next {
+		return nil
+	} else if r.BaseOffset > next {
+		q.idx.SetNext(r.BaseOffset)
+	}
+	e.recount[q] = true
+	ent := &commitlog.Entry{Queue: r.Queue, Count: r.Count, Timestamp: r.Timestamp, StoreTime: r.StoreTime,
+		TagHash: r.TagHash, Size: r.Length, Segment: r.Segment, Term: r.Term}
+	_ = r.EachKey(func(k commitlog.Key) { ent.Keys = append(ent.Keys, k) })
+	e.index(q, r.Queue, pos, ent)
+	e.markPending([]*queue{q})
+	return nil
+}
+
 // replayLocal applies a copy found by recovery: its entry moves to it if it
 // is still at the copy's origin.
 func (e *Engine) replayLocal(pos model.LogPos, r *commitlog.Record) error {
 	q := e.queues[r.Queue]
-	if q == nil || r.Flags&commitlog.FlagControl != 0 {
+	if q == nil {
+		return nil
+	}
+	origin := model.LogPos(r.Index)
+	if r.Flags&commitlog.FlagControl != 0 {
+		q.pins.move(r.Payload, -1, origin, pos, r.Length)
 		return nil
 	}
 	e.recount[q] = true
-	return e.repointReplayed(q, model.LogPos(r.Term), pos, r)
+	moved, err := q.idx.RepointCopy(r.BaseOffset, origin, pos, r.Segment, r.Length, r.Count)
+	if moved {
+		var keys []commitlog.Key
+		_ = r.EachKey(func(k commitlog.Key) { keys = append(keys, k) })
+		e.indexKeys(r.Queue, r.BaseOffset, r.StoreTime, pos, keys)
+	}
+	return err
 }
 
 // logAt returns the log holding position pos.
@@ -82,14 +177,15 @@ func (e *Engine) segmentBase(pos model.LogPos) model.LogPos {
 }
 
 // localCopies is the assigner of copies appended to the local area: each
-// record's Term carries its origin.
+// record keeps its term, and its index is its origin.
 type localCopies struct {
 	origins []model.LogPos
+	terms   []model.Term
 	next    int
 }
 
 func (a *localCopies) Assign(en *commitlog.Entry) {
-	en.Term = model.Term(a.origins[a.next])
+	en.Index, en.Term = model.Index(a.origins[a.next]), a.terms[a.next]
 	a.next++
 }
 

@@ -292,6 +292,7 @@ func (e *Engine) SetStartOffsets(ctx context.Context, starts map[model.QueueID]m
 	var errs []error
 	for _, r := range recs {
 		if q, err := e.queue(r.Queue); err == nil {
+			q.pins.set(r.Payload, r.Pos, r.Size)
 			errs = append(errs, q.idx.SetStart(model.QueueOffset(binary.LittleEndian.Uint64(r.Payload[1:]))))
 		}
 	}

@@ -100,13 +100,15 @@ func (e *Engine) deadSegments() []SegmentUsage {
 	return dead
 }
 
-// liveBytes sums every queue's live bytes by segment.
+// liveBytes sums every queue's live bytes by segment: its records and its
+// pinned control records.
 func (e *Engine) liveBytes() map[model.LogPos]int64 {
 	live := map[model.LogPos]int64{}
 	for _, q := range e.queueList() {
 		for seg, n := range q.idx.Bytes() {
 			live[seg] += n
 		}
+		q.pins.bytes(live, e.segmentBase, q.idx.StartOffset())
 	}
 	return live
 }

@@ -199,9 +199,13 @@ func (e *Engine) AppendEntries(ctx context.Context, ents []commitlog.IndexedEntr
 				off := model.QueueOffset(binary.LittleEndian.Uint64(en.Payload[1:]))
 				switch en.Payload[0] {
 				case opSetStart:
+					q.pins.set(en.Payload, en.Pos, en.Size)
 					errs = append(errs, q.idx.SetStart(off))
 				case opHole:
-					_, err := q.idx.Punch(off, queueindex.FromAny)
+					ok, err := q.idx.Punch(off, queueindex.FromAny)
+					if ok {
+						q.pins.set(en.Payload, en.Pos, en.Size)
+					}
 					errs = append(errs, err, e.noteInPlace(q))
 				}
 			}
@@ -245,7 +249,7 @@ func (a *entryAssigner) Assign(en *commitlog.Entry) {
 		if len(en.Payload) == 9 && (en.Payload[0] == opSetStart || en.Payload[0] == opHole) {
 			return // applied once durable
 		}
-		a.e.applyControl(en.Queue, en.Payload)
+		a.e.applyControl(en.Queue, en.Payload, en.Pos, en.Size)
 	case en.Flags&(commitlog.FlagCompacted|commitlog.FlagRelocated) != 0:
 		// A compaction result keeps its offsets; applied once durable.
 	default:

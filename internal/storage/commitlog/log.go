@@ -49,6 +49,10 @@ type Options struct {
 	OnSynced func(end model.LogPos, took time.Duration)
 	// Faults, when set, injects I/O errors (tests).
 	Faults *Faults
+	// ForeignIndexes: records keep the index and term their Assigner
+	// gives them (a local area's copies carry their origin there), and
+	// recovery does not check that indexes follow one another.
+	ForeignIndexes bool
 }
 
 // Flags in a record header.

@@ -135,6 +135,9 @@ func (l *Log) scan(pos model.LogPos, expect model.Index, visit func(model.LogPos
 			if errors.Is(err, ErrEnd) {
 				break
 			}
+			if l.opts.ForeignIndexes {
+				expect = 0
+			}
 			if err == nil && expect != 0 && r.Index == 1 && expect > 1 {
 				// Versions before checkpoints kept the index restarted
 				// the sequence at 1 on every clean start.
@@ -156,8 +159,10 @@ func (l *Log) scan(pos model.LogPos, expect model.Index, visit func(model.LogPos
 					return 0, err
 				}
 			}
-			l.nextIndex = r.Index + 1
-			expect = l.nextIndex
+			if !l.opts.ForeignIndexes {
+				l.nextIndex = r.Index + 1
+				expect = l.nextIndex
+			}
 			if r.StoreTime > s.lastTime.Load() {
 				s.lastTime.Store(r.StoreTime)
 			}

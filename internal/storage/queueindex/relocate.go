@@ -107,6 +107,23 @@ func (q *Queue) Repoint(base model.QueueOffset, from, to, seg model.LogPos, size
 	return true, q.setLocked(no, e, Entry{Pos: to, BaseOffset: e.BaseOffset, Size: size, Count: e.Count, MaxTime: e.MaxTime, TagHash: e.TagHash, Segment: seg})
 }
 
+// RepointCopy applies a copy found by recovery: the entry of offset base
+// moves to it (at to, in the segment based at seg) if it is at the copy's
+// origin, or at an earlier local-area copy of the same size (a copy of a
+// copy). It reports whether the entry moved.
+func (q *Queue) RepointCopy(base model.QueueOffset, origin, to, seg model.LogPos, size, count uint32) (bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	no, e, ok := q.locateLocked(base)
+	if !ok || e.Count != count || e.Hole() {
+		return false, nil
+	}
+	if e.Pos != origin && !(e.Pos.IsLocal() && e.Pos < to && e.Size == size) {
+		return false, nil
+	}
+	return true, q.setLocked(no, e, Entry{Pos: to, BaseOffset: e.BaseOffset, Size: size, Count: e.Count, MaxTime: e.MaxTime, TagHash: e.TagHash, Segment: seg})
+}
+
 // Punch makes the entry of offset base, still at from (or anywhere, with
 // FromAny), a hole: none of
 // its messages is kept (compaction removed them all). Readers step over
