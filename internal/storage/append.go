@@ -25,7 +25,9 @@ const (
 	// it moved.
 	opSetStart = 3
 	// opHole makes the record of a queue starting at an offset a hole
-	// (compaction kept none of its messages): op | base i64.
+	// (compaction kept none of its messages): op | base i64 | count u32
+	// (little endian; the count lets a rebuild that no longer has the
+	// record make the hole).
 	opHole = 4
 )
 
@@ -212,7 +214,7 @@ func (e *Engine) control(ctx context.Context, ids []model.QueueID, op byte) erro
 type controlAssigner struct{ e *Engine }
 
 func (c controlAssigner) Assign(r *commitlog.Entry) {
-	if len(r.Payload) == 9 && r.Payload[0] == opHole {
+	if len(r.Payload) == 13 && r.Payload[0] == opHole {
 		return // applied once durable
 	}
 	if len(r.Payload) == 9 && r.Payload[0] == opSetStart {
@@ -251,7 +253,7 @@ func (e *Engine) applyControl(id model.QueueID, payload []byte, pos model.LogPos
 			}
 		}
 	case opHole:
-		if q, ok := e.queues[id]; ok && len(payload) == 9 {
+		if q, ok := e.queues[id]; ok && len(payload) == 13 {
 			if e.recount != nil {
 				e.recount[q] = true
 			}

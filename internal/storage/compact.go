@@ -41,9 +41,14 @@ func (e *Engine) RewriteRecords(ctx context.Context, id model.QueueID, rws []Rew
 	for i := range rws {
 		r := rws[i].Record
 		if r == nil {
-			p := make([]byte, 9)
+			_, ent, err := q.idx.Lookup(rws[i].Base)
+			if err != nil || ent.BaseOffset != rws[i].Base {
+				continue // no longer retained
+			}
+			p := make([]byte, 13)
 			p[0] = opHole
 			binary.LittleEndian.PutUint64(p[1:], uint64(rws[i].Base))
+			binary.LittleEndian.PutUint32(p[9:], ent.Count)
 			recs = append(recs, &commitlog.Entry{Format: model.FormatInternal, Flags: commitlog.FlagControl, Queue: id, Count: 1, Payload: p})
 			continue
 		}

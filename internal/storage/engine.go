@@ -365,14 +365,14 @@ func Open(cfg Config) (*Engine, error) {
 	}, commitlog.Recovery{Pos: ck.LogPos, NextIndex: ck.nextIndex()}, func(pos model.LogPos, r *commitlog.Record) error {
 		replayed++
 		if merge != nil {
-			if err := merge.before(pos); err != nil {
+			if err := merge.before(pos, r); err != nil {
 				return err
 			}
 		}
 		return e.replay(pos, r)
 	})
 	if err == nil && merge != nil {
-		err = merge.before(model.LocalPosBase - 1)
+		err = merge.before(model.LocalPosBase-1, nil)
 	}
 	if err != nil {
 		e.local.Close()

@@ -81,6 +81,9 @@ type localCopy struct {
 type originMerger struct {
 	e       *Engine
 	pending []localCopy // by origin, then position
+	// holes whose records may be gone, by queue in offset order: a hole
+	// is made before the first record indexed after it.
+	holes map[model.QueueID][]localCopy
 }
 
 // newOriginMerger collects every copy in the local area.
@@ -91,17 +94,64 @@ func (e *Engine) newOriginMerger() (*originMerger, error) {
 		return nil
 	})
 	slices.SortStableFunc(m.pending, func(a, b localCopy) int { return cmp.Compare(a.rec.Index, b.rec.Index) })
+	m.holes = map[model.QueueID][]localCopy{}
+	for _, c := range m.pending {
+		if c.rec.Flags&commitlog.FlagControl != 0 && len(c.rec.Payload) == 13 && c.rec.Payload[0] == opHole {
+			m.holes[c.rec.Queue] = append(m.holes[c.rec.Queue], c)
+		}
+	}
+	for _, hs := range m.holes {
+		slices.SortFunc(hs, func(a, b localCopy) int { return cmp.Compare(holeBase(&a.rec), holeBase(&b.rec)) })
+	}
 	return m, err
 }
 
+func holeBase(r *commitlog.Record) model.QueueOffset {
+	return model.QueueOffset(binary.LittleEndian.Uint64(r.Payload[1:]))
+}
+
+// holesBefore makes the holes of queue id below offset off that come after
+// what the queue has indexed.
+func (m *originMerger) holesBefore(id model.QueueID, off model.QueueOffset) {
+	hs := m.holes[id]
+	q := m.e.queues[id]
+	for len(hs) > 0 && holeBase(&hs[0].rec) < off {
+		if q != nil {
+			if base := holeBase(&hs[0].rec); base >= q.idx.NextOffset() {
+				q.idx.SetNext(base)
+				q.idx.Assign(0, 0, 0, binary.LittleEndian.Uint32(hs[0].rec.Payload[9:]), 0, 0)
+				// The record's own term is gone with it; the hole's is
+				// the nearest the log still has.
+				q.epochs.note(hs[0].rec.Term.LeaderEpoch(), base)
+				m.e.recount[q] = true
+			}
+		}
+		hs = hs[1:]
+	}
+	m.holes[id] = hs
+}
+
 // before applies the copies whose origins lie before pos and were not
-// scanned (their segment is gone), and drops those of the record at pos.
-func (m *originMerger) before(pos model.LogPos) error {
+// scanned (their segment is gone), and drops those of the record at pos,
+// and makes the holes that come before r (nil at the end).
+func (m *originMerger) before(pos model.LogPos, r *commitlog.Record) error {
+	defer func() {
+		if r == nil {
+			for id := range m.holes {
+				m.holesBefore(id, 1<<62)
+			}
+		} else if r.Flags&(commitlog.FlagControl|commitlog.FlagCompacted|commitlog.FlagRelocated) == 0 {
+			m.holesBefore(r.Queue, r.BaseOffset+1)
+		}
+	}()
 	for len(m.pending) > 0 && model.LogPos(m.pending[0].rec.Index) <= pos {
 		c := m.pending[0]
 		m.pending = m.pending[1:]
 		if model.LogPos(c.rec.Index) == pos {
 			continue // the original is here
+		}
+		if c.rec.Flags&(commitlog.FlagControl|commitlog.FlagCompacted) == 0 {
+			m.holesBefore(c.rec.Queue, c.rec.BaseOffset+1)
 		}
 		if err := m.e.applyCopyAtOrigin(c.pos, &c.rec); err != nil {
 			return err

@@ -43,7 +43,7 @@ func (p *queuePins) slot(payload []byte) *pin {
 	case opSetStart:
 		return &p.start
 	case opHole:
-		if len(payload) != 9 {
+		if len(payload) != 13 {
 			return nil
 		}
 		base := model.QueueOffset(binary.LittleEndian.Uint64(payload[1:]))

@@ -195,7 +195,7 @@ func (e *Engine) AppendEntries(ctx context.Context, ents []commitlog.IndexedEntr
 		q, qerr := e.queue(en.Queue)
 		switch {
 		case en.Flags&commitlog.FlagControl != 0:
-			if len(en.Payload) == 9 && qerr == nil {
+			if len(en.Payload) >= 9 && qerr == nil {
 				off := model.QueueOffset(binary.LittleEndian.Uint64(en.Payload[1:]))
 				switch en.Payload[0] {
 				case opSetStart:
@@ -246,7 +246,7 @@ func (a *entryAssigner) Assign(en *commitlog.Entry) {
 	}
 	switch {
 	case en.Flags&commitlog.FlagControl != 0:
-		if len(en.Payload) == 9 && (en.Payload[0] == opSetStart || en.Payload[0] == opHole) {
+		if len(en.Payload) >= 9 && (en.Payload[0] == opSetStart || en.Payload[0] == opHole) {
 			return // applied once durable
 		}
 		a.e.applyControl(en.Queue, en.Payload, en.Pos, en.Size)

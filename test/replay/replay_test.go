@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/rosettamq/rosetta/internal/app"
 	"github.com/rosettamq/rosetta/internal/app/apptest"
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -29,10 +30,11 @@ import (
 // whole (checkpoint plus tail) and the commit log alone.
 func TestReplayEquivalence(t *testing.T) {
 	dir := t.TempDir()
-	n := apptest.StartTestNode(t, apptest.TestConfig(filepath.Join(dir, "origin")))
+	cfg := replayConfig(filepath.Join(dir, "origin"))
+	n := apptest.StartTestNode(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.ProducerBatchMaxBytes(32<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func TestReplayEquivalence(t *testing.T) {
 
 	// Kafka transactions: one committed, one aborted, one left open.
 	for i, end := range []kgo.TransactionEndTry{kgo.TryCommit, kgo.TryAbort} {
-		tx, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.TransactionalID(fmt.Sprint("replay-tx-", i)))
+		tx, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.TransactionalID(fmt.Sprint("replay-tx-", i)), kgo.ProducerBatchMaxBytes(32<<10))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +100,7 @@ func TestReplayEquivalence(t *testing.T) {
 		}
 		tx.Close()
 	}
-	open, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.TransactionalID("replay-tx-open"))
+	open, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.TransactionalID("replay-tx-open"), kgo.ProducerBatchMaxBytes(32<<10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,12 +179,42 @@ func TestReplayEquivalence(t *testing.T) {
 		ol.Each(func(o kadm.ListedOffset) { sum += o.Offset })
 		return sum == 1500+2
 	})
+
+	// A compacted topic cleaned; RocketMQ delay levels and transactions
+	// with a check-back; then retention, garbage collection (copies to the
+	// local area) and segment reclamation.
+	compactedWorkload(ctx, t, n, cl, adm)
+	bulkWorkload(ctx, t, cl, adm)
+	rocketmqWorkload(ctx, t, n)
+	apptest.Eventually(t, 20*time.Second, "the level-1 delayed message and two committed transactions delivered", func() bool {
+		ol, err := adm.ListEndOffsets(ctx, "orders")
+		if err != nil {
+			return false
+		}
+		var sum int64
+		ol.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+		return sum == 1500+2+3
+	})
+	if _, err := b.RunRetention(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gc, err := b.Engine().GC(ctx, 0.9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.RunRetention(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("garbage collection: %+v; logs %+v", gc, b.Engine().LogStats())
+	if gc.Relocated == 0 || gc.Deleted == 0 {
+		t.Fatalf("garbage collection relocated %d segments, deleted %d", gc.Relocated, gc.Deleted)
+	}
 	want, err := n.App.StateDump()
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.Stop(t)
-	for _, must := range []string{"offset replay-g public/default/orders/", "queue public/default/trimmed/0 start=100 ", "timers from=0 entries=6",
+	for _, must := range []string{"offset replay-g public/default/orders/", "queue public/default/trimmed/0 start=100 ", "timers from=0 entries=8",
 		"transaction {ID:replay-tx-0", "txn-open ", "txn-aborted ", "pop pop-g/", "pop pop-late/"} {
 		if !strings.Contains(want, must) {
 			t.Fatalf("the origin's dump lacks %q:\n%s", must, want)
@@ -198,7 +230,7 @@ func TestReplayEquivalence(t *testing.T) {
 	}{{"checkpoint-and-tail", false}, {"log-alone", true}} {
 		copyDir := filepath.Join(dir, tc.name)
 		copyData(t, filepath.Join(dir, "origin"), copyDir, tc.logOnly)
-		m := apptest.StartTestNode(t, apptest.TestConfig(copyDir))
+		m := apptest.StartTestNode(t, replayConfig(copyDir))
 		got, err := m.App.StateDump()
 		if err != nil {
 			t.Fatal(err)
@@ -208,6 +240,18 @@ func TestReplayEquivalence(t *testing.T) {
 			t.Errorf("%s: state differs from the origin's:\n%s", tc.name, diffLines(want, got))
 		}
 	}
+}
+
+// replayConfig has small segments, so that garbage collection and
+// reclamation have sealed segments to work on, and short RocketMQ
+// transaction check-backs.
+func replayConfig(dir string) app.Config {
+	c := apptest.TestConfig(dir)
+	c.Storage.SegmentSize = 1 << 20
+	c.Storage.MaxRecordSize = 256 << 10
+	c.Broker.TransactionTimeout = time.Second
+	c.Broker.TransactionCheckInterval = time.Second
+	return c
 }
 
 // copyData copies a node's data directory; logOnly keeps only the commit
@@ -221,7 +265,7 @@ func copyData(t *testing.T, from, to string, logOnly bool) {
 		rel, _ := filepath.Rel(from, path)
 		if logOnly && info.Mode().IsRegular() {
 			slashed := filepath.ToSlash(rel)
-			if !strings.HasPrefix(slashed, "storage/log/") && slashed != "storage/identity" && slashed != "meta.db" {
+			if !strings.HasPrefix(slashed, "storage/log/") && !strings.HasPrefix(slashed, "storage/local/") && slashed != "storage/identity" && slashed != "meta.db" {
 				return nil
 			}
 		}
