@@ -267,6 +267,7 @@ func (e *Engine) checkpoint() error {
 	}
 	sections[epochsSection] = encodeEpochs(ids, epochs)
 	sections[pinsSection] = encodePins(ids, list)
+	sections[keeperPinsSection] = e.encodeKeeperPins()
 	sections[nextIndexSection] = binary.LittleEndian.AppendUint64(nil, uint64(next))
 	// Every local copy is synced before an entry points at it, and copies
 	// are appended under ckptMu: the local tail is durable here.

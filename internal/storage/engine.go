@@ -239,6 +239,7 @@ type Engine struct {
 	ckptIndex    model.Index
 	ckptSections map[string][]byte
 	appliedFloor atomic.Int64
+	keeperSnaps  keeperSnapshots // keepersnap.go
 	// gcMu serialises garbage-collection passes, reclaimMu segment
 	// reclamation; gcRelocating lets copies roll a segment into the disk
 	// guard's reserve.
@@ -319,6 +320,7 @@ func Open(cfg Config) (*Engine, error) {
 		e.queues[qs.ID] = q
 	}
 	e.restoreEpochs(ck.Sections)
+	e.restoreKeeperPins(ck.Sections[keeperPinsSection])
 	if err := e.restorePins(ck.Sections[pinsSection]); err != nil {
 		e.log.Warn("checkpoint pins unreadable", "err", err)
 	}
@@ -339,6 +341,7 @@ func Open(cfg Config) (*Engine, error) {
 	// records in the segments it no longer has are applied in its order.
 	var merge *originMerger
 	if ck.LogPos == 0 && len(ck.Queues) == 0 {
+		e.keeperSnaps.found = map[string]foundSnapshot{}
 		if merge, err = e.newOriginMerger(); err != nil {
 			e.local.Close()
 			e.keys.Close()
@@ -373,6 +376,9 @@ func Open(cfg Config) (*Engine, error) {
 	})
 	if err == nil && merge != nil {
 		err = merge.before(model.LocalPosBase-1, nil)
+	}
+	if err == nil && merge != nil {
+		err = e.restoreFoundSnapshots()
 	}
 	if err != nil {
 		e.local.Close()

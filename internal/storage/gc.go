@@ -228,6 +228,12 @@ func (e *Engine) appendCopies(ctx context.Context, batch []*commitlog.Entry, fro
 	moved := 0
 	var errs []error
 	for i, c := range batch {
+		if c.Queue == engineQueue {
+			if e.moveKeeperPin(c.Payload, froms[i], c.Pos, c.Size) {
+				moved++
+			}
+			continue
+		}
 		q, err := e.queue(c.Queue)
 		if err != nil {
 			continue

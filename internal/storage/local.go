@@ -147,7 +147,7 @@ func (m *originMerger) before(pos model.LogPos, r *commitlog.Record) error {
 	for len(m.pending) > 0 && model.LogPos(m.pending[0].rec.Index) <= pos {
 		c := m.pending[0]
 		m.pending = m.pending[1:]
-		if model.LogPos(c.rec.Index) == pos {
+		if model.LogPos(c.rec.Index) == pos && c.rec.Queue != engineQueue {
 			continue // the original is here
 		}
 		if c.rec.Flags&(commitlog.FlagControl|commitlog.FlagCompacted) == 0 {
@@ -162,6 +162,10 @@ func (m *originMerger) before(pos model.LogPos, r *commitlog.Record) error {
 
 // applyCopyAtOrigin applies a copy as its original would have been.
 func (e *Engine) applyCopyAtOrigin(pos model.LogPos, r *commitlog.Record) error {
+	if r.Queue == engineQueue && r.Flags&commitlog.FlagControl != 0 {
+		e.keeperSnapshotRecord(r.Payload, model.LogPos(r.Index), pos, r.Length)
+		return nil
+	}
 	if r.Flags&commitlog.FlagControl != 0 {
 		e.applyControl(r.Queue, r.Payload, pos, r.Length)
 		return nil
@@ -193,6 +197,10 @@ func (e *Engine) applyCopyAtOrigin(pos model.LogPos, r *commitlog.Record) error 
 // replayLocal applies a copy found by recovery: its entry moves to it if it
 // is still at the copy's origin.
 func (e *Engine) replayLocal(pos model.LogPos, r *commitlog.Record) error {
+	if r.Queue == engineQueue && r.Flags&commitlog.FlagControl != 0 {
+		e.keeperSnapshotRecord(r.Payload, model.LogPos(r.Index), pos, r.Length)
+		return nil
+	}
 	q := e.queues[r.Queue]
 	if q == nil {
 		return nil

@@ -195,6 +195,9 @@ func (e *Engine) restorePins(data []byte) error {
 // pinnedControl reports whether the control record r at pos is pinned by
 // its queue (so garbage collection must keep it).
 func (e *Engine) pinnedControl(r *commitlog.Header, payload []byte, pos model.LogPos) bool {
+	if r.Queue == engineQueue {
+		return e.keeperPinned(payload, pos)
+	}
 	q, err := e.queue(r.Queue)
 	return err == nil && q.pins.holds(payload, pos)
 }

@@ -63,6 +63,16 @@ func (e *Engine) reclaimDead() (deleted int, freed int64, err error) {
 	if err := e.checkpoint(); err != nil {
 		return 0, 0, err
 	}
+	// Keepers' state must outlive the records it came from.
+	var deleting model.LogPos
+	for _, u := range dead {
+		if !u.Base.IsLocal() {
+			deleting = max(deleting, u.End)
+		}
+	}
+	if err := e.snapshotKeepers(context.Background(), min(deleting, e.lastCheckpoint())); err != nil {
+		return 0, 0, err
+	}
 	live := e.liveBytes()
 	var errs []error
 	for _, u := range dead {
@@ -110,6 +120,7 @@ func (e *Engine) liveBytes() map[model.LogPos]int64 {
 		}
 		q.pins.bytes(live, e.segmentBase, q.idx.StartOffset())
 	}
+	e.keeperPinBytes(live)
 	return live
 }
 
@@ -155,6 +166,9 @@ func (e *Engine) enforceSizeGuard() (deleted, moved int, freed int64, err error)
 	}
 	moved = len(starts)
 	if err := e.checkpoint(); err != nil {
+		return 0, moved, 0, errors.Join(append(errs, err)...)
+	}
+	if err := e.snapshotKeepers(context.Background(), min(cut, e.lastCheckpoint())); err != nil {
 		return 0, moved, 0, errors.Join(append(errs, err)...)
 	}
 	before := e.clog.Size()

@@ -60,7 +60,7 @@ func bulkWorkload(ctx context.Context, t *testing.T, cl *kgo.Client, adm *kadm.C
 		t.Fatal(err)
 	}
 	var dr kadm.Offsets
-	dr.Add(kadm.Offset{Topic: "bulk", Partition: 0, At: 3700})
+	dr.Add(kadm.Offset{Topic: "bulk", Partition: 0, At: 3900})
 	if _, err := adm.DeleteRecords(ctx, dr); err != nil {
 		t.Fatal(err)
 	}
