@@ -82,6 +82,12 @@ type Config struct {
 	StateKeepers []StateKeeper
 	// Hooks for metrics.
 	OnSynced func(took time.Duration)
+	// OnDurable, when set, is called after each fsync with the index of
+	// the newest record now durable (a replication group's acknowledgement).
+	OnDurable func(model.Index)
+	// CommitGated: readers see only up to the end SetCommitted sets (the
+	// commit index in a replication group), not the log's own visible end.
+	CommitGated bool
 	// Faults, when set, injects commit-log I/O errors (tests).
 	Faults *Faults
 	// StatDisk, when set, replaces statfs of the data directory (tests
@@ -240,6 +246,7 @@ type Engine struct {
 	ckptSections map[string][]byte
 	appliedFloor atomic.Int64
 	keeperSnaps  keeperSnapshots // keepersnap.go
+	committed    atomic.Int64    // the committed end (visibility.go)
 	// gcMu serialises garbage-collection passes, reclaimMu segment
 	// reclamation; gcRelocating lets copies roll a segment into the disk
 	// guard's reserve.
@@ -359,10 +366,13 @@ func Open(cfg Config) (*Engine, error) {
 		Term:          cfg.Term,
 		Faults:        cfg.Faults,
 		BeforeRoll:    e.checkDiskNow,
-		OnVisible:     e.onVisible,
-		OnSynced: func(_ model.LogPos, took time.Duration) {
+		OnVisible:     e.logVisible,
+		OnSynced: func(_ model.LogPos, index model.Index, took time.Duration) {
 			if cfg.OnSynced != nil {
 				cfg.OnSynced(took)
+			}
+			if cfg.OnDurable != nil {
+				cfg.OnDurable(index)
 			}
 		},
 	}, commitlog.Recovery{Pos: ck.LogPos, NextIndex: ck.nextIndex()}, func(pos model.LogPos, r *commitlog.Record) error {

@@ -66,7 +66,7 @@ func (e *Engine) Offsets(id model.QueueID) (start, hw, end model.QueueOffset, er
 	}
 	start = q.idx.StartOffset()
 	end = q.idx.NextOffset()
-	hw = q.idx.VisibleEnd(e.clog.Visible())
+	hw = q.idx.VisibleEnd(e.visible())
 	return start, hw, end, nil
 }
 
@@ -79,7 +79,7 @@ func (e *Engine) Read(id model.QueueID, offset model.QueueOffset, opts ReadOptio
 	if err != nil {
 		return nil, err
 	}
-	visible := e.clog.Visible()
+	visible := e.visible()
 	res := &ReadResult{StartOffset: q.idx.StartOffset(), HighWatermark: q.idx.VisibleEnd(visible), NextOffset: offset}
 	if offset < res.StartOffset || offset > res.HighWatermark {
 		return res, fmt.Errorf("%w: offset %d not in [%d, %d]", model.ErrOffsetOutOfRange, offset, res.StartOffset, res.HighWatermark)
@@ -210,7 +210,7 @@ func (e *Engine) OffsetForTime(id model.QueueID, ts int64) (model.QueueOffset, e
 	}
 	_, ent, err := q.idx.LookupTime(ts)
 	if errors.Is(err, model.ErrOffsetOutOfRange) {
-		return q.idx.VisibleEnd(e.clog.Visible()), nil
+		return q.idx.VisibleEnd(e.visible()), nil
 	}
 	if err != nil {
 		return 0, err
@@ -307,7 +307,7 @@ func (e *Engine) VisibleBytes(id model.QueueID, offset model.QueueOffset, limit 
 	if err != nil {
 		return 0, 0, err
 	}
-	visible := e.clog.Visible()
+	visible := e.visible()
 	hw := q.idx.VisibleEnd(visible)
 	if offset >= hw || limit <= 0 {
 		return 0, hw, nil
@@ -353,7 +353,7 @@ func (e *Engine) Wait(ctx context.Context, watches map[model.QueueID]model.Queue
 		qs = append(qs, q)
 	}
 	for {
-		visible := e.clog.Visible()
+		visible := e.visible()
 		for id, off := range watches {
 			q, err := e.queue(id)
 			if err != nil {
@@ -456,7 +456,7 @@ func (e *Engine) ScanIndex(id model.QueueID, from model.QueueOffset, fn func(Ind
 	if err != nil {
 		return err
 	}
-	visible := e.clog.Visible()
+	visible := e.visible()
 	hw := q.idx.VisibleEnd(visible)
 	from = max(from, q.idx.StartOffset())
 	if from >= hw {

@@ -44,9 +44,9 @@ type Options struct {
 	BeforeRoll func() error
 	// OnVisible is called, outside any lock, when the visible end advances.
 	OnVisible func(end model.LogPos)
-	// OnSynced is called after each fsync with the position synced and the
-	// time it took.
-	OnSynced func(end model.LogPos, took time.Duration)
+	// OnSynced is called after each fsync with the position and the record
+	// index synced and the time it took.
+	OnSynced func(end model.LogPos, index model.Index, took time.Duration)
 	// Faults, when set, injects I/O errors (tests).
 	Faults *Faults
 	// ForeignIndexes: records keep the index and term their Assigner
@@ -731,7 +731,7 @@ func (l *Log) syncOnce() {
 	l.synced.Store(target)
 	l.syncedIndex.Store(uint64(targetIndex))
 	if l.opts.OnSynced != nil {
-		l.opts.OnSynced(model.LogPos(target), time.Since(start))
+		l.opts.OnSynced(model.LogPos(target), targetIndex, time.Since(start))
 	}
 	l.syncMu.Lock()
 	close(l.syncGen)
