@@ -87,7 +87,6 @@ func (s *Server) sendOne(ctx context.Context, pm *v2.Message) *v2.SendResultEntr
 		}
 	}
 	idx := s.pickQueue(t, sp.GetMessageGroup())
-	now := s.broker.Now()
 	switch {
 	case sp.GetMessageType() == v2.MessageType_TRANSACTION:
 		m.Headers = append(m.Headers,
@@ -96,29 +95,22 @@ func (s *Server) sendOne(ctx context.Context, pm *v2.Message) *v2.SendResultEntr
 		if d := sp.GetOrphanedTransactionRecoveryDuration(); d != nil {
 			m.Headers = append(m.Headers, model.Header{Key: broker.HeaderCheckImmunity, Value: []byte(strconv.FormatInt(int64(d.AsDuration()/time.Second), 10))})
 		}
-		off, err := s.broker.AppendHalf(ctx, t.Name, idx, m)
-		if err != nil {
-			return fail(err)
-		}
-		entry.TransactionId = transactionID(off)
-		entry.Offset = int64(off)
 	case sp.GetDeliveryTimestamp() != nil:
 		due := sp.GetDeliveryTimestamp().AsTime().UnixMilli()
 		m.Headers = append(m.Headers, model.Header{Key: broker.HeaderTimerDeliverMs, Value: []byte(strconv.FormatInt(due, 10))})
-		_, off, err := s.broker.AppendTimer(ctx, t.Name, idx, m, due)
-		if err != nil {
-			return fail(err)
+	}
+	pub, err := s.broker.Publish(ctx, t, idx, []model.Message{m})
+	if err != nil {
+		return fail(err)
+	}
+	entry.Offset = int64(pub.Offsets[0])
+	switch pub.Kind {
+	case broker.PublishedHalf:
+		entry.TransactionId = transactionID(pub.Offsets[0])
+	case broker.PublishedTimer:
+		if pub.Due > s.broker.Now().UnixMilli() {
+			entry.RecallHandle = broker.RecallHandle(pm.GetTopic().GetName(), s.opts.BrokerName, pub.Due, sp.GetMessageId())
 		}
-		entry.Offset = int64(off)
-		if due > now.UnixMilli() {
-			entry.RecallHandle = broker.RecallHandle(pm.GetTopic().GetName(), s.opts.BrokerName, due, sp.GetMessageId())
-		}
-	default:
-		offs, err := s.broker.AppendMessages(ctx, t.Name, idx, []model.Message{m})
-		if err != nil {
-			return fail(err)
-		}
-		entry.Offset = int64(offs[0])
 	}
 	entry.Status = okStatus()
 	return entry

@@ -103,56 +103,27 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	if queueID < 0 || int(queueID) >= t.QueueCount() {
 		queueID = rand.Int32N(int32(t.QueueCount()))
 	}
-	if len(msgs) == 1 && isHalf(&msgs[0]) {
-		// A transactional half message waits for its producer's decision.
-		off, err := s.broker.AppendHalf(rc.ctx, t.Name, queueID, msgs[0])
-		if err != nil {
-			return errorResponse(req, err)
-		}
-		return sendResponse(req, []string{rc.conn.ids.ID(position(s.broker.HalfQueue(), off))}, queueID, off, &msgs[0])
-	}
-	if lv, ok := msgs[0].Header(broker.HeaderDelayLevel); ok && len(msgs) == 1 {
-		if level, _ := strconv.Atoi(string(lv)); level > 0 {
-			// A delayed message waits in the broker's delay levels.
-			q, off, err := s.broker.AppendDelayed(rc.ctx, t.Name, queueID, msgs[0], level)
-			if err != nil {
-				return errorResponse(req, err)
-			}
-			return sendResponse(req, []string{rc.conn.ids.ID(position(q, off))}, queueID, off, &msgs[0])
-		}
-	}
-	if len(msgs) == 1 {
-		if due, ok, err := broker.TimerDeliverAt(&msgs[0], s.broker.Now()); err != nil {
-			return protocol.NewResponse(req, protocol.MessageIllegal, err.Error())
-		} else if ok {
-			// A timer message waits in the broker's timer store.
-			q, off, err := s.broker.AppendTimer(rc.ctx, t.Name, queueID, msgs[0], due)
-			if errors.Is(err, broker.ErrTimerIllegal) {
-				return protocol.NewResponse(req, protocol.MessageIllegal, err.Error())
-			}
-			if err != nil {
-				return errorResponse(req, err)
-			}
-			resp := sendResponse(req, []string{rc.conn.ids.ID(position(q, off))}, queueID, off, &msgs[0])
-			if id, ok := msgs[0].Header(propUniqKey); ok {
-				resp.SetExt("recallHandle", s.recallHandle(h("topic"), due, string(id)))
-			}
-			return resp
-		}
-	}
-	offs, err := s.broker.AppendMessages(rc.ctx, t.Name, queueID, msgs)
+	pub, err := s.broker.Publish(rc.ctx, t, queueID, msgs)
 	if err != nil {
-		if errors.Is(err, model.ErrMessageTooLarge) {
+		if errors.Is(err, broker.ErrTimerIllegal) || errors.Is(err, model.ErrMessageTooLarge) {
 			return protocol.NewResponse(req, protocol.MessageIllegal, err.Error())
 		}
 		return errorResponse(req, err)
 	}
-	s.stats.put.Add(int64(len(offs)))
-	ids := make([]string, len(offs))
-	for i, o := range offs {
-		ids[i] = rc.conn.ids.ID(position(t.Queues[queueID], o))
+	ids := make([]string, len(pub.Offsets))
+	for i, o := range pub.Offsets {
+		ids[i] = rc.conn.ids.ID(position(pub.Queue, o))
 	}
-	return sendResponse(req, ids, queueID, offs[0], &msgs[0])
+	resp := sendResponse(req, ids, queueID, pub.Offsets[0], &msgs[0])
+	switch pub.Kind {
+	case broker.PublishedNow:
+		s.stats.put.Add(int64(len(pub.Offsets)))
+	case broker.PublishedTimer:
+		if id, ok := msgs[0].Header(propUniqKey); ok {
+			resp.SetExt("recallHandle", s.recallHandle(h("topic"), pub.Due, string(id)))
+		}
+	}
+	return resp
 }
 
 // sendTopic returns the topic a send names, creating it while auto-creation

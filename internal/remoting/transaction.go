@@ -30,12 +30,6 @@ const (
 	txnRollback = 12
 )
 
-// isHalf says whether a message is a transactional half message.
-func isHalf(m *model.Message) bool {
-	v, ok := m.Header(broker.HeaderTransactionPrepared)
-	return ok && string(v) == "true"
-}
-
 func handleEndTransaction(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	s := rc.conn.s
 	group := req.Ext("producerGroup")
