@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/meta"
@@ -182,7 +183,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func TestAutoCreateAndWait(t *testing.T) {
+func TestAutoCreateAndWait(t *testing.T) { synctest.Test(t, testAutoCreateAndWait) }
+
+func testAutoCreateAndWait(t *testing.T) {
 	ctx := context.Background()
 	f := open(t, t.TempDir())
 	defer f.close(t)
@@ -197,7 +200,7 @@ func TestAutoCreateAndWait(t *testing.T) {
 		defer cancel()
 		done <- f.b.Wait(wctx, []Watch{{Topic: name, Index: 3}})
 	}()
-	time.Sleep(10 * time.Millisecond)
+	synctest.Wait() // the waiter is parked
 	if _, err := f.b.AppendMessages(ctx, name, 3, []model.Message{{Body: []byte("x")}}); err != nil {
 		t.Fatal(err)
 	}

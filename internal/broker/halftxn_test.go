@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/model"
@@ -43,6 +44,12 @@ func halfMsg(body, group string) model.Message {
 // wrong group or twice fails; a half pending across a restart is checked
 // afterwards, with its check count kept, and discarded after the maximum.
 func TestHalfMessagesCommitRollbackAndRestart(t *testing.T) {
+	synctest.Test(t, testHalfMessages)
+}
+
+// testHalfMessages runs on the fake clock of a synctest bubble: the checks
+// come at the configured times.
+func testHalfMessages(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	opts := Options{AutoCreateTopics: true, TxnTimeout: 300 * time.Millisecond, TxnCheckInterval: 200 * time.Millisecond, TxnCheckMax: 4}

@@ -411,6 +411,18 @@ func (b *Broker) takeTimers(ctx context.Context) {
 // takeTimerSecond walks one second's list from its head into the heap.
 func (b *Broker) takeTimerSecond(ctx context.Context, head model.QueueOffset) {
 	w := b.timers
+	// The head may have been appended a moment ago and not be durable
+	// (readable) yet: AppendTimer waits for durability after linking it.
+	// Reading it before would break the list and lose the second's entries.
+	for ctx.Err() == nil {
+		_, hw, _, err := b.engine.Offsets(w.queue)
+		if err != nil || hw > head {
+			break
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		_ = b.engine.Wait(wctx, map[model.QueueID]model.QueueOffset{w.queue: head})
+		cancel()
+	}
 	w.mu.Lock()
 	cursor := w.cursor
 	w.mu.Unlock()

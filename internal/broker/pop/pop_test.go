@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker"
@@ -68,7 +69,10 @@ func bodies(ds []Delivery) []string {
 // handle is refused, a deadline change postpones, a FIFO queue holds back
 // while a message is in flight, and after a restart acknowledged messages
 // never return while unacknowledged ones do, once their deadline passes.
-func TestPopLeasesAcksAndRestart(t *testing.T) {
+// Deadlines run on the fake clock of a synctest bubble.
+func TestPopLeasesAcksAndRestart(t *testing.T) { synctest.Test(t, testPopLeases) }
+
+func testPopLeases(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	f := open(t, dir)
@@ -102,7 +106,7 @@ func TestPopLeasesAcksAndRestart(t *testing.T) {
 	if err := f.pop.Ack(ctx, "g", got[2].Handle); !errors.Is(err, ErrStaleHandle) {
 		t.Fatalf("ack with the handle before the change: %v", err)
 	}
-	time.Sleep(350 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // the invisible time passes
 	again, err := f.pop.Receive(ctx, "g", q, 10, time.Hour, false, nil)
 	if err != nil || fmt.Sprint(bodies(again)) != "[m1@2 m3@1 m4@1 m5@1]" {
 		t.Fatalf("second receive %v %v", bodies(again), err)
