@@ -50,6 +50,7 @@ var rules = map[string]rule{
 	"internal/lint":     {allowed: nil},
 	"internal/task":     {allowed: nil},
 	"internal/tlsmux":   {allowed: nil},
+	"internal/testutil": {allowed: nil},
 	"cmd":               {allowed: []string{"app", "bench", "model"}, protocols: true},
 }
 

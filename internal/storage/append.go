@@ -297,13 +297,22 @@ func (e *Engine) replay(pos model.LogPos, r *commitlog.Record) error {
 	for _, k := range e.cfg.StateKeepers {
 		k.Replay(pos, r)
 	}
-	next := q.idx.NextOffset()
-	if r.BaseOffset < next {
-		return nil // already indexed before the checkpoint
-	}
-	if r.BaseOffset > next {
+	if next := q.idx.NextOffset(); r.BaseOffset > next {
 		e.log.Error("offset gap while replaying; index continues at the record's offset",
 			"queue", r.Queue, "expected", next, "found", r.BaseOffset, "pos", pos)
+	}
+	e.indexReplayed(q, pos, r)
+	return nil
+}
+
+// indexReplayed indexes a replayed data record at pos unless its offsets
+// are indexed already (before the checkpoint); a gap before it is skipped.
+func (e *Engine) indexReplayed(q *queue, pos model.LogPos, r *commitlog.Record) bool {
+	next := q.idx.NextOffset()
+	if r.BaseOffset < next {
+		return false
+	}
+	if r.BaseOffset > next {
 		q.idx.SetNext(r.BaseOffset)
 	}
 	ent := &commitlog.Entry{Queue: r.Queue, Count: r.Count, Timestamp: r.Timestamp, StoreTime: r.StoreTime,
@@ -311,5 +320,5 @@ func (e *Engine) replay(pos model.LogPos, r *commitlog.Record) error {
 	_ = r.EachKey(func(k commitlog.Key) { ent.Keys = append(ent.Keys, k) })
 	e.index(q, r.Queue, pos, ent)
 	e.markPending([]*queue{q})
-	return nil
+	return true
 }

@@ -286,12 +286,18 @@ func (e *Engine) replayRewrite(q *queue, pos model.LogPos, r *commitlog.Record) 
 
 func (e *Engine) repointReplayed(q *queue, from model.LogPos, pos model.LogPos, r *commitlog.Record) error {
 	moved, err := q.idx.Repoint(r.BaseOffset, from, pos, r.Segment, r.Length, r.Count)
-	if moved {
-		var keys []commitlog.Key
-		_ = r.EachKey(func(k commitlog.Key) { keys = append(keys, k) })
-		e.indexKeys(r.Queue, r.BaseOffset, r.StoreTime, pos, keys)
-	}
+	e.keysMoved(moved, pos, r)
 	return err
+}
+
+// keysMoved adds a replayed record's keys at pos once its entry moved there.
+func (e *Engine) keysMoved(moved bool, pos model.LogPos, r *commitlog.Record) {
+	if !moved {
+		return
+	}
+	var keys []commitlog.Key
+	_ = r.EachKey(func(k commitlog.Key) { keys = append(keys, k) })
+	e.indexKeys(r.Queue, r.BaseOffset, r.StoreTime, pos, keys)
 }
 
 // throttle paces copying to a byte rate (0: unpaced) while the foreground

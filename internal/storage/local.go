@@ -180,17 +180,9 @@ func (e *Engine) applyCopyAtOrigin(pos model.LogPos, r *commitlog.Record) error 
 	for _, k := range e.cfg.StateKeepers {
 		k.Replay(pos, r)
 	}
-	if next := q.idx.NextOffset(); r.BaseOffset < next {
-		return nil
-	} else if r.BaseOffset > next {
-		q.idx.SetNext(r.BaseOffset)
+	if e.indexReplayed(q, pos, r) {
+		e.recount[q] = true
 	}
-	e.recount[q] = true
-	ent := &commitlog.Entry{Queue: r.Queue, Count: r.Count, Timestamp: r.Timestamp, StoreTime: r.StoreTime,
-		TagHash: r.TagHash, Size: r.Length, Segment: r.Segment, Term: r.Term}
-	_ = r.EachKey(func(k commitlog.Key) { ent.Keys = append(ent.Keys, k) })
-	e.index(q, r.Queue, pos, ent)
-	e.markPending([]*queue{q})
 	return nil
 }
 
@@ -212,11 +204,7 @@ func (e *Engine) replayLocal(pos model.LogPos, r *commitlog.Record) error {
 	}
 	e.recount[q] = true
 	moved, err := q.idx.RepointCopy(r.BaseOffset, origin, pos, r.Segment, r.Length, r.Count)
-	if moved {
-		var keys []commitlog.Key
-		_ = r.EachKey(func(k commitlog.Key) { keys = append(keys, k) })
-		e.indexKeys(r.Queue, r.BaseOffset, r.StoreTime, pos, keys)
-	}
+	e.keysMoved(moved, pos, r)
 	return err
 }
 

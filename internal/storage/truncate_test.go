@@ -14,6 +14,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage/commitlog"
 	"github.com/rosettamq/rosetta/internal/storage/queueindex"
+	"github.com/rosettamq/rosetta/internal/testutil"
 )
 
 // noteKeeper is a state keeper recording which records it has seen (as the
@@ -58,6 +59,14 @@ func (k *noteKeeper) Restore(data []byte) error {
 
 func (k *noteKeeper) Replay(_ model.LogPos, r *ReplayedRecord) {
 	k.note(r.Queue, r.BaseOffset, r.Count, r.StoreTime)
+}
+
+// openWithKeeper opens an engine in dir with c and a note keeper.
+func openWithKeeper(t *testing.T, c Config, dir string) (*Engine, *noteKeeper) {
+	t.Helper()
+	k := newNoteKeeper()
+	c.Dir, c.StateKeepers = dir, []StateKeeper{k}
+	return openEngine(t, c), k
 }
 
 // engineDump is everything the engine derives from its log: queues with
@@ -177,9 +186,7 @@ func FuzzTruncateAfter(f *testing.F) {
 func truncateRounds(t *testing.T, seed uint64, rounds int) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	c := smallSegments(t)
-	k := newNoteKeeper()
-	c.StateKeepers = []StateKeeper{k}
-	e := openEngine(t, c)
+	e, k := openWithKeeper(t, c, c.Dir)
 	defer func() { e.Close() }()
 	truncationWorkload(t, e, k, rng)
 	if e.LogStats().LocalBytes == 0 {
@@ -209,13 +216,9 @@ func truncateRounds(t *testing.T, seed uint64, rounds int) {
 		if out, err := exec.Command("cp", "-a", c.Dir+"/.", img).CombinedOutput(); err != nil {
 			t.Fatalf("copy: %v %s", err, out)
 		}
-		rc := c
-		rc.Dir = img
-		rk := newNoteKeeper()
-		rc.StateKeepers = []StateKeeper{rk}
-		re := openEngine(t, rc)
+		re, rk := openWithKeeper(t, c, img)
 		if rebuilt := engineDump(t, re, rk); rebuilt != cut {
-			t.Fatalf("round %d: state after truncating after %d differs from the log's:\n%s", round, i, diffDump(cut, rebuilt))
+			t.Fatalf("round %d: state after truncating after %d differs from the log's:\n%s", round, i, testutil.DiffLines(cut, rebuilt))
 		}
 		re.Close()
 		// Apply the cut records again, in two calls.
@@ -226,7 +229,7 @@ func truncateRounds(t *testing.T, seed uint64, rounds int) {
 			}
 		}
 		if got := engineDump(t, e, k); got != want {
-			t.Fatalf("round %d: state after re-applying the tail cut after %d differs:\n%s", round, i, diffDump(want, got))
+			t.Fatalf("round %d: state after re-applying the tail cut after %d differs:\n%s", round, i, testutil.DiffLines(want, got))
 		}
 	}
 	// Below what was applied in place, truncation is refused.
@@ -235,30 +238,6 @@ func truncateRounds(t *testing.T, seed uint64, rounds int) {
 			t.Fatalf("truncation below the applied floor %d accepted", floor)
 		}
 	}
-}
-
-// diffDump lists the lines only one of two dumps has.
-func diffDump(a, b string) string {
-	in := func(s string) map[string]bool {
-		m := map[string]bool{}
-		for _, l := range strings.Split(s, "\n") {
-			m[l] = true
-		}
-		return m
-	}
-	ma, mb := in(a), in(b)
-	var out []string
-	for _, l := range strings.Split(a, "\n") {
-		if !mb[l] {
-			out = append(out, "- "+l)
-		}
-	}
-	for _, l := range strings.Split(b, "\n") {
-		if !ma[l] {
-			out = append(out, "+ "+l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 // TestRebuildFromLogsAfterGC: after garbage collection copied live records
@@ -271,9 +250,7 @@ func TestRebuildFromLogsAfterGC(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 11))
 	c := smallSegments(t)
-	k := newNoteKeeper()
-	c.StateKeepers = []StateKeeper{k}
-	e := openEngine(t, c)
+	e, k := openWithKeeper(t, c, c.Dir)
 	defer func() { e.Close() }()
 	truncationWorkload(t, e, k, rng)
 	ctx := context.Background()
@@ -298,13 +275,9 @@ func TestRebuildFromLogsAfterGC(t *testing.T) {
 			t.Fatalf("copy: %v %s", err, out)
 		}
 	}
-	rc := c
-	rc.Dir = img
-	rk := newNoteKeeper()
-	rc.StateKeepers = []StateKeeper{rk}
-	re := openEngine(t, rc)
+	re, rk := openWithKeeper(t, c, img)
 	defer re.Close()
 	if got := engineDump(t, re, rk); got != want {
-		t.Fatalf("rebuilt from the logs alone:\n%s", diffDump(want, got))
+		t.Fatalf("rebuilt from the logs alone:\n%s", testutil.DiffLines(want, got))
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/app"
 	"github.com/rosettamq/rosetta/internal/app/apptest"
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/testutil"
 )
 
 // TestReplayEquivalence runs a workload through real Kafka clients
@@ -237,7 +238,7 @@ func TestReplayEquivalence(t *testing.T) {
 		}
 		m.Stop(t)
 		if got != want {
-			t.Errorf("%s: state differs from the origin's:\n%s", tc.name, diffLines(want, got))
+			t.Errorf("%s: state differs from the origin's:\n%s", tc.name, testutil.DiffLines(want, got))
 		}
 	}
 }
@@ -291,28 +292,4 @@ func copyData(t *testing.T, from, to string, logOnly bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// diffLines lists the lines only one of two dumps has.
-func diffLines(a, b string) string {
-	in := func(s string) map[string]bool {
-		m := map[string]bool{}
-		for _, l := range strings.Split(s, "\n") {
-			m[l] = true
-		}
-		return m
-	}
-	ma, mb := in(a), in(b)
-	var out []string
-	for _, l := range strings.Split(a, "\n") {
-		if !mb[l] {
-			out = append(out, "- "+l)
-		}
-	}
-	for _, l := range strings.Split(b, "\n") {
-		if !ma[l] {
-			out = append(out, "+ "+l)
-		}
-	}
-	return strings.Join(out, "\n")
 }

@@ -483,22 +483,28 @@ func (q *Queue) TruncateFromPos(pos model.LogPos) (int64, error) {
 	defer q.fmu.Unlock()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	total := q.totalLocked()
-	no := total
+	no, err := q.tailWhileLocked(func(e Entry) bool { return !e.Hole() && e.Pos >= pos && !e.Pos.IsLocal() })
+	if err != nil {
+		return 0, err
+	}
+	return q.truncateLocked(no)
+}
+
+// tailWhileLocked returns the first entry number of the longest run of
+// entries at the tail for which keep holds.
+func (q *Queue) tailWhileLocked(keep func(Entry) bool) (int64, error) {
+	no := q.totalLocked()
 	for no > q.first {
 		e, err := q.readEntryLocked(no - 1)
 		if err != nil {
 			return 0, err
 		}
-		if e.Hole() || e.Pos < pos || e.Pos.IsLocal() {
+		if !keep(e) {
 			break
 		}
 		no--
 	}
-	if no == total {
-		return 0, nil
-	}
-	return q.truncateLocked(no)
+	return no, nil
 }
 
 // TruncateFromOffset drops every entry holding offset off or later (the
@@ -512,17 +518,9 @@ func (q *Queue) TruncateFromOffset(off model.QueueOffset) (int64, error) {
 	if off >= q.next {
 		return 0, nil
 	}
-	total := q.totalLocked()
-	no := total
-	for no > q.first {
-		e, err := q.readEntryLocked(no - 1)
-		if err != nil {
-			return 0, err
-		}
-		if e.BaseOffset < off {
-			break
-		}
-		no--
+	no, err := q.tailWhileLocked(func(e Entry) bool { return e.BaseOffset >= off })
+	if err != nil {
+		return 0, err
 	}
 	n, err := q.truncateLocked(no)
 	if err == nil && q.next > off {
