@@ -180,7 +180,7 @@ func (b *Broker) deliverLevel(ctx context.Context, t *Topic, level int) {
 		}
 		wait := time.Second
 		if !nextDue.IsZero() {
-			wait = max(time.Until(nextDue), time.Millisecond)
+			wait = max(nextDue.Sub(b.opts.Now()), time.Millisecond)
 		}
 		if !sleepCtx(ctx, wait) {
 			return

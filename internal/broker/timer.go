@@ -362,15 +362,15 @@ func (b *Broker) runTimers(ctx context.Context) {
 		w.mu.Unlock()
 		// A saved cursor behind the real one only means more messages
 		// delivered again after a crash, so saves are spaced out.
-		if cursor != savedCursor && time.Since(savedAt) >= timerCursorSaveEvery {
+		if cursor != savedCursor && b.opts.Now().Sub(savedAt) >= timerCursorSaveEvery {
 			saves++
 			if _, err := b.saveTimerCursor(ctx, w.cursorQueue, cursor, saves%timerCursorTrimEvery == 0, storage.AppendOptions{Deferred: true}); err == nil {
-				savedCursor, savedAt = cursor, time.Now()
+				savedCursor, savedAt = cursor, b.opts.Now()
 			} else if ctx.Err() == nil {
 				b.log.Warn("timer cursor not saved", "err", err)
 			}
 		}
-		t.Reset(max(time.Until(next), time.Millisecond))
+		t.Reset(max(next.Sub(b.opts.Now()), time.Millisecond))
 		select {
 		case <-ctx.Done():
 		case <-t.C:
@@ -387,7 +387,7 @@ func (b *Broker) takeTimers(ctx context.Context) {
 	for ctx.Err() == nil {
 		w.mu.Lock()
 		sec := w.taken
-		if wait := time.Until(time.UnixMilli(sec * 1000).Add(-timerLookahead)); wait > 0 {
+		if wait := time.UnixMilli(sec * 1000).Add(-timerLookahead).Sub(b.opts.Now()); wait > 0 {
 			w.mu.Unlock()
 			sleepCtx(ctx, wait)
 			continue
