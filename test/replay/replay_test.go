@@ -150,6 +150,9 @@ func TestReplayEquivalence(t *testing.T) {
 	if _, err := p.ChangeInvisible(ctx, "pop-g", got[2].Handle, 2*time.Hour); err != nil {
 		t.Fatal(err)
 	}
+	if err := p.DeadLetter(ctx, "pop-g", &got[3]); err != nil { // to %DLQ%pop-g, acknowledged
+		t.Fatal(err)
+	}
 	if late, err := p.ReceiveLive(ctx, "pop-late", popped.Queues, 2, time.Hour, false, nil); err != nil || len(late) != 2 || late[0].Offset != 3 {
 		t.Fatalf("pop from the committed offset: %+v %v", late, err)
 	}
@@ -216,7 +219,7 @@ func TestReplayEquivalence(t *testing.T) {
 	}
 	n.Stop(t)
 	for _, must := range []string{"offset replay-g public/default/orders/", "queue public/default/trimmed/0 start=100 ", "timers from=0 entries=8",
-		"transaction {ID:replay-tx-0", "txn-open ", "txn-aborted ", "pop pop-g/", "pop pop-late/"} {
+		"transaction {ID:replay-tx-0", "txn-open ", "txn-aborted ", "pop pop-g/", "pop pop-late/", "queue public/default/%DLQ%pop-g/0 start=0 hw=1 end=1"} {
 		if !strings.Contains(want, must) {
 			t.Fatalf("the origin's dump lacks %q:\n%s", must, want)
 		}
