@@ -1,8 +1,9 @@
 // Package replay_test checks that a node's state is a function of its log:
-// a node built from a copy of another node's commit log alone (with the
-// placement and configuration of the metadata store, but no checkpoint,
-// index or key files) reaches the same state, and so does one restarting
-// from the checkpoint and the tail.
+// a node built from a copy of another node's logs alone (the commit log
+// and the local area of garbage-collection copies, with the placement and
+// configuration of the metadata store, but no checkpoint, index or key
+// files) reaches the same state, and so does one restarting from the
+// checkpoint and the tail.
 package replay_test
 
 import (
@@ -24,11 +25,15 @@ import (
 	"github.com/rosettamq/rosetta/internal/testutil"
 )
 
-// TestReplayEquivalence runs a workload through real Kafka clients
-// (idempotent producers, a consumer group committing with leader epochs,
-// DeleteRecords) plus pending and delivered timer messages, then compares
-// the node's state dump with those of nodes built from a copy of its data:
-// whole (checkpoint plus tail) and the commit log alone.
+// TestReplayEquivalence runs a workload through real clients — Kafka
+// idempotent and transactional producers (committed, aborted, open),
+// classic and KIP-848 groups committing with leader epochs, DeleteRecords,
+// a compacted topic cleaned; RocketMQ delay levels and half transactions
+// checked back through the remoting client — plus POP receive, ack,
+// deadline change and dead-lettering, pending and delivered timers, then
+// retention, garbage collection into the local area and reclamation of
+// segments. It compares the node's state dump with those of nodes built
+// from a copy of its data: whole (checkpoint plus tail) and its logs alone.
 func TestReplayEquivalence(t *testing.T) {
 	dir := t.TempDir()
 	cfg := replayConfig(filepath.Join(dir, "origin"))
@@ -80,6 +85,23 @@ func TestReplayEquivalence(t *testing.T) {
 		}
 	}
 	c.Close()
+	// A KIP-848 (consumer protocol) group too.
+	c848, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.ConsumeTopics("orders"), kgo.ConsumerGroup("replay-848"),
+		kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer()), kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for got := 0; got < 300; {
+		fs := c848.PollRecords(ctx, 100)
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		got += fs.NumRecords()
+		if err := c848.CommitUncommittedOffsets(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c848.Close()
 
 	// Kafka transactions: one committed, one aborted, one left open.
 	for i, end := range []kgo.TransactionEndTry{kgo.TryCommit, kgo.TryAbort} {
@@ -218,7 +240,7 @@ func TestReplayEquivalence(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.Stop(t)
-	for _, must := range []string{"offset replay-g public/default/orders/", "queue public/default/trimmed/0 start=100 ", "timers from=0 entries=8",
+	for _, must := range []string{"offset replay-g public/default/orders/", "offset replay-848 public/default/orders/", "queue public/default/trimmed/0 start=100 ", "timers from=0 entries=8",
 		"transaction {ID:replay-tx-0", "txn-open ", "txn-aborted ", "pop pop-g/", "pop pop-late/", "queue public/default/%DLQ%pop-g/0 start=0 hw=1 end=1"} {
 		if !strings.Contains(want, must) {
 			t.Fatalf("the origin's dump lacks %q:\n%s", must, want)
