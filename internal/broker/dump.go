@@ -9,8 +9,9 @@ import (
 )
 
 // StateDump renders the state the log determines in a stable text form:
-// every queue's start, end and leader epochs, every group's committed
-// offsets, and the pending timer messages. Two nodes that applied the same
+// every queue's start, end and leader epochs, the records compaction left
+// in compacted topics, every group's committed offsets, and the pending
+// timer messages. Two nodes that applied the same
 // log dump the same text (the replay-equivalence tests compare them).
 // Delivery cursors and other local progress are left out: they say how far
 // a node got, not what the log holds.
@@ -30,6 +31,17 @@ func (b *Broker) StateDump() string {
 			}
 			epochs, _ := b.engine.Epochs(q)
 			fmt.Fprintf(&sb, "queue %s/%d start=%d hw=%d end=%d epochs=%v\n", t.FullName, i, start, hw, end, epochs)
+			if t.Config.Compacted() {
+				// The compaction results: which records are left.
+				var kept []string
+				_ = b.engine.ScanIndex(q, start, func(e storage.IndexEntry) bool {
+					if !e.Hole {
+						kept = append(kept, fmt.Sprintf("%d+%d", e.BaseOffset, e.Count))
+					}
+					return true
+				})
+				fmt.Fprintf(&sb, "compacted %s/%d kept=%v\n", t.FullName, i, kept)
+			}
 		}
 	}
 	groups := b.OffsetGroups()

@@ -447,6 +447,7 @@ type IndexEntry struct {
 	Count      uint32
 	MaxTime    int64  // the largest timestamp up to this record (monotonic)
 	TagHash    uint64 // the record's tag hash, as appended
+	Hole       bool   // compaction kept none of its messages
 }
 
 // ScanIndex calls fn for each visible record of queue id from offset on, in
@@ -475,7 +476,7 @@ func (e *Engine) ScanIndex(id model.QueueID, from model.QueueOffset, fn func(Ind
 			if ent.BaseOffset >= hw {
 				return nil
 			}
-			if !fn(IndexEntry{BaseOffset: ent.BaseOffset, Count: ent.Count, MaxTime: ent.MaxTime, TagHash: ent.TagHash}) {
+			if !fn(IndexEntry{BaseOffset: ent.BaseOffset, Count: ent.Count, MaxTime: ent.MaxTime, TagHash: ent.TagHash, Hole: ent.Hole()}) {
 				return nil
 			}
 		}

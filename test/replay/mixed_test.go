@@ -20,6 +20,10 @@ import (
 
 func init() { rlog.SetLogLevel("error") }
 
+// grpcPopWorkload, when set (builds without the race detector), adds POP
+// through a RocketMQ 5 gRPC client to the workload.
+var grpcPopWorkload func(ctx context.Context, t *testing.T, n *apptest.TestNode)
+
 // compactedWorkload writes keyed records with many overwrites to a
 // compacted topic and has the node clean it.
 func compactedWorkload(ctx context.Context, t *testing.T, n *apptest.TestNode, cl *kgo.Client, adm *kadm.Client) {
@@ -67,9 +71,9 @@ func bulkWorkload(ctx context.Context, t *testing.T, cl *kgo.Client, adm *kadm.C
 }
 
 // rocketmqWorkload sends, through the RocketMQ remoting client, messages
-// with delay levels (one delivered, one pending) and transactional half
-// messages: one committed at once, one rolled back, one left unknown and
-// committed by the broker's check-back.
+// with delay levels and timer properties (one of each delivered, one
+// pending) and transactional half messages: one committed at once, one
+// rolled back, one left unknown and committed by the broker's check-back.
 func rocketmqWorkload(ctx context.Context, t *testing.T, n *apptest.TestNode) {
 	t.Helper()
 	addr := n.RemotingAddr()
@@ -90,6 +94,15 @@ func rocketmqWorkload(ctx context.Context, t *testing.T, n *apptest.TestNode) {
 		m.WithDelayTimeLevel(level)
 		if _, err := p.SendSync(ctx, m); err != nil {
 			t.Fatalf("send delayed: %v", err)
+		}
+	}
+	// Timer messages (RocketMQ 5 properties, sent by the remoting client):
+	// one due in a second, one in two hours.
+	for i, prop := range [][2]string{{"TIMER_DELAY_SEC", "1"}, {"TIMER_DELIVER_MS", fmt.Sprint(time.Now().Add(2 * time.Hour).UnixMilli())}} {
+		m := primitive.NewMessage("orders", fmt.Appendf(nil, "timer-rmq-%d", i))
+		m.WithProperty(prop[0], prop[1])
+		if _, err := p.SendSync(ctx, m); err != nil {
+			t.Fatalf("send timer: %v", err)
 		}
 	}
 	l := &checkBack{checked: map[string]int{}}

@@ -179,6 +179,9 @@ func TestReplayEquivalence(t *testing.T) {
 		t.Fatalf("pop from the committed offset: %+v %v", late, err)
 	}
 	commit("pop-late", 8)
+	if grpcPopWorkload != nil {
+		grpcPopWorkload(ctx, t, n)
+	}
 
 	// Timer messages: some delivered before the dump, some pending far ahead.
 	b := n.App.Broker()
@@ -212,14 +215,14 @@ func TestReplayEquivalence(t *testing.T) {
 	compactedWorkload(ctx, t, n, cl, adm)
 	bulkWorkload(ctx, t, cl, adm)
 	rocketmqWorkload(ctx, t, n)
-	apptest.Eventually(t, 20*time.Second, "the level-1 delayed message and two committed transactions delivered", func() bool {
+	apptest.Eventually(t, 20*time.Second, "the level-1 delayed message, the 1-second timer and two committed transactions delivered", func() bool {
 		ol, err := adm.ListEndOffsets(ctx, "orders")
 		if err != nil {
 			return false
 		}
 		var sum int64
 		ol.Each(func(o kadm.ListedOffset) { sum += o.Offset })
-		return sum == 1500+2+3
+		return sum == 1500+2+4
 	})
 	if _, err := b.RunRetention(ctx); err != nil {
 		t.Fatal(err)
@@ -240,11 +243,14 @@ func TestReplayEquivalence(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.Stop(t)
-	for _, must := range []string{"offset replay-g public/default/orders/", "offset replay-848 public/default/orders/", "queue public/default/trimmed/0 start=100 ", "timers from=0 entries=8",
-		"transaction {ID:replay-tx-0", "txn-open ", "txn-aborted ", "pop pop-g/", "pop pop-late/", "queue public/default/%DLQ%pop-g/0 start=0 hw=1 end=1"} {
+	for _, must := range []string{"offset replay-g public/default/orders/", "offset replay-848 public/default/orders/", "queue public/default/trimmed/0 start=100 ", "timers from=0 entries=10",
+		"transaction {ID:replay-tx-0", "txn-open ", "txn-aborted ", "pop pop-g/", "pop pop-late/", "queue public/default/%DLQ%pop-g/0 start=0 hw=1 end=1", "compacted public/default/compacted/0 kept=[100+1 "} {
 		if !strings.Contains(want, must) {
 			t.Fatalf("the origin's dump lacks %q:\n%s", must, want)
 		}
+	}
+	if grpcPopWorkload != nil && !strings.Contains(want, "pop grpc-pop/") {
+		t.Fatalf("the origin's dump lacks the gRPC consumer's POP state:\n%s", want)
 	}
 	if strings.Contains(want, "producers 0100000000\n") { // a snapshot of no states
 		t.Fatal("the origin's dump has no producer states")
