@@ -163,6 +163,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		MaxQueuesPerTopic: cfg.Broker.MaxQueuesPerTopic,
 		KafkaTxns:         a.kafkaTxns,
 		Logger:            log,
+
+		OffsetSnapshotInterval: cfg.Broker.StateSnapshotInterval,
 	})
 	if err != nil {
 		a.meta.Close()
@@ -170,14 +172,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	a.txns, err = txn.New(ctx, a.broker, a.producers, a.kafkaTxns, txn.Options{
-		MaxTimeout: cfg.Broker.TransactionMaxTimeout, Logger: log})
+		MaxTimeout: cfg.Broker.TransactionMaxTimeout, SnapshotInterval: cfg.Broker.StateSnapshotInterval, Logger: log})
 	if err != nil {
 		a.broker.Close()
 		a.meta.Close()
 		a.engine.Close()
 		return nil, fmt.Errorf("transaction coordinator: %w", err)
 	}
-	if a.pop, err = pop.New(ctx, a.broker, pop.Options{Logger: log}); err != nil {
+	if a.pop, err = pop.New(ctx, a.broker, pop.Options{SnapshotInterval: cfg.Broker.StateSnapshotInterval, Logger: log}); err != nil {
 		a.txns.Close()
 		a.broker.Close()
 		a.meta.Close()

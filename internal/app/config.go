@@ -188,6 +188,8 @@ type BrokerConfig struct {
 
 	GroupConsumerSessionTimeout    time.Duration `yaml:"group_consumer_session_timeout" help:"session timeout of consumer-protocol (KIP-848) group members (Kafka group.consumer.session.timeout.ms)"`
 	GroupConsumerHeartbeatInterval time.Duration `yaml:"group_consumer_heartbeat_interval" help:"heartbeat interval told to stable consumer-protocol (KIP-848) group members (Kafka group.consumer.heartbeat.interval.ms); a tenth of it while a group reconciles"`
+
+	StateSnapshotInterval time.Duration `yaml:"state_snapshot_interval" help:"how often the internal state queues (consumer offsets, transactions, POP) are checked for a snapshot that lets their older records go, and POP progress is committed as group offsets"`
 }
 
 // LimitsConfig bounds what clients may make the broker hold.
@@ -228,8 +230,8 @@ func DefaultConfig() Config {
 			GroupConsumerSessionTimeout: 45 * time.Second, GroupConsumerHeartbeatInterval: 2 * time.Second,
 			MaxTimerDelay:      40 * 24 * time.Hour,
 			TransactionTimeout: 6 * time.Second, TransactionCheckInterval: 30 * time.Second, TransactionCheckMax: 15,
-			TransactionMaxTimeout: 15 * time.Minute,
-			DelayLevels:           "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"},
+			TransactionMaxTimeout: 15 * time.Minute, StateSnapshotInterval: 30 * time.Second,
+			DelayLevels: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"},
 		Security: SecurityConfig{SASLMechanisms: "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", AuthTimeout: 10 * time.Second,
 			MaxUnauthenticated: 1000, FailureDelay: 100 * time.Millisecond, JWTPrincipalClaim: "sub"},
 		Limits:          LimitsConfig{MaxFrameBytes: 100 << 20, MaxInflightPerConn: 64, MaxBytesInFlight: 512 << 20},
@@ -270,6 +272,8 @@ func (c Config) Validate() error {
 		return bad("gc_percent %d: want a positive percentage, or -1 (off)", c.GCPercent)
 	case c.Broker.MaxTimerDelay <= 0:
 		return bad("broker.max_timer_delay must be positive")
+	case c.Broker.StateSnapshotInterval <= 0:
+		return bad("broker.state_snapshot_interval must be positive")
 	case c.Broker.TransactionTimeout <= 0 || c.Broker.TransactionCheckInterval <= 0 || c.Broker.TransactionCheckMax <= 0 || c.Broker.TransactionMaxTimeout <= 0:
 		return bad("broker.transaction_timeout, broker.transaction_check_interval and broker.transaction_check_max and broker.transaction_max_timeout must be positive")
 	case c.ShutdownTimeout <= 0:

@@ -119,6 +119,9 @@ type Broker struct {
 	halves     *halfStore
 	batches    *kbatch.Reader // looks into Kafka batches (exact time lookups)
 
+	stateLogsMu sync.Mutex // guards stateLogs
+	stateLogs   []*StateLog
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }

@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/rosettamq/rosetta/internal/storage"
 )
@@ -11,12 +13,19 @@ import (
 // StateDump renders the state the log determines in a stable text form:
 // every queue's start, end and leader epochs, the records compaction left
 // in compacted topics, every group's committed offsets, and the pending
-// timer messages. Two nodes that applied the same
+// timer messages, as of every state record written before the call. Two
+// nodes that applied the same
 // log dump the same text (the replay-equivalence tests compare them).
 // Delivery cursors and other local progress are left out: they say how far
 // a node got, not what the log holds.
 func (b *Broker) StateDump() string {
 	var sb strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err := b.SettleStates(ctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(&sb, "settle: %v\n", err)
+	}
 	topics := b.Topics(true)
 	sort.Slice(topics, func(i, j int) bool { return topics[i].FullName < topics[j].FullName })
 	for _, t := range topics {

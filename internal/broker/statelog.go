@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -92,7 +93,62 @@ func (b *Broker) NewStateLog(name string, queues []model.QueueID, sm StateMachin
 		l.lastSnap[i] = l.now()
 	}
 	l.applier = newQueueApplier(b.engine, queues, l.apply)
+	b.stateLogsMu.Lock()
+	b.stateLogs = append(b.stateLogs, l)
+	b.stateLogsMu.Unlock()
 	return l
+}
+
+// SettleStates waits until every record already written to a state log
+// is visible and applied, so that what the state machines hold reflects
+// everything appended before the call (dumps and tests compare that).
+func (b *Broker) SettleStates(ctx context.Context) error {
+	b.stateLogsMu.Lock()
+	logs := slices.Clone(b.stateLogs)
+	b.stateLogsMu.Unlock()
+	for _, l := range logs {
+		if err := l.settle(ctx); err != nil {
+			return fmt.Errorf("state %s: %w", l.name, err)
+		}
+	}
+	return nil
+}
+
+// settle waits until every queue's written records are visible, then
+// applies them (writers that apply their own records already did).
+func (l *StateLog) settle(ctx context.Context) error {
+	for _, q := range l.queues {
+		for {
+			_, hw, end, err := l.engine.Offsets(q)
+			if err != nil {
+				return err
+			}
+			if hw >= end {
+				break
+			}
+			if err := l.engine.Wait(ctx, map[model.QueueID]model.QueueOffset{q: hw}); err != nil {
+				return err
+			}
+		}
+	}
+	if l.atWrite {
+		return nil
+	}
+	return l.applier.catchUpAll()
+}
+
+// SnapshotStates snapshots every state log's queues now and trims the
+// records below each snapshot (what the periodic check does when a queue
+// is due).
+func (b *Broker) SnapshotStates(ctx context.Context) error {
+	b.stateLogsMu.Lock()
+	logs := slices.Clone(b.stateLogs)
+	b.stateLogsMu.Unlock()
+	var errs []error
+	for _, l := range logs {
+		errs = append(errs, l.SnapshotAll(ctx, true))
+	}
+	return errors.Join(errs...)
 }
 
 // Queues returns the state's queues.
