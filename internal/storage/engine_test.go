@@ -183,7 +183,15 @@ func TestEngineLongPoll(t *testing.T) {
 			defer cancel()
 			done <- e.Wait(ctx, map[model.QueueID]model.QueueOffset{1: 0, 2: 0})
 		}()
-		time.Sleep(20 * time.Millisecond)
+		// The waiter is registered (blocked) before the append.
+		for q, _ := e.queue(2); ; time.Sleep(time.Millisecond) {
+			q.wmu.Lock()
+			n := len(q.waiters)
+			q.wmu.Unlock()
+			if n > 0 {
+				break
+			}
+		}
 		appendN(t, e, 2, 0, 1)
 		if err := <-done; err != nil {
 			t.Fatalf("wait: %v", err)

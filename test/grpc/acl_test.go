@@ -56,6 +56,7 @@ func sendAs(t *testing.T, cfg *rmq.Config, topic, body string) error {
 // PERMISSION_DENIED and writes nothing; with ACLs it sends and its
 // SimpleConsumer receives and acks; another user may not receive.
 func TestGRPCAuthentication(t *testing.T) {
+	t.Parallel()
 	c := apptest.TestConfig(t.TempDir())
 	c.Security.Authorization = true
 	c.Security.SuperUsers = "User:admin"

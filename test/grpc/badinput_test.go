@@ -30,6 +30,7 @@ func (rawCodec) Name() string { return "proto" }
 // properties get the proper apache.rocketmq.v2 codes, and the server keeps
 // serving.
 func TestBadInputGetsCodes(t *testing.T) {
+	t.Parallel()
 	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
 	conn, err := grpc.NewClient(n.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

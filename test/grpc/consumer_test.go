@@ -55,6 +55,7 @@ func receive(t *testing.T, sc rmq.SimpleConsumer, n int32, invisible time.Durati
 // Kafka producer are received and acknowledged by two SimpleConsumers of
 // one group: each exactly once.
 func TestSimpleConsumerReceivesAndAcks(t *testing.T) {
+	t.Parallel()
 	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
 	const topic, total = "grpc-pop", 10_000
 	p := startProducer(t, n.GRPCAddr(), rmq.WithTopics(topic))
@@ -120,6 +121,7 @@ func TestSimpleConsumerReceivesAndAcks(t *testing.T) {
 // comes back after its invisible time with attempt 2; a changed invisible
 // duration postpones it; past the group's attempts it goes to the DLQ.
 func TestUnackedMessageReappears(t *testing.T) {
+	t.Parallel()
 	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
 	const topic = "grpc-redeliver"
 	p := startProducer(t, n.GRPCAddr(), rmq.WithTopics(topic))
@@ -179,6 +181,7 @@ func TestUnackedMessageReappears(t *testing.T) {
 // messages never come back and unacknowledged ones come back once their
 // invisible time passes, with attempt 2.
 func TestPopStateSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	cfg := apptest.TestConfig(t.TempDir())
 	n := apptest.StartTestNode(t, cfg)
 	const topic = "grpc-restart"
@@ -231,6 +234,7 @@ func TestPopStateSurvivesRestart(t *testing.T) {
 // TestMaxAttemptsDeadLetter: a message never acknowledged by a group whose
 // retryMaxTimes is 1 is received twice, then moved to %DLQ%<group>.
 func TestMaxAttemptsDeadLetter(t *testing.T) {
+	t.Parallel()
 	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
 	const topic, group = "grpc-dlq", "dlq-group"
 	cfg := broker.DefaultGroupConfig(group)
@@ -269,6 +273,7 @@ func TestMaxAttemptsDeadLetter(t *testing.T) {
 // messages reach another consumer of the group once their invisible time
 // ends.
 func TestVanishedConsumerDoesNotBlockOthers(t *testing.T) {
+	t.Parallel()
 	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
 	const topic = "grpc-vanish"
 	p := startProducer(t, n.GRPCAddr(), rmq.WithTopics(topic))

@@ -100,7 +100,6 @@ func TestPopStateSurvivesSIGKILL(t *testing.T) {
 		}
 		return len(again) >= len(held)
 	})
-	time.Sleep(2 * time.Second)
 	for _, mv := range receive(t, sc, 32, 10*time.Second) {
 		again[string(mv.GetBody())] = mv.GetDeliveryAttempt()
 	}

@@ -25,6 +25,7 @@ import (
 // and gRPC producers on one topic reach a POP group (gRPC SimpleConsumer)
 // and a classic group (remoting push consumer), each message once in each.
 func TestPopAndClassicGroupsEachSeeEverything(t *testing.T) {
+	t.Parallel()
 	rlog.SetLogLevel("error")
 	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
 	const topic, each = "cross-pop", 300
@@ -103,7 +104,6 @@ func TestPopAndClassicGroupsEachSeeEverything(t *testing.T) {
 		defer mu.Unlock()
 		return len(popped) == total && len(classic) == total
 	})
-	time.Sleep(2 * time.Second)
 	for _, mv := range receive(t, sc, 32, 20*time.Second) {
 		popped[string(mv.GetBody())]++
 	}

@@ -19,6 +19,7 @@ import (
 // received by three SimpleConsumers of a FIFO group (consumeMessageOrderly)
 // with each group's messages in order, each once.
 func TestFIFOGroupsKeepOrder(t *testing.T) {
+	t.Parallel()
 	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
 	const topic, groups, per = "grpc-fifo", 100, 50
 	cfg := broker.DefaultGroupConfig("fifo-group")
@@ -81,6 +82,7 @@ func TestFIFOGroupsKeepOrder(t *testing.T) {
 // TestPushConsumerConsumes: a v5 PushConsumer consumes every message with
 // its listener; one listener failure is retried (attempt 2).
 func TestPushConsumerConsumes(t *testing.T) {
+	t.Parallel()
 	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
 	const topic, total = "grpc-push", 500
 	p := startProducer(t, n.GRPCAddr(), rmq.WithTopics(topic))

@@ -89,14 +89,20 @@ func TestFranzGroupRebalancing(t *testing.T) {
 			out := &consumed{seen: map[int]int{}}
 			mctx, stop := context.WithCancel(ctx)
 			defer stop()
+			// Each membership change once the group made progress since
+			// the last one.
+			progressed := func(records int) {
+				t.Helper()
+				eventually(t, 60*time.Second, fmt.Sprint(records, " records consumed"), func() bool { return out.count() >= records })
+			}
 			m1 := runMember(mctx, t, n.KafkaAddr(), topic, group, bal, out)
-			time.Sleep(500 * time.Millisecond)
+			progressed(1500)
 			m2 := runMember(mctx, t, n.KafkaAddr(), topic, group, bal, out)
-			time.Sleep(500 * time.Millisecond)
+			progressed(3000)
 			m3 := runMember(mctx, t, n.KafkaAddr(), topic, group, bal, out)
-			time.Sleep(700 * time.Millisecond)
+			progressed(4500)
 			m2.Close() // leaves the group
-			time.Sleep(700 * time.Millisecond)
+			progressed(6000)
 			m4 := runMember(mctx, t, n.KafkaAddr(), topic, group, bal, out)
 			if err := <-prodDone; err != nil {
 				t.Fatalf("produce: %v", err)

@@ -116,6 +116,7 @@ func TestGroupTypesSideBySide(t *testing.T) {
 // TestKIP848RegexPicksUpNewTopics: a regex subscription is resolved on the
 // broker, and a topic created later that matches is assigned.
 func TestKIP848RegexPicksUpNewTopics(t *testing.T) {
+	t.Parallel()
 	n := apptest.StartTestNode(t, kip848Config(t))
 	ctx := ctxTimeout(t, time.Minute)
 	adm := kadm.NewClient(newClient(t, n.KafkaAddr()))

@@ -124,6 +124,7 @@ func TestTransactionsCommitAndAbort(t *testing.T) {
 // are held back from read_committed consumers (the last stable offset stays
 // below them), and appear once it commits.
 func TestTransactionOpenHoldsLastStableOffset(t *testing.T) {
+	t.Parallel()
 	n := startNode(t)
 	addr := n.KafkaAddr()
 	adm := kadm.NewClient(newClient(t, addr))
@@ -168,6 +169,7 @@ func TestTransactionOpenHoldsLastStableOffset(t *testing.T) {
 // commit refused, its records never visible); a transaction left open is
 // aborted after its timeout.
 func TestTransactionFencingAndTimeout(t *testing.T) {
+	t.Parallel()
 	n := startNode(t)
 	addr := n.KafkaAddr()
 	adm := kadm.NewClient(newClient(t, addr))

@@ -23,6 +23,7 @@ import (
 // reconsume count; a stale handle is refused; nothing left answers
 // POLLING_TIMEOUT.
 func TestRemotingPop(t *testing.T) {
+	t.Parallel()
 	n := startNode(t)
 	addr := n.RemotingAddr()
 	createTopic(t, addr, "popped", 2)
@@ -94,6 +95,7 @@ func TestRemotingPop(t *testing.T) {
 // clients build it; acknowledged messages never come back, the one left
 // out does, and a body that does not parse is refused.
 func TestRemotingPopBatchAck(t *testing.T) {
+	t.Parallel()
 	n := startNode(t)
 	addr := n.RemotingAddr()
 	createTopic(t, addr, "batch-acked", 2)

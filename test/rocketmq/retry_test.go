@@ -18,6 +18,7 @@ import (
 // with the reconsume count raised and the original topic restored, and after
 // maxReconsumeTimes the message lands in the group's dead-letter topic.
 func TestRetryAndDeadLetter(t *testing.T) {
+	t.Parallel()
 	n := startNode(t)
 	addr := n.RemotingAddr()
 	p := startProducer(t, addr, "retry-pg")
@@ -69,6 +70,7 @@ func TestRetryAndDeadLetter(t *testing.T) {
 // TestDelayLevelSend: a message sent with delay level 2 (5 s) reaches its
 // consumer no sooner than that, and without the DELAY property.
 func TestDelayLevelSend(t *testing.T) {
+	t.Parallel()
 	n := startNode(t)
 	p := startProducer(t, n.RemotingAddr(), "delay-pg")
 	// A first, undelayed message creates the topic the consumer subscribes to.
@@ -97,6 +99,7 @@ func TestDelayLevelSend(t *testing.T) {
 // TestDelayedSurvivesRestart: a delayed message pending when the broker
 // stops is still delivered, on time, after it restarts.
 func TestDelayedSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := apptest.TestConfig(dir)
 	n := apptest.StartTestNode(t, cfg)

@@ -19,6 +19,7 @@ import (
 // TIMER_DELAY_MS) reach a push consumer no earlier than due, and one still
 // pending when the broker restarts arrives after it.
 func TestTimerMessages(t *testing.T) {
+	t.Parallel()
 	cfg := apptest.TestConfig(t.TempDir())
 	n := apptest.StartTestNode(t, cfg)
 	p := startProducer(t, n.RemotingAddr(), "timer-pg")
@@ -85,6 +86,7 @@ func TestTimerMessages(t *testing.T) {
 // RECALL_MESSAGE with it cancels the message (never delivered), and a
 // second recall fails; the admin API cancels another by id.
 func TestRecallMessage(t *testing.T) {
+	t.Parallel()
 	n := startNode(t)
 	addr := n.RemotingAddr()
 	createTopic(t, addr, "recallable", 1)

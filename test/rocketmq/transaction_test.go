@@ -13,6 +13,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/app"
 	"github.com/rosettamq/rosetta/internal/app/apptest"
+	"github.com/rosettamq/rosetta/internal/model"
 )
 
 // txnListener decides local transactions by message body: "commit-…" and
@@ -72,6 +73,31 @@ func txnConfig(t *testing.T) app.Config {
 }
 
 // collect starts a push consumer of topic and returns what it received.
+// settledMessages waits until no half message is pending, then returns
+// how many messages the topic holds.
+func settledMessages(t *testing.T, n *apptest.TestNode, topic string) int64 {
+	t.Helper()
+	b := n.App.Broker()
+	eventually(t, 30*time.Second, "no pending half message", func() bool { return b.TxnStats().Pending == 0 })
+	name, err := model.ParseTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := b.Topic(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, q := range top.Queues {
+		start, _, end, err := b.Engine().Offsets(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += int64(end - start)
+	}
+	return total
+}
+
 func collect(t *testing.T, addr, group, topic string) func() map[string]int {
 	t.Helper()
 	var mu sync.Mutex
@@ -127,7 +153,9 @@ func TestTransactionProducer(t *testing.T) {
 		}
 	}
 	eventually(t, 30*time.Second, "committed and checked messages", func() bool { return len(got()) >= len(want) })
-	time.Sleep(2 * time.Second) // no more arrive
+	if stored := settledMessages(t, n, "txn-orders"); stored != int64(len(want)) { // so no more arrive
+		t.Fatalf("%d messages in the topic, want %d", stored, len(want))
+	}
 	if g := got(); fmt.Sprint(g) != fmt.Sprint(want) {
 		t.Fatalf("delivered %v\nwant %v", g, want)
 	}
@@ -146,6 +174,7 @@ func TestTransactionProducer(t *testing.T) {
 // one committed before the stop is delivered once; one rolled back by its
 // check never is.
 func TestHalfMessageAcrossRestart(t *testing.T) {
+	t.Parallel()
 	cfg := txnConfig(t)
 	cfg.Broker.TransactionTimeout = 3 * time.Second
 	n := apptest.StartTestNode(t, cfg)
@@ -176,7 +205,9 @@ func TestHalfMessageAcrossRestart(t *testing.T) {
 	}
 	got := collect(t, n.RemotingAddr(), "txn-restart-cg", "txn-restart")
 	eventually(t, 30*time.Second, "the pending message, committed by check-back", func() bool { return got()["pending"] == 1 })
-	time.Sleep(3 * time.Second)
+	if stored := settledMessages(t, n, "txn-restart"); stored != 3 { // so no more arrive
+		t.Fatalf("%d messages in the topic, want 3", stored)
+	}
 	g := got()
 	if g["commit-before"] != 1 || g["pending"] != 1 || g["commit-after"] != 1 || len(g) != 3 {
 		t.Fatalf("delivered %v", g)
