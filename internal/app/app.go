@@ -107,6 +107,7 @@ type App struct {
 
 // New opens storage and metadata and builds the broker. Listeners open in Run.
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
+	cfg.Listen = cfg.Listen.withHost()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

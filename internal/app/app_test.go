@@ -46,6 +46,18 @@ func TestConfigPrecedence(t *testing.T) {
 	}
 }
 
+// TestListenHost: one flag moves every listener without a host of its own
+// to the node's address.
+func TestListenHost(t *testing.T) {
+	c, err := LoadConfig("", []string{"ROSETTA_LISTEN_GRPC=0.0.0.0:8081"}, map[string]string{"listen.host": "127.0.0.11", "listen.remoting": ":19876"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Listen; l.Kafka != "127.0.0.11:9092" || l.HTTP != "127.0.0.11:8080" || l.Remoting != "127.0.0.11:19876" || l.GRPC != "0.0.0.0:8081" {
+		t.Fatalf("listeners %+v", l)
+	}
+}
+
 func TestByteSize(t *testing.T) {
 	for in, want := range map[string]ByteSize{"1GiB": 1 << 30, "512k": 512 << 10, "100": 100, "1.5MiB": 3 << 19} {
 		if got, err := ParseByteSize(in); err != nil || got != want {

@@ -3,6 +3,7 @@ package app
 import (
 	"crypto/tls"
 	"fmt"
+	"net"
 	"os"
 	"reflect"
 	"sort"
@@ -97,6 +98,8 @@ type LogConfig struct {
 
 // ListenConfig holds listener addresses; an empty address disables one.
 type ListenConfig struct {
+	Host string `yaml:"host" help:"host every listener address without one binds to (and routes name), e.g. 127.0.0.11 for one node of a cluster on one machine; empty: every address of the machine"`
+
 	HTTP               string `yaml:"http" help:"admin HTTP address: /metrics, /healthz, /debug/pprof"`
 	Kafka              string `yaml:"kafka" help:"Kafka protocol address"`
 	KafkaAdvertised    string `yaml:"kafka_advertised" help:"host:port Kafka clients are told to connect to (default: the listener's)"`
@@ -436,7 +439,22 @@ func LoadConfig(path string, environ []string, overrides map[string]string) (Con
 			}
 		}
 	}
+	c.Listen = c.Listen.withHost()
 	return c, c.Validate()
+}
+
+// withHost puts Host in front of every listener address that names no host
+// of its own (":9092" becomes "127.0.0.11:9092").
+func (l ListenConfig) withHost() ListenConfig {
+	if l.Host == "" {
+		return l
+	}
+	for _, addr := range []*string{&l.HTTP, &l.Kafka, &l.Remoting, &l.GRPC} {
+		if host, port, err := net.SplitHostPort(*addr); err == nil && host == "" {
+			*addr = net.JoinHostPort(l.Host, port)
+		}
+	}
+	return l
 }
 
 // topicRetention is the default topic retention: broker.retention, or the

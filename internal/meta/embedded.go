@@ -1,0 +1,158 @@
+package meta
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// EmbeddedConfig configures the etcd member a node runs inside itself.
+type EmbeddedConfig struct {
+	Name      string // this member's name in InitialCluster
+	Dir       string // its data directory
+	ClientURL string // e.g. http://127.0.0.11:2379
+	PeerURL   string // e.g. http://127.0.0.11:2380
+	// InitialCluster names every member's peer URL (this one's included);
+	// it is read only when the member starts with an empty directory.
+	InitialCluster map[string]string
+	ClusterToken   string
+	Logger         *slog.Logger
+	StartTimeout   time.Duration // 60 s when zero
+}
+
+// Embedded is a running etcd member.
+type Embedded struct {
+	etcd   *embed.Etcd
+	client string
+	once   sync.Once
+}
+
+// StartEmbedded starts an etcd member and waits until it serves (it joins
+// its cluster, which needs a majority of InitialCluster up).
+func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = 60 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg := embed.NewConfig()
+	cfg.Name = c.Name
+	cfg.Dir = c.Dir
+	var err error
+	urls := func(s string) []url.URL {
+		u, perr := url.Parse(s)
+		if perr != nil {
+			err = fmt.Errorf("embedded etcd: url %q: %w", s, perr)
+			return nil
+		}
+		return []url.URL{*u}
+	}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = urls(c.ClientURL), urls(c.ClientURL)
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = urls(c.PeerURL), urls(c.PeerURL)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(c.InitialCluster))
+	for name := range c.InitialCluster {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = name + "=" + c.InitialCluster[name]
+	}
+	cfg.InitialCluster = strings.Join(parts, ",")
+	cfg.InitialClusterToken = c.ClusterToken
+	cfg.ClusterState = embed.ClusterStateFlagNew
+	if _, err := os.Stat(filepath.Join(c.Dir, "member")); err == nil {
+		cfg.ClusterState = embed.ClusterStateFlagExisting
+	}
+	// Fast failure detection on one machine or one rack: 100 ms heartbeats,
+	// 1 s elections (etcd's defaults), history compacted hourly.
+	cfg.AutoCompactionMode, cfg.AutoCompactionRetention = embed.CompactorModePeriodic, "1h"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(&slogCore{log: c.Logger.With("component", "etcd"), level: zapcore.WarnLevel}))
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("embedded etcd: %w", err)
+	}
+	t := time.NewTimer(c.StartTimeout)
+	defer t.Stop()
+	select {
+	case <-e.Server.ReadyNotify():
+		return &Embedded{etcd: e, client: c.ClientURL}, nil
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd: %w", err)
+	case <-t.C:
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd: not ready after %v (are a majority of %v up?)", c.StartTimeout, names)
+	case <-ctx.Done():
+		e.Close()
+		return nil, ctx.Err()
+	}
+}
+
+// Endpoint is the member's client URL.
+func (e *Embedded) Endpoint() string { return e.client }
+
+// Close stops the member.
+func (e *Embedded) Close() { e.once.Do(e.etcd.Close) }
+
+// slogCore writes etcd's zap records at or above level to slog.
+type slogCore struct {
+	log    *slog.Logger
+	level  zapcore.Level
+	fields []zapcore.Field
+}
+
+func (c *slogCore) Enabled(l zapcore.Level) bool { return l >= c.level }
+
+func (c *slogCore) With(fields []zapcore.Field) zapcore.Core {
+	return &slogCore{log: c.log, level: c.level, fields: append(append([]zapcore.Field(nil), c.fields...), fields...)}
+}
+
+func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range c.fields {
+		f.AddTo(enc)
+	}
+	for _, f := range fields {
+		f.AddTo(enc)
+	}
+	attrs := make([]any, 0, 2*len(enc.Fields))
+	for k, v := range enc.Fields {
+		attrs = append(attrs, k, v)
+	}
+	level := slog.LevelInfo
+	switch {
+	case e.Level >= zapcore.ErrorLevel:
+		level = slog.LevelError
+	case e.Level >= zapcore.WarnLevel:
+		level = slog.LevelWarn
+	case e.Level < zapcore.InfoLevel:
+		level = slog.LevelDebug
+	}
+	c.log.Log(context.Background(), level, e.Message, attrs...)
+	return nil
+}
+
+func (c *slogCore) Sync() error { return nil }
