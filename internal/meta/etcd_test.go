@@ -1,102 +1,37 @@
-package meta
+package meta_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/rosettamq/rosetta/internal/meta"
+	"github.com/rosettamq/rosetta/internal/meta/metatest"
 )
-
-// freePort returns a port free on host now.
-func freePort(t *testing.T, host string) int {
-	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// startMembers starts one embedded etcd member per host as one cluster and
-// returns them (closed when the test ends).
-func startMembers(t *testing.T, hosts ...string) []*Embedded {
-	t.Helper()
-	peers := map[string]string{}
-	clients := map[string]string{}
-	for i, h := range hosts {
-		name := fmt.Sprint("m", i+1)
-		peers[name] = fmt.Sprintf("http://%s:%d", h, freePort(t, h))
-		clients[name] = fmt.Sprintf("http://%s:%d", h, freePort(t, h))
-	}
-	dir := t.TempDir()
-	out := make([]*Embedded, len(hosts))
-	errs := make([]error, len(hosts))
-	var wg sync.WaitGroup
-	for i := range hosts {
-		name := fmt.Sprint("m", i+1)
-		wg.Go(func() {
-			out[i], errs[i] = StartEmbedded(context.Background(), EmbeddedConfig{Name: name, Dir: filepath.Join(dir, name),
-				ClientURL: clients[name], PeerURL: peers[name], InitialCluster: peers, ClusterToken: "test", StartTimeout: 30 * time.Second})
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(out[i].Close)
-	}
-	return out
-}
-
-func openEtcd(t *testing.T, prefix string, endpoints ...string) *EtcdStore {
-	t.Helper()
-	s, err := OpenEtcd(context.Background(), EtcdConfig{Endpoints: endpoints, Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
 
 // TestStoreContract runs the same checks on both stores: what callers may
 // rely on whichever is underneath.
-func TestStoreContract(t *testing.T) {
-	t.Run("bolt", func(t *testing.T) {
-		s, err := OpenBolt(filepath.Join(t.TempDir(), "meta.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		storeContract(t, s)
-	})
-	t.Run("etcd", func(t *testing.T) {
-		m := startMembers(t, "127.0.0.1")
-		storeContract(t, openEtcd(t, "/rosetta/test/", m[0].Endpoint()))
-	})
-}
+func TestStoreContract(t *testing.T) { metatest.Stores(t, storeContract) }
 
-func storeContract(t *testing.T, s Store) {
+func storeContract(t *testing.T, s meta.Store) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	start := s.Revision()
 	events := s.Watch(ctx, "topics/")
-	rev, err := s.Txn(ctx, []Compare{{Key: "topics/a"}}, []Op{{Key: "topics/a", Value: []byte("1")}})
+	rev, err := s.Txn(ctx, []meta.Compare{{Key: "topics/a"}}, []meta.Op{{Key: "topics/a", Value: []byte("1")}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rev <= start || s.Revision() < rev {
 		t.Fatalf("revision %d after a write, %d before, store says %d", rev, start, s.Revision())
 	}
-	if _, err := s.Txn(ctx, []Compare{{Key: "topics/a"}}, []Op{{Key: "topics/a", Value: []byte("2")}}); !errors.Is(err, ErrConflict) {
+	if _, err := s.Txn(ctx, []meta.Compare{{Key: "topics/a"}}, []meta.Op{{Key: "topics/a", Value: []byte("2")}}); !errors.Is(err, meta.ErrConflict) {
 		t.Fatalf("create over an existing key: %v", err)
 	}
-	if _, err := s.Txn(ctx, []Compare{{Key: "topics/a", Revision: rev}}, []Op{{Key: "topics/a", Value: []byte("2")}, {Key: "other", Value: []byte("x")}}); err != nil {
+	if _, err := s.Txn(ctx, []meta.Compare{{Key: "topics/a", Revision: rev}}, []meta.Op{{Key: "topics/a", Value: []byte("2")}, {Key: "other", Value: []byte("x")}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"1", "2"} {
@@ -114,13 +49,13 @@ func storeContract(t *testing.T, s Store) {
 		t.Fatalf("get %+v %v (created at %d)", kv, err, rev)
 	}
 	// A write fenced by the create revision, as an election's holder does.
-	if _, err := s.Txn(ctx, []Compare{{Key: "topics/a", Target: CompareCreate, Revision: rev}}, []Op{{Key: "topics/c", Value: []byte("c")}}); err != nil {
+	if _, err := s.Txn(ctx, []meta.Compare{{Key: "topics/a", Target: meta.CompareCreate, Revision: rev}}, []meta.Op{{Key: "topics/c", Value: []byte("c")}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Txn(ctx, []Compare{{Key: "topics/a", Target: CompareVersion, Revision: 1}}, nil); !errors.Is(err, ErrConflict) {
+	if _, err := s.Txn(ctx, []meta.Compare{{Key: "topics/a", Target: meta.CompareVersion, Revision: 1}}, nil); !errors.Is(err, meta.ErrConflict) {
 		t.Fatalf("version compare: %v", err)
 	}
-	if err := Put(ctx, s, "topics/b", []byte("b")); err != nil {
+	if err := meta.Put(ctx, s, "topics/b", []byte("b")); err != nil {
 		t.Fatal(err)
 	}
 	kvs, listed, err := s.ListRev(ctx, "topics/")
@@ -128,11 +63,11 @@ func storeContract(t *testing.T, s Store) {
 		t.Fatalf("list %+v %v", kvs, err)
 	}
 	// Changes after a listing arrive to a watch from its revision, none lost.
-	if err := Delete(ctx, s, "topics/b"); err != nil {
+	if err := meta.Delete(ctx, s, "topics/b"); err != nil {
 		t.Fatal(err)
 	}
 	from := s.WatchFrom(ctx, "topics/", listed)
-	if err := Put(ctx, s, "topics/d", []byte("d")); err != nil {
+	if err := meta.Put(ctx, s, "topics/d", []byte("d")); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"-topics/b", "topics/d"} {
@@ -149,19 +84,19 @@ func storeContract(t *testing.T, s Store) {
 			t.Fatal("no event")
 		}
 	}
-	if _, err := s.Get(ctx, "topics/b"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Get(ctx, "topics/b"); !errors.Is(err, meta.ErrNotFound) {
 		t.Fatalf("deleted key: %v", err)
 	}
 
 	// Leases: keys go with a revoked or expired lease.
-	if _, err := s.Txn(ctx, nil, []Op{{Key: "nodes/9", Value: []byte("?"), Lease: 999}}); !errors.Is(err, ErrNoLease) {
+	if _, err := s.Txn(ctx, nil, []meta.Op{{Key: "nodes/9", Value: []byte("?"), Lease: 999}}); !errors.Is(err, meta.ErrNoLease) {
 		t.Fatalf("unknown lease: %v", err)
 	}
 	id, err := s.Grant(ctx, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Txn(ctx, nil, []Op{{Key: "nodes/1", Value: []byte("n1"), Lease: id}, {Key: "nodes/2", Value: []byte("n2"), Lease: id}}); err != nil {
+	if _, err := s.Txn(ctx, nil, []meta.Op{{Key: "nodes/1", Value: []byte("n1"), Lease: id}, {Key: "nodes/2", Value: []byte("n2"), Lease: id}}); err != nil {
 		t.Fatal(err)
 	}
 	if kv, err := s.Get(ctx, "nodes/1"); err != nil || kv.Lease != id {
@@ -176,18 +111,18 @@ func storeContract(t *testing.T, s Store) {
 	if kvs, _ := s.List(ctx, "nodes/"); len(kvs) != 0 {
 		t.Fatalf("keys of a revoked lease: %+v", kvs)
 	}
-	if err := s.KeepAlive(ctx, id); !errors.Is(err, ErrNoLease) {
+	if err := s.KeepAlive(ctx, id); !errors.Is(err, meta.ErrNoLease) {
 		t.Fatalf("keep-alive of a revoked lease: %v", err)
 	}
 	short, err := s.Grant(ctx, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Txn(ctx, nil, []Op{{Key: "nodes/3", Value: []byte("n3"), Lease: short}}); err != nil {
+	if _, err := s.Txn(ctx, nil, []meta.Op{{Key: "nodes/3", Value: []byte("n3"), Lease: short}}); err != nil {
 		t.Fatal(err)
 	}
 	for {
-		if _, err := s.Get(ctx, "nodes/3"); errors.Is(err, ErrNotFound) {
+		if _, err := s.Get(ctx, "nodes/3"); errors.Is(err, meta.ErrNotFound) {
 			break
 		}
 		select {
@@ -201,12 +136,12 @@ func storeContract(t *testing.T, s Store) {
 // TestEtcdCompactedWatch: a watch from a revision etcd no longer keeps gets
 // one Compacted event, then its channel closes.
 func TestEtcdCompactedWatch(t *testing.T) {
-	m := startMembers(t, "127.0.0.1")
-	s := openEtcd(t, "/rosetta/test/", m[0].Endpoint())
+	m := metatest.StartMembers(t, "127.0.0.1")
+	s := metatest.Open(t, "/rosetta/test/", m[0].Endpoint())
 	ctx := context.Background()
 	var revs []int64
 	for i := range 3 {
-		rev, err := s.Txn(ctx, nil, []Op{{Key: fmt.Sprint("k/", i), Value: []byte("v")}})
+		rev, err := s.Txn(ctx, nil, []meta.Op{{Key: fmt.Sprint("k/", i), Value: []byte("v")}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,14 +171,14 @@ func TestEmbeddedThreeMembers(t *testing.T) {
 		}
 		l.Close()
 	}
-	m := startMembers(t, hosts...)
-	s1 := openEtcd(t, "/rosetta/c1/", m[0].Endpoint())
-	s2 := openEtcd(t, "/rosetta/c1/", m[1].Endpoint())
-	s3 := openEtcd(t, "/rosetta/c1/", m[2].Endpoint())
+	m := metatest.StartMembers(t, hosts...)
+	s1 := metatest.Open(t, "/rosetta/c1/", m[0].Endpoint())
+	s2 := metatest.Open(t, "/rosetta/c1/", m[1].Endpoint())
+	s3 := metatest.Open(t, "/rosetta/c1/", m[2].Endpoint())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	events := s3.Watch(ctx, "topics/")
-	rev, err := s1.Txn(ctx, []Compare{{Key: "topics/x"}}, []Op{{Key: "topics/x", Value: []byte("1")}})
+	rev, err := s1.Txn(ctx, []meta.Compare{{Key: "topics/x"}}, []meta.Op{{Key: "topics/x", Value: []byte("1")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,16 +188,16 @@ func TestEmbeddedThreeMembers(t *testing.T) {
 	if ev := <-events; ev.Key != "topics/x" || ev.Revision != rev {
 		t.Fatalf("watched through a third: %+v", ev)
 	}
-	if _, err := s2.Txn(ctx, []Compare{{Key: "topics/x"}}, []Op{{Key: "topics/x", Value: []byte("2")}}); !errors.Is(err, ErrConflict) {
+	if _, err := s2.Txn(ctx, []meta.Compare{{Key: "topics/x"}}, []meta.Op{{Key: "topics/x", Value: []byte("2")}}); !errors.Is(err, meta.ErrConflict) {
 		t.Fatalf("a second create through another member: %v", err)
 	}
 	// Another cluster's prefix sees none of it.
-	other := openEtcd(t, "/rosetta/c2/", m[0].Endpoint())
+	other := metatest.Open(t, "/rosetta/c2/", m[0].Endpoint())
 	if kvs, err := other.List(ctx, ""); err != nil || len(kvs) != 0 {
 		t.Fatalf("another prefix lists %+v %v", kvs, err)
 	}
 	m[2].Close()
-	if err := Put(ctx, s1, "topics/y", []byte("y")); err != nil {
+	if err := meta.Put(ctx, s1, "topics/y", []byte("y")); err != nil {
 		t.Fatalf("write with two of three members: %v", err)
 	}
 	if kv, err := s2.Get(ctx, "topics/y"); err != nil || string(kv.Value) != "y" {
