@@ -113,6 +113,7 @@ type Broker struct {
 
 	offsets    *offsetStore
 	groupCfg   groupConfigs
+	dynCfg     dynamicConfigs
 	reqModes   requestModes
 	compaction compactState
 	timers     *timerWheel
@@ -199,6 +200,10 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	if err := b.loadGroupConfigs(ctx); err != nil {
 		return nil, fmt.Errorf("load group configs: %w", err)
 	}
+	configsRev, err := b.loadBrokerConfigs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load dynamic broker configs: %w", err)
+	}
 	t, err := b.internalTopic(ctx, offsetsTopic, offsetsPartitions)
 	if err != nil {
 		return nil, fmt.Errorf("offsets topic: %w", err)
@@ -213,6 +218,11 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	go func() {
 		defer b.wg.Done()
 		b.offsets.state.Run(bctx, opts.OffsetSnapshotInterval)
+	}()
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.watchBrokerConfigs(bctx, configsRev)
 	}()
 	b.every(bctx, opts.RetentionInterval, "topic-retention", b.enforceTopicRetention)
 	b.every(bctx, opts.CompactionInterval, "compaction", b.compactTopics)
@@ -641,17 +651,18 @@ func (b *Broker) EffectiveRetention(t *Topic) (ms, bytes int64) {
 	if !t.Config.Deletes() {
 		return ms, bytes // cleanup.policy=compact: compaction alone bounds it
 	}
+	retention, retentionBytes := b.retentionDefaults()
 	switch {
 	case t.Config.RetentionMs != 0:
 		ms = max(t.Config.RetentionMs, -1)
-	case !t.Internal && b.opts.Retention > 0:
-		ms = b.opts.Retention.Milliseconds()
+	case !t.Internal && retention > 0:
+		ms = retention.Milliseconds()
 	}
 	switch {
 	case t.Config.RetentionBytes != 0:
 		bytes = max(t.Config.RetentionBytes, -1)
-	case !t.Internal && b.opts.RetentionBytes > 0:
-		bytes = b.opts.RetentionBytes
+	case !t.Internal && retentionBytes > 0:
+		bytes = retentionBytes
 	}
 	return ms, bytes
 }
@@ -660,11 +671,12 @@ func (b *Broker) EffectiveRetention(t *Topic) (ms, bytes int64) {
 // bytes per queue (-1: unlimited), as Kafka describes them.
 func (b *Broker) RetentionDefaults() (ms, bytes int64) {
 	ms, bytes = -1, -1
-	if b.opts.Retention > 0 {
-		ms = b.opts.Retention.Milliseconds()
+	retention, retentionBytes := b.retentionDefaults()
+	if retention > 0 {
+		ms = retention.Milliseconds()
 	}
-	if b.opts.RetentionBytes > 0 {
-		bytes = b.opts.RetentionBytes
+	if retentionBytes > 0 {
+		bytes = retentionBytes
 	}
 	return ms, bytes
 }

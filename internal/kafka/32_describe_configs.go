@@ -5,14 +5,14 @@ package kafka
 // Version notes: topics show every config Rosetta maps (retention.ms,
 // retention.bytes, max.message.bytes, message.timestamp.type,
 // cleanup.policy) with defaults marked, plus any other key set on the topic;
-// the broker resource shows the node's effective limits. Unknown topics get
-// UNKNOWN_TOPIC_OR_PARTITION.
+// a broker resource (this node's id) shows its static settings and every
+// dynamic broker config with its source, and synonyms when asked; the empty
+// broker name shows the cluster-wide dynamic defaults. Unknown topics get
+// UNKNOWN_TOPIC_OR_PARTITION; another broker's id INVALID_REQUEST.
 //
-// Not implemented: synonyms and documentation strings.
+// Not implemented: topic config synonyms and documentation strings.
 
 import (
-	"strconv"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -48,15 +48,13 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 		case kmsg.ConfigResourceTypeBroker:
 			if !rc.authorizedCluster(security.OpDescribeConfigs) {
 				rr.ErrorCode = kerr.ClusterAuthorizationFailed.Code
-				break
+			} else if err := s.brokerResource(r.ResourceName); err != nil {
+				rr.ErrorCode, rr.ErrorMessage = errorCode(err), errorMessage(err)
+			} else {
+				rr.Configs = s.describeBrokerConfigs(r.ResourceName, r.ConfigNames, req.IncludeSynonyms)
 			}
-			entries = []describedConfig{
-				{name: "broker.id", value: strconv.Itoa(int(s.opts.NodeID)), ctype: kmsg.ConfigTypeInt},
-				{name: "message.max.bytes", value: strconv.Itoa(int(s.opts.MaxFrameBytes)), ctype: kmsg.ConfigTypeInt},
-				{name: "num.partitions", value: strconv.Itoa(s.broker.DefaultQueues()), ctype: kmsg.ConfigTypeInt},
-				{name: "auto.create.topics.enable", value: strconv.FormatBool(s.broker.AutoCreateTopics()), ctype: kmsg.ConfigTypeBoolean},
-				{name: "default.replication.factor", value: "1", ctype: kmsg.ConfigTypeShort},
-			}
+			resp.Resources = append(resp.Resources, rr)
+			continue
 		default:
 			rr.ErrorCode = kerr.InvalidRequest.Code
 		}
@@ -68,9 +66,6 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 			src := kmsg.ConfigSourceDynamicTopicConfig
 			if e.isDefault {
 				src = kmsg.ConfigSourceDefaultConfig
-			}
-			if r.ResourceType == kmsg.ConfigResourceTypeBroker {
-				src = kmsg.ConfigSourceStaticBrokerConfig
 			}
 			entry := kmsg.NewDescribeConfigsResponseResourceConfig()
 			entry.Name = e.name

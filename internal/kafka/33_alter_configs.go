@@ -4,8 +4,11 @@ package kafka
 //
 // Version notes: replaces a topic's whole configuration with the given keys
 // (Kafka's non-incremental semantics). validate_only checks without writing.
-// Broker resources are read-only here (INVALID_REQUEST); a bad value is
-// INVALID_CONFIG with a message naming the key.
+// A broker resource (this node's id, or empty for the cluster-wide default)
+// has its dynamic broker configs replaced, validated as Kafka does
+// (read-only configs and node-only configs at the default level are
+// INVALID_REQUEST). A bad value is INVALID_CONFIG with a message naming the
+// key.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -27,6 +30,14 @@ func handleAlterConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 				}
 			}
 			return nil
+		}, func(cfg map[string]string) error {
+			clear(cfg) // the given set replaces the resource's dynamic configs
+			for _, e := range r.Configs {
+				if e.Value != nil {
+					cfg[e.Name] = *e.Value
+				}
+			}
+			return nil
 		})
 		res := kmsg.NewAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName, res.ErrorCode, res.ErrorMessage = r.ResourceType, r.ResourceName, code, msg
@@ -35,13 +46,20 @@ func handleAlterConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 	return reply{resp: resp}
 }
 
-// alterResource applies a config change to one resource and returns the
-// answer's code and message. Only topics can be altered.
-func (s *Server) alterResource(rc *reqCtx, typ kmsg.ConfigResourceType, name string, validateOnly bool, change func(*broker.TopicConfig) error) (int16, *string) {
-	if typ != kmsg.ConfigResourceTypeTopic {
-		if typ == kmsg.ConfigResourceTypeBroker && !rc.authorizedCluster(security.OpAlterConfigs) {
+// alterResource applies a config change to one resource (a topic's
+// configuration, or a broker resource's dynamic configs) and returns the
+// answer's code and message.
+func (s *Server) alterResource(rc *reqCtx, typ kmsg.ConfigResourceType, name string, validateOnly bool,
+	change func(*broker.TopicConfig) error, brokerChange func(map[string]string) error) (int16, *string) {
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+	case kmsg.ConfigResourceTypeBroker:
+		if !rc.authorizedCluster(security.OpAlterConfigs) {
 			return kerr.ClusterAuthorizationFailed.Code, nil
 		}
+		err := s.alterBrokerConfigs(rc, name, validateOnly, brokerChange)
+		return errorCode(err), errorMessage(err)
+	default:
 		return kerr.InvalidRequest.Code, nil
 	}
 	if !rc.allowedTopic(name, security.OpAlterConfigs) {

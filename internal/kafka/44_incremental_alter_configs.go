@@ -36,6 +36,30 @@ func handleIncrementalAlterConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 				}
 			}
 			return nil
+		}, func(cfg map[string]string) error {
+			for _, e := range r.Configs {
+				switch e.Op {
+				case kmsg.IncrementalAlterConfigOpSet:
+					if e.Value == nil {
+						return &kafkaCodeError{code: kerr.InvalidRequest.Code, msg: "null value for SET of " + e.Name}
+					}
+					cfg[e.Name] = *e.Value
+				case kmsg.IncrementalAlterConfigOpDelete:
+					delete(cfg, e.Name)
+				case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
+					if k, ok := dynamicBrokerConfigs[e.Name]; !ok || k.ctype != kmsg.ConfigTypeList {
+						return &kafkaCodeError{code: kerr.InvalidConfig.Code, msg: e.Name + " is not a list config"}
+					}
+					v := ""
+					if e.Value != nil {
+						v = *e.Value
+					}
+					cfg[e.Name] = listChange(rc.srv().brokerListValue(r.ResourceName, cfg, e.Name), v, e.Op == kmsg.IncrementalAlterConfigOpAppend)
+				default:
+					return errInvalidOp
+				}
+			}
+			return nil
 		})
 		res := kmsg.NewIncrementalAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName, res.ErrorCode, res.ErrorMessage = r.ResourceType, r.ResourceName, code, msg
@@ -53,30 +77,42 @@ func applyListOp(c *broker.TopicConfig, name string, value *string, add bool) er
 			cur = dc.value
 		}
 	}
-	var items []string
-	if cur != "" {
-		items = strings.Split(cur, ",")
-	}
 	v := ""
 	if value != nil {
 		v = *value
 	}
-	if add {
-		if !contains(items, v) {
-			items = append(items, v)
+	joined := listChange(cur, v, add)
+	if joined == "" {
+		return applyConfig(c, name, nil)
+	}
+	return applyConfig(c, name, &joined)
+}
+
+// listChange appends the comma-separated items of v to the list cur (those
+// not in it yet), or removes them from it.
+func listChange(cur, v string, add bool) string {
+	var items []string
+	if cur != "" {
+		items = strings.Split(cur, ",")
+	}
+	for _, it := range strings.Split(v, ",") {
+		it = strings.TrimSpace(it)
+		if it == "" {
+			continue
 		}
-	} else {
+		if add {
+			if !contains(items, it) {
+				items = append(items, it)
+			}
+			continue
+		}
 		kept := items[:0]
-		for _, it := range items {
-			if it != v {
-				kept = append(kept, it)
+		for _, x := range items {
+			if x != it {
+				kept = append(kept, x)
 			}
 		}
 		items = kept
 	}
-	if len(items) == 0 {
-		return applyConfig(c, name, nil)
-	}
-	joined := strings.Join(items, ",")
-	return applyConfig(c, name, &joined)
+	return strings.Join(items, ",")
 }
