@@ -1,7 +1,8 @@
 // Produces and consumes through a Rosetta Kafka listener with kafkajs:
-// a producer (gzip) and a consumer group reading everything back.
+// a producer (gzip) and a consumer group reading everything back, and a
+// dynamic broker config set and described through the admin client.
 // Usage: node interop.js host:port topic count
-const { Kafka, CompressionTypes, logLevel } = require('kafkajs')
+const { Kafka, CompressionTypes, ConfigResourceTypes, logLevel } = require('kafkajs')
 
 async function main () {
   const [broker, topic, countArg] = process.argv.slice(2)
@@ -10,6 +11,13 @@ async function main () {
   const admin = kafka.admin()
   await admin.connect()
   await admin.createTopics({ topics: [{ topic, numPartitions: 4 }] })
+  const relogin = 'sasl.kerberos.min.time.before.relogin'
+  await admin.alterConfigs({ resources: [{ type: ConfigResourceTypes.BROKER, name: '1', configEntries: [{ name: relogin, value: '58000' }] }] })
+  const described = await admin.describeConfigs({ resources: [{ type: ConfigResourceTypes.BROKER, name: '1', configNames: [relogin] }], includeSynonyms: false })
+  const entry = described.resources[0].configEntries.find((e) => e.configName === relogin)
+  if (!entry || entry.configValue !== '58000') {
+    throw new Error(`broker config not applied: ${JSON.stringify(described.resources[0])}`)
+  }
   await admin.disconnect()
 
   const producer = kafka.producer()
