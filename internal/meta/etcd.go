@@ -54,7 +54,7 @@ func OpenEtcd(ctx context.Context, c EtcdConfig) (*EtcdStore, error) {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, DialTimeout: c.DialTimeout, Context: context.WithoutCancel(ctx),
-		AutoSyncInterval: time.Minute, RejectOldCluster: true,
+		AutoSyncInterval: time.Minute,
 		Logger: zap.New(&slogCore{log: c.Logger.With("component", "etcd-client"), level: zapcore.WarnLevel})})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client: %w", err)

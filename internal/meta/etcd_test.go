@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -203,4 +205,42 @@ func TestEmbeddedThreeMembers(t *testing.T) {
 	if kv, err := s2.Get(ctx, "topics/y"); err != nil || string(kv.Value) != "y" {
 		t.Fatalf("read with two of three members: %+v %v", kv, err)
 	}
+}
+
+// TestExternalEtcd runs the store contract against Debian's etcd-server (an
+// etcd of another version than the client, as an operator's cluster may
+// be), started as a child process.
+func TestExternalEtcd(t *testing.T) {
+	const bin = "/usr/bin/etcd"
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("etcd-server not installed (scripts/test.sh installs it)")
+		}
+		t.Skip("etcd-server not installed")
+	}
+	client := fmt.Sprintf("http://127.0.0.1:%d", metatest.FreePort(t, "127.0.0.1"))
+	peer := fmt.Sprintf("http://127.0.0.1:%d", metatest.FreePort(t, "127.0.0.1"))
+	cmd := exec.Command(bin, "--name", "ext", "--data-dir", t.TempDir(), "--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "ext="+peer, "--log-level", "error")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	var s *meta.EtcdStore
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		if s, err = meta.OpenEtcd(context.Background(), meta.EtcdConfig{Endpoints: []string{client}, Prefix: "/rosetta/ext/", DialTimeout: time.Second}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("external etcd at %s: %v", client, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	defer s.Close()
+	storeContract(t, s)
 }
