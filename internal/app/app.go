@@ -27,6 +27,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
+	"github.com/rosettamq/rosetta/internal/cluster"
 	"github.com/rosettamq/rosetta/internal/grpcv5"
 	"github.com/rosettamq/rosetta/internal/kafka"
 	"github.com/rosettamq/rosetta/internal/meta"
@@ -86,20 +87,23 @@ func (c Config) StorageConfig(log *slog.Logger) storage.Config {
 
 // App is a running Rosetta node.
 type App struct {
-	cfg       Config
-	log       *slog.Logger
-	engine    *storage.Engine
-	meta      *meta.BoltStore
-	broker    *broker.Broker
-	groups    *groups.Coordinator
-	producers *producers.Manager
-	kafkaTxns *producers.TxnIndex
-	txns      *txn.Coordinator
-	pop       *pop.Engine
-	security  *security.Service
-	guard     *security.Guard
-	quotas    *quota.Manager
-	metrics   *admin.Metrics
+	cfg    Config
+	log    *slog.Logger
+	engine *storage.Engine
+	meta   meta.Store
+	// membership is the node's registration in its cluster's etcd (nil on
+	// a node with its own store).
+	membership *cluster.Membership
+	broker     *broker.Broker
+	groups     *groups.Coordinator
+	producers  *producers.Manager
+	kafkaTxns  *producers.TxnIndex
+	txns       *txn.Coordinator
+	pop        *pop.Engine
+	security   *security.Service
+	guard      *security.Guard
+	quotas     *quota.Manager
+	metrics    *admin.Metrics
 
 	mu        sync.Mutex
 	listeners map[string]net.Listener
@@ -123,7 +127,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		}
 	}
 	var err error
-	if a.meta, err = meta.OpenBolt(filepath.Join(cfg.DataDir, "meta.db")); err != nil {
+	if a.meta, err = openMeta(ctx, cfg, log); err != nil {
 		return nil, err
 	}
 	// Producer state is checkpointed with the log and rebuilt from it.
@@ -137,6 +141,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if a.engine, err = storage.Open(sc); err != nil {
 		a.meta.Close()
 		return nil, err
+	}
+	if cfg.Cluster.EtcdEndpoints != "" {
+		if a.membership, err = a.joinCluster(ctx); err != nil {
+			a.engine.Close()
+			a.meta.Close()
+			return nil, err
+		}
 	}
 	delays, err := broker.ParseDelayLevels(cfg.Broker.DelayLevels)
 	if err != nil {
@@ -290,13 +301,25 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 			return nil
 		})
 	}
+	if a.membership != nil {
+		// A node fenced by a newer incarnation of itself, or whose lease
+		// ended, stops serving.
+		g.Go(func() error {
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-a.membership.Lost():
+				return a.membership.Err()
+			}
+		})
+	}
 	g.Go(func() error { a.security.Run(gctx); return nil })
 	g.Go(func() error { a.quotas.Run(gctx, a.broker); return nil })
 	if len(kafkaLs) > 0 {
 		srv := kafka.NewServer(a.broker, a.groups, kafka.Options{
 			NodeID:             int32(a.cfg.NodeID),
 			AdvertisedAddr:     a.cfg.Listen.KafkaAdvertised,
-			ClusterID:          string(a.engine.Identity().ClusterID),
+			ClusterID:          a.clusterID(),
 			MaxFrameBytes:      int32(a.cfg.Limits.MaxFrameBytes),
 			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
 			MaxBytesInFlight:   int64(a.cfg.Limits.MaxBytesInFlight),
@@ -382,6 +405,11 @@ func (a *App) close() error {
 	a.pop.Close()
 	errs = append(errs, a.txns.Close())
 	errs = append(errs, a.broker.Close())
+	if a.membership != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, a.membership.Leave(ctx))
+		cancel()
+	}
 	errs = append(errs, a.meta.Close())
 	errs = append(errs, a.engine.Close())
 	return errors.Join(errs...)

@@ -74,6 +74,7 @@ type Config struct {
 	Storage         StorageConfig  `yaml:"storage"`
 	Broker          BrokerConfig   `yaml:"broker"`
 	Limits          LimitsConfig   `yaml:"limits"`
+	Cluster         ClusterConfig  `yaml:"cluster"`
 	ShutdownTimeout time.Duration  `yaml:"shutdown_timeout" help:"how long a graceful shutdown may take"`
 	GCPercent       int            `yaml:"gc_percent" help:"Go garbage collector target (GOGC) set by rosetta serve; the GOGC environment variable wins when set"`
 
@@ -195,6 +196,13 @@ type BrokerConfig struct {
 	StateSnapshotInterval time.Duration `yaml:"state_snapshot_interval" help:"how often the internal state queues (consumer offsets, transactions, POP) are checked for a snapshot that lets their older records go, and POP progress is committed as group offsets"`
 }
 
+// ClusterConfig places the node's metadata in a cluster's etcd (empty: the
+// node keeps its own store).
+type ClusterConfig struct {
+	EtcdEndpoints string `yaml:"etcd_endpoints" help:"comma-separated client URLs of an etcd holding the metadata instead of the node's own store; data is not replicated between nodes yet, so a cluster name serves one node"`
+	Name          string `yaml:"name" help:"cluster name: its metadata lives under /rosetta/<name>/ in etcd"`
+}
+
 // LimitsConfig bounds what clients may make the broker hold.
 type LimitsConfig struct {
 	MaxFrameBytes      ByteSize `yaml:"max_frame_bytes" help:"largest request frame accepted on any protocol"`
@@ -238,6 +246,7 @@ func DefaultConfig() Config {
 		Security: SecurityConfig{SASLMechanisms: "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", AuthTimeout: 10 * time.Second,
 			MaxUnauthenticated: 1000, FailureDelay: 100 * time.Millisecond, JWTPrincipalClaim: "sub"},
 		Limits:          LimitsConfig{MaxFrameBytes: 100 << 20, MaxInflightPerConn: 64, MaxBytesInFlight: 512 << 20},
+		Cluster:         ClusterConfig{Name: "rosetta"},
 		ShutdownTimeout: 5 * time.Second,
 		GCPercent:       400,
 	}
@@ -275,6 +284,8 @@ func (c Config) Validate() error {
 		return bad("gc_percent %d: want a positive percentage, or -1 (off)", c.GCPercent)
 	case c.Broker.MaxTimerDelay <= 0:
 		return bad("broker.max_timer_delay must be positive")
+	case !validClusterName(c.Cluster.Name):
+		return bad("cluster.name %q: want letters, digits, '.', '_' or '-'", c.Cluster.Name)
 	case c.Broker.StateSnapshotInterval <= 0:
 		return bad("broker.state_snapshot_interval must be positive")
 	case c.Broker.TransactionTimeout <= 0 || c.Broker.TransactionCheckInterval <= 0 || c.Broker.TransactionCheckMax <= 0 || c.Broker.TransactionMaxTimeout <= 0:
@@ -441,6 +452,18 @@ func LoadConfig(path string, environ []string, overrides map[string]string) (Con
 	}
 	c.Listen = c.Listen.withHost()
 	return c, c.Validate()
+}
+
+func validClusterName(name string) bool {
+	if name == "" || len(name) > 128 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // withHost puts Host in front of every listener address that names no host

@@ -1,0 +1,85 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/cluster"
+	"github.com/rosettamq/rosetta/internal/meta"
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+// openMeta opens the metadata store: the node's own (meta.db in the data
+// directory), or the cluster's etcd under /rosetta/<cluster.name>/.
+func openMeta(ctx context.Context, cfg Config, log *slog.Logger) (meta.Store, error) {
+	if cfg.Cluster.EtcdEndpoints == "" {
+		return meta.OpenBolt(filepath.Join(cfg.DataDir, "meta.db"))
+	}
+	var endpoints []string
+	for _, e := range strings.Split(cfg.Cluster.EtcdEndpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			endpoints = append(endpoints, e)
+		}
+	}
+	return meta.OpenEtcd(ctx, meta.EtcdConfig{Endpoints: endpoints, Prefix: "/rosetta/" + cfg.Cluster.Name + "/", Logger: log})
+}
+
+// joinCluster registers the node in its cluster's etcd. Until queues are
+// replicated between nodes, a cluster name serves one node: another live
+// node under the name is refused (a restart of this node replaces its
+// older incarnation).
+func (a *App) joinCluster(ctx context.Context) (*cluster.Membership, error) {
+	self := model.NodeID(a.cfg.NodeID)
+	refuseOthers := func() error {
+		nodes, err := cluster.Nodes(ctx, a.meta)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			if n.ID != self {
+				return fmt.Errorf("%w: cluster %q already has node %d live; nodes do not replicate one another yet, so each needs its own cluster.name",
+					model.ErrInvalidConfig, a.cfg.Cluster.Name, n.ID)
+			}
+		}
+		return nil
+	}
+	if err := refuseOthers(); err != nil {
+		return nil, err
+	}
+	id := a.engine.Identity()
+	endpoints := map[string]string{}
+	for name, addr := range map[string]string{"kafka": a.cfg.Listen.Kafka, "remoting": a.cfg.Listen.Remoting, "grpc": a.cfg.Listen.GRPC, "http": a.cfg.Listen.HTTP} {
+		if addr != "" {
+			endpoints[name] = addr
+		}
+	}
+	if a.cfg.Listen.KafkaAdvertised != "" {
+		endpoints["kafka"] = a.cfg.Listen.KafkaAdvertised
+	}
+	m, err := cluster.Join(ctx, a.meta, cluster.Node{ID: self, Incarnation: id.Incarnation, Endpoints: endpoints},
+		cluster.MembershipOptions{Logger: a.log, ClusterID: id.ClusterID})
+	if err != nil {
+		return nil, err
+	}
+	if err := refuseOthers(); err != nil { // another joined at the same time
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = m.Leave(lctx)
+		return nil, err
+	}
+	a.log.Info("joined the cluster", "cluster", a.cfg.Cluster.Name, "cluster_id", m.ClusterID(), "node", self, "incarnation", id.Incarnation)
+	return m, nil
+}
+
+// clusterID is the identity Kafka clients are told: the cluster's when the
+// node is in one, its own otherwise.
+func (a *App) clusterID() string {
+	if a.membership != nil {
+		return string(a.membership.ClusterID())
+	}
+	return string(a.engine.Identity().ClusterID)
+}

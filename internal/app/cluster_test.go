@@ -1,0 +1,92 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/rosettamq/rosetta/internal/app"
+	"github.com/rosettamq/rosetta/internal/app/apptest"
+	"github.com/rosettamq/rosetta/internal/cluster"
+	"github.com/rosettamq/rosetta/internal/meta/metatest"
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+// TestNodeOnEtcd: a node whose metadata lives in etcd serves Kafka clients,
+// its topics are in etcd, it is registered as a live node and Kafka
+// clients see the cluster's identity; another node under the same cluster
+// name is refused while nodes do not replicate one another; the node
+// restarts on its data and etcd (replacing its older registration), and
+// its registration goes when it stops.
+func TestNodeOnEtcd(t *testing.T) {
+	m := metatest.StartMembers(t, "127.0.0.1")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	config := func(dir string, id int) app.Config {
+		c := apptest.TestConfig(dir)
+		c.NodeID = id
+		c.Cluster.EtcdEndpoints = m[0].Endpoint()
+		c.Cluster.Name = "east"
+		return c
+	}
+	dir := filepath.Join(t.TempDir(), "n1")
+	n := apptest.StartTestNode(t, config(dir, 1))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.DefaultProduceTopic("on-etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "on-etcd"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, kgo.StringRecord("one")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	meta := metatest.Open(t, "/rosetta/east/", m[0].Endpoint())
+	if kvs, err := meta.List(ctx, "topics/"); err != nil || len(kvs) == 0 {
+		t.Fatalf("topics in etcd: %d %v", len(kvs), err)
+	}
+	nodes, err := cluster.Nodes(ctx, meta)
+	if err != nil || len(nodes) != 1 || nodes[0].ID != 1 || nodes[0].Endpoints["kafka"] == "" {
+		t.Fatalf("registered nodes %+v %v", nodes, err)
+	}
+	md, err := adm.BrokerMetadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterID, err := meta.Get(ctx, "cluster/id")
+	if err != nil || md.Cluster != string(clusterID.Value) {
+		t.Fatalf("Kafka cluster id %q, etcd's %q (%v)", md.Cluster, clusterID.Value, err)
+	}
+	cl.Close()
+
+	// A second node under the same name is refused.
+	if _, err := app.New(ctx, config(filepath.Join(t.TempDir(), "n2"), 2), slog.New(slog.DiscardHandler)); !errors.Is(err, model.ErrInvalidConfig) {
+		t.Fatalf("a second node: %v", err)
+	}
+
+	// A restart on the same data: a newer incarnation, the same topics.
+	n.Stop(t)
+	if nodes, _ := cluster.Nodes(ctx, meta); len(nodes) != 0 {
+		t.Fatalf("nodes after a stop %+v", nodes)
+	}
+	n = apptest.StartTestNode(t, config(dir, 1))
+	cl, err = kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.ConsumeTopics("on-etcd"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	fs := cl.PollFetches(ctx)
+	if err := fs.Err(); err != nil || fs.NumRecords() != 1 || string(fs.Records()[0].Value) != "one" {
+		t.Fatalf("after the restart: %d records, %v", fs.NumRecords(), err)
+	}
+	if nodes, _ := cluster.Nodes(ctx, meta); len(nodes) != 1 || nodes[0].Incarnation < 2 {
+		t.Fatalf("nodes after the restart %+v", nodes)
+	}
+}
