@@ -13,8 +13,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/namespace"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 )
 
 // EtcdStore is the Store on etcd v3: every key lives under a prefix (one
@@ -55,7 +53,7 @@ func OpenEtcd(ctx context.Context, c EtcdConfig) (*EtcdStore, error) {
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, DialTimeout: c.DialTimeout, Context: context.WithoutCancel(ctx),
 		AutoSyncInterval: time.Minute,
-		Logger: zap.New(&slogCore{log: c.Logger.With("component", "etcd-client"), level: zapcore.WarnLevel})})
+		Logger:           ZapLogger(c.Logger.With("component", "etcd-client"))})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}

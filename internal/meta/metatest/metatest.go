@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/meta"
+	"github.com/rosettamq/rosetta/internal/meta/etcdembed"
 )
 
 // FreePort returns a port free on host now.
@@ -26,7 +27,7 @@ func FreePort(t testing.TB, host string) int {
 
 // StartMembers starts one embedded etcd member per host as one cluster and
 // returns them (closed when the test ends).
-func StartMembers(t testing.TB, hosts ...string) []*meta.Embedded {
+func StartMembers(t testing.TB, hosts ...string) []*etcdembed.Embedded {
 	t.Helper()
 	peers := map[string]string{}
 	clients := map[string]string{}
@@ -36,13 +37,13 @@ func StartMembers(t testing.TB, hosts ...string) []*meta.Embedded {
 		clients[name] = fmt.Sprintf("http://%s:%d", h, FreePort(t, h))
 	}
 	dir := t.TempDir()
-	out := make([]*meta.Embedded, len(hosts))
+	out := make([]*etcdembed.Embedded, len(hosts))
 	errs := make([]error, len(hosts))
 	var wg sync.WaitGroup
 	for i := range hosts {
 		name := fmt.Sprint("m", i+1)
 		wg.Go(func() {
-			out[i], errs[i] = meta.StartEmbedded(context.Background(), meta.EmbeddedConfig{Name: name, Dir: filepath.Join(dir, name),
+			out[i], errs[i] = etcdembed.StartEmbedded(context.Background(), etcdembed.EmbeddedConfig{Name: name, Dir: filepath.Join(dir, name),
 				ClientURL: clients[name], PeerURL: peers[name], InitialCluster: peers, ClusterToken: "test", StartTimeout: 30 * time.Second})
 		})
 	}

@@ -1,4 +1,6 @@
-package meta
+// Package etcdembed runs an etcd member inside a node, for clusters that
+// keep their metadata without an external etcd.
+package etcdembed
 
 import (
 	"context"
@@ -13,8 +15,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
+
+	"github.com/rosettamq/rosetta/internal/meta"
 )
 
 // EmbeddedConfig configures the etcd member a node runs inside itself.
@@ -82,7 +84,7 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	// Fast failure detection on one machine or one rack: 100 ms heartbeats,
 	// 1 s elections (etcd's defaults), history compacted hourly.
 	cfg.AutoCompactionMode, cfg.AutoCompactionRetention = embed.CompactorModePeriodic, "1h"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(&slogCore{log: c.Logger.With("component", "etcd"), level: zapcore.WarnLevel}))
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(meta.ZapLogger(c.Logger.With("component", "etcd")))
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("embedded etcd: %w", err)
@@ -109,50 +111,3 @@ func (e *Embedded) Endpoint() string { return e.client }
 
 // Close stops the member.
 func (e *Embedded) Close() { e.once.Do(e.etcd.Close) }
-
-// slogCore writes etcd's zap records at or above level to slog.
-type slogCore struct {
-	log    *slog.Logger
-	level  zapcore.Level
-	fields []zapcore.Field
-}
-
-func (c *slogCore) Enabled(l zapcore.Level) bool { return l >= c.level }
-
-func (c *slogCore) With(fields []zapcore.Field) zapcore.Core {
-	return &slogCore{log: c.log, level: c.level, fields: append(append([]zapcore.Field(nil), c.fields...), fields...)}
-}
-
-func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if c.Enabled(e.Level) {
-		return ce.AddCore(e, c)
-	}
-	return ce
-}
-
-func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
-	enc := zapcore.NewMapObjectEncoder()
-	for _, f := range c.fields {
-		f.AddTo(enc)
-	}
-	for _, f := range fields {
-		f.AddTo(enc)
-	}
-	attrs := make([]any, 0, 2*len(enc.Fields))
-	for k, v := range enc.Fields {
-		attrs = append(attrs, k, v)
-	}
-	level := slog.LevelInfo
-	switch {
-	case e.Level >= zapcore.ErrorLevel:
-		level = slog.LevelError
-	case e.Level >= zapcore.WarnLevel:
-		level = slog.LevelWarn
-	case e.Level < zapcore.InfoLevel:
-		level = slog.LevelDebug
-	}
-	c.log.Log(context.Background(), level, e.Message, attrs...)
-	return nil
-}
-
-func (c *slogCore) Sync() error { return nil }
