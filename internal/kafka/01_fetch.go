@@ -8,7 +8,8 @@ package kafka
 // the records before it, as with Kafka. Long polling honours MaxWaitMillis and
 // MinBytes without polling: the request parks until MinBytes are visible
 // across its partitions (each counted up to its partition limit, from the
-// index) or MaxWait passes; appends wake it to count again. Partition and response byte limits apply, but the first batch is
+// index) or MaxWait passes (at most a minute), or the client disconnects;
+// appends wake it to count again. Partition and response byte limits apply, but the first batch is
 // always returned whole (KIP-74). Every answer carries the last stable
 // offset (below the oldest open transaction; the high watermark when none
 // is open). read_committed fetches stop there and get the aborted
@@ -108,7 +109,7 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) reply {
 	// Park until MinBytes are there across the partitions or MaxWait passes;
 	// appends wake the wait, which counts bytes from the index, and the
 	// records are read once, at the end.
-	ctx, cancel := context.WithTimeout(rc.ctx(), time.Duration(req.MaxWaitMillis)*time.Millisecond)
+	ctx, cancel := context.WithTimeout(rc.waitCtx(), min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait))
 	_ = s.broker.WaitBytes(ctx, watches, int(req.MinBytes))
 	cancel()
 	if rc.ctx().Err() == nil {
@@ -116,6 +117,11 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) reply {
 	}
 	return finish(resp)
 }
+
+// maxFetchWait bounds how long a fetch parks whatever MaxWait it asks for
+// (an early answer with less than MinBytes is always valid; clients ask
+// for half a second to a few seconds).
+const maxFetchWait = time.Minute
 
 // resolveTopicIDs fills in topic names for v13+ requests, which name topics
 // by id.

@@ -26,6 +26,9 @@ type conn struct {
 	resps    chan *request
 	ctx      context.Context
 	cancel   context.CancelFunc
+	// gone ends when the client stops sending (its connection closed):
+	// waits that only serve an answer, such as a parked fetch, end with it.
+	gone context.Context
 }
 
 // request is one request moving through the connection.
@@ -67,6 +70,9 @@ func newConn(s *Server, nc net.Conn, l Listener) *conn {
 func (c *conn) serve(ctx context.Context) {
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	defer c.cancel()
+	var clientGone context.CancelFunc
+	c.gone, clientGone = context.WithCancel(c.ctx)
+	defer clientGone()
 	defer c.endAuth()
 	defer func() {
 		if c.release != nil {
@@ -81,6 +87,11 @@ func (c *conn) serve(ctx context.Context) {
 	go func() { c.process(); done <- struct{}{} }()
 	go func() { c.write(); done <- struct{}{} }()
 	c.read()
+	// The client is gone (or sent what closes the connection): the requests
+	// already read are still handled (an acks=0 produce is appended), but a
+	// fetch parked for its MaxWait answers now rather than holding the
+	// connection for nobody.
+	clientGone()
 	close(c.reqs)
 	<-done
 	<-done
@@ -269,7 +280,16 @@ type reqCtx struct {
 }
 
 func (r *reqCtx) ctx() context.Context { return r.conn.ctx }
-func (r *reqCtx) srv() *Server         { return r.conn.s }
+
+// waitCtx bounds waits that only serve the answer: it also ends when the
+// client goes away.
+func (r *reqCtx) waitCtx() context.Context {
+	if r.conn.gone == nil { // a connection not served by serve (tests)
+		return r.conn.ctx
+	}
+	return r.conn.gone
+}
+func (r *reqCtx) srv() *Server             { return r.conn.s }
 
 // flexibleRequest reports whether a request uses header v2.
 func flexibleRequest(key, version int16) bool {

@@ -1,0 +1,59 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+// TestParkedFetchEndsWithItsClient: a fetch parked for MaxWait = 2^31-1 ms
+// on an empty partition is answered, and the connection's goroutines end,
+// as soon as the client closes its connection.
+func TestParkedFetchEndsWithItsClient(t *testing.T) {
+	s := fuzzServer(t)
+	name, _ := model.ParseTopicName("idle")
+	if _, err := s.broker.CreateTopic(context.Background(), name, 1, broker.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	client, server := net.Pipe()
+	served := make(chan struct{})
+	go func() {
+		newConn(s, server, Listener{Name: ProtocolPlaintext, Protocol: ProtocolPlaintext}).serve(context.Background())
+		close(served)
+	}()
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(11)
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = math.MaxInt32, 1, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "idle"
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes = 1 << 20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	body := req.AppendTo(nil)
+	frame := []byte{0, 0, 0, 0}
+	frame = binary.BigEndian.AppendUint16(frame, uint16(req.Key()))
+	frame = binary.BigEndian.AppendUint16(frame, uint16(req.GetVersion()))
+	frame = binary.BigEndian.AppendUint32(frame, 7) // correlation id
+	frame = binary.BigEndian.AppendUint16(frame, 0) // client id ""
+	frame = append(frame, body...)
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	// The write returns once the broker has read the whole frame.
+	if _, err := client.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	client.Close()
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection outlived its client")
+	}
+}
