@@ -8,9 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/rosettamq/rosetta/internal/task"
 )
 
 // conn is one client connection: a reader, a processor and a writer.
@@ -58,6 +61,10 @@ type reply struct {
 	throttle time.Duration
 }
 
+// defaultIdleTimeout closes a connection that sends nothing for this long
+// (Kafka's connections.max.idle.ms default); clients reconnect on demand.
+const defaultIdleTimeout = 10 * time.Minute
+
 func newConn(s *Server, nc net.Conn, l Listener) *conn {
 	return &conn{
 		s: s, nc: nc, listener: l,
@@ -104,8 +111,15 @@ func (c *conn) read() {
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	var sizeBuf [4]byte
 	for {
-		if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil {
+		err := task.AwaitRequest(c.nc, r, c.s.idleTimeout())
+		if err == nil {
+			task.RequestDeadline(c.nc, 4, c.s.frameTimeout())
+			_, err = io.ReadFull(r, sizeBuf[:])
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				c.log.Info("closing connection: idle or a request too slow to arrive", "idle_limit", c.s.idleTimeout())
+			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil {
 				c.log.Debug("read failed", "err", err)
 			}
 			return
@@ -118,6 +132,7 @@ func (c *conn) read() {
 		if !c.s.budget.acquire(int64(size), c.ctx.Done()) {
 			return
 		}
+		task.RequestDeadline(c.nc, int(size), c.s.frameTimeout())
 		// Peek at the API key: produce frames come from the pool.
 		pooled := false
 		if key, err := r.Peek(2); err == nil && key[0] == 0 && key[1] == produceKey {
@@ -289,7 +304,7 @@ func (r *reqCtx) waitCtx() context.Context {
 	}
 	return r.conn.gone
 }
-func (r *reqCtx) srv() *Server             { return r.conn.s }
+func (r *reqCtx) srv() *Server { return r.conn.s }
 
 // flexibleRequest reports whether a request uses header v2.
 func flexibleRequest(key, version int16) bool {
@@ -299,4 +314,21 @@ func flexibleRequest(key, version int16) bool {
 	}
 	req.SetVersion(version)
 	return req.IsFlexible()
+}
+
+// idleTimeout is how long a connection may send nothing.
+func (s *Server) idleTimeout() time.Duration {
+	if s.opts.IdleTimeout > 0 {
+		return s.opts.IdleTimeout
+	}
+	return defaultIdleTimeout
+}
+
+// frameTimeout is the base time a request has to arrive whole once it
+// started.
+func (s *Server) frameTimeout() time.Duration {
+	if s.opts.FrameTimeout > 0 {
+		return s.opts.FrameTimeout
+	}
+	return task.FrameTimeout
 }

@@ -57,3 +57,48 @@ func TestParkedFetchEndsWithItsClient(t *testing.T) {
 		t.Fatal("the connection outlived its client")
 	}
 }
+
+// TestSlowAndIdleConnectionsClosed: a connection that sends nothing, and
+// one that trickles a request byte by byte, are closed at their deadlines.
+func TestSlowAndIdleConnectionsClosed(t *testing.T) {
+	s := testServer(t, Options{IdleTimeout: 300 * time.Millisecond, FrameTimeout: 300 * time.Millisecond})
+	serve := func() (net.Conn, chan struct{}) {
+		client, server := net.Pipe()
+		served := make(chan struct{})
+		go func() {
+			newConn(s, server, Listener{Name: ProtocolPlaintext, Protocol: ProtocolPlaintext}).serve(context.Background())
+			close(served)
+		}()
+		return client, served
+	}
+	idle, served := serve()
+	defer idle.Close()
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("an idle connection stays open")
+	}
+
+	slow, served := serve()
+	defer slow.Close()
+	stop := make(chan struct{})
+	go func() { // a 100-byte request, a byte every 50 ms: 5 s in all
+		frame := append([]byte{0, 0, 0, 100}, make([]byte, 100)...)
+		for _, b := range frame {
+			if _, err := slow.Write([]byte{b}); err != nil {
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	defer close(stop)
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a request trickling in holds its connection")
+	}
+}

@@ -16,7 +16,10 @@ import (
 	"github.com/rosettamq/rosetta/internal/storage"
 )
 
-func fuzzServer(t testing.TB) *Server {
+func fuzzServer(t testing.TB) *Server { return testServer(t, Options{}) }
+
+// testServer is a server over a fresh engine and store with opts.
+func testServer(t testing.TB, opts Options) *Server {
 	dir := t.TempDir()
 	c := storage.DefaultConfig(filepath.Join(dir, "data"))
 	c.SegmentSize, c.MaxRecordSize, c.MinFreeBytes, c.MinFreeRatio = 8<<20, 1<<20, 0, 0
@@ -34,7 +37,7 @@ func fuzzServer(t testing.TB) *Server {
 	}
 	g := groups.New(groups.Options{})
 	t.Cleanup(func() { g.Close(); b.Close(); m.Close(); e.Close() })
-	return NewServer(b, g, Options{})
+	return NewServer(b, g, opts)
 }
 
 // FuzzDispatch decodes arbitrary bodies for every supported API key and

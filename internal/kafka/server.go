@@ -22,12 +22,16 @@ import (
 
 // Options configure the Kafka front-end.
 type Options struct {
-	NodeID             int32
-	AdvertisedAddr     string // host:port told to clients; empty: the address each client connected to
-	ClusterID          string
-	MaxFrameBytes      int32
-	MaxInflightPerConn int
-	MaxBytesInFlight   int64
+	// IdleTimeout closes a connection that sends nothing for this long;
+	// FrameTimeout (plus a second per MiB) is how long a request has to
+	// arrive whole once its first byte did (defaults when zero).
+	IdleTimeout, FrameTimeout time.Duration
+	NodeID                    int32
+	AdvertisedAddr            string // host:port told to clients; empty: the address each client connected to
+	ClusterID                 string
+	MaxFrameBytes             int32
+	MaxInflightPerConn        int
+	MaxBytesInFlight          int64
 	// Producers holds idempotent-producer state; the composition root makes
 	// it a storage state keeper so it survives crashes. Nil: in memory only.
 	Producers *producers.Manager

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"runtime"
 	"strconv"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
+	"github.com/rosettamq/rosetta/internal/task"
 )
 
 // conn is one client connection: a reader that hands each request to a
@@ -80,6 +82,11 @@ func (c *conn) sendOneway(cmd *protocol.Command) {
 	}
 }
 
+// defaultIdleTimeout closes a connection that sends nothing for this long
+// (RocketMQ's serverChannelMaxIdleTimeSeconds); clients heartbeat every
+// 30 s.
+const defaultIdleTimeout = 120 * time.Second
+
 // read frames requests: a frame's size is checked before anything is
 // allocated, and a malformed frame closes the connection (as RocketMQ
 // does), with a log line.
@@ -87,8 +94,19 @@ func (c *conn) read() {
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	var lenBuf [4]byte
 	for {
-		if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil {
+		idle := c.s.idleTimeout()
+		if c.ctx.Err() != nil {
+			idle = time.Second // the writer stopped: drain what already arrived, briefly
+		}
+		err := task.AwaitRequest(c.nc, r, idle)
+		if err == nil {
+			task.RequestDeadline(c.nc, 4, c.s.frameTimeout())
+			_, err = io.ReadFull(r, lenBuf[:])
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && c.ctx.Err() == nil {
+				c.log.Info("closing connection: idle or a request too slow to arrive", "idle_limit", c.s.idleTimeout())
+			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil {
 				c.log.Debug("read failed", "err", err)
 			}
 			return
@@ -98,8 +116,9 @@ func (c *conn) read() {
 			c.log.Warn("closing connection: bad frame size", "size", size, "limit", c.s.opts.MaxFrameBytes)
 			return
 		}
-		frame := make([]byte, size)
-		if _, err := io.ReadFull(r, frame); err != nil {
+		task.RequestDeadline(c.nc, size, c.s.frameTimeout())
+		frame, err := task.ReadFrame(r, size)
+		if err != nil {
 			return
 		}
 		req, err := protocol.Decode(frame)
@@ -211,4 +230,21 @@ func (c *conn) write() {
 			return
 		}
 	}
+}
+
+// idleTimeout is how long a connection may send nothing.
+func (s *Server) idleTimeout() time.Duration {
+	if s.opts.IdleTimeout > 0 {
+		return s.opts.IdleTimeout
+	}
+	return defaultIdleTimeout
+}
+
+// frameTimeout is the base time a request has to arrive whole once it
+// started.
+func (s *Server) frameTimeout() time.Duration {
+	if s.opts.FrameTimeout > 0 {
+		return s.opts.FrameTimeout
+	}
+	return task.FrameTimeout
 }

@@ -22,6 +22,10 @@ import (
 
 // Options configure the remoting front-end.
 type Options struct {
+	// IdleTimeout closes a connection that sends nothing for this long;
+	// FrameTimeout (plus a second per MiB) is how long a request has to
+	// arrive whole once its first byte did (defaults when zero).
+	IdleTimeout, FrameTimeout time.Duration
 	// AdvertisedAddr is the host:port routes point clients at; empty: the
 	// address each client connected to.
 	AdvertisedAddr     string

@@ -3,8 +3,10 @@ package remoting
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,7 +18,10 @@ import (
 )
 
 // startServer runs a remoting server over a fresh broker on loopback.
-func startServer(t testing.TB) string {
+func startServer(t testing.TB) string { return startServerWith(t, Options{MaxFrameBytes: 1 << 20}) }
+
+// startServerWith runs a remoting server with opts.
+func startServerWith(t testing.TB, opts Options) string {
 	t.Helper()
 	dir := t.TempDir()
 	c := storage.DefaultConfig(filepath.Join(dir, "data"))
@@ -39,7 +44,7 @@ func startServer(t testing.TB) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	s := NewServer(b, Options{MaxFrameBytes: 1 << 20})
+	s := NewServer(b, opts)
 	go func() { _ = s.Serve(ctx, l); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; b.Close(); m.Close(); e.Close() })
 	return l.Addr().String()
@@ -111,4 +116,41 @@ func TestBadFramesCloseTheConnection(t *testing.T) {
 	if resp := readCommand(t, nc); resp.Opaque != 5 {
 		t.Fatalf("%+v", resp)
 	}
+}
+
+// TestSlowAndIdleConnectionsClosed: a connection that sends nothing, and
+// one that announces a frame and trickles it, are closed at their
+// deadlines (a frame gets a second more per MiB it announces; what a
+// half-sent frame costs in memory is what arrived: task.ReadFrame).
+func TestSlowAndIdleConnectionsClosed(t *testing.T) {
+	addr := startServerWith(t, Options{MaxFrameBytes: 64 << 20, IdleTimeout: 300 * time.Millisecond, FrameTimeout: 300 * time.Millisecond})
+	closed := func(nc net.Conn, what string) {
+		t.Helper()
+		var b [1]byte
+		if _, err := nc.Read(b[:]); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("%s: read %v, want the connection closed", what, err)
+		}
+	}
+	closed(dial(t, addr), "idle")
+	slow := dial(t, addr)
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], 1000) // announces 1000 bytes, sends a byte every 100 ms
+	if _, err := slow.Write(hdr[:]); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				if _, err := slow.Write([]byte{0}); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	closed(slow, "trickling")
 }
