@@ -90,6 +90,14 @@ func languageCode(name string) byte {
 // FrameLength reads the length word of a frame (what follows it).
 func FrameLength(prefix [4]byte) int { return int(int32(binary.BigEndian.Uint32(prefix[:]))) }
 
+// Bounds on a request header, far above what clients send (a send's
+// properties are at most 32 KiB, as RocketMQ stores them): what decoding
+// one header may allocate stays a small multiple of the frame.
+const (
+	MaxHeaderBytes = 256 << 10
+	MaxExtFields   = 1024
+)
+
 // Decode parses a frame without its leading length word.
 func Decode(frame []byte) (*Command, error) {
 	if len(frame) < 4 {
@@ -100,6 +108,9 @@ func Decode(frame []byte) (*Command, error) {
 	if hlen > len(frame)-4 {
 		return nil, fmt.Errorf("%w: header of %d bytes in a frame of %d", ErrMalformed, hlen, len(frame))
 	}
+	if hlen > MaxHeaderBytes {
+		return nil, fmt.Errorf("%w: header of %d bytes, limit %d", ErrMalformed, hlen, MaxHeaderBytes)
+	}
 	header, body := frame[4:4+hlen], frame[4+hlen:]
 	var c *Command
 	var err error
@@ -108,11 +119,16 @@ func Decode(frame []byte) (*Command, error) {
 		var ok bool
 		if c, ok = decodeJSONHeaderFast(header); !ok {
 			c, err = decodeJSONHeader(header)
+		} else if c == nil {
+			err = fmt.Errorf("%w: more than %d header fields", ErrMalformed, MaxExtFields)
 		}
 	case SerializeRocketMQ:
 		c, err = decodeBinaryHeader(header)
 	default:
 		return nil, fmt.Errorf("%w: serialize type %d", ErrMalformed, typ)
+	}
+	if err == nil && len(c.ExtFields) > MaxExtFields {
+		err = fmt.Errorf("%w: %d header fields, limit %d", ErrMalformed, len(c.ExtFields), MaxExtFields)
 	}
 	if err != nil {
 		return nil, err
@@ -254,6 +270,9 @@ func decodeBinaryHeader(b []byte) (*Command, error) {
 	ext := &binReader{b: r.take(extLen)}
 	c.ExtFields = map[string]string{}
 	for ext.err == nil && len(ext.b) > 0 {
+		if len(c.ExtFields) >= MaxExtFields {
+			return nil, fmt.Errorf("%w: more than %d header fields", ErrMalformed, MaxExtFields)
+		}
 		k := string(ext.take(int(ext.i16())))
 		v := string(ext.take(int(ext.i32())))
 		c.ExtFields[k] = v

@@ -12,7 +12,9 @@ var headerKeys = []string{"code", "version", "opaque", "flag", "language", "rema
 // decodeJSONHeaderFast parses the JSON header clients send (flat fields,
 // an extFields object of strings, no escapes) without reflection. It
 // reports false on anything else, and the caller falls back to the general
-// decoder, so it never decides what a valid header means.
+// decoder, so it never decides what a valid header means — except that a
+// header with more than MaxExtFields fields is refused (nil, true) before
+// the general decoder spends memory on it.
 func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 	p := jsonScan{b: b}
 	if !p.byte('{') {
@@ -71,7 +73,7 @@ func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 				break
 			}
 			if !p.ext(c.ExtFields) {
-				return nil, false
+				return nil, p.tooMany // too many fields: refused, not retried
 			}
 		default:
 			if !p.scalar() {
@@ -91,8 +93,9 @@ func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 
 // jsonScan is a cursor over a JSON text.
 type jsonScan struct {
-	b []byte
-	i int
+	b       []byte
+	i       int
+	tooMany bool // an extFields object with more than MaxExtFields fields
 }
 
 func (p *jsonScan) ws() {
@@ -436,6 +439,10 @@ func (p *jsonScan) ext(m map[string]string) bool {
 			return false
 		}
 		spans = append(spans, span{k, start, len(vals)})
+		if len(spans) > MaxExtFields {
+			p.tooMany = true
+			return false
+		}
 		if p.peek(',') {
 			p.i++
 			continue
