@@ -18,7 +18,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), benchCmd(), versionCmd(), userCmd(), aclCmd(), quotaCmd())
+	root.AddCommand(serveCmd(), benchCmd(), versionCmd(), userCmd(), aclCmd(), quotaCmd(), clusterCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "rosetta:", err)
 		os.Exit(1)

@@ -4,6 +4,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -58,8 +59,9 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// Handler returns the admin HTTP handler for b and the security state.
-func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security) http.Handler {
+// Handler returns the admin HTTP handler for b and the security state;
+// cluster answers GET /api/v1/cluster.
+func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security, cluster func(context.Context) (ClusterStatus, error)) http.Handler {
 	m.Registry.MustRegister(newStorageCollector(b))
 	registerTxnMetrics(m.Registry, b)
 	if sec.Quotas != nil {
@@ -80,6 +82,9 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security) http.
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(status)
 	})
+	if cluster != nil {
+		mux.HandleFunc("GET /api/v1/cluster", sec.guard(clusterHandler(cluster)))
+	}
 	mux.HandleFunc("GET /api/v1/topics", sec.guard(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(b.Topics(false))

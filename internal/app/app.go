@@ -94,6 +94,7 @@ type App struct {
 	// membership is the node's registration in its cluster's etcd (nil on
 	// a node with its own store).
 	membership *cluster.Membership
+	started    time.Time
 	broker     *broker.Broker
 	groups     *groups.Coordinator
 	producers  *producers.Manager
@@ -118,7 +119,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	a := &App{cfg: cfg, log: log, metrics: admin.NewMetrics(), listeners: map[string]net.Listener{}}
+	a := &App{cfg: cfg, log: log, metrics: admin.NewMetrics(), listeners: map[string]net.Listener{}, started: time.Now()}
 	sc := cfg.StorageConfig(log)
 	sc.OnSynced = func(took time.Duration) {
 		a.metrics.FsyncSeconds.Observe(took.Seconds())
@@ -293,7 +294,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 	var httpSrv *http.Server
 	if httpL != nil {
 		admin.RegisterPopMetrics(a.metrics.Registry, a.pop)
-		httpSrv = &http.Server{Handler: admin.Handler(a.broker, a.metrics, a.log, admin.Security{Service: a.security, Quotas: a.quotas}), ReadHeaderTimeout: 10 * time.Second}
+		httpSrv = &http.Server{Handler: admin.Handler(a.broker, a.metrics, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterStatus), ReadHeaderTimeout: 10 * time.Second}
 		g.Go(func() error {
 			if err := httpSrv.Serve(httpL); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("http: %w", err)

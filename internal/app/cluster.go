@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rosettamq/rosetta/internal/admin"
 	"github.com/rosettamq/rosetta/internal/cluster"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
@@ -82,4 +83,32 @@ func (a *App) clusterID() string {
 		return string(a.membership.ClusterID())
 	}
 	return string(a.engine.Identity().ClusterID)
+}
+
+// clusterStatus answers GET /api/v1/cluster: the live nodes (this one
+// alone without etcd) and the node's commit log as group 0.
+func (a *App) clusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
+	self := model.NodeID(a.cfg.NodeID)
+	st := admin.ClusterStatus{ClusterID: a.clusterID(), Metadata: "local", Self: self,
+		Groups: []admin.GroupStatus{admin.LocalGroup(a.broker, self)}}
+	if a.membership == nil {
+		id := a.engine.Identity()
+		endpoints := map[string]string{}
+		for _, name := range []string{"kafka", "remoting", "grpc", "http"} {
+			if addr := a.Addr(name); addr != "" {
+				endpoints[name] = addr
+			}
+		}
+		st.Nodes = []admin.ClusterNode{{ID: self, Incarnation: id.Incarnation, Endpoints: endpoints, Started: a.started}}
+		return st, nil
+	}
+	st.Metadata, st.Name = "etcd", a.cfg.Cluster.Name
+	nodes, err := cluster.Nodes(ctx, a.meta)
+	if err != nil {
+		return st, err
+	}
+	for _, n := range nodes {
+		st.Nodes = append(st.Nodes, admin.ClusterNode{ID: n.ID, Incarnation: n.Incarnation, Endpoints: n.Endpoints, Started: time.UnixMilli(n.Started)})
+	}
+	return st, nil
 }

@@ -2,8 +2,10 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/rosettamq/rosetta/internal/admin"
 	"github.com/rosettamq/rosetta/internal/app"
 	"github.com/rosettamq/rosetta/internal/app/apptest"
 	"github.com/rosettamq/rosetta/internal/cluster"
@@ -65,6 +68,17 @@ func TestNodeOnEtcd(t *testing.T) {
 		t.Fatalf("Kafka cluster id %q, etcd's %q (%v)", md.Cluster, clusterID.Value, err)
 	}
 	cl.Close()
+	var status admin.ClusterStatus
+	resp, err := http.Get("http://" + n.HTTPAddr() + "/api/v1/cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&status)
+	resp.Body.Close()
+	if err != nil || status.Metadata != "etcd" || status.Name != "east" || len(status.Nodes) != 1 || status.Nodes[0].ID != 1 ||
+		len(status.Groups) != 1 || status.Groups[0].Leader != 1 || status.Groups[0].LastIndex == 0 || status.ClusterID != md.Cluster {
+		t.Fatalf("cluster status %+v %v", status, err)
+	}
 
 	// A second node under the same name is refused.
 	if _, err := app.New(ctx, config(filepath.Join(t.TempDir(), "n2"), 2), slog.New(slog.DiscardHandler)); !errors.Is(err, model.ErrInvalidConfig) {

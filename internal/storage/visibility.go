@@ -52,3 +52,6 @@ func (e *Engine) logVisible(end model.LogPos) {
 	}
 	e.onVisible(end)
 }
+
+// Term is the log's current term (the leadership term new records carry).
+func (e *Engine) Term() model.Term { return e.clog.CurrentTerm() }

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// clusterView is the part of GET /api/v1/cluster the status table shows.
+type clusterView struct {
+	ClusterID string `json:"cluster_id"`
+	Name      string `json:"name"`
+	Metadata  string `json:"metadata"`
+	Self      int32  `json:"self"`
+	Nodes     []struct {
+		ID          int32             `json:"id"`
+		Incarnation int64             `json:"incarnation"`
+		Endpoints   map[string]string `json:"endpoints"`
+		Started     time.Time         `json:"started"`
+	} `json:"nodes"`
+	Groups []struct {
+		ID           int     `json:"id"`
+		Leader       int32   `json:"leader"`
+		Term         uint64  `json:"term"`
+		FirstIndex   uint64  `json:"first_index"`
+		LastIndex    uint64  `json:"last_index"`
+		DurableIndex uint64  `json:"durable_index"`
+		Replicas     []int32 `json:"replicas"`
+	} `json:"groups"`
+}
+
+func clusterCmd() *cobra.Command {
+	a := &adminClient{}
+	cmd := &cobra.Command{Use: "cluster", Short: "Show the cluster a node belongs to"}
+	a.flags(cmd)
+	var output string
+	status := &cobra.Command{Use: "status", Short: "Nodes, replication groups, leaders, terms and log indexes", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var buf bytes.Buffer
+			cmd.SetOut(&buf)
+			if err := a.do(cmd, "GET", "/api/v1/cluster", nil); err != nil {
+				return err
+			}
+			cmd.SetOut(nil)
+			if output == "json" {
+				_, err := io.Copy(cmd.OutOrStdout(), &buf)
+				return err
+			}
+			var v clusterView
+			if err := json.Unmarshal(buf.Bytes(), &v); err != nil {
+				return fmt.Errorf("cluster status: %w", err)
+			}
+			printCluster(cmd.OutOrStdout(), v)
+			return nil
+		}}
+	status.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	cmd.AddCommand(status)
+	return cmd
+}
+
+func printCluster(w io.Writer, v clusterView) {
+	name := v.Name
+	if name == "" {
+		name = "(single node)"
+	}
+	fmt.Fprintf(w, "cluster %s  id %s  metadata %s  this node %d\n\n", name, v.ClusterID, v.Metadata, v.Self)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tINCARNATION\tSTARTED\tENDPOINTS")
+	for _, n := range v.Nodes {
+		var eps []string
+		for k, e := range n.Endpoints {
+			eps = append(eps, k+"="+e)
+		}
+		sort.Strings(eps)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", n.ID, n.Incarnation, n.Started.Format(time.RFC3339), strings.Join(eps, " "))
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tLEADER\tTERM\tFIRST INDEX\tLAST INDEX\tDURABLE\tREPLICAS")
+	for _, g := range v.Groups {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%v\n", g.ID, g.Leader, g.Term, g.FirstIndex, g.LastIndex, g.DurableIndex, g.Replicas)
+	}
+	_ = tw.Flush()
+}
