@@ -314,6 +314,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 			}
 		})
 	}
+	g.Go(func() error { returnMemory(gctx, a.log); return nil })
 	g.Go(func() error { a.security.Run(gctx); return nil })
 	g.Go(func() error { a.quotas.Run(gctx, a.broker); return nil })
 	if len(kafkaLs) > 0 {
