@@ -11,6 +11,7 @@ import (
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/pop"
@@ -76,8 +77,12 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 // Serve answers calls on l until ctx ends, then stops gracefully (calls in
 // flight finish; streams are cut after a grace period).
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	// A connection with no call for 10 minutes is sent away (clients
+	// reconnect when they next call; their telemetry streams keep live
+	// ones busy), so idle connections do not pile up.
 	gs := grpc.NewServer(grpc.MaxRecvMsgSize(2*int(s.opts.MaxBodyBytes)+1<<20), grpc.ChainUnaryInterceptor(s.observeUnary, s.authUnary),
-		grpc.ChainStreamInterceptor(s.observeStream, s.authStream))
+		grpc.ChainStreamInterceptor(s.observeStream, s.authStream),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 10 * time.Minute}))
 	v2.RegisterMessagingServiceServer(gs, s)
 	if s.pop != nil {
 		var wg sync.WaitGroup
