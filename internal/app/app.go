@@ -34,6 +34,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/remoting"
 	"github.com/rosettamq/rosetta/internal/storage"
+	"github.com/rosettamq/rosetta/internal/task"
 	"github.com/rosettamq/rosetta/internal/tlsmux"
 )
 
@@ -317,8 +318,11 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 	g.Go(func() error { returnMemory(gctx, a.log); return nil })
 	g.Go(func() error { a.security.Run(gctx); return nil })
 	g.Go(func() error { a.quotas.Run(gctx, a.broker); return nil })
+	// One request byte budget for every front-end that frames requests.
+	budget := task.NewByteBudget(int64(a.cfg.Limits.MaxBytesInFlight))
 	if len(kafkaLs) > 0 {
 		srv := kafka.NewServer(a.broker, a.groups, kafka.Options{
+			Budget:             budget,
 			NodeID:             int32(a.cfg.NodeID),
 			AdvertisedAddr:     a.cfg.Listen.KafkaAdvertised,
 			ClusterID:          a.clusterID(),
@@ -343,6 +347,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 	}
 	if remotingL != nil {
 		srv := remoting.NewServer(a.broker, remoting.Options{
+			Budget:             budget,
 			AdvertisedAddr:     a.cfg.Listen.RemotingAdvertised,
 			MaxFrameBytes:      int32(min(int64(a.cfg.Limits.MaxFrameBytes), 1<<30)),
 			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,

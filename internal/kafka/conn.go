@@ -129,7 +129,7 @@ func (c *conn) read() {
 			c.log.Warn("closing connection: bad frame size", "size", size, "limit", c.s.opts.MaxFrameBytes)
 			return
 		}
-		if !c.s.budget.acquire(int64(size), c.ctx.Done()) {
+		if !c.s.budget.Acquire(int64(size), c.ctx.Done()) {
 			return
 		}
 		task.RequestDeadline(c.nc, int(size), c.s.frameTimeout())
@@ -145,12 +145,12 @@ func (c *conn) read() {
 			frame = make([]byte, size)
 		}
 		if _, err := io.ReadFull(r, frame); err != nil {
-			c.s.budget.release(int64(size))
+			c.s.budget.Release(int64(size))
 			return
 		}
 		hdr, body, err := parseRequestHeader(frame, flexibleRequest)
 		if err != nil {
-			c.s.budget.release(int64(size))
+			c.s.budget.Release(int64(size))
 			c.log.Warn("closing connection: malformed request header", "err", err)
 			return
 		}
@@ -161,7 +161,7 @@ func (c *conn) read() {
 		select {
 		case c.reqs <- req:
 		case <-c.ctx.Done():
-			c.s.budget.release(int64(size))
+			c.s.budget.Release(int64(size))
 			return
 		}
 	}
@@ -177,7 +177,7 @@ func (c *conn) process() {
 			c.s.frames.put(req.frame)
 			req.frame = nil
 		}
-		c.s.budget.release(req.size)
+		c.s.budget.Release(req.size)
 		if req.reply.closeConn {
 			c.nc.Close()
 		}
@@ -196,7 +196,7 @@ func (c *conn) process() {
 		}
 		if req.reply.closeConn || req.reply.closeAfter {
 			for r := range c.reqs { // drain what the reader already queued
-				c.s.budget.release(r.size)
+				c.s.budget.Release(r.size)
 			}
 			return
 		}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker"
@@ -32,6 +31,9 @@ type Options struct {
 	MaxFrameBytes             int32
 	MaxInflightPerConn        int
 	MaxBytesInFlight          int64
+	// Budget, when set, is the request byte budget shared with other
+	// front-ends (MaxBytesInFlight is then unused).
+	Budget *task.ByteBudget
 	// Producers holds idempotent-producer state; the composition root makes
 	// it a storage state keeper so it survives crashes. Nil: in memory only.
 	Producers *producers.Manager
@@ -69,7 +71,7 @@ type Server struct {
 	txnIndex  *producers.TxnIndex
 	batches   *kbatch.Reader // decodes batches of compacted topics
 	produce   *produce.Appender
-	budget    *byteBudget
+	budget    *task.ByteBudget
 	sessions  *fetchSessions
 	frames    framePool
 }
@@ -91,9 +93,12 @@ func NewServer(b *broker.Broker, g *groups.Coordinator, opts Options) *Server {
 	if opts.MaxBytesInFlight < int64(opts.MaxFrameBytes) {
 		opts.MaxBytesInFlight = int64(opts.MaxFrameBytes) * 4
 	}
+	if opts.Budget == nil {
+		opts.Budget = task.NewByteBudget(opts.MaxBytesInFlight)
+	}
 	s := &Server{
 		opts: opts, log: opts.Logger.With("proto", "kafka"), broker: b, groups: g,
-		budget: newByteBudget(opts.MaxBytesInFlight), sessions: newFetchSessions(),
+		budget: opts.Budget, sessions: newFetchSessions(),
 		batches: kbatch.NewReader(int(opts.MaxFrameBytes) * 4),
 	}
 	s.producers = opts.Producers
@@ -142,47 +147,4 @@ func (s *Server) advertised(c *conn) (string, int32) {
 	}
 	p, _ := strconv.Atoi(port)
 	return host, int32(p)
-}
-
-// byteBudget bounds the request bytes held by the whole front-end.
-type byteBudget struct {
-	mu    sync.Mutex
-	cond  *sync.Cond
-	avail int64
-}
-
-func newByteBudget(n int64) *byteBudget {
-	b := &byteBudget{avail: n}
-	b.cond = sync.NewCond(&b.mu)
-	return b
-}
-
-// acquire blocks until n bytes are free (back-pressure, not OOM).
-func (b *byteBudget) acquire(n int64, done <-chan struct{}) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for b.avail < n {
-		select {
-		case <-done:
-			return false
-		default:
-		}
-		waitCond(b.cond, 50*time.Millisecond)
-	}
-	b.avail -= n
-	return true
-}
-
-func (b *byteBudget) release(n int64) {
-	b.mu.Lock()
-	b.avail += n
-	b.mu.Unlock()
-	b.cond.Broadcast()
-}
-
-// waitCond waits on c for at most d (so a closed connection is noticed).
-func waitCond(c *sync.Cond, d time.Duration) {
-	t := time.AfterFunc(d, c.Broadcast)
-	c.Wait()
-	t.Stop()
 }

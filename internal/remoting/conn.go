@@ -30,8 +30,8 @@ type conn struct {
 	store  string                   // the address this node is known by on this connection
 	ids    protocol.MessageIDPrefix // store's part of offset message ids
 	out    chan *protocol.Command
-	slots  chan struct{}          // in-flight bound
-	work   chan *protocol.Command // to an idle worker
+	slots  chan struct{} // in-flight bound
+	work   chan inbound  // to an idle worker
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // workers
@@ -49,7 +49,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	return &conn{s: s, nc: nc, log: s.log.With("client", remote), remote: remote,
 		store: store, ids: protocol.OffsetMessageIDPrefix(store),
 		out: make(chan *protocol.Command, s.opts.MaxInflightPerConn), slots: make(chan struct{}, s.opts.MaxInflightPerConn),
-		work: make(chan *protocol.Command)}
+		work: make(chan inbound)}
 }
 
 func (c *conn) serve(ctx context.Context) {
@@ -116,52 +116,81 @@ func (c *conn) read() {
 			c.log.Warn("closing connection: bad frame size", "size", size, "limit", c.s.opts.MaxFrameBytes)
 			return
 		}
-		task.RequestDeadline(c.nc, size, c.s.frameTimeout())
-		frame, err := task.ReadFrame(r, size)
-		if err != nil {
+		if !c.s.opts.Budget.Acquire(int64(size), c.ctx.Done()) {
 			return
 		}
-		req, err := protocol.Decode(frame)
-		if err != nil {
-			c.log.Warn("closing connection: malformed frame", "err", err)
+		in, ok := c.readRequest(r, size)
+		if !ok {
+			c.s.opts.Budget.Release(int64(size))
 			return
 		}
-		if req.IsResponse() {
-			continue // answers to server-initiated requests: none are awaited yet
+		if in.req == nil { // answers to server-initiated requests: none are awaited yet
+			c.s.opts.Budget.Release(in.size)
+			continue
 		}
-		if req.Code == protocol.UpdateConsumerOffset {
+		if in.req.Code == protocol.UpdateConsumerOffset {
 			// One-way offset updates apply in the order sent (a later
 			// update is never overtaken by an earlier one), and even
 			// when the connection is going away: a client shutting down
 			// sends its last offsets and closes at once.
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 5*time.Second)
-			c.handleWith(ctx, req)
+			c.handleWith(ctx, in.req)
 			cancel()
+			c.s.opts.Budget.Release(in.size)
 			continue
 		}
 		select {
 		case c.slots <- struct{}{}:
 		case <-c.ctx.Done():
+			c.s.opts.Budget.Release(in.size)
 			return
 		}
 		select {
-		case c.work <- req: // an idle worker takes it
+		case c.work <- in: // an idle worker takes it
 		default:
 			c.wg.Add(1)
-			go c.worker(req)
+			go c.worker(in)
 		}
 	}
 }
 
+// inbound is a request read off the connection, with the budget bytes its
+// frame holds until it is handled.
+type inbound struct {
+	req  *protocol.Command
+	size int64
+}
+
+// readRequest reads and decodes a frame of size bytes (its budget already
+// taken); a response frame gives a nil request. false: the connection
+// must close.
+func (c *conn) readRequest(r *bufio.Reader, size int) (inbound, bool) {
+	task.RequestDeadline(c.nc, size, c.s.frameTimeout())
+	frame, err := task.ReadFrame(r, size)
+	if err != nil {
+		return inbound{}, false
+	}
+	req, err := protocol.Decode(frame)
+	if err != nil {
+		c.log.Warn("closing connection: malformed frame", "err", err)
+		return inbound{}, false
+	}
+	if req.IsResponse() {
+		return inbound{size: int64(size)}, true
+	}
+	return inbound{req: req, size: int64(size)}, true
+}
+
 // worker runs requests, the first and then whatever the reader hands it,
 // until the connection ends.
-func (c *conn) worker(req *protocol.Command) {
+func (c *conn) worker(in inbound) {
 	defer c.wg.Done()
 	for {
-		c.handle(req)
+		c.handle(in.req)
+		c.s.opts.Budget.Release(in.size)
 		<-c.slots
 		select {
-		case req = <-c.work:
+		case in = <-c.work:
 		case <-c.ctx.Done():
 			return
 		}

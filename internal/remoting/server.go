@@ -33,6 +33,9 @@ type Options struct {
 	ClusterName        string
 	MaxFrameBytes      int32 // default 16 MiB, as RocketMQ's frameMaxLength
 	MaxInflightPerConn int   // requests running at once per connection
+	// Budget bounds the request bytes held at once (shared with other
+	// front-ends when given); nil: a budget of four maximum frames.
+	Budget *task.ByteBudget
 	// Pop is the POP engine POP_MESSAGE pops through; nil: POP codes are
 	// not supported.
 	Pop *pop.Engine
@@ -80,6 +83,9 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 	}
 	if opts.MaxInflightPerConn <= 0 {
 		opts.MaxInflightPerConn = 256
+	}
+	if opts.Budget == nil {
+		opts.Budget = task.NewByteBudget(4 * int64(opts.MaxFrameBytes))
 	}
 	if opts.BrokerName == "" {
 		opts.BrokerName = "rosetta"

@@ -15,6 +15,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 	"github.com/rosettamq/rosetta/internal/storage"
+	"github.com/rosettamq/rosetta/internal/task"
 )
 
 // startServer runs a remoting server over a fresh broker on loopback.
@@ -153,4 +154,33 @@ func TestSlowAndIdleConnectionsClosed(t *testing.T) {
 		}
 	}()
 	closed(slow, "trickling")
+}
+
+// TestRequestBytesBudget: a frame is read only once its announced size fits
+// in the request byte budget: while a slow connection holds most of it, a
+// large request on another connection waits, and runs once the slow one
+// goes away.
+func TestRequestBytesBudget(t *testing.T) {
+	addr := startServerWith(t, Options{MaxFrameBytes: 1 << 20, Budget: task.NewByteBudget(1 << 20)})
+	slow := dial(t, addr)
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], 900<<10) // announces 900 KiB, sends 10 bytes
+	if _, err := slow.Write(append(hdr[:], make([]byte, 10)...)); err != nil {
+		t.Fatal(err)
+	}
+	big := dial(t, addr)
+	frame := protocol.AppendFrame(nil, &protocol.Command{Code: 1234, Opaque: 9, Body: make([]byte, 900<<10)})
+	if _, err := big.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	_ = big.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	var b [1]byte
+	if _, err := big.Read(b[:]); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a request beyond the budget was answered: %v", err)
+	}
+	slow.Close()
+	_ = big.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if r := readCommand(t, big); r.Opaque != 9 {
+		t.Fatalf("answer %+v", r)
+	}
 }
