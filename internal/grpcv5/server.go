@@ -22,6 +22,9 @@ import (
 
 // Options configure the gRPC front-end.
 type Options struct {
+	// FrameTimeout (plus a second per MiB) is how long an HTTP/2 frame has
+	// to arrive whole once it started (task.FrameTimeout when zero).
+	FrameTimeout time.Duration
 	// AdvertisedAddr is the host:port routes name; empty: the address each
 	// client connected to.
 	AdvertisedAddr string
@@ -106,7 +109,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		}
 	})
 	defer stop()
-	err := gs.Serve(l)
+	err := gs.Serve(frameDeadlineListener{Listener: l, base: s.frameTimeout()})
 	if errors.Is(err, grpc.ErrServerStopped) || ctx.Err() != nil {
 		return nil
 	}
