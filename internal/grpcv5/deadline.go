@@ -3,8 +3,6 @@ package grpcv5
 import (
 	"net"
 	"time"
-
-	"github.com/rosettamq/rosetta/internal/task"
 )
 
 // http2Preface is what every HTTP/2 client connection starts with.
@@ -83,12 +81,4 @@ func (c *frameDeadlineConn) track(b []byte) {
 			}
 		}
 	}
-}
-
-// frameTimeout is the base time a started frame has to arrive whole.
-func (s *Server) frameTimeout() time.Duration {
-	if s.opts.FrameTimeout > 0 {
-		return s.opts.FrameTimeout
-	}
-	return task.FrameTimeout
 }

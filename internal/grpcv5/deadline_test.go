@@ -18,7 +18,7 @@ func TestFrameDeadlines(t *testing.T) {
 	go func() {
 		_, _ = client.Write([]byte(http2Preface))
 		_, _ = client.Write([]byte{0, 0, 0, 4, 0, 0, 0, 0, 0}) // an empty SETTINGS frame
-		time.Sleep(400 * time.Millisecond)                   // idle between frames: allowed
+		time.Sleep(400 * time.Millisecond)                     // idle between frames: allowed
 		_, _ = client.Write([]byte{0, 0, 3, 0, 1, 0, 0, 0, 1, 'a', 'b', 'c'})
 		_, _ = client.Write([]byte{0, 0, 5, 0, 1, 0, 0, 0, 1, 'a'}) // a frame that stops
 	}()

@@ -69,6 +69,9 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 	if opts.BrokerName == "" {
 		opts.BrokerName = "rosetta"
 	}
+	if opts.FrameTimeout <= 0 {
+		opts.FrameTimeout = task.FrameTimeout
+	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 4 << 20
 	}
@@ -109,7 +112,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		}
 	})
 	defer stop()
-	err := gs.Serve(frameDeadlineListener{Listener: l, base: s.frameTimeout()})
+	err := gs.Serve(frameDeadlineListener{Listener: l, base: s.opts.FrameTimeout})
 	if errors.Is(err, grpc.ErrServerStopped) || ctx.Err() != nil {
 		return nil
 	}

@@ -111,14 +111,14 @@ func (c *conn) read() {
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	var sizeBuf [4]byte
 	for {
-		err := task.AwaitRequest(c.nc, r, c.s.idleTimeout())
+		err := task.AwaitRequest(c.nc, r, c.s.opts.IdleTimeout)
 		if err == nil {
-			task.RequestDeadline(c.nc, 4, c.s.frameTimeout())
+			task.RequestDeadline(c.nc, 4, c.s.opts.FrameTimeout)
 			_, err = io.ReadFull(r, sizeBuf[:])
 		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				c.log.Info("closing connection: idle or a request too slow to arrive", "idle_limit", c.s.idleTimeout())
+				c.log.Info("closing connection: idle or a request too slow to arrive", "idle_limit", c.s.opts.IdleTimeout)
 			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil {
 				c.log.Debug("read failed", "err", err)
 			}
@@ -132,7 +132,7 @@ func (c *conn) read() {
 		if !c.s.budget.Acquire(int64(size), c.ctx.Done()) {
 			return
 		}
-		task.RequestDeadline(c.nc, int(size), c.s.frameTimeout())
+		task.RequestDeadline(c.nc, int(size), c.s.opts.FrameTimeout)
 		// Peek at the API key: produce frames come from the pool.
 		pooled := false
 		if key, err := r.Peek(2); err == nil && key[0] == 0 && key[1] == produceKey {
@@ -314,21 +314,4 @@ func flexibleRequest(key, version int16) bool {
 	}
 	req.SetVersion(version)
 	return req.IsFlexible()
-}
-
-// idleTimeout is how long a connection may send nothing.
-func (s *Server) idleTimeout() time.Duration {
-	if s.opts.IdleTimeout > 0 {
-		return s.opts.IdleTimeout
-	}
-	return defaultIdleTimeout
-}
-
-// frameTimeout is the base time a request has to arrive whole once it
-// started.
-func (s *Server) frameTimeout() time.Duration {
-	if s.opts.FrameTimeout > 0 {
-		return s.opts.FrameTimeout
-	}
-	return task.FrameTimeout
 }

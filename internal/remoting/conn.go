@@ -94,18 +94,18 @@ func (c *conn) read() {
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	var lenBuf [4]byte
 	for {
-		idle := c.s.idleTimeout()
+		idle := c.s.opts.IdleTimeout
 		if c.ctx.Err() != nil {
 			idle = time.Second // the writer stopped: drain what already arrived, briefly
 		}
 		err := task.AwaitRequest(c.nc, r, idle)
 		if err == nil {
-			task.RequestDeadline(c.nc, 4, c.s.frameTimeout())
+			task.RequestDeadline(c.nc, 4, c.s.opts.FrameTimeout)
 			_, err = io.ReadFull(r, lenBuf[:])
 		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) && c.ctx.Err() == nil {
-				c.log.Info("closing connection: idle or a request too slow to arrive", "idle_limit", c.s.idleTimeout())
+				c.log.Info("closing connection: idle or a request too slow to arrive", "idle_limit", c.s.opts.IdleTimeout)
 			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil {
 				c.log.Debug("read failed", "err", err)
 			}
@@ -165,7 +165,7 @@ type inbound struct {
 // taken); a response frame gives a nil request. false: the connection
 // must close.
 func (c *conn) readRequest(r *bufio.Reader, size int) (inbound, bool) {
-	task.RequestDeadline(c.nc, size, c.s.frameTimeout())
+	task.RequestDeadline(c.nc, size, c.s.opts.FrameTimeout)
 	frame, err := task.ReadFrame(r, size)
 	if err != nil {
 		return inbound{}, false
@@ -259,21 +259,4 @@ func (c *conn) write() {
 			return
 		}
 	}
-}
-
-// idleTimeout is how long a connection may send nothing.
-func (s *Server) idleTimeout() time.Duration {
-	if s.opts.IdleTimeout > 0 {
-		return s.opts.IdleTimeout
-	}
-	return defaultIdleTimeout
-}
-
-// frameTimeout is the base time a request has to arrive whole once it
-// started.
-func (s *Server) frameTimeout() time.Duration {
-	if s.opts.FrameTimeout > 0 {
-		return s.opts.FrameTimeout
-	}
-	return task.FrameTimeout
 }

@@ -81,6 +81,12 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 	if opts.MaxFrameBytes <= 0 {
 		opts.MaxFrameBytes = 16 << 20
 	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = defaultIdleTimeout
+	}
+	if opts.FrameTimeout <= 0 {
+		opts.FrameTimeout = task.FrameTimeout
+	}
 	if opts.MaxInflightPerConn <= 0 {
 		opts.MaxInflightPerConn = 256
 	}
