@@ -37,22 +37,24 @@ func frontEnd(self string) rule {
 
 // rules maps a package directory prefix to its rule; the longest prefix wins.
 var rules = map[string]rule{
-	"internal/model":    {allowed: nil},
-	"internal/storage":  {allowed: []string{"model", "storage", "task"}},
-	"internal/meta":     {allowed: []string{"model", "meta"}},
-	"internal/cluster":  {allowed: []string{"model", "meta", "cluster"}},
-	"internal/broker":   {allowed: []string{"model", "storage", "meta", "broker", "task"}},
-	"internal/kafka":    frontEnd("kafka"),
-	"internal/remoting": frontEnd("remoting"),
-	"internal/grpcv5":   frontEnd("grpcv5"),
-	"internal/admin":    {allowed: []string{"model", "broker", "meta"}},
-	"internal/bench":    {allowed: []string{"model", "storage", "broker", "meta", "bench", "kafka", "remoting", "grpcv5"}, protocols: true},
-	"internal/app":      {allowed: []string{"task", "model", "storage", "meta", "cluster", "broker", "kafka", "remoting", "grpcv5", "admin", "app", "tlsmux"}, protocols: true},
-	"internal/lint":     {allowed: nil},
-	"internal/task":     {allowed: nil},
-	"internal/tlsmux":   {allowed: nil},
-	"internal/testutil": {allowed: nil},
-	"cmd":               {allowed: []string{"app", "bench", "model"}, protocols: true},
+	"internal/model":   {allowed: nil},
+	"internal/storage": {allowed: []string{"model", "storage", "task"}},
+	"internal/meta":    {allowed: []string{"model", "meta"}},
+	"internal/cluster": {allowed: []string{"model", "meta", "cluster"}},
+	// replication drives a storage engine as one replica of a Raft group.
+	"internal/replication": {allowed: []string{"model", "storage", "task", "replication"}},
+	"internal/broker":      {allowed: []string{"model", "storage", "meta", "broker", "task"}},
+	"internal/kafka":       frontEnd("kafka"),
+	"internal/remoting":    frontEnd("remoting"),
+	"internal/grpcv5":      frontEnd("grpcv5"),
+	"internal/admin":       {allowed: []string{"model", "broker", "meta"}},
+	"internal/bench":       {allowed: []string{"model", "storage", "broker", "meta", "bench", "kafka", "remoting", "grpcv5"}, protocols: true},
+	"internal/app":         {allowed: []string{"task", "model", "storage", "meta", "cluster", "replication", "broker", "kafka", "remoting", "grpcv5", "admin", "app", "tlsmux"}, protocols: true},
+	"internal/lint":        {allowed: nil},
+	"internal/task":        {allowed: nil},
+	"internal/tlsmux":      {allowed: nil},
+	"internal/testutil":    {allowed: nil},
+	"cmd":                  {allowed: []string{"app", "bench", "model"}, protocols: true},
 }
 
 func ruleFor(dir string) (rule, string, bool) {

@@ -140,13 +140,19 @@ func (e *Engine) AppendWith(ctx context.Context, recs []*Record, opts AppendOpti
 	if opts.Deferred {
 		appendLog = e.clog.AppendDeferred
 	}
-	end, err := appendLog(recs, &a)
-	written := a.i
-	if written > 0 {
-		e.stats.AppendedRecords.Add(int64(written))
-		e.stats.AppendedMessages.Add(msgs)
-		e.stats.AppendedBytes.Add(bytes)
+	if e.cfg.Replicated {
+		_, err := e.appendReplicated(ctx, recs, func() (model.LogPos, error) {
+			end, err := appendLog(recs, &a)
+			e.countAppended(a.i, msgs, bytes)
+			return end, err
+		}, opts.NoWait || opts.Deferred)
+		if err != nil {
+			return fmt.Errorf("append: %w", err)
+		}
+		return nil
 	}
+	end, err := appendLog(recs, &a)
+	e.countAppended(a.i, msgs, bytes)
 	if err != nil {
 		return fmt.Errorf("append: %w", err)
 	}
@@ -154,6 +160,32 @@ func (e *Engine) AppendWith(ctx context.Context, recs []*Record, opts AppendOpti
 		return nil
 	}
 	return e.clog.WaitSynced(ctx, end)
+}
+
+// countAppended counts the records an append wrote (all its messages and
+// bytes once any was written).
+func (e *Engine) countAppended(written int, msgs, bytes int64) {
+	if written > 0 {
+		e.stats.AppendedRecords.Add(int64(written))
+		e.stats.AppendedMessages.Add(msgs)
+		e.stats.AppendedBytes.Add(bytes)
+	}
+}
+
+// writeDurable appends records through the log and waits until they may be
+// relied on: fsynced on a single node (whatever the durability policy:
+// control records and in-place changes are rare and must not be lost),
+// committed in a replication group.
+func (e *Engine) writeDurable(ctx context.Context, recs []*commitlog.Entry, a commitlog.Assigner) error {
+	if e.cfg.Replicated {
+		_, err := e.appendReplicated(ctx, recs, func() (model.LogPos, error) { return e.clog.Append(recs, a) }, false)
+		return err
+	}
+	end, err := e.clog.Append(recs, a)
+	if err != nil {
+		return err
+	}
+	return e.clog.SyncTo(ctx, end)
 }
 
 // WaitDurable waits until everything up to end (a record's Pos+Size) is
@@ -201,14 +233,14 @@ func (e *Engine) control(ctx context.Context, ids []model.QueueID, op byte) erro
 	for i, id := range ids {
 		recs[i] = &commitlog.Entry{Format: model.FormatInternal, Flags: commitlog.FlagControl, Queue: id, Count: 1, Payload: []byte{op}}
 	}
-	end, err := e.clog.Append(recs, controlAssigner{e})
-	if err != nil {
+	err := e.writeDurable(ctx, recs, controlAssigner{e})
+	if err != nil && recs[0].Index == 0 {
 		return fmt.Errorf("queue control: %w", err)
 	}
 	if op == opDeleteQueue {
 		e.noteApplied(recs)
 	}
-	return e.clog.SyncTo(ctx, end)
+	return err
 }
 
 type controlAssigner struct{ e *Engine }
@@ -277,7 +309,7 @@ func (e *Engine) applyControl(id model.QueueID, payload []byte, pos model.LogPos
 // replay re-applies one recovered record.
 func (e *Engine) replay(pos model.LogPos, r *commitlog.Record) error {
 	if r.Flags&commitlog.FlagControl != 0 {
-		if len(r.Payload) > 0 && r.Payload[0] != opCreateQueue {
+		if inPlaceOp(r.Payload) {
 			e.appliedFloor.Store(int64(r.Index)) // applied in place
 		}
 		e.applyControl(r.Queue, r.Payload, pos, r.Length)

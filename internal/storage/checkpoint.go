@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -210,6 +212,24 @@ func (e *Engine) Checkpoint() error { return e.checkpoint() }
 func (e *Engine) checkpoint() error {
 	e.ckptMu.Lock()
 	defer e.ckptMu.Unlock()
+	if e.cfg.Replicated {
+		// Only at a committed point: nothing a checkpoint reflects may be
+		// cut by a truncation later.
+		e.repl.pause.Lock()
+		defer e.repl.pause.Unlock()
+		wait := 2 * time.Second
+		if e.closed.Load() {
+			wait = 0
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		ok := e.committedPoint(ctx)
+		cancel()
+		if !ok {
+			e.log.Debug("checkpoint skipped: written records not yet committed",
+				"last", e.clog.LastIndex(), "committed", e.CommitIndex())
+			return nil
+		}
+	}
 	pos, next := e.clog.Tail() // every record before pos has its index entries in memory
 	// State keepers capture after pos is read, so each snapshot reflects at
 	// least every record before pos; it may reflect later ones too, which

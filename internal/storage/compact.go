@@ -64,12 +64,8 @@ func (e *Engine) RewriteRecords(ctx context.Context, id model.QueueID, rws []Rew
 	}
 	e.ckptMu.Lock()
 	defer e.ckptMu.Unlock()
-	end, err := e.clog.Append(recs, copyAssigner{})
-	if err != nil {
+	if err := e.writeDurable(ctx, recs, copyAssigner{}); err != nil {
 		return 0, fmt.Errorf("append compaction results: %w", err)
-	}
-	if err := e.clog.SyncTo(ctx, end); err != nil {
-		return 0, err
 	}
 	e.noteApplied(recs)
 	if err := e.noteInPlace(q); err != nil {

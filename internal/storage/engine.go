@@ -88,6 +88,12 @@ type Config struct {
 	// CommitGated: readers see only up to the end SetCommitted sets (the
 	// commit index in a replication group), not the log's own visible end.
 	CommitGated bool
+	// Replicated makes the engine one replica of a replication group
+	// (implies CommitGated; replicated.go): appends are accepted only while
+	// SetLeader opened the log, each written record is handed to OnWritten
+	// to be proposed, and appends return once Commit reached them.
+	Replicated bool
+	OnWritten  func(records []byte)
 	// Faults, when set, injects commit-log I/O errors (tests).
 	Faults *Faults
 	// StatDisk, when set, replaces statfs of the data directory (tests
@@ -179,6 +185,9 @@ func (c *Config) fill() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.Replicated {
+		c.CommitGated = true
+	}
 }
 
 // Validate checks the configuration.
@@ -247,6 +256,7 @@ type Engine struct {
 	appliedFloor atomic.Int64
 	keeperSnaps  keeperSnapshots // keepersnap.go
 	committed    atomic.Int64    // the committed end (visibility.go)
+	repl         replication     // replicated.go
 	// gcMu serialises garbage-collection passes, reclaimMu segment
 	// reclamation; gcRelocating lets copies roll a segment into the disk
 	// guard's reserve.
@@ -365,6 +375,8 @@ func Open(cfg Config) (*Engine, error) {
 		Now:           cfg.Now,
 		Term:          cfg.Term,
 		Faults:        cfg.Faults,
+		Replicated:    cfg.Replicated,
+		OnWritten:     cfg.OnWritten,
 		BeforeRoll:    e.checkDiskNow,
 		OnVisible:     e.logVisible,
 		OnSynced: func(_ model.LogPos, index model.Index, took time.Duration) {
@@ -438,6 +450,11 @@ func Open(cfg Config) (*Engine, error) {
 			q.epochs.truncateFrom(q.idx.NextOffset())
 		}
 	}
+	if cfg.Replicated && ck.LogPos > 0 && e.ckptIndex > 1 {
+		// A replica's checkpoint lies at a committed point.
+		e.repl.commitIndex.Store(uint64(e.ckptIndex - 1))
+		e.committed.Store(int64(ck.LogPos))
+	}
 	e.checkDisk()
 	e.log.Info("storage opened", "dir", cfg.Dir, "queues", len(e.queues), "log_start", e.clog.Start(),
 		"log_end", e.clog.End(), "replayed_records", replayed, "took", time.Since(start))
@@ -474,6 +491,7 @@ func (e *Engine) Close() error {
 	e.keys.Close()
 	e.idx.Close()
 	e.wakeAll()
+	e.repl.broadcast()
 	return err
 }
 
@@ -492,6 +510,7 @@ func (e *Engine) PowerLoss() error {
 	e.keys.Close()
 	e.idx.Close()
 	e.wakeAll()
+	e.repl.broadcast()
 	return err
 }
 

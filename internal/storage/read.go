@@ -280,13 +280,10 @@ func (e *Engine) SetStartOffsets(ctx context.Context, starts map[model.QueueID]m
 	// (recovery replays them) or after the starts moved.
 	e.ckptMu.Lock()
 	defer e.ckptMu.Unlock()
-	end, err := e.clog.Append(recs, controlAssigner{e})
-	if err != nil {
+	// Durable (committed) before any segment is reclaimed on the strength
+	// of it.
+	if err := e.writeDurable(ctx, recs, controlAssigner{e}); err != nil {
 		return fmt.Errorf("set start offsets: %w", err)
-	}
-	// Durable before any segment is reclaimed on the strength of it.
-	if err := e.clog.SyncTo(ctx, end); err != nil {
-		return err
 	}
 	e.noteApplied(recs)
 	var errs []error

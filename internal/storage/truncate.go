@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage/commitlog"
@@ -53,6 +54,9 @@ func (e *Engine) TruncateAfter(i model.Index) error {
 	if i+1 < e.ckptIndex {
 		return fmt.Errorf("%w: index %d is below the last checkpoint (%d)", ErrTruncateCommitted, i, e.ckptIndex)
 	}
+	if err := e.clog.FlushPending(); err != nil { // the scan below reads the mapping
+		return err
+	}
 	cut, err := e.clog.PositionOf(i + 1)
 	if err != nil {
 		return err
@@ -78,6 +82,13 @@ func (e *Engine) TruncateAfter(i model.Index) error {
 	}
 	if err := e.clog.TruncateAfter(i); err != nil {
 		return err
+	}
+	if e.cfg.Replicated {
+		e.repl.mu.Lock()
+		e.repl.deferred = slices.DeleteFunc(e.repl.deferred, func(d deferredRecord) bool { return d.entry.Index > i })
+		e.repl.mu.Unlock()
+		e.repl.truncations.Add(1)
+		defer e.repl.broadcast()
 	}
 	var errs []error
 	for id, off := range from {
@@ -178,20 +189,56 @@ func (e *Engine) AppendEntries(ctx context.Context, ents []commitlog.IndexedEntr
 	}
 	e.ckptMu.Lock()
 	defer e.ckptMu.Unlock()
-	end, err := e.clog.Append(recs, a)
+	var end model.LogPos
+	var err error
+	if e.cfg.Replicated {
+		e.repl.pause.RLock()
+		end, err = e.clog.AppendReplica(recs, a)
+		e.repl.pause.RUnlock()
+	} else {
+		end, err = e.clog.Append(recs, a)
+	}
 	if err == nil {
 		err = a.err
 	}
 	if err != nil {
 		return fmt.Errorf("append entries: %w", err)
 	}
-	if err := e.clog.SyncTo(ctx, end); err != nil {
-		return err
+	if !e.cfg.Replicated || e.cfg.Durability == DurabilitySync {
+		if err := e.clog.SyncTo(ctx, end); err != nil {
+			return err
+		}
 	}
-	var errs []error
+	var inPlace []deferredRecord
 	for i, en := range recs {
-		r := &a.want[i]
+		r := a.want[i]
 		r.Pos, r.Segment = en.Pos, en.Segment
+		switch {
+		case en.Flags&commitlog.FlagControl != 0 && inPlaceOp(en.Payload),
+			en.Flags&commitlog.FlagCompacted != 0:
+			inPlace = append(inPlace, deferredRecord{entry: en, record: r})
+		case en.Flags&(commitlog.FlagControl|commitlog.FlagRelocated) == 0:
+			for _, k := range e.cfg.StateKeepers {
+				k.Replay(en.Pos, &r)
+			}
+		}
+	}
+	if e.cfg.Replicated {
+		// Only committed records change anything in place.
+		e.repl.mu.Lock()
+		e.repl.deferred = append(e.repl.deferred, inPlace...)
+		e.repl.mu.Unlock()
+		return nil
+	}
+	return e.applyInPlace(inPlace)
+}
+
+// applyInPlace applies what another log's records change in place: queue
+// starts, compaction holes and results, queue deletion.
+func (e *Engine) applyInPlace(recs []deferredRecord) error {
+	var errs []error
+	for i := range recs {
+		en, r := recs[i].entry, &recs[i].record
 		q, qerr := e.queue(en.Queue)
 		switch {
 		case en.Flags&commitlog.FlagControl != 0:
@@ -209,19 +256,15 @@ func (e *Engine) AppendEntries(ctx context.Context, ents []commitlog.IndexedEntr
 					errs = append(errs, err, e.noteInPlace(q))
 				}
 			}
-			if len(en.Payload) > 0 && en.Payload[0] != opCreateQueue {
-				e.noteApplied(recs[i : i+1])
+			if len(en.Payload) > 0 && en.Payload[0] == opDeleteQueue && e.cfg.Replicated {
+				e.applyControl(en.Queue, en.Payload, en.Pos, en.Size)
 			}
 		case en.Flags&commitlog.FlagCompacted != 0:
 			if qerr == nil {
 				errs = append(errs, e.noteInPlace(q), e.repointReplayed(q, queueindex.FromAny, en.Pos, r))
 			}
-			e.noteApplied(recs[i : i+1])
-		case en.Flags&commitlog.FlagRelocated == 0:
-			for _, k := range e.cfg.StateKeepers {
-				k.Replay(en.Pos, r)
-			}
 		}
+		e.noteApplied([]*commitlog.Entry{en})
 	}
 	return errors.Join(errs...)
 }
@@ -248,6 +291,9 @@ func (a *entryAssigner) Assign(en *commitlog.Entry) {
 	case en.Flags&commitlog.FlagControl != 0:
 		if len(en.Payload) >= 9 && (en.Payload[0] == opSetStart || en.Payload[0] == opHole) {
 			return // applied once durable
+		}
+		if len(en.Payload) > 0 && en.Payload[0] == opDeleteQueue && a.e.cfg.Replicated {
+			return // applied once committed
 		}
 		a.e.applyControl(en.Queue, en.Payload, en.Pos, en.Size)
 	case en.Flags&(commitlog.FlagCompacted|commitlog.FlagRelocated) != 0:

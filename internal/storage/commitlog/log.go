@@ -53,7 +53,20 @@ type Options struct {
 	// gives them (a local area's copies carry their origin there), and
 	// recovery does not check that indexes follow one another.
 	ForeignIndexes bool
+	// Replicated makes the log a replication group's: Append and
+	// AppendDeferred are refused (ErrNotWritable) unless SetWritable opened
+	// the log for writing (this node leads the group), and while it is open
+	// OnWritten receives, under the append lock and in index order, a copy
+	// of the bytes of every record they write (one or more whole records
+	// per call), for the group to propose. AppendReplica writes a leader's
+	// records on any node, and hands nothing off.
+	Replicated bool
+	OnWritten  func(records []byte)
 }
+
+// ErrNotWritable refuses an append to a replicated log this node does not
+// lead.
+var ErrNotWritable = errors.New("log is not writable here: this node does not lead its group")
 
 // Flags in a record header.
 const (
@@ -139,6 +152,7 @@ type Log struct {
 	failedErr atomic.Pointer[error] // failed, readable without mu
 	crashed   atomic.Bool           // PowerLoss: no final sync
 
+	writable    bool          // Replicated: appends accepted (under mu)
 	term        atomic.Uint64 // the term appends are written in (SetTerm)
 	syncedIndex atomic.Uint64 // index of the newest fsynced record
 	cursorMu    sync.Mutex
@@ -252,17 +266,41 @@ func (l *Log) Size() int64 {
 // Append writes entries in order and returns the end position of the last
 // one. It does not wait for durability; call WaitSynced for that.
 func (l *Log) Append(entries []*Entry, a Assigner) (model.LogPos, error) {
-	return l.append(entries, a, true)
+	return l.append(entries, a, true, false)
+}
+
+// AppendReplica appends another log's records (a replication group's
+// entries, index and term set by the Assigner's log), whether or not the
+// log is writable, handing nothing off.
+func (l *Log) AppendReplica(entries []*Entry, a Assigner) (model.LogPos, error) {
+	return l.append(entries, a, true, true)
+}
+
+// SetWritable opens (term > 0) or closes (term 0) a replicated log for
+// Append: while open, appends carry the term and are handed to OnWritten.
+// It returns the index of the last record written, the one the first
+// append after opening follows.
+func (l *Log) SetWritable(term model.Term) (model.Index, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if term > 0 {
+		if cur := model.Term(l.term.Load()); term < cur {
+			return 0, fmt.Errorf("%w: term %d below the current %d", model.ErrInvalidConfig, term, cur)
+		}
+		l.term.Store(uint64(term))
+	}
+	l.writable = term > 0
+	return l.nextIndex - 1, nil
 }
 
 // AppendDeferred appends like Append but, in sync mode, asks for no fsync
 // of its own: the entries become durable (and visible) with the next sync
 // another append asks for, or at the latest one flush interval later.
 func (l *Log) AppendDeferred(entries []*Entry, a Assigner) (model.LogPos, error) {
-	return l.append(entries, a, false)
+	return l.append(entries, a, false, false)
 }
 
-func (l *Log) append(entries []*Entry, a Assigner, kick bool) (model.LogPos, error) {
+func (l *Log) append(entries []*Entry, a Assigner, kick, replica bool) (model.LogPos, error) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -272,6 +310,11 @@ func (l *Log) append(entries []*Entry, a Assigner, kick bool) (model.LogPos, err
 		l.mu.Unlock()
 		return 0, l.failed
 	}
+	if l.opts.Replicated && !replica && !l.writable {
+		l.mu.Unlock()
+		return 0, ErrNotWritable
+	}
+	handOff := l.opts.Replicated && !replica && l.opts.OnWritten != nil
 	now := l.opts.Now().UnixMilli()
 	var err error
 	// Small records are encoded into a staging buffer; large payloads are
@@ -288,6 +331,9 @@ func (l *Log) append(entries []*Entry, a Assigner, kick bool) (model.LogPos, err
 			break
 		}
 		if w.end()+int64(n) > int64(len(s.data)) {
+			if handOff {
+				l.handOff(w)
+			}
 			if err = l.commitBatch(s, w, !kick); err != nil {
 				break
 			}
@@ -325,6 +371,9 @@ func (l *Log) append(entries []*Entry, a Assigner, kick bool) (model.LogPos, err
 	if a != nil {
 		a.Done()
 	}
+	if handOff {
+		l.handOff(w)
+	}
 	if werr := l.commitBatch(s, w, !kick); werr != nil && err == nil {
 		err = werr
 	}
@@ -342,6 +391,18 @@ func (l *Log) append(entries []*Entry, a Assigner, kick bool) (model.LogPos, err
 		l.opts.OnVisible(end)
 	}
 	return end, err
+}
+
+// handOff gives OnWritten a copy of a batch's records (l.mu held).
+func (l *Log) handOff(w *batchWriter) {
+	if w.size == 0 {
+		return
+	}
+	b := make([]byte, 0, w.size)
+	for _, v := range w.vectors() {
+		b = append(b, v...)
+	}
+	l.opts.OnWritten(b)
 }
 
 // maxStageRetained bounds the staging buffer kept between appends.

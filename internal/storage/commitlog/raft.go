@@ -11,6 +11,7 @@ package commitlog
 // clean start; such logs are read, but not served by index).
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
@@ -93,6 +94,13 @@ func (l *Log) SetTerm(t model.Term) error {
 func (l *Log) locate(i model.Index) (model.LogPos, error) {
 	if i == 0 || i >= l.NextIndex() {
 		return 0, fmt.Errorf("%w: index %d not written", model.ErrOffsetOutOfRange, i)
+	}
+	if l.opts.Mode == SyncAlways && uint64(i) > l.syncedIndex.Load() {
+		// Sync mode may hold the newest records for the syncer to write;
+		// lookups read the file mapping.
+		if err := l.FlushPending(); err != nil {
+			return 0, err
+		}
 	}
 	segs := l.segments()
 	firsts := make([]model.Index, len(segs))
@@ -265,4 +273,35 @@ func (l *Log) Scan(pos model.LogPos, fn func(pos model.LogPos, r *Record) error)
 		s.release()
 	}
 	return nil
+}
+
+// EndOf returns the end of the record with index i (its position plus its
+// length), reading only its length.
+func (l *Log) EndOf(i model.Index) (model.LogPos, error) {
+	pos, err := l.locate(i)
+	if err != nil {
+		return 0, err
+	}
+	v, err := l.Acquire(pos)
+	if err != nil {
+		return 0, err
+	}
+	defer v.Release()
+	b, ok := v.Bytes(pos, 4)
+	if !ok {
+		return 0, fmt.Errorf("%w: record %d at %d", model.ErrCorruptRecord, i, pos)
+	}
+	n := binary.LittleEndian.Uint32(b)
+	if n < HeaderSize {
+		return 0, fmt.Errorf("%w: record %d at %d has length %d", model.ErrCorruptRecord, i, pos, n)
+	}
+	return pos + model.LogPos(n), nil
+}
+
+// FlushPending writes what sync mode holds for the syncer now, so reads
+// through the mapping see every record written.
+func (l *Log) FlushPending() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.flushPendingLocked()
 }

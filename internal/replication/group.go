@@ -1,0 +1,647 @@
+// Package replication replicates a storage engine's commit log with Raft
+// (go.etcd.io/raft/v3): one Raft group per replication group, whose Raft
+// log is the commit log itself — no second write-ahead log.
+//
+// The leader's engine writes records as a single node does (offsets
+// assigned under the log lock, one write and one fsync per batch) while
+// this node leads; each written record is handed off in index order and
+// proposed at the index and term it already carries, so Raft's log and
+// the commit log agree entry for entry. Replicas store what Raft tells
+// them (the leader's records verbatim, Raft's own entries as control
+// records), cut divergent tails, persist the hard state in a small file,
+// and acknowledge once the records are durable under the engine's policy
+// (fsynced in sync mode, written in async mode). The commit index moves
+// the engine's visibility and releases the appends waiting for it.
+//
+// Raft runs with PreVote, CheckQuorum and asynchronous storage writes: one
+// goroutine drives the RawNode, one stores entries (so an fsync never
+// stalls heartbeats), and the transport carries messages between nodes.
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"google.golang.org/protobuf/proto"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage"
+	"github.com/rosettamq/rosetta/internal/storage/commitlog"
+)
+
+// Transport carries Raft messages to other nodes. Send must not block for
+// long: a message it cannot deliver is dropped (Raft retransmits).
+type Transport interface {
+	Send(group model.GroupID, msgs []*pb.Message)
+}
+
+// Config configures one replica of a group.
+type Config struct {
+	Group  model.GroupID
+	Node   model.NodeID
+	Voters []model.NodeID // the group's initial members
+	// Dir holds the group's Raft state file (hard state and membership).
+	Dir string
+	// Engine is this replica's storage, opened with Replicated set and its
+	// OnWritten routed to Handoff.Written.
+	Engine    *storage.Engine
+	Handoff   *Handoff
+	Transport Transport
+	// Tick is Raft's clock (100 ms); a follower that hears nothing for
+	// ElectionTicks (10) ticks — randomised up to twice that — campaigns,
+	// and a leader sends heartbeats every HeartbeatTicks (1).
+	Tick           time.Duration
+	ElectionTicks  int
+	HeartbeatTicks int
+	// MaxSizePerMsg bounds the entries of one append message (1 MiB);
+	// MaxInflightMsgs the append messages in flight to one follower (256).
+	MaxSizePerMsg   uint64
+	MaxInflightMsgs int
+	// OnRoleChange, when set, is told (on the group's goroutine; keep it
+	// short) when the leader or term changes; leader is 0 while unknown.
+	OnRoleChange func(leader model.NodeID, term model.Term)
+	Logger       *slog.Logger
+}
+
+// Handoff carries the records a leader's engine writes to its group, in
+// index order. Create it before opening the engine and pass Written as the
+// engine's OnWritten.
+type Handoff struct {
+	mu     sync.Mutex
+	chunks [][]byte
+	signal chan struct{}
+}
+
+// NewHandoff returns an empty handoff.
+func NewHandoff() *Handoff { return &Handoff{signal: make(chan struct{}, 1)} }
+
+// Written queues a copy of written records (called under the log's append
+// lock).
+func (h *Handoff) Written(records []byte) {
+	h.mu.Lock()
+	h.chunks = append(h.chunks, records)
+	h.mu.Unlock()
+	select {
+	case h.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (h *Handoff) take() [][]byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.chunks
+	h.chunks = nil
+	return c
+}
+
+// Group is this node's replica of one replication group.
+type Group struct {
+	cfg    Config
+	log    *slog.Logger
+	engine *storage.Engine
+	store  *logStorage
+	rn     *raft.RawNode
+
+	inbox chan *pb.Message
+	calls chan func()
+	// Work for the storage goroutine, and the responses it returns to the
+	// Raft goroutine (both unbounded: Raft's flow control bounds them).
+	work      queue[storeWork]
+	responses queue[*pb.Message]
+
+	// Raft goroutine state.
+	raftLast uint64 // the last index in Raft's log as the Ready stream told it
+	leading  bool   // Raft says this node leads
+	open     bool   // the engine accepts appends (leading, and caught up)
+	term     uint64
+
+	leader   atomic.Int32
+	termSeen atomic.Uint64
+	writable atomic.Bool // mirrors open
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	stopMu sync.Mutex
+	err    atomic.Pointer[error]
+}
+
+// storeWork is one item for the storage goroutine, processed in order.
+type storeWork struct {
+	append    *pb.Message   // MsgStorageAppend
+	truncate  bool          // cut records Raft does not hold (never proposed)
+	openTerm  uint64        // open the engine for appends in this term
+	confState *pb.ConfState // persist the membership
+}
+
+// Start starts the replica.
+func Start(cfg Config) (*Group, error) {
+	if cfg.Engine == nil || cfg.Handoff == nil || cfg.Transport == nil {
+		return nil, fmt.Errorf("%w: replication needs an engine, a handoff and a transport", model.ErrInvalidConfig)
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = 100 * time.Millisecond
+	}
+	if cfg.ElectionTicks <= 0 {
+		cfg.ElectionTicks = 10
+	}
+	if cfg.HeartbeatTicks <= 0 {
+		cfg.HeartbeatTicks = 1
+	}
+	if cfg.MaxSizePerMsg == 0 {
+		cfg.MaxSizePerMsg = 1 << 20
+	}
+	if cfg.MaxInflightMsgs <= 0 {
+		cfg.MaxInflightMsgs = 256
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	voters := make([]uint64, len(cfg.Voters))
+	for i, v := range cfg.Voters {
+		voters[i] = uint64(v)
+	}
+	st, err := openState(cfg.Dir, voters)
+	if err != nil {
+		return nil, err
+	}
+	g := &Group{
+		cfg:    cfg,
+		log:    cfg.Logger.With("component", "replication", "group", cfg.Group),
+		engine: cfg.Engine,
+		inbox:  make(chan *pb.Message, 4096),
+		calls:  make(chan func(), 64),
+	}
+	g.work.init()
+	g.responses.init()
+	g.store = &logStorage{engine: cfg.Engine, state: st}
+	last := uint64(cfg.Engine.LastIndex())
+	g.store.stable.Store(last)
+	g.raftLast = last
+	// The commit index Raft restarts from: what the engine knows committed
+	// (its checkpoint lies at a committed point), never past the log.
+	applied := uint64(cfg.Engine.CommitIndex())
+	cur := st.load()
+	if cur.Commit < applied || cur.Commit > last {
+		cur.Commit = min(max(cur.Commit, applied), last)
+		if err := st.save(cur); err != nil {
+			return nil, err
+		}
+	}
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID:                        uint64(cfg.Node),
+		ElectionTick:              cfg.ElectionTicks,
+		HeartbeatTick:             cfg.HeartbeatTicks,
+		Storage:                   g.store,
+		Applied:                   applied,
+		MaxSizePerMsg:             cfg.MaxSizePerMsg,
+		MaxCommittedSizePerReady:  64 << 20,
+		MaxInflightMsgs:           cfg.MaxInflightMsgs,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		AsyncStorageWrites:        true,
+		DisableProposalForwarding: true,
+		Logger:                    raftLogger{g.log},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("raft: %w", err)
+	}
+	g.rn = rn
+	g.leader.Store(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	g.wg.Add(2)
+	go func() { defer g.wg.Done(); g.run(ctx) }()
+	go func() { defer g.wg.Done(); g.storeLoop(ctx) }()
+	g.log.Info("replica started", "node", cfg.Node, "voters", cfg.Voters, "last_index", last, "committed", applied,
+		"term", cur.Term)
+	return g, nil
+}
+
+// Stop stops the replica: the engine stops accepting appends and the
+// goroutines end. The engine stays open (it is the caller's).
+func (g *Group) Stop() {
+	g.stopMu.Lock()
+	defer g.stopMu.Unlock()
+	if g.cancel == nil {
+		return
+	}
+	g.cancel()
+	g.wg.Wait()
+	g.cancel = nil
+	g.engine.SetFollower()
+}
+
+// Deliver hands a message from another node to the group. It never
+// blocks: when the inbox is full the message is dropped, as a network
+// would.
+func (g *Group) Deliver(m *pb.Message) {
+	select {
+	case g.inbox <- m:
+	default:
+	}
+}
+
+// Unreachable tells Raft that messages to node could not be sent (it
+// probes the follower again instead of streaming to it).
+func (g *Group) Unreachable(node model.NodeID) {
+	g.call(func() { g.rn.ReportUnreachable(uint64(node)) })
+}
+
+// call runs fn on the Raft goroutine (dropped if the group is stopping).
+func (g *Group) call(fn func()) bool {
+	select {
+	case g.calls <- fn:
+		return true
+	default:
+		// Rare: a full call queue; try once more without blocking the
+		// caller for long.
+		t := time.NewTimer(time.Second)
+		defer t.Stop()
+		select {
+		case g.calls <- fn:
+			return true
+		case <-t.C:
+			return false
+		}
+	}
+}
+
+// Leader returns the node this replica believes leads the group (0 when
+// none is known) and the term.
+func (g *Group) Leader() (model.NodeID, model.Term) {
+	return model.NodeID(g.leader.Load()), model.Term(g.termSeen.Load())
+}
+
+// Writable reports whether this replica leads and its engine accepts
+// appends.
+func (g *Group) Writable() bool { return g.writable.Load() }
+
+// Err returns the error that stopped the replica, if any.
+func (g *Group) Err() error {
+	if p := g.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// fail stops the replica after a storage error it cannot go on from.
+func (g *Group) fail(err error) {
+	if g.err.CompareAndSwap(nil, &err) {
+		g.log.Error("replica stopped: storage failed", "err", err)
+		g.engine.SetFollower()
+		g.cancel()
+	}
+}
+
+// run is the Raft goroutine.
+func (g *Group) run(ctx context.Context) {
+	tick := time.NewTicker(g.cfg.Tick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			g.rn.Tick()
+		case m := <-g.inbox:
+			g.step(m)
+			for n := 0; n < 256; n++ {
+				select {
+				case m := <-g.inbox:
+					g.step(m)
+					continue
+				default:
+				}
+				break
+			}
+		case <-g.cfg.Handoff.signal:
+			g.propose()
+		case <-g.responses.signal:
+			for _, m := range g.responses.take() {
+				g.step(m)
+			}
+		case fn := <-g.calls:
+			fn()
+		}
+		g.ready()
+	}
+}
+
+func (g *Group) step(m *pb.Message) {
+	if err := g.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+		g.log.Debug("raft step", "type", m.GetType(), "from", m.GetFrom(), "err", err)
+	}
+}
+
+// propose proposes the records the engine wrote, at the indexes they hold.
+func (g *Group) propose() {
+	chunks := g.cfg.Handoff.take()
+	if len(chunks) == 0 || !g.open {
+		return // written before the engine closed: cut with the rest
+	}
+	var ents []*pb.Entry
+	for _, c := range chunks {
+		for off := 0; off < len(c); {
+			h, err := commitlog.DecodeHeader(c[off:])
+			if err != nil {
+				g.abandonWrites(fmt.Sprintf("undecodable handoff: %v", err))
+				return
+			}
+			if uint64(h.Index) != g.raftLast+1 || uint64(h.Term) != g.term {
+				g.abandonWrites(fmt.Sprintf("record %d of term %d does not follow Raft's %d in term %d", h.Index, h.Term, g.raftLast, g.term))
+				return
+			}
+			g.raftLast++
+			ents = append(ents, &pb.Entry{Data: c[off : off+int(h.Length)]})
+			off += int(h.Length)
+		}
+	}
+	err := g.rn.Step(&pb.Message{Type: pb.MsgProp.Enum(), From: new(uint64(g.cfg.Node)), Entries: ents})
+	if err != nil {
+		g.abandonWrites(fmt.Sprintf("proposal refused: %v", err))
+	}
+}
+
+// abandonWrites closes the engine, drops what it wrote past Raft's log and
+// opens it again if this node still leads.
+func (g *Group) abandonWrites(why string) {
+	g.log.Warn("written records not proposed; cutting them", "why", why)
+	g.closeEngine()
+	if g.leading {
+		g.work.push(storeWork{openTerm: g.term})
+	}
+}
+
+// closeEngine stops appends on this node and cuts what Raft does not hold.
+func (g *Group) closeEngine() {
+	if g.open {
+		g.engine.SetFollower()
+		g.open = false
+		g.writable.Store(false)
+	}
+	g.cfg.Handoff.take()
+	g.raftLast = g.store.stable.Load()
+	g.work.push(storeWork{truncate: true})
+}
+
+// ready handles what Raft has to do.
+func (g *Group) ready() {
+	for g.rn.HasReady() {
+		rd := g.rn.Ready()
+		var becameLeader bool
+		if rd.SoftState != nil || !raft.IsEmptyHardState(rd.HardState) {
+			st := g.rn.BasicStatus()
+			leading := st.RaftState == raft.StateLeader
+			if g.leading && !leading {
+				g.closeEngine()
+			}
+			becameLeader = leading && (!g.leading || st.GetTerm() != g.term)
+			g.leading, g.term = leading, st.GetTerm()
+			if lead, term := int32(st.Lead), st.GetTerm(); lead != g.leader.Load() || term != g.termSeen.Load() {
+				g.leader.Store(lead)
+				g.termSeen.Store(term)
+				g.log.Info("group leadership", "leader", lead, "term", term, "self", g.cfg.Node)
+				if g.cfg.OnRoleChange != nil {
+					g.cfg.OnRoleChange(model.NodeID(lead), model.Term(term))
+				}
+			}
+		}
+		var local, remote []*pb.Message
+		for _, m := range rd.Messages {
+			switch m.GetTo() {
+			case raft.LocalAppendThread:
+				if n := len(m.Entries); n > 0 {
+					g.raftLast = m.Entries[n-1].GetIndex()
+				}
+				g.work.push(storeWork{append: m})
+			case raft.LocalApplyThread:
+				local = append(local, g.apply(m)...)
+			default:
+				remote = append(remote, m)
+			}
+		}
+		if len(remote) > 0 {
+			g.cfg.Transport.Send(g.cfg.Group, remote)
+		}
+		if becameLeader {
+			// Once everything Raft holds is stored, the engine opens.
+			g.work.push(storeWork{openTerm: g.term})
+		}
+		for _, m := range local {
+			g.step(m)
+		}
+	}
+}
+
+// apply applies committed entries: membership changes, then the commit
+// index to the engine.
+func (g *Group) apply(m *pb.Message) []*pb.Message {
+	if n := len(m.Entries); n > 0 {
+		for _, e := range m.Entries {
+			switch e.GetType() {
+			case pb.EntryConfChange, pb.EntryConfChangeV2:
+				g.applyConfChange(e)
+			}
+		}
+		if err := g.engine.Commit(context.Background(), model.Index(m.Entries[n-1].GetIndex())); err != nil {
+			g.log.Error("commit", "index", m.Entries[n-1].GetIndex(), "err", err)
+		}
+	}
+	return m.Responses
+}
+
+func (g *Group) applyConfChange(e *pb.Entry) {
+	var cc pb.ConfChangeI
+	if e.GetType() == pb.EntryConfChange {
+		var c pb.ConfChange
+		if err := proto.Unmarshal(e.Data, &c); err != nil {
+			g.log.Error("undecodable membership change", "index", e.GetIndex(), "err", err)
+			return
+		}
+		cc = &c
+	} else {
+		var c pb.ConfChangeV2
+		if err := proto.Unmarshal(e.Data, &c); err != nil {
+			g.log.Error("undecodable membership change", "index", e.GetIndex(), "err", err)
+			return
+		}
+		cc = &c
+	}
+	g.work.push(storeWork{confState: g.rn.ApplyConfChange(cc)})
+}
+
+// storeLoop is the storage goroutine: it stores entries and hard state,
+// cuts and opens the engine, in the order the Raft goroutine asked.
+func (g *Group) storeLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.work.signal:
+		}
+		for _, w := range g.work.take() {
+			if ctx.Err() != nil {
+				return
+			}
+			var err error
+			switch {
+			case w.append != nil:
+				err = g.store.storeAppend(ctx, w.append, g)
+			case w.truncate:
+				err = g.engine.TruncateAfter(model.Index(g.store.stable.Load()))
+			case w.openTerm != 0:
+				term := w.openTerm
+				g.call(func() { g.openEngine(term) })
+			case w.confState != nil:
+				st := g.store.state.load()
+				st.Voters, st.Learners = w.confState.Voters, w.confState.Learners
+				err = g.store.state.save(st)
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					g.fail(err)
+				}
+				return
+			}
+		}
+	}
+}
+
+// openEngine opens the engine for appends in term if this node still leads
+// in it and the engine holds exactly Raft's log (Raft goroutine).
+func (g *Group) openEngine(term uint64) {
+	if !g.leading || g.term != term || g.open {
+		return
+	}
+	if last := uint64(g.engine.LastIndex()); last != g.raftLast {
+		// Raft's entries are still being stored; asked again after them.
+		g.work.push(storeWork{openTerm: term})
+		return
+	}
+	last, err := g.engine.SetLeader(model.Term(term))
+	if err != nil {
+		g.log.Error("open the log as leader", "term", term, "err", err)
+		return
+	}
+	g.raftLast = uint64(last)
+	g.open = true
+	g.writable.Store(true)
+	g.log.Info("leading: appends open", "term", term, "last_index", last)
+}
+
+// storeAppend stores one MsgStorageAppend and delivers its responses once
+// what it carries is durable.
+func (s *logStorage) storeAppend(ctx context.Context, m *pb.Message, g *Group) error {
+	if snap := m.Snapshot; snap != nil {
+		return fmt.Errorf("installing a snapshot is not supported yet (index %d)", snap.GetMetadata().GetIndex())
+	}
+	if ents := m.Entries; len(ents) > 0 {
+		k := s.stored(ents)
+		if k < len(ents) {
+			first := model.Index(ents[k].GetIndex())
+			if first <= s.engine.LastIndex() {
+				if err := s.engine.TruncateAfter(first - 1); err != nil {
+					return fmt.Errorf("cut a divergent tail after %d: %w", first-1, err)
+				}
+			}
+			batch := make([]commitlog.IndexedEntry, 0, len(ents)-k)
+			for _, e := range ents[k:] {
+				batch = append(batch, commitlog.IndexedEntry{Index: model.Index(e.GetIndex()), Term: model.Term(e.GetTerm()), Data: recordOf(e)})
+			}
+			if err := s.engine.AppendEntries(ctx, batch); err != nil {
+				return fmt.Errorf("store entries from %d: %w", first, err)
+			}
+		}
+		last := model.Index(ents[len(ents)-1].GetIndex())
+		if err := s.engine.WaitIndexDurable(ctx, last); err != nil {
+			return err
+		}
+		s.stable.Store(uint64(last))
+	}
+	if m.Term != nil || m.Vote != nil {
+		st := s.state.load()
+		if m.GetTerm() != st.Term || m.GetVote() != st.Vote {
+			st.Term, st.Vote, st.Commit = m.GetTerm(), m.GetVote(), m.GetCommit()
+			if err := s.state.save(st); err != nil {
+				return err
+			}
+		}
+	}
+	var remote []*pb.Message
+	for _, r := range m.Responses {
+		if r.GetTo() == uint64(g.cfg.Node) || raft.IsLocalMsgTarget(r.GetTo()) {
+			g.responses.push(r)
+		} else {
+			remote = append(remote, r)
+		}
+	}
+	if len(remote) > 0 {
+		g.cfg.Transport.Send(g.cfg.Group, remote)
+	}
+	return nil
+}
+
+// stored returns how many leading entries the engine already holds (the
+// leader's own records, written before they were proposed).
+func (s *logStorage) stored(ents []*pb.Entry) int {
+	last := uint64(s.engine.LastIndex())
+	n := 0
+	for n < len(ents) && ents[n].GetIndex() <= last {
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	// Records of one term at one index are the same record everywhere
+	// (only that term's leader made it): when the first and last entries
+	// in range match in term and share it, so does everything between.
+	match := func(e *pb.Entry) bool {
+		t, err := s.engine.TermAt(model.Index(e.GetIndex()))
+		return err == nil && uint64(t) == e.GetTerm()
+	}
+	if ents[0].GetTerm() == ents[n-1].GetTerm() && match(ents[0]) && match(ents[n-1]) {
+		return n
+	}
+	k := 0
+	for k < n && match(ents[k]) {
+		k++
+	}
+	return k
+}
+
+// queue is an unbounded FIFO with a wake-up signal, for one consumer.
+type queue[T any] struct {
+	mu     sync.Mutex
+	items  []T
+	signal chan struct{}
+	once   sync.Once
+}
+
+func (q *queue[T]) init() { q.once.Do(func() { q.signal = make(chan struct{}, 1) }) }
+
+func (q *queue[T]) push(v T) {
+	q.init()
+	q.mu.Lock()
+	q.items = append(q.items, v)
+	q.mu.Unlock()
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (q *queue[T]) take() []T {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	v := q.items
+	q.items = nil
+	return v
+}

@@ -1,0 +1,382 @@
+package replication
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage"
+)
+
+// memNet connects groups in one process, through marshalled messages, and
+// can cut nodes off.
+type memNet struct {
+	mu     sync.Mutex
+	groups map[model.NodeID]*Group
+	cut    map[model.NodeID]bool
+}
+
+func (n *memNet) transport(from model.NodeID) Transport { return memTransport{n, from} }
+
+type memTransport struct {
+	net  *memNet
+	from model.NodeID
+}
+
+func (t memTransport) Send(_ model.GroupID, msgs []*pb.Message) {
+	t.net.mu.Lock()
+	defer t.net.mu.Unlock()
+	if t.net.cut[t.from] {
+		return
+	}
+	for _, m := range msgs {
+		to := model.NodeID(m.GetTo())
+		g := t.net.groups[to]
+		if g == nil || t.net.cut[to] {
+			continue
+		}
+		b, err := proto.Marshal(m)
+		if err != nil {
+			panic(err)
+		}
+		var c pb.Message
+		if err := proto.Unmarshal(b, &c); err != nil {
+			panic(err)
+		}
+		g.Deliver(&c)
+	}
+}
+
+func (n *memNet) setCut(id model.NodeID, cut bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cut[id] = cut
+}
+
+// replica is one node of a test cluster.
+type replica struct {
+	id     model.NodeID
+	dir    string
+	engine *storage.Engine
+	group  *Group
+}
+
+type testCluster struct {
+	t     *testing.T
+	net   *memNet
+	nodes map[model.NodeID]*replica
+	ids   []model.NodeID
+}
+
+func newTestCluster(t *testing.T, n int) *testCluster {
+	c := &testCluster{t: t, net: &memNet{groups: map[model.NodeID]*Group{}, cut: map[model.NodeID]bool{}},
+		nodes: map[model.NodeID]*replica{}}
+	for i := 1; i <= n; i++ {
+		c.ids = append(c.ids, model.NodeID(i))
+	}
+	for _, id := range c.ids {
+		c.nodes[id] = &replica{id: id, dir: filepath.Join(t.TempDir(), fmt.Sprint("node", id))}
+		c.start(id)
+	}
+	t.Cleanup(func() {
+		for _, id := range c.ids {
+			c.stop(id)
+		}
+	})
+	return c
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("REPLICATION_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func (c *testCluster) start(id model.NodeID) {
+	r := c.nodes[id]
+	h := NewHandoff()
+	cfg := storage.DefaultConfig(r.dir)
+	cfg.SegmentSize = 256 << 10
+	cfg.MaxRecordSize = 64 << 10
+	cfg.MinFreeBytes, cfg.MinFreeRatio = 0, 0
+	cfg.CheckpointInterval = 200 * time.Millisecond
+	cfg.Durability = storage.DurabilitySync
+	cfg.NodeID = id
+	cfg.Replicated = true
+	cfg.OnWritten = h.Written
+	cfg.Logger = testLogger()
+	e, err := storage.Open(cfg)
+	if err != nil {
+		c.t.Fatalf("open node %d: %v", id, err)
+	}
+	g, err := Start(Config{Node: id, Voters: c.ids, Dir: filepath.Join(r.dir, "raft"), Engine: e, Handoff: h,
+		Transport: c.net.transport(id), Tick: 10 * time.Millisecond, ElectionTicks: 30, Logger: testLogger().With("node", id)})
+	if err != nil {
+		c.t.Fatalf("start node %d: %v", id, err)
+	}
+	r.engine, r.group = e, g
+	c.net.mu.Lock()
+	c.net.groups[id] = g
+	c.net.mu.Unlock()
+}
+
+// stop stops a node as a crash would for its process (the engine's log
+// keeps what was written).
+func (c *testCluster) stop(id model.NodeID) {
+	r := c.nodes[id]
+	if r.group == nil {
+		return
+	}
+	c.net.mu.Lock()
+	delete(c.net.groups, id)
+	c.net.mu.Unlock()
+	r.group.Stop()
+	if err := r.group.Err(); err != nil {
+		c.t.Errorf("node %d: %v", id, err)
+	}
+	r.engine.Close()
+	r.group, r.engine = nil, nil
+}
+
+// leader waits for a leader all live nodes but excluded agree on, with
+// its engine open for appends.
+func (c *testCluster) leader(excluded ...model.NodeID) *replica {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var lead model.NodeID
+		agree := true
+		for _, id := range c.ids {
+			r := c.nodes[id]
+			if r.group == nil || contains(excluded, id) {
+				continue
+			}
+			l, _ := r.group.Leader()
+			if l == 0 || (lead != 0 && l != lead) || contains(excluded, l) {
+				agree = false
+				break
+			}
+			lead = l
+		}
+		if agree && lead != 0 {
+			// Appends open once the new term's entry is stored.
+			if r := c.nodes[lead]; r.group.Writable() {
+				if err := r.engine.CreateQueue(context.Background(), 1); err == nil {
+					return r
+				}
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.t.Fatal("no leader elected")
+	return nil
+}
+
+func contains(ids []model.NodeID, id model.NodeID) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// produce appends n messages to queue 1 on r and returns their payloads.
+func produce(t *testing.T, r *replica, from, n int) []string {
+	t.Helper()
+	var out []string
+	for i := from; i < from+n; i++ {
+		p := fmt.Sprintf("m%05d", i)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := r.engine.Append(ctx, []*storage.Record{{Queue: 1, Count: 1, Payload: []byte(p)}})
+		cancel()
+		if err != nil {
+			t.Fatalf("append %s on node %d: %v", p, r.id, err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// read returns the payloads of queue 1 visible on r.
+func read(t *testing.T, r *replica) []string {
+	t.Helper()
+	var out []string
+	off := model.QueueOffset(0)
+	for {
+		res, err := r.engine.Read(1, off, storage.ReadOptions{MaxBytes: 1 << 20})
+		if errors.Is(err, model.ErrUnknownQueue) {
+			return nil
+		}
+		if err != nil {
+			t.Fatalf("read node %d: %v", r.id, err)
+		}
+		if len(res.Records) == 0 {
+			res.Release()
+			return out
+		}
+		for _, rec := range res.Records {
+			out = append(out, string(rec.Payload))
+		}
+		off = res.NextOffset
+		res.Release()
+	}
+}
+
+// converge waits until every live node shows want.
+func (c *testCluster) converge(want []string) {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok := true
+		var bad model.NodeID
+		var got []string
+		for _, id := range c.ids {
+			r := c.nodes[id]
+			if r.group == nil {
+				continue
+			}
+			if got = read(c.t, r); !equal(got, want) {
+				ok, bad = false, id
+				break
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("node %d shows %d messages, want %d (first difference at %d)", bad, len(got), len(want), firstDiff(got, want))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// sameLogs checks that the live nodes hold identical records up to the
+// smallest commit index.
+func (c *testCluster) sameLogs() {
+	c.t.Helper()
+	var ref []byte
+	var refNode model.NodeID
+	upTo := model.Index(1<<63 - 1)
+	for _, id := range c.ids {
+		if r := c.nodes[id]; r.group != nil {
+			upTo = min(upTo, r.engine.CommitIndex())
+		}
+	}
+	for _, id := range c.ids {
+		r := c.nodes[id]
+		if r.group == nil {
+			continue
+		}
+		var all []byte
+		for i := model.Index(1); i <= upTo; {
+			ents, err := r.engine.Entries(i, upTo+1, 1<<20)
+			if err != nil {
+				c.t.Fatalf("node %d entries from %d: %v", id, i, err)
+			}
+			for _, e := range ents {
+				all = append(all, e.Data...)
+			}
+			i += model.Index(len(ents))
+		}
+		if ref == nil {
+			ref, refNode = all, id
+		} else if !bytes.Equal(ref, all) {
+			c.t.Fatalf("logs of nodes %d and %d differ below index %d", refNode, id, upTo)
+		}
+	}
+}
+
+func TestReplicateAndFailover(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	want := produce(t, l, 0, 50)
+	c.converge(want)
+	c.sameLogs()
+
+	// The leader goes away: another takes over and keeps every message.
+	c.stop(l.id)
+	l2 := c.leader(l.id)
+	if l2.id == l.id {
+		t.Fatal("stopped node still leads")
+	}
+	want = append(want, produce(t, l2, 50, 50)...)
+	c.converge(want)
+
+	// It comes back as a follower and catches up.
+	c.start(l.id)
+	want = append(want, produce(t, c.leader(), 100, 10)...)
+	c.converge(want)
+	c.sameLogs()
+}
+
+func TestMinorityLeaderIsCut(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	want := produce(t, l, 0, 20)
+	c.converge(want)
+
+	// Cut the leader off: what it writes now is never acknowledged.
+	c.net.setCut(l.id, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	err := l.engine.Append(ctx, []*storage.Record{{Queue: 1, Count: 1, Payload: []byte("lost")}})
+	cancel()
+	if err == nil {
+		t.Fatal("a leader cut off from the majority acknowledged an append")
+	}
+	l2 := c.leader(l.id)
+	want = append(want, produce(t, l2, 20, 20)...)
+
+	// Healed, the old leader drops its unacknowledged record and follows.
+	c.net.setCut(l.id, false)
+	c.converge(want)
+	c.sameLogs()
+}
+
+func TestRestartAll(t *testing.T) {
+	c := newTestCluster(t, 3)
+	want := produce(t, c.leader(), 0, 30)
+	c.converge(want)
+	for _, id := range c.ids {
+		c.stop(id)
+	}
+	for _, id := range c.ids {
+		c.start(id)
+	}
+	want = append(want, produce(t, c.leader(), 30, 10)...)
+	c.converge(want)
+	c.sameLogs()
+}
