@@ -250,9 +250,12 @@ func (g *Group) Deliver(m *pb.Message) {
 }
 
 // Unreachable tells Raft that messages to node could not be sent (it
-// probes the follower again instead of streaming to it).
+// probes the follower again instead of streaming to it). It never blocks.
 func (g *Group) Unreachable(node model.NodeID) {
-	g.call(func() { g.rn.ReportUnreachable(uint64(node)) })
+	select {
+	case g.calls <- func() { g.rn.ReportUnreachable(uint64(node)) }:
+	default:
+	}
 }
 
 // call runs fn on the Raft goroutine (dropped if the group is stopping).

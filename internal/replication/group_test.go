@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -70,6 +71,7 @@ type replica struct {
 	dir    string
 	engine *storage.Engine
 	group  *Group
+	tcp    *TCPTransport
 }
 
 type testCluster struct {
@@ -77,13 +79,28 @@ type testCluster struct {
 	net   *memNet
 	nodes map[model.NodeID]*replica
 	ids   []model.NodeID
+	// tcp: nodes talk over TCPTransport on loopback (addrs), not memNet.
+	tcp   bool
+	addrs map[model.NodeID]string
 }
 
-func newTestCluster(t *testing.T, n int) *testCluster {
+func newTestCluster(t *testing.T, n int) *testCluster { return newCluster(t, n, false) }
+
+func newCluster(t *testing.T, n int, tcp bool) *testCluster {
 	c := &testCluster{t: t, net: &memNet{groups: map[model.NodeID]*Group{}, cut: map[model.NodeID]bool{}},
-		nodes: map[model.NodeID]*replica{}}
+		nodes: map[model.NodeID]*replica{}, tcp: tcp, addrs: map[model.NodeID]string{}}
 	for i := 1; i <= n; i++ {
 		c.ids = append(c.ids, model.NodeID(i))
+	}
+	if tcp {
+		for _, id := range c.ids {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.addrs[id] = l.Addr().String()
+			l.Close()
+		}
 	}
 	for _, id := range c.ids {
 		c.nodes[id] = &replica{id: id, dir: filepath.Join(t.TempDir(), fmt.Sprint("node", id))}
@@ -121,10 +138,22 @@ func (c *testCluster) start(id model.NodeID) {
 	if err != nil {
 		c.t.Fatalf("open node %d: %v", id, err)
 	}
+	var tr Transport = c.net.transport(id)
+	if c.tcp {
+		tt, err := NewTCPTransport(TCPConfig{Cluster: "test", Node: id, Listen: c.addrs[id], Peers: c.addrs,
+			Logger: testLogger().With("node", id)})
+		if err != nil {
+			c.t.Fatalf("transport of node %d: %v", id, err)
+		}
+		r.tcp, tr = tt, tt
+	}
 	g, err := Start(Config{Node: id, Voters: c.ids, Dir: filepath.Join(r.dir, "raft"), Engine: e, Handoff: h,
-		Transport: c.net.transport(id), Tick: 10 * time.Millisecond, ElectionTicks: 30, Logger: testLogger().With("node", id)})
+		Transport: tr, Tick: 10 * time.Millisecond, ElectionTicks: 30, Logger: testLogger().With("node", id)})
 	if err != nil {
 		c.t.Fatalf("start node %d: %v", id, err)
+	}
+	if r.tcp != nil {
+		r.tcp.Register(g)
 	}
 	r.engine, r.group = e, g
 	c.net.mu.Lock()
@@ -142,6 +171,10 @@ func (c *testCluster) stop(id model.NodeID) {
 	c.net.mu.Lock()
 	delete(c.net.groups, id)
 	c.net.mu.Unlock()
+	if r.tcp != nil {
+		r.tcp.Close()
+		r.tcp = nil
+	}
 	r.group.Stop()
 	if err := r.group.Err(); err != nil {
 		c.t.Errorf("node %d: %v", id, err)
@@ -377,6 +410,18 @@ func TestRestartAll(t *testing.T) {
 		c.start(id)
 	}
 	want = append(want, produce(t, c.leader(), 30, 10)...)
+	c.converge(want)
+	c.sameLogs()
+}
+
+func TestOverTCP(t *testing.T) {
+	c := newCluster(t, 3, true)
+	l := c.leader()
+	want := produce(t, l, 0, 100)
+	c.converge(want)
+	c.stop(l.id)
+	want = append(want, produce(t, c.leader(l.id), 100, 50)...)
+	c.start(l.id)
 	c.converge(want)
 	c.sameLogs()
 }

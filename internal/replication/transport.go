@@ -1,0 +1,420 @@
+package replication
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+// TCPTransport carries every group's Raft messages between nodes: one TCP
+// connection per pair of nodes (the lower node id dials, from its own
+// address, so a partition between two addresses really cuts them), frames
+// of [length u32 | group u16 | message], a hello naming cluster and node
+// first, and a keepalive every second so a silent peer is noticed within
+// a few seconds. A message that cannot be sent is dropped and the group
+// told the peer is unreachable; Raft retransmits.
+type TCPTransport struct {
+	cfg    TCPConfig
+	log    *slog.Logger
+	mu     sync.Mutex
+	groups map[model.GroupID]*Group
+	peers  map[model.NodeID]*peer
+	ln     net.Listener
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// TCPConfig configures a TCPTransport.
+type TCPConfig struct {
+	Cluster string // the cluster's name: a connection from another is refused
+	Node    model.NodeID
+	// Listen is the address the transport accepts peers on; Peers maps
+	// every other node to its transport address; LocalHost, when set, is
+	// the host outgoing connections are made from.
+	Listen    string
+	Listener  net.Listener // instead of Listen: an open listener
+	Peers     map[model.NodeID]string
+	LocalHost string
+	Logger    *slog.Logger
+}
+
+const (
+	frameHeader    = 6 // length u32 | group u16
+	maxFrame       = 64 << 20
+	keepaliveGroup = 0xFFFF
+	helloMagic     = "RSRAFT1"
+	keepalive      = time.Second
+	silentPeer     = 5 * time.Second
+	sendQueue      = 4096
+)
+
+// peer is the connection to one other node.
+type peer struct {
+	id     model.NodeID
+	addr   string
+	sendCh chan frame
+	mu     sync.Mutex
+	conn   net.Conn
+	ready  chan struct{} // closed and replaced when conn changes
+}
+
+type frame struct {
+	group model.GroupID
+	msg   *pb.Message
+}
+
+// NewTCPTransport listens on cfg.Listen and starts connecting to peers.
+func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	ln := cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, fmt.Errorf("raft transport: %w", err)
+		}
+	}
+	t := &TCPTransport{cfg: cfg, log: cfg.Logger.With("component", "raft-transport"), groups: map[model.GroupID]*Group{},
+		peers: map[model.NodeID]*peer{}, ln: ln}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.cancel = cancel
+	for id, addr := range cfg.Peers {
+		if id == cfg.Node {
+			continue
+		}
+		p := &peer{id: id, addr: addr, sendCh: make(chan frame, sendQueue), ready: make(chan struct{})}
+		t.peers[id] = p
+		t.wg.Add(1)
+		go func() { defer t.wg.Done(); t.writeLoop(ctx, p) }()
+		if cfg.Node < id {
+			t.wg.Add(1)
+			go func() { defer t.wg.Done(); t.dialLoop(ctx, p) }()
+		}
+	}
+	t.wg.Add(1)
+	go func() { defer t.wg.Done(); t.acceptLoop(ctx) }()
+	return t, nil
+}
+
+// Addr is the address the transport listens on.
+func (t *TCPTransport) Addr() string { return t.ln.Addr().String() }
+
+// Register routes a group's incoming messages to it.
+func (t *TCPTransport) Register(g *Group) {
+	t.mu.Lock()
+	t.groups[g.cfg.Group] = g
+	t.mu.Unlock()
+}
+
+// Close stops the transport and closes its connections.
+func (t *TCPTransport) Close() error {
+	t.cancel()
+	err := t.ln.Close()
+	t.mu.Lock()
+	for _, p := range t.peers {
+		p.setConn(nil)
+	}
+	t.mu.Unlock()
+	t.wg.Wait()
+	return err
+}
+
+// Send queues messages for their nodes (dropped when a queue is full).
+func (t *TCPTransport) Send(group model.GroupID, msgs []*pb.Message) {
+	for _, m := range msgs {
+		p := t.peers[model.NodeID(m.GetTo())]
+		if p == nil {
+			continue
+		}
+		select {
+		case p.sendCh <- frame{group, m}:
+		default:
+			t.unreachable(p.id)
+		}
+	}
+}
+
+func (t *TCPTransport) unreachable(id model.NodeID) {
+	t.mu.Lock()
+	gs := make([]*Group, 0, len(t.groups))
+	for _, g := range t.groups {
+		gs = append(gs, g)
+	}
+	t.mu.Unlock()
+	for _, g := range gs {
+		g.Unreachable(id)
+	}
+}
+
+func (p *peer) setConn(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conn != nil && p.conn != c {
+		p.conn.Close()
+	}
+	p.conn = c
+	close(p.ready)
+	p.ready = make(chan struct{})
+}
+
+func (p *peer) current() (net.Conn, chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.conn, p.ready
+}
+
+// dropConn forgets c if it is still the peer's connection.
+func (p *peer) dropConn(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conn == c {
+		p.conn.Close()
+		p.conn = nil
+		close(p.ready)
+		p.ready = make(chan struct{})
+	}
+}
+
+// dialLoop keeps a connection to a peer with a higher id.
+func (t *TCPTransport) dialLoop(ctx context.Context, p *peer) {
+	d := net.Dialer{Timeout: 2 * time.Second}
+	if t.cfg.LocalHost != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(t.cfg.LocalHost)}
+	}
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		c, ready := p.current()
+		if c != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ready:
+			}
+			continue
+		}
+		conn, err := d.DialContext(ctx, "tcp", p.addr)
+		if err == nil {
+			err = t.writeHello(conn)
+		}
+		if err != nil {
+			if conn != nil {
+				conn.Close()
+			}
+			t.log.Debug("dial peer", "peer", p.id, "addr", p.addr, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		t.log.Info("connected to peer", "peer", p.id, "addr", p.addr)
+		p.setConn(conn)
+		t.wg.Add(1)
+		go func() { defer t.wg.Done(); t.readLoop(ctx, p, conn) }()
+	}
+}
+
+// acceptLoop accepts peers with lower ids.
+func (t *TCPTransport) acceptLoop(ctx context.Context) {
+	for {
+		conn, err := t.ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			t.log.Warn("accept peer", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			id, err := t.readHello(conn)
+			if err != nil {
+				t.log.Warn("refused a peer connection", "remote", conn.RemoteAddr().String(), "err", err)
+				conn.Close()
+				return
+			}
+			p := t.peers[id]
+			t.log.Info("peer connected", "peer", id, "remote", conn.RemoteAddr().String())
+			p.setConn(conn)
+			t.readLoop(ctx, p, conn)
+		}()
+	}
+}
+
+// writeHello: magic | node u32 | cluster length u16 | cluster.
+func (t *TCPTransport) writeHello(c net.Conn) error {
+	b := append([]byte(helloMagic), 0, 0, 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(b[len(helloMagic):], uint32(t.cfg.Node))
+	binary.BigEndian.PutUint16(b[len(helloMagic)+4:], uint16(len(t.cfg.Cluster)))
+	b = append(b, t.cfg.Cluster...)
+	_ = c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	_, err := c.Write(b)
+	return err
+}
+
+func (t *TCPTransport) readHello(c net.Conn) (model.NodeID, error) {
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	head := make([]byte, len(helloMagic)+6)
+	if _, err := io.ReadFull(c, head); err != nil {
+		return 0, err
+	}
+	if string(head[:len(helloMagic)]) != helloMagic {
+		return 0, errors.New("not a raft transport hello")
+	}
+	id := model.NodeID(binary.BigEndian.Uint32(head[len(helloMagic):]))
+	name := make([]byte, binary.BigEndian.Uint16(head[len(helloMagic)+4:]))
+	if _, err := io.ReadFull(c, name); err != nil {
+		return 0, err
+	}
+	if string(name) != t.cfg.Cluster {
+		return 0, fmt.Errorf("peer of cluster %q, this is %q", name, t.cfg.Cluster)
+	}
+	if t.peers[id] == nil || id >= t.cfg.Node {
+		return 0, fmt.Errorf("unexpected peer node %d", id)
+	}
+	return id, nil
+}
+
+// writeLoop sends a peer's queued messages, batching what is queued into
+// one flush, and a keepalive when idle.
+func (t *TCPTransport) writeLoop(ctx context.Context, p *peer) {
+	tick := time.NewTicker(keepalive)
+	defer tick.Stop()
+	var buf []byte
+	for {
+		var first frame
+		var alive bool
+		select {
+		case <-ctx.Done():
+			return
+		case first = <-p.sendCh:
+		case <-tick.C:
+			alive = true
+		}
+		conn, _ := p.current()
+		if conn == nil {
+			if !alive {
+				t.drain(p)
+			}
+			continue
+		}
+		buf = buf[:0]
+		var err error
+		if alive {
+			buf = appendFrame(buf, keepaliveGroup, nil)
+		} else {
+			buf, err = appendMessage(buf, first)
+			for n := 0; err == nil && n < 1024 && len(buf) < 4<<20; n++ {
+				select {
+				case f := <-p.sendCh:
+					buf, err = appendMessage(buf, f)
+					continue
+				default:
+				}
+				break
+			}
+		}
+		if err != nil {
+			t.log.Error("encode raft message", "err", err)
+			continue
+		}
+		_ = conn.SetWriteDeadline(time.Now().Add(silentPeer))
+		if _, err := conn.Write(buf); err != nil {
+			t.log.Debug("send to peer", "peer", p.id, "err", err)
+			p.dropConn(conn)
+			t.unreachable(p.id)
+		}
+		if cap(buf) > 8<<20 {
+			buf = nil
+		}
+	}
+}
+
+// drain drops what is queued for an unconnected peer.
+func (t *TCPTransport) drain(p *peer) {
+	for {
+		select {
+		case <-p.sendCh:
+		default:
+			t.unreachable(p.id)
+			return
+		}
+	}
+}
+
+func appendMessage(buf []byte, f frame) ([]byte, error) {
+	b, err := proto.Marshal(f.msg)
+	if err != nil {
+		return buf, err
+	}
+	return appendFrame(buf, f.group, b), nil
+}
+
+func appendFrame(buf []byte, group model.GroupID, body []byte) []byte {
+	var h [frameHeader]byte
+	binary.BigEndian.PutUint32(h[:], uint32(len(body)+2))
+	binary.BigEndian.PutUint16(h[4:], uint16(group))
+	buf = append(buf, h[:]...)
+	return append(buf, body...)
+}
+
+// readLoop delivers a connection's messages until it fails or is silent
+// for too long.
+func (t *TCPTransport) readLoop(ctx context.Context, p *peer, conn net.Conn) {
+	defer p.dropConn(conn)
+	r := bufio.NewReaderSize(conn, 64<<10)
+	var head [frameHeader]byte
+	for ctx.Err() == nil {
+		_ = conn.SetReadDeadline(time.Now().Add(silentPeer))
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			t.log.Debug("peer connection ended", "peer", p.id, "err", err)
+			return
+		}
+		n := binary.BigEndian.Uint32(head[:])
+		if n < 2 || n > maxFrame {
+			t.log.Warn("bad frame from peer", "peer", p.id, "length", n)
+			return
+		}
+		body := make([]byte, n-2)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return
+		}
+		group := model.GroupID(binary.BigEndian.Uint16(head[4:]))
+		if group == keepaliveGroup {
+			continue
+		}
+		m := &pb.Message{}
+		if err := proto.Unmarshal(body, m); err != nil {
+			t.log.Warn("undecodable raft message", "peer", p.id, "err", err)
+			return
+		}
+		if model.NodeID(m.GetFrom()) != p.id {
+			t.log.Warn("raft message with a forged sender", "peer", p.id, "from", m.GetFrom())
+			return
+		}
+		t.mu.Lock()
+		g := t.groups[group]
+		t.mu.Unlock()
+		if g != nil {
+			g.Deliver(m)
+		}
+	}
+}
