@@ -28,8 +28,8 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3"
-	"google.golang.org/protobuf/proto"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
