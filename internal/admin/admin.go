@@ -24,12 +24,30 @@ import (
 
 // Metrics are the collectors that other components feed directly.
 type Metrics struct {
+	// Registry holds the collectors; a term's Metrics (Term) holds only
+	// those of its broker, and /metrics gathers the node's too.
 	Registry     *prometheus.Registry
+	node         *prometheus.Registry
 	FsyncSeconds prometheus.Histogram
 	// RequestSeconds times each request a front-end handles, by protocol and
 	// request (Kafka API name, RocketMQ request code); its _count is the
 	// request counter.
 	RequestSeconds *prometheus.HistogramVec
+}
+
+// Term returns metrics for one broker a cluster member builds while it
+// leads: its own registry for the broker's collectors (dropped with the
+// term), the node's histograms, and /metrics serving both.
+func (m *Metrics) Term() *Metrics {
+	return &Metrics{Registry: prometheus.NewRegistry(), node: m.Registry, FsyncSeconds: m.FsyncSeconds, RequestSeconds: m.RequestSeconds}
+}
+
+// gatherer is what /metrics serves.
+func (m *Metrics) gatherer() prometheus.Gatherer {
+	if m.node != nil {
+		return prometheus.Gatherers{m.node, m.Registry}
+	}
+	return m.Registry
 }
 
 // ObserveRequest records one handled request.
@@ -69,7 +87,7 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security, clust
 	}
 	mux := http.NewServeMux()
 	sec.register(mux)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.gatherer(), promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		u, err := b.Engine().DiskUsage()
 		status := map[string]any{"status": "ok", "disk_full": u.Full, "free_bytes": u.Free}

@@ -3,10 +3,12 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"time"
 
-	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -37,22 +39,45 @@ type GroupStatus struct {
 	ID           model.GroupID  `json:"id"`
 	Leader       model.NodeID   `json:"leader"`
 	Term         model.Term     `json:"term"`
+	Role         string         `json:"role,omitempty"` // this node's role in the group
 	FirstIndex   model.Index    `json:"first_index"`
 	LastIndex    model.Index    `json:"last_index"`
 	DurableIndex model.Index    `json:"durable_index"`
+	CommitIndex  model.Index    `json:"commit_index"`
 	Replicas     []model.NodeID `json:"replicas"`
+	// Progress of each replica as the leader sees it (the leader's answer
+	// only).
+	Progress []ReplicaProgress `json:"progress,omitempty"`
 }
 
-// LocalGroup describes the node's own commit log as group 0, led by self.
-func LocalGroup(b *broker.Broker, self model.NodeID) GroupStatus {
-	e := b.Engine()
-	st := e.LogStats()
-	last := st.NextIndex
-	if last > 0 {
-		last--
-	}
-	return GroupStatus{ID: 0, Leader: self, Term: e.Term(), FirstIndex: st.FirstIndex, LastIndex: last,
-		DurableIndex: e.DurableIndex(), Replicas: []model.NodeID{self}}
+// ReplicaProgress is how far one replica of a group has stored the log.
+type ReplicaProgress struct {
+	Node  model.NodeID `json:"node"`
+	Match model.Index  `json:"match"`
+	Lag   uint64       `json:"lag"`
+	State string       `json:"state"`
+}
+
+// StandbyHandler is the admin API of a cluster member that does not lead
+// its group: metrics, health and the cluster's status; everything else
+// answers 503 naming the leader's admin address.
+func StandbyHandler(m *Metrics, log *slog.Logger, sec Security, cluster func(context.Context) (ClusterStatus, error), leader func() string) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.gatherer(), promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, map[string]any{"status": "ok", "role": "follower"})
+	})
+	mux.HandleFunc("GET /api/v1/cluster", sec.guard(clusterHandler(cluster)))
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		msg := "this node does not lead its replication group; no leader is known"
+		if l := leader(); l != "" {
+			msg = "this node does not lead its replication group; ask the leader at " + l
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "not_leader", "message": msg}})
+	})
+	return mux
 }
 
 func clusterHandler(status func(context.Context) (ClusterStatus, error)) http.HandlerFunc {

@@ -15,24 +15,21 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rosettamq/rosetta/internal/admin"
 	"github.com/rosettamq/rosetta/internal/broker"
-	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/pop"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/broker/security"
-	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/cluster"
-	"github.com/rosettamq/rosetta/internal/grpcv5"
 	"github.com/rosettamq/rosetta/internal/kafka"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
-	"github.com/rosettamq/rosetta/internal/remoting"
 	"github.com/rosettamq/rosetta/internal/storage"
 	"github.com/rosettamq/rosetta/internal/task"
 	"github.com/rosettamq/rosetta/internal/tlsmux"
@@ -96,16 +93,16 @@ type App struct {
 	// a node with its own store).
 	membership *cluster.Membership
 	started    time.Time
-	broker     *broker.Broker
-	groups     *groups.Coordinator
-	producers  *producers.Manager
-	kafkaTxns  *producers.TxnIndex
-	txns       *txn.Coordinator
-	pop        *pop.Engine
-	security   *security.Service
-	guard      *security.Guard
-	quotas     *quota.Manager
-	metrics    *admin.Metrics
+	// stack serves clients: built once on a single node, at every
+	// leadership on a cluster member (nil while it follows).
+	stack     atomic.Pointer[stack]
+	replica   *replica // cluster.members: the node's replica of the log
+	producers *producers.Manager
+	kafkaTxns *producers.TxnIndex
+	security  *security.Service
+	guard     *security.Guard
+	quotas    *quota.Manager
+	metrics   *admin.Metrics
 
 	mu        sync.Mutex
 	listeners map[string]net.Listener
@@ -113,6 +110,7 @@ type App struct {
 
 // New opens storage and metadata and builds the broker. Listeners open in Run.
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
+	cfg = cfg.withCluster()
 	cfg.Listen = cfg.Listen.withHost()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -129,7 +127,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		}
 	}
 	var err error
-	if a.meta, err = openMeta(ctx, cfg, log); err != nil {
+	if a.replicated() {
+		if err := a.prepareReplica(ctx, &sc); err != nil {
+			return nil, err
+		}
+	}
+	if a.meta, err = openMeta(ctx, cfg, a.etcdEndpoints(), log); err != nil {
+		a.closeBase()
 		return nil, err
 	}
 	// Producer state is checkpointed with the log and rebuilt from it.
@@ -141,85 +145,56 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.kafkaTxns = producers.NewTxnIndex()
 	sc.StateKeepers = append(sc.StateKeepers, a.producers, a.kafkaTxns)
 	if a.engine, err = storage.Open(sc); err != nil {
-		a.meta.Close()
+		a.closeBase()
 		return nil, err
 	}
-	if cfg.Cluster.EtcdEndpoints != "" {
+	if len(a.etcdEndpoints()) > 0 {
 		if a.membership, err = a.joinCluster(ctx); err != nil {
-			a.engine.Close()
-			a.meta.Close()
+			a.closeBase()
 			return nil, err
 		}
 	}
-	delays, err := broker.ParseDelayLevels(cfg.Broker.DelayLevels)
-	if err != nil {
-		a.meta.Close()
-		a.engine.Close()
-		return nil, err
-	}
 	if a.quotas, err = quota.New(ctx, a.meta, log); err != nil {
-		a.meta.Close()
-		a.engine.Close()
+		a.closeBase()
 		return nil, err
-	}
-	a.broker, err = broker.New(ctx, a.engine, a.meta, broker.Options{
-		CheckTopicCreate:  a.quotas.CheckTopicCreate,
-		TopicCreated:      a.quotas.TopicCreated,
-		DelayLevels:       delays,
-		MaxTimerDelay:     cfg.Broker.MaxTimerDelay,
-		Retention:         cfg.topicRetention(),
-		RetentionBytes:    int64(cfg.Broker.RetentionBytes),
-		TxnTimeout:        cfg.Broker.TransactionTimeout,
-		TxnCheckInterval:  cfg.Broker.TransactionCheckInterval,
-		TxnCheckMax:       cfg.Broker.TransactionCheckMax,
-		AutoCreateTopics:  cfg.Broker.AutoCreateTopics,
-		DefaultQueues:     cfg.Broker.DefaultQueues,
-		MaxQueuesPerTopic: cfg.Broker.MaxQueuesPerTopic,
-		KafkaTxns:         a.kafkaTxns,
-		Logger:            log,
-
-		OffsetSnapshotInterval: cfg.Broker.StateSnapshotInterval,
-	})
-	if err != nil {
-		a.meta.Close()
-		a.engine.Close()
-		return nil, err
-	}
-	a.txns, err = txn.New(ctx, a.broker, a.producers, a.kafkaTxns, txn.Options{
-		MaxTimeout: cfg.Broker.TransactionMaxTimeout, SnapshotInterval: cfg.Broker.StateSnapshotInterval, Logger: log})
-	if err != nil {
-		a.broker.Close()
-		a.meta.Close()
-		a.engine.Close()
-		return nil, fmt.Errorf("transaction coordinator: %w", err)
-	}
-	if a.pop, err = pop.New(ctx, a.broker, pop.Options{SnapshotInterval: cfg.Broker.StateSnapshotInterval, Logger: log}); err != nil {
-		a.txns.Close()
-		a.broker.Close()
-		a.meta.Close()
-		a.engine.Close()
-		return nil, fmt.Errorf("pop engine: %w", err)
 	}
 	if a.security, err = newSecurity(ctx, cfg, a.meta, log); err != nil {
-		a.pop.Close()
-		a.txns.Close()
-		a.broker.Close()
-		a.meta.Close()
-		a.engine.Close()
+		a.closeBase()
 		return nil, err
 	}
 	a.guard = security.NewGuard(cfg.Security.MaxUnauthenticated, cfg.Security.FailureDelay, 5*time.Second)
-	a.groups = groups.New(groups.Options{Logger: log,
-		MinSessionTimeout: cfg.Broker.GroupMinSessionTimeout, MaxSessionTimeout: cfg.Broker.GroupMaxSessionTimeout,
-		ConsumerSessionTimeout: cfg.Broker.GroupConsumerSessionTimeout, ConsumerHeartbeatInterval: cfg.Broker.GroupConsumerHeartbeatInterval})
+	if a.replicated() {
+		if err := a.startReplica(); err != nil {
+			a.closeBase()
+			return nil, err
+		}
+		return a, nil
+	}
+	st, err := a.newStack(ctx)
+	if err != nil {
+		a.closeBase()
+		return nil, err
+	}
+	a.stack.Store(st)
 	return a, nil
 }
 
-// Broker returns the broker core.
-func (a *App) Broker() *broker.Broker { return a.broker }
+// Broker returns the broker core (nil on a cluster member that does not
+// lead its group).
+func (a *App) Broker() *broker.Broker {
+	if st := a.stack.Load(); st != nil {
+		return st.broker
+	}
+	return nil
+}
 
-// Pop is the node's POP engine.
-func (a *App) Pop() *pop.Engine { return a.pop }
+// Pop is the node's POP engine (nil like Broker).
+func (a *App) Pop() *pop.Engine {
+	if st := a.stack.Load(); st != nil {
+		return st.pop
+	}
+	return nil
+}
 
 // Addr returns the bound address of a listener ("http", "kafka", …) once Run
 // has opened it, or "".
@@ -244,58 +219,96 @@ func (a *App) listen(name, addr string) (net.Listener, error) {
 	return l, nil
 }
 
-// Run serves until ctx ends, then shuts down gracefully: listeners stop
-// accepting, in-flight work drains, state is checkpointed and files close,
-// all within the configured shutdown timeout.
-func (a *App) Run(ctx context.Context, ready func()) error {
-	// Open every listener first, so a port in use fails before anything runs.
-	var httpL, remotingL, grpcL net.Listener
+// endpoint is one opened listener: its name ("http", "kafka",
+// "kafka/<NAME>", "remoting", "grpc"), its TLS mode and ALPN protocols,
+// and for Kafka the listener it is.
+type endpoint struct {
+	name, tls string
+	alpn      []string
+	raw       net.Listener
+	kafka     *kafka.Listener
+}
+
+// openEndpoints opens every configured listener, so a port in use fails
+// before anything runs.
+func (a *App) openEndpoints() ([]endpoint, error) {
 	kafkaLs, kafkaSpecs, err := a.kafkaListeners()
 	if err != nil {
-		return errors.Join(err, a.close())
+		return nil, err
 	}
-	opened := []*net.Listener{}
-	type listenSpec struct {
-		name, addr, tls string
-		alpn            []string
-		l               *net.Listener
+	_ = kafkaLs
+	eps := []endpoint{
+		{name: "http", tls: a.cfg.Listen.HTTPTLS, alpn: []string{"http/1.1"}},
+		{name: "remoting", tls: a.cfg.Listen.RemotingTLS},
+		{name: "grpc", tls: a.cfg.Listen.GRPCTLS, alpn: []string{"h2"}},
 	}
-	specs := []listenSpec{
-		{"http", a.cfg.Listen.HTTP, a.cfg.Listen.HTTPTLS, []string{"http/1.1"}, &httpL},
-		{"remoting", a.cfg.Listen.Remoting, a.cfg.Listen.RemotingTLS, nil, &remotingL},
-		{"grpc", a.cfg.Listen.GRPC, a.cfg.Listen.GRPCTLS, []string{"h2"}, &grpcL},
+	addrs := []string{a.cfg.Listen.HTTP, a.cfg.Listen.Remoting, a.cfg.Listen.GRPC}
+	for _, k := range kafkaSpecs {
+		eps = append(eps, endpoint{name: k.name, tls: k.tls, kafka: &k.listener})
+		addrs = append(addrs, k.addr)
 	}
-	for i, k := range kafkaSpecs {
-		specs = append(specs, listenSpec{k.name, k.addr, k.tls, nil, &kafkaLs[i]})
-	}
-	for _, ln := range specs {
-		if ln.addr == "" {
+	var opened []endpoint
+	for i, ep := range eps {
+		if addrs[i] == "" {
 			continue
 		}
-		l, err := a.listen(ln.name, ln.addr)
-		if err == nil {
-			l, err = a.tlsListener(ln.name, l, ln.tls, ln.alpn...)
-		}
+		l, err := a.listen(ep.name, addrs[i])
 		if err != nil {
 			for _, o := range opened {
-				(*o).Close()
+				o.raw.Close()
 			}
-			return errors.Join(err, a.close())
+			return nil, err
 		}
-		*ln.l = l
-		opened = append(opened, ln.l)
+		ep.raw = l
+		opened = append(opened, ep)
 	}
-
 	if len(kafkaSpecs) > 0 && kafkaSpecs[0].name != "kafka" {
 		a.mu.Lock()
 		a.listeners["kafka"] = a.listeners[kafkaSpecs[0].name]
 		a.mu.Unlock()
 	}
+	return opened, nil
+}
+
+// Run serves until ctx ends, then shuts down gracefully: listeners stop
+// accepting, in-flight work drains, state is checkpointed and files close,
+// all within the configured shutdown timeout.
+func (a *App) Run(ctx context.Context, ready func()) error {
+	eps, err := a.openEndpoints()
+	if err != nil {
+		return errors.Join(err, a.close())
+	}
+	if a.replica != nil {
+		return a.runReplicated(ctx, ready, eps)
+	}
+	var fe frontEnds
+	var httpL net.Listener
+	for _, ep := range eps {
+		l, err := a.tlsListener(ep.name, ep.raw, ep.tls, ep.alpn...)
+		if err != nil {
+			for _, o := range eps {
+				o.raw.Close()
+			}
+			return errors.Join(err, a.close())
+		}
+		switch {
+		case ep.name == "http":
+			httpL = l
+		case ep.name == "remoting":
+			fe.remoting = l
+		case ep.name == "grpc":
+			fe.grpc = l
+		case ep.kafka != nil:
+			fe.kafka = append(fe.kafka, l)
+			fe.kafkaLis = append(fe.kafkaLis, *ep.kafka)
+		}
+	}
+	st := a.stack.Load()
 	g, gctx := errgroup.WithContext(ctx)
 	var httpSrv *http.Server
 	if httpL != nil {
-		admin.RegisterPopMetrics(a.metrics.Registry, a.pop)
-		httpSrv = &http.Server{Handler: admin.Handler(a.broker, a.metrics, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterStatus), ReadHeaderTimeout: 10 * time.Second}
+		admin.RegisterPopMetrics(a.metrics.Registry, st.pop)
+		httpSrv = &http.Server{Handler: admin.Handler(st.broker, a.metrics, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterStatus), ReadHeaderTimeout: 10 * time.Second}
 		g.Go(func() error {
 			if err := httpSrv.Serve(httpL); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("http: %w", err)
@@ -303,77 +316,9 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 			return nil
 		})
 	}
-	if a.membership != nil {
-		// A node fenced by a newer incarnation of itself, or whose lease
-		// ended, stops serving.
-		g.Go(func() error {
-			select {
-			case <-gctx.Done():
-				return nil
-			case <-a.membership.Lost():
-				return a.membership.Err()
-			}
-		})
-	}
-	g.Go(func() error { returnMemory(gctx, a.log); return nil })
-	g.Go(func() error { a.security.Run(gctx); return nil })
-	g.Go(func() error { a.quotas.Run(gctx, a.broker); return nil })
+	a.runNode(gctx, g)
 	// One request byte budget for every front-end that frames requests.
-	budget := task.NewByteBudget(int64(a.cfg.Limits.MaxBytesInFlight))
-	if len(kafkaLs) > 0 {
-		srv := kafka.NewServer(a.broker, a.groups, kafka.Options{
-			Budget:             budget,
-			NodeID:             int32(a.cfg.NodeID),
-			AdvertisedAddr:     a.cfg.Listen.KafkaAdvertised,
-			ClusterID:          a.clusterID(),
-			MaxFrameBytes:      int32(a.cfg.Limits.MaxFrameBytes),
-			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
-			MaxBytesInFlight:   int64(a.cfg.Limits.MaxBytesInFlight),
-			Producers:          a.producers,
-			Transactions:       a.txns,
-			Security:           a.security,
-			SASLMechanisms:     splitComma(a.cfg.Security.SASLMechanisms),
-			MaxReauth:          a.cfg.Security.MaxReauth,
-			AuthTimeout:        a.cfg.Security.AuthTimeout,
-			Guard:              a.guard,
-			Quotas:             a.quotas,
-			ObserveRequest:     func(api string, took time.Duration) { a.metrics.ObserveRequest("kafka", api, took) },
-			Logger:             a.log,
-		})
-		for i, l := range kafkaLs {
-			lis := kafkaSpecs[i].listener
-			g.Go(func() error { return srv.ServeListener(gctx, l, lis) })
-		}
-	}
-	if remotingL != nil {
-		srv := remoting.NewServer(a.broker, remoting.Options{
-			Budget:             budget,
-			AdvertisedAddr:     a.cfg.Listen.RemotingAdvertised,
-			MaxFrameBytes:      int32(min(int64(a.cfg.Limits.MaxFrameBytes), 1<<30)),
-			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
-			Pop:                a.pop,
-			Security:           a.security,
-			Authentication:     a.cfg.Security.RemotingAuthentication,
-			Guard:              a.guard,
-			Quotas:             a.quotas,
-			ObserveRequest:     func(code string, took time.Duration) { a.metrics.ObserveRequest("remoting", code, took) },
-			Logger:             a.log,
-		})
-		g.Go(func() error { return srv.Serve(gctx, remotingL) })
-	}
-	if grpcL != nil {
-		srv := grpcv5.NewServer(a.broker, grpcv5.Options{
-			AdvertisedAddr: a.cfg.Listen.GRPCAdvertised,
-			Pop:            a.pop,
-			Security:       a.security,
-			Authentication: a.cfg.Security.GRPCAuthentication,
-			Guard:          a.guard,
-			Quotas:         a.quotas,
-			ObserveRequest: func(rpc string, took time.Duration) { a.metrics.ObserveRequest("grpc", rpc, took) },
-			Logger:         a.log,
-		})
-		g.Go(func() error { return srv.Serve(gctx, grpcL) })
-	}
+	a.serve(gctx, g, st, fe, task.NewByteBudget(int64(a.cfg.Limits.MaxBytesInFlight)))
 	if ready != nil {
 		ready()
 	}
@@ -393,6 +338,24 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 	return err
 }
 
+// runNode starts what runs for the node's whole life, whatever it leads.
+func (a *App) runNode(ctx context.Context, g *errgroup.Group) {
+	if a.membership != nil {
+		// A node fenced by a newer incarnation of itself, or whose lease
+		// ended, stops serving.
+		g.Go(func() error {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-a.membership.Lost():
+				return a.membership.Err()
+			}
+		})
+	}
+	g.Go(func() error { returnMemory(ctx, a.log); return nil })
+	g.Go(func() error { a.security.Run(ctx); return nil })
+}
+
 func (a *App) listenAddr(name string) string {
 	switch strings.ToLower(name) {
 	case "kafka":
@@ -408,17 +371,34 @@ func (a *App) listenAddr(name string) string {
 // close releases everything in reverse order of construction.
 func (a *App) close() error {
 	var errs []error
-	a.groups.Close()
-	a.pop.Close()
-	errs = append(errs, a.txns.Close())
-	errs = append(errs, a.broker.Close())
+	if st := a.stack.Swap(nil); st != nil {
+		errs = append(errs, st.close())
+	}
+	errs = append(errs, a.closeBase())
+	return errors.Join(errs...)
+}
+
+// closeBase releases what New built below the stack (whatever of it
+// exists).
+func (a *App) closeBase() error {
+	var errs []error
+	if a.replica != nil {
+		a.replica.stop()
+	}
 	if a.membership != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		errs = append(errs, a.membership.Leave(ctx))
 		cancel()
 	}
-	errs = append(errs, a.meta.Close())
-	errs = append(errs, a.engine.Close())
+	if a.meta != nil {
+		errs = append(errs, a.meta.Close())
+	}
+	if a.engine != nil {
+		errs = append(errs, a.engine.Close())
+	}
+	if a.replica != nil {
+		a.replica.closeEtcd()
+	}
 	return errors.Join(errs...)
 }
 
@@ -452,18 +432,22 @@ func (a *App) tlsListener(name string, l net.Listener, modeName string, alpn ...
 // idempotent-producer states) in a stable text form, for replay-equivalence
 // tests.
 func (a *App) StateDump() (string, error) {
+	st := a.stack.Load()
+	if st == nil {
+		return "", fmt.Errorf("%w: this node does not lead its group", model.ErrNotLeader)
+	}
 	producers, err := a.producers.Capture()
 	if err != nil {
 		return "", err
 	}
 	var sb strings.Builder
-	sb.WriteString(a.broker.StateDump())
+	sb.WriteString(st.broker.StateDump())
 	fmt.Fprintf(&sb, "producers %x\n", producers)
 	sb.WriteString(a.kafkaTxns.Dump())
-	sb.WriteString(a.pop.Dump())
-	if a.txns != nil {
-		for _, st := range a.txns.List(nil, nil) {
-			fmt.Fprintf(&sb, "transaction %+v\n", st)
+	sb.WriteString(st.pop.Dump())
+	if st.txns != nil {
+		for _, t := range st.txns.List(nil, nil) {
+			fmt.Fprintf(&sb, "transaction %+v\n", t)
 		}
 	}
 	return sb.String(), nil

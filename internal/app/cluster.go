@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,17 +18,30 @@ import (
 
 // openMeta opens the metadata store: the node's own (meta.db in the data
 // directory), or the cluster's etcd under /rosetta/<cluster.name>/.
-func openMeta(ctx context.Context, cfg Config, log *slog.Logger) (meta.Store, error) {
-	if cfg.Cluster.EtcdEndpoints == "" {
+func openMeta(ctx context.Context, cfg Config, endpoints []string, log *slog.Logger) (meta.Store, error) {
+	if len(endpoints) == 0 {
 		return meta.OpenBolt(filepath.Join(cfg.DataDir, "meta.db"))
 	}
+	return meta.OpenEtcd(ctx, meta.EtcdConfig{Endpoints: endpoints, Prefix: "/rosetta/" + cfg.Cluster.Name + "/", Logger: log})
+}
+
+// etcdEndpoints are the client URLs of the cluster's etcd: cluster.etcd_endpoints,
+// or the members' embedded etcd (none for a node on its own store).
+func (a *App) etcdEndpoints() []string {
 	var endpoints []string
-	for _, e := range strings.Split(cfg.Cluster.EtcdEndpoints, ",") {
+	for _, e := range strings.Split(a.cfg.Cluster.EtcdEndpoints, ",") {
 		if e = strings.TrimSpace(e); e != "" {
 			endpoints = append(endpoints, e)
 		}
 	}
-	return meta.OpenEtcd(ctx, meta.EtcdConfig{Endpoints: endpoints, Prefix: "/rosetta/" + cfg.Cluster.Name + "/", Logger: log})
+	if len(endpoints) > 0 || !a.replicated() {
+		return endpoints
+	}
+	members, _ := a.cfg.Cluster.members()
+	for _, id := range sortedIDs(members) {
+		endpoints = append(endpoints, "http://"+net.JoinHostPort(members[id], strconv.Itoa(a.cfg.Cluster.EtcdPort)))
+	}
+	return endpoints
 }
 
 // joinCluster registers the node in its cluster's etcd. Until queues are
@@ -47,6 +62,9 @@ func (a *App) joinCluster(ctx context.Context) (*cluster.Membership, error) {
 			}
 		}
 		return nil
+	}
+	if a.replicated() {
+		refuseOthers = func() error { return nil } // members replicate one another
 	}
 	if err := refuseOthers(); err != nil {
 		return nil, err
@@ -90,7 +108,7 @@ func (a *App) clusterID() string {
 func (a *App) clusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 	self := model.NodeID(a.cfg.NodeID)
 	st := admin.ClusterStatus{ClusterID: a.clusterID(), Metadata: "local", Self: self,
-		Groups: []admin.GroupStatus{admin.LocalGroup(a.broker, self)}}
+		Groups: []admin.GroupStatus{a.groupStatus()}}
 	if a.membership == nil {
 		id := a.engine.Identity()
 		endpoints := map[string]string{}
@@ -111,4 +129,28 @@ func (a *App) clusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 		st.Nodes = append(st.Nodes, admin.ClusterNode{ID: n.ID, Incarnation: n.Incarnation, Endpoints: n.Endpoints, Started: time.UnixMilli(n.Started)})
 	}
 	return st, nil
+}
+
+// groupStatus describes the node's commit log as group 0: led by this node
+// on its own, or the replica's view in a cluster.
+func (a *App) groupStatus() admin.GroupStatus {
+	self := model.NodeID(a.cfg.NodeID)
+	e := a.engine
+	ls := e.LogStats()
+	last := ls.NextIndex
+	if last > 0 {
+		last--
+	}
+	gs := admin.GroupStatus{ID: 0, Leader: self, Term: e.Term(), Role: "leader", FirstIndex: ls.FirstIndex, LastIndex: last,
+		DurableIndex: e.DurableIndex(), CommitIndex: e.DurableIndex(), Replicas: []model.NodeID{self}}
+	if a.replica == nil {
+		return gs
+	}
+	st := a.replica.group.Status()
+	gs.Leader, gs.Term, gs.Role, gs.CommitIndex = st.Leader, model.Term(st.Term), st.Role, e.CommitIndex()
+	gs.Replicas = sortedIDs(a.replica.members)
+	for _, p := range st.Replicas {
+		gs.Progress = append(gs.Progress, admin.ReplicaProgress{Node: p.Node, Match: model.Index(p.Match), Lag: p.Lag, State: p.State})
+	}
+	return gs
 }

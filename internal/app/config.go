@@ -199,8 +199,40 @@ type BrokerConfig struct {
 // ClusterConfig places the node's metadata in a cluster's etcd (empty: the
 // node keeps its own store).
 type ClusterConfig struct {
-	EtcdEndpoints string `yaml:"etcd_endpoints" help:"comma-separated client URLs of an etcd holding the metadata instead of the node's own store; data is not replicated between nodes yet, so a cluster name serves one node"`
+	EtcdEndpoints string `yaml:"etcd_endpoints" help:"comma-separated client URLs of an etcd holding the metadata instead of the node's own store (with cluster.members: instead of the members' embedded etcd); without cluster.members, data is not replicated, so a cluster name serves one node"`
 	Name          string `yaml:"name" help:"cluster name: its metadata lives under /rosetta/<name>/ in etcd"`
+	NodeID        int    `yaml:"node_id" help:"this node's id in cluster.members (same as node_id; Kafka broker id)"`
+	Members       string `yaml:"members" help:"the cluster's nodes as id=host,… (up to 5), e.g. 1=127.0.0.11,2=127.0.0.12,3=127.0.0.13: each runs an etcd member for the metadata (unless cluster.etcd_endpoints is set) and a replica of the commit log, replicated with Raft; every listener defaults to the node's own host"`
+	RaftPort      int    `yaml:"raft_port" help:"port of the replication transport on every member's host"`
+	EtcdPort      int    `yaml:"etcd_port" help:"client port of the embedded etcd member on every member's host (its peer port is the next one)"`
+}
+
+// maxMembers bounds clusters started from cluster.members (larger ones
+// use an external etcd).
+const maxMembers = 5
+
+// members parses cluster.members (nil when unset).
+func (c ClusterConfig) members() (map[model.NodeID]string, error) {
+	if strings.TrimSpace(c.Members) == "" {
+		return nil, nil
+	}
+	out := map[model.NodeID]string{}
+	for _, part := range strings.Split(c.Members, ",") {
+		idStr, host, ok := strings.Cut(strings.TrimSpace(part), "=")
+		id, err := strconv.Atoi(strings.TrimSpace(idStr))
+		host = strings.TrimSpace(host)
+		if !ok || err != nil || id <= 0 || host == "" || strings.Contains(host, ":") && net.ParseIP(host) == nil {
+			return nil, fmt.Errorf("%w: cluster.members entry %q: want id=host", model.ErrInvalidConfig, part)
+		}
+		if _, dup := out[model.NodeID(id)]; dup {
+			return nil, fmt.Errorf("%w: cluster.members names node %d twice", model.ErrInvalidConfig, id)
+		}
+		out[model.NodeID(id)] = host
+	}
+	if len(out) > maxMembers {
+		return nil, fmt.Errorf("%w: cluster.members names %d nodes; up to %d start this way, larger clusters use an external etcd", model.ErrInvalidConfig, len(out), maxMembers)
+	}
+	return out, nil
 }
 
 // LimitsConfig bounds what clients may make the broker hold.
@@ -246,7 +278,7 @@ func DefaultConfig() Config {
 		Security: SecurityConfig{SASLMechanisms: "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", AuthTimeout: 10 * time.Second,
 			MaxUnauthenticated: 1000, FailureDelay: 100 * time.Millisecond, JWTPrincipalClaim: "sub"},
 		Limits:          LimitsConfig{MaxFrameBytes: 100 << 20, MaxInflightPerConn: 64, MaxBytesInFlight: 512 << 20},
-		Cluster:         ClusterConfig{Name: "rosetta"},
+		Cluster:         ClusterConfig{Name: "rosetta", RaftPort: 9393, EtcdPort: 2379},
 		ShutdownTimeout: 5 * time.Second,
 		GCPercent:       400,
 	}
@@ -286,6 +318,10 @@ func (c Config) Validate() error {
 		return bad("broker.max_timer_delay must be positive")
 	case !validClusterName(c.Cluster.Name):
 		return bad("cluster.name %q: want letters, digits, '.', '_' or '-'", c.Cluster.Name)
+	case c.Cluster.NodeID != 0 && c.Cluster.NodeID != c.NodeID:
+		return bad("cluster.node_id %d differs from node_id %d", c.Cluster.NodeID, c.NodeID)
+	case c.Cluster.Members != "" && (c.Cluster.RaftPort <= 0 || c.Cluster.RaftPort > 65535 || c.Cluster.EtcdPort <= 0 || c.Cluster.EtcdPort >= 65535):
+		return bad("cluster.raft_port and cluster.etcd_port must be ports")
 	case c.Broker.StateSnapshotInterval <= 0:
 		return bad("broker.state_snapshot_interval must be positive")
 	case c.Broker.TransactionTimeout <= 0 || c.Broker.TransactionCheckInterval <= 0 || c.Broker.TransactionCheckMax <= 0 || c.Broker.TransactionMaxTimeout <= 0:
@@ -296,6 +332,11 @@ func (c Config) Validate() error {
 		return bad("storage.gc_minor_threshold and gc_major_threshold must be in (0, 1], gc_bytes_per_second not negative")
 	case c.Broker.Retention < 0 || c.Broker.RetentionBytes < 0:
 		return bad("broker.retention and broker.retention_bytes must not be negative (0: unlimited)")
+	}
+	if m, err := c.Cluster.members(); err != nil {
+		return err
+	} else if m != nil && m[model.NodeID(c.NodeID)] == "" {
+		return bad("node %d is not one of cluster.members", c.NodeID)
 	}
 	for name, m := range map[string]string{"grpc_tls": c.Listen.GRPCTLS, "kafka_tls": c.Listen.KafkaTLS, "remoting_tls": c.Listen.RemotingTLS, "http_tls": c.Listen.HTTPTLS} {
 		if _, err := tlsmux.ParseMode(m); err != nil {
@@ -450,8 +491,21 @@ func LoadConfig(path string, environ []string, overrides map[string]string) (Con
 			}
 		}
 	}
+	c = c.withCluster()
 	c.Listen = c.Listen.withHost()
 	return c, c.Validate()
+}
+
+// withCluster applies cluster.node_id, and makes a member's own host the
+// default host of its listeners.
+func (c Config) withCluster() Config {
+	if c.Cluster.NodeID > 0 {
+		c.NodeID = c.Cluster.NodeID
+	}
+	if m, err := c.Cluster.members(); err == nil && c.Listen.Host == "" {
+		c.Listen.Host = m[model.NodeID(c.NodeID)]
+	}
+	return c
 }
 
 func validClusterName(name string) bool {

@@ -4,7 +4,8 @@ package kafka
 //
 // Version notes: partition leaders and epochs come from the broker's router
 // (on a single node, this node leads every partition); replicas and ISR are
-// this node. Topic ids are random UUIDs stored with the topic. The
+// this node, or in a cluster the group's voters and those caught up; the
+// brokers are every node, the controller the group's leader. Topic ids are random UUIDs stored with the topic. The
 // leader epoch is the partition's (0 on a single node), which KIP-320 clients
 // validate their positions with. v0
 // with no topics and v1+ with null topics mean "all topics". Unknown topics
@@ -30,12 +31,14 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	s := rc.srv()
-	host, port := s.advertised(rc.conn)
-	b := kmsg.NewMetadataResponseBroker()
-	b.NodeID, b.Host, b.Port = s.opts.NodeID, host, port
-	resp.Brokers = []kmsg.MetadataResponseBroker{b}
+	for _, ba := range s.brokers(rc.conn) {
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = ba.id, ba.host, ba.port
+		resp.Brokers = append(resp.Brokers, b)
+	}
 	resp.ClusterID = strp(s.opts.ClusterID)
-	resp.ControllerID = s.opts.NodeID
+	resp.ControllerID = s.controller()
+	replicas, isr := s.replicasOf()
 
 	var topics []*broker.Topic
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
@@ -103,8 +106,7 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 			if err == nil && loc.Leader < 0 {
 				mp.ErrorCode = kerr.LeaderNotAvailable.Code
 			}
-			mp.Replicas = []int32{s.opts.NodeID}
-			mp.ISR = []int32{s.opts.NodeID}
+			mp.Replicas, mp.ISR = replicas, isr
 			mt.Partitions = append(mt.Partitions, mp)
 		}
 		resp.Topics = append(resp.Topics, mt)

@@ -27,10 +27,13 @@ type Options struct {
 	IdleTimeout, FrameTimeout time.Duration
 	NodeID                    int32
 	AdvertisedAddr            string // host:port told to clients; empty: the address each client connected to
-	ClusterID                 string
-	MaxFrameBytes             int32
-	MaxInflightPerConn        int
-	MaxBytesInFlight          int64
+	// Cluster, when set (a cluster member), describes the other brokers
+	// and the partitions' replicas; nil: a single node.
+	Cluster            func() *ClusterView
+	ClusterID          string
+	MaxFrameBytes      int32
+	MaxInflightPerConn int
+	MaxBytesInFlight   int64
 	// Budget, when set, is the request byte budget shared with other
 	// front-ends (MaxBytesInFlight is then unused).
 	Budget *task.ByteBudget

@@ -23,6 +23,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,6 +128,8 @@ type Group struct {
 	leader   atomic.Int32
 	termSeen atomic.Uint64
 	writable atomic.Bool // mirrors open
+	status   atomic.Pointer[Status]
+	ticks    int
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -283,6 +287,81 @@ func (g *Group) Leader() (model.NodeID, model.Term) {
 	return model.NodeID(g.leader.Load()), model.Term(g.termSeen.Load())
 }
 
+// Status is what a replica knows of its group.
+type Status struct {
+	Group    model.GroupID
+	Node     model.NodeID
+	Leader   model.NodeID // 0 while unknown
+	Term     uint64
+	Role     string // leader, follower, candidate, pre-candidate
+	Commit   uint64
+	Applied  uint64
+	Last     uint64 // the last index this replica stores
+	Writable bool
+	// Replicas: every voter's progress as the leader sees it (the leader
+	// alone knows it; empty elsewhere).
+	Replicas []ReplicaProgress
+	At       time.Time
+}
+
+// ReplicaProgress is one replica's progress.
+type ReplicaProgress struct {
+	Node  model.NodeID
+	Match uint64 // the last index known to be stored there
+	State string // probe, replicate, snapshot
+	Lag   uint64 // entries behind the commit index
+}
+
+// Status returns the replica's status as of the last refresh (every five
+// ticks).
+func (g *Group) Status() Status {
+	if st := g.status.Load(); st != nil {
+		return *st
+	}
+	return Status{Group: g.cfg.Group, Node: g.cfg.Node}
+}
+
+func (g *Group) publishStatus() {
+	rs := g.rn.Status()
+	st := &Status{Group: g.cfg.Group, Node: g.cfg.Node, Leader: model.NodeID(rs.Lead), Term: rs.GetTerm(),
+		Role: rs.RaftState.String(), Commit: rs.GetCommit(), Applied: rs.Applied, Last: g.raftLast,
+		Writable: g.open, At: time.Now()}
+	st.Role = strings.ToLower(strings.TrimPrefix(st.Role, "State"))
+	for id, pr := range rs.Progress {
+		lag := uint64(0)
+		if pr.Match < st.Commit {
+			lag = st.Commit - pr.Match
+		}
+		st.Replicas = append(st.Replicas, ReplicaProgress{Node: model.NodeID(id), Match: pr.Match,
+			State: strings.ToLower(strings.TrimPrefix(pr.State.String(), "State")), Lag: lag})
+	}
+	sort.Slice(st.Replicas, func(i, j int) bool { return st.Replicas[i].Node < st.Replicas[j].Node })
+	g.status.Store(st)
+}
+
+// TransferLeadership asks Raft to hand leadership to node (caught up first)
+// and waits until another node leads or ctx ends. Appends stop at once.
+func (g *Group) TransferLeadership(ctx context.Context, to model.NodeID) error {
+	if !g.call(func() {
+		if g.leading {
+			g.closeEngine() // proposals would be dropped during the transfer
+			g.rn.TransferLeader(uint64(to))
+		}
+	}) {
+		return fmt.Errorf("%w: replica busy", model.ErrClosed)
+	}
+	for {
+		if l, _ := g.Leader(); l != g.cfg.Node && l != 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // Writable reports whether this replica leads and its engine accepts
 // appends.
 func (g *Group) Writable() bool { return g.writable.Load() }
@@ -314,6 +393,9 @@ func (g *Group) run(ctx context.Context) {
 			return
 		case <-tick.C:
 			g.rn.Tick()
+			if g.ticks++; g.ticks%5 == 0 {
+				g.publishStatus()
+			}
 		case m := <-g.inbox:
 			g.step(m)
 			for n := 0; n < 256; n++ {
@@ -412,6 +494,7 @@ func (g *Group) ready() {
 				g.leader.Store(lead)
 				g.termSeen.Store(term)
 				g.log.Info("group leadership", "leader", lead, "term", term, "self", g.cfg.Node)
+				g.publishStatus()
 				if g.cfg.OnRoleChange != nil {
 					g.cfg.OnRoleChange(model.NodeID(lead), model.Term(term))
 				}
@@ -537,6 +620,7 @@ func (g *Group) openEngine(term uint64) {
 	g.raftLast = uint64(last)
 	g.open = true
 	g.writable.Store(true)
+	g.publishStatus()
 	g.log.Info("leading: appends open", "term", term, "last_index", last)
 }
 

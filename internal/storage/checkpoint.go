@@ -376,6 +376,19 @@ func (e *Engine) AddCheckpointSection(name string, capture func() ([]byte, error
 // CheckpointSection returns a section of the checkpoint the engine opened
 // from (false when it has none).
 func (e *Engine) CheckpointSection(name string) ([]byte, bool) {
+	e.sectionMu.Lock()
+	defer e.sectionMu.Unlock()
 	b, ok := e.openedSections[name]
 	return b, ok
+}
+
+// DropOpenedSections forgets the sections of the checkpoint the engine
+// opened from, so state kept above storage rebuilds from the log alone (a
+// replica that starts leading long after it opened), and the providers
+// registered by state that is gone.
+func (e *Engine) DropOpenedSections() {
+	e.sectionMu.Lock()
+	defer e.sectionMu.Unlock()
+	e.openedSections = nil
+	e.sectionProviders = nil
 }

@@ -1,0 +1,164 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/groups"
+	"github.com/rosettamq/rosetta/internal/broker/pop"
+	"github.com/rosettamq/rosetta/internal/broker/txn"
+	"github.com/rosettamq/rosetta/internal/grpcv5"
+	"github.com/rosettamq/rosetta/internal/kafka"
+	"github.com/rosettamq/rosetta/internal/remoting"
+	"github.com/rosettamq/rosetta/internal/task"
+)
+
+// stack is the broker core and what is built over it: the state machines
+// applied from the log and the coordinators that serve clients. A single
+// node builds it once; a cluster member builds one each time it becomes
+// its group's leader (from the log alone, like a restart) and drops it
+// when leadership ends.
+type stack struct {
+	broker *broker.Broker
+	txns   *txn.Coordinator
+	pop    *pop.Engine
+	groups *groups.Coordinator
+}
+
+// newStack builds the broker core over the open engine and metadata.
+func (a *App) newStack(ctx context.Context) (*stack, error) {
+	cfg, log := a.cfg, a.log
+	delays, err := broker.ParseDelayLevels(cfg.Broker.DelayLevels)
+	if err != nil {
+		return nil, err
+	}
+	st := &stack{}
+	st.broker, err = broker.New(ctx, a.engine, a.meta, broker.Options{
+		CheckTopicCreate:  a.quotas.CheckTopicCreate,
+		TopicCreated:      a.quotas.TopicCreated,
+		DelayLevels:       delays,
+		MaxTimerDelay:     cfg.Broker.MaxTimerDelay,
+		Retention:         cfg.topicRetention(),
+		RetentionBytes:    int64(cfg.Broker.RetentionBytes),
+		TxnTimeout:        cfg.Broker.TransactionTimeout,
+		TxnCheckInterval:  cfg.Broker.TransactionCheckInterval,
+		TxnCheckMax:       cfg.Broker.TransactionCheckMax,
+		AutoCreateTopics:  cfg.Broker.AutoCreateTopics,
+		DefaultQueues:     cfg.Broker.DefaultQueues,
+		MaxQueuesPerTopic: cfg.Broker.MaxQueuesPerTopic,
+		KafkaTxns:         a.kafkaTxns,
+		Logger:            log,
+
+		OffsetSnapshotInterval: cfg.Broker.StateSnapshotInterval,
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.txns, err = txn.New(ctx, st.broker, a.producers, a.kafkaTxns, txn.Options{
+		MaxTimeout: cfg.Broker.TransactionMaxTimeout, SnapshotInterval: cfg.Broker.StateSnapshotInterval, Logger: log})
+	if err != nil {
+		st.close()
+		return nil, fmt.Errorf("transaction coordinator: %w", err)
+	}
+	if st.pop, err = pop.New(ctx, st.broker, pop.Options{SnapshotInterval: cfg.Broker.StateSnapshotInterval, Logger: log}); err != nil {
+		st.close()
+		return nil, fmt.Errorf("pop engine: %w", err)
+	}
+	st.groups = groups.New(groups.Options{Logger: log,
+		MinSessionTimeout: cfg.Broker.GroupMinSessionTimeout, MaxSessionTimeout: cfg.Broker.GroupMaxSessionTimeout,
+		ConsumerSessionTimeout: cfg.Broker.GroupConsumerSessionTimeout, ConsumerHeartbeatInterval: cfg.Broker.GroupConsumerHeartbeatInterval})
+	return st, nil
+}
+
+// close stops the stack (what of it was built), newest first.
+func (st *stack) close() error {
+	var errs []error
+	if st.groups != nil {
+		st.groups.Close()
+	}
+	if st.pop != nil {
+		st.pop.Close()
+	}
+	if st.txns != nil {
+		errs = append(errs, st.txns.Close())
+	}
+	if st.broker != nil {
+		errs = append(errs, st.broker.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// frontEnds are the listeners the protocol servers of a stack serve
+// (TLS already applied), by endpoint.
+type frontEnds struct {
+	kafka    []net.Listener
+	kafkaLis []kafka.Listener
+	remoting net.Listener
+	grpc     net.Listener
+}
+
+// serve runs the protocol servers over st on fe until ctx ends.
+func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontEnds, budget *task.ByteBudget) {
+	g.Go(func() error { a.quotas.Run(ctx, st.broker); return nil })
+	if len(fe.kafka) > 0 {
+		srv := kafka.NewServer(st.broker, st.groups, kafka.Options{
+			Budget:             budget,
+			NodeID:             int32(a.cfg.NodeID),
+			AdvertisedAddr:     a.cfg.Listen.KafkaAdvertised,
+			ClusterID:          a.clusterID(),
+			Cluster:            a.kafkaCluster(),
+			MaxFrameBytes:      int32(a.cfg.Limits.MaxFrameBytes),
+			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
+			MaxBytesInFlight:   int64(a.cfg.Limits.MaxBytesInFlight),
+			Producers:          a.producers,
+			Transactions:       st.txns,
+			Security:           a.security,
+			SASLMechanisms:     splitComma(a.cfg.Security.SASLMechanisms),
+			MaxReauth:          a.cfg.Security.MaxReauth,
+			AuthTimeout:        a.cfg.Security.AuthTimeout,
+			Guard:              a.guard,
+			Quotas:             a.quotas,
+			ObserveRequest:     func(api string, took time.Duration) { a.metrics.ObserveRequest("kafka", api, took) },
+			Logger:             a.log,
+		})
+		for i, l := range fe.kafka {
+			lis := fe.kafkaLis[i]
+			g.Go(func() error { return srv.ServeListener(ctx, l, lis) })
+		}
+	}
+	if fe.remoting != nil {
+		srv := remoting.NewServer(st.broker, remoting.Options{
+			Budget:             budget,
+			AdvertisedAddr:     a.cfg.Listen.RemotingAdvertised,
+			MaxFrameBytes:      int32(min(int64(a.cfg.Limits.MaxFrameBytes), 1<<30)),
+			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
+			Pop:                st.pop,
+			Security:           a.security,
+			Authentication:     a.cfg.Security.RemotingAuthentication,
+			Guard:              a.guard,
+			Quotas:             a.quotas,
+			ObserveRequest:     func(code string, took time.Duration) { a.metrics.ObserveRequest("remoting", code, took) },
+			Logger:             a.log,
+		})
+		g.Go(func() error { return srv.Serve(ctx, fe.remoting) })
+	}
+	if fe.grpc != nil {
+		srv := grpcv5.NewServer(st.broker, grpcv5.Options{
+			AdvertisedAddr: a.cfg.Listen.GRPCAdvertised,
+			Pop:            st.pop,
+			Security:       a.security,
+			Authentication: a.cfg.Security.GRPCAuthentication,
+			Guard:          a.guard,
+			Quotas:         a.quotas,
+			ObserveRequest: func(rpc string, took time.Duration) { a.metrics.ObserveRequest("grpc", rpc, took) },
+			Logger:         a.log,
+		})
+		g.Go(func() error { return srv.Serve(ctx, fe.grpc) })
+	}
+}

@@ -1,0 +1,68 @@
+package kafka
+
+import "sort"
+
+// ClusterView is what a cluster member tells Kafka clients about the
+// cluster: every node's host (each listens on the same ports as this one,
+// so a client of one listener finds the others at their hosts and this
+// listener's port), which node leads (and coordinates), and the replicas
+// of every partition with the ones in sync.
+type ClusterView struct {
+	Hosts    map[int32]string
+	Leader   int32 // -1 while unknown
+	Replicas []int32
+	ISR      []int32
+}
+
+// clusterView returns the cluster's view (nil on a single node).
+func (s *Server) clusterView() *ClusterView {
+	if s.opts.Cluster == nil {
+		return nil
+	}
+	return s.opts.Cluster()
+}
+
+// brokerAddr is one broker's id and address.
+type brokerAddr struct {
+	id   int32
+	host string
+	port int32
+}
+
+// brokers lists the brokers a client of c is told about: this node at its
+// advertised address and, in a cluster, the others at their hosts and the
+// same port.
+func (s *Server) brokers(c *conn) []brokerAddr {
+	host, port := s.advertised(c)
+	self := brokerAddr{s.opts.NodeID, host, port}
+	v := s.clusterView()
+	if v == nil {
+		return []brokerAddr{self}
+	}
+	out := make([]brokerAddr, 0, len(v.Hosts))
+	for id, h := range v.Hosts {
+		if id == s.opts.NodeID {
+			out = append(out, self)
+		} else {
+			out = append(out, brokerAddr{id, h, port})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+// controller is the node clients are told is the controller.
+func (s *Server) controller() int32 {
+	if v := s.clusterView(); v != nil && v.Leader > 0 {
+		return v.Leader
+	}
+	return s.opts.NodeID
+}
+
+// replicasOf returns a partition's replicas and in-sync replicas.
+func (s *Server) replicasOf() (replicas, isr []int32) {
+	if v := s.clusterView(); v != nil {
+		return v.Replicas, v.ISR
+	}
+	return []int32{s.opts.NodeID}, []int32{s.opts.NodeID}
+}
