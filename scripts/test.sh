@@ -15,6 +15,7 @@ command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 /usr/bin/python3 -c "import kafka" >/dev/null 2>&1 || need_apt+=(python3-kafka)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
 [ -x /usr/bin/etcd ] || need_apt+=(etcd-server) # an external etcd as the metadata store
+command -v iptables >/dev/null 2>&1 || need_apt+=(iptables) # network partitions between cluster members on loopback
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing: ${need_apt[*]}"
   apt-get update -qq

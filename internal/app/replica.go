@@ -293,37 +293,52 @@ func (a *App) acceptRoute(ctx context.Context, rt *route) error {
 		if cl := rt.current.Load(); cl != nil && cl.deliver(c) {
 			continue
 		}
-		go a.relay(ctx, c, rt.ep)
+		go a.relay(ctx, c, rt)
 	}
 }
 
+// relayWait bounds how long a connection waits for a leader to relay to
+// (or for this node's stack to come up) before it is closed. A client
+// whose first request finds the connection closed takes it for a
+// misconfiguration (franz-go fails the records it was sending), so the
+// wait outlasts clients' own request timeouts (10 s for franz-go), after
+// which they try another broker.
+const relayWait = 30 * time.Second
+
 // relay forwards a client connection to the leader's listener of the same
 // name (same port, the leader's host), opened from this node's address.
-func (a *App) relay(ctx context.Context, c net.Conn, ep endpoint) {
+// While no leader is reachable it waits; if this node starts leading
+// meanwhile, its own servers take the connection.
+func (a *App) relay(ctx context.Context, c net.Conn, rt *route) {
 	r := a.replica
-	leader, host := r.leaderHost()
-	if leader == 0 || leader == r.self {
-		c.Close() // no leader yet, or this node's stack is not up yet: the client retries
-		return
-	}
-	_, port, err := net.SplitHostPort(ep.raw.Addr().String())
+	_, port, err := net.SplitHostPort(rt.ep.raw.Addr().String())
 	if err != nil {
 		c.Close()
 		return
 	}
 	d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(r.members[r.self])}}
-	up, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
-	if err != nil {
-		a.log.Debug("relay to the leader", "listener", ep.name, "leader", leader, "err", err)
-		c.Close()
-		return
+	var up net.Conn
+	deadline := time.Now().Add(relayWait)
+	for up == nil {
+		if cl := rt.current.Load(); cl != nil && cl.deliver(c) {
+			return
+		}
+		if leader, host := r.leaderHost(); leader != 0 && leader != r.self {
+			if up, err = d.DialContext(ctx, "tcp", net.JoinHostPort(host, port)); err != nil {
+				a.log.Debug("relay to the leader", "listener", rt.ep.name, "leader", leader, "err", err)
+			}
+		}
+		if up != nil {
+			break
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			c.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	if !r.relays.add(c, up) {
-		c.Close()
-		up.Close()
-		return
-	}
-	defer r.relays.remove(c, up)
+	r.relays.add(c, up)
+	defer r.relays.remove(c)
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
 		_, _ = io.Copy(dst, src)
@@ -350,17 +365,16 @@ type relaySet struct {
 	conns map[net.Conn]net.Conn
 }
 
-func (s *relaySet) add(c, up net.Conn) bool {
+func (s *relaySet) add(c, up net.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.conns == nil {
 		s.conns = map[net.Conn]net.Conn{}
 	}
 	s.conns[c] = up
-	return true
 }
 
-func (s *relaySet) remove(c, _ net.Conn) {
+func (s *relaySet) remove(c net.Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()

@@ -374,6 +374,11 @@ func (b *Broker) WaitDurable(ctx context.Context, end model.LogPos) error {
 	return b.engine.WaitDurable(ctx, end)
 }
 
+// WrittenEnd is the end of everything written so far: waiting until it is
+// durable covers every record written before (a retried duplicate's
+// original among them).
+func (b *Broker) WrittenEnd() model.LogPos { return b.engine.WrittenEnd() }
+
 // AppendMessages encodes messages in the neutral format and appends them,
 // one record each, returning their offsets.
 func (b *Broker) AppendMessages(ctx context.Context, name model.TopicName, index int32, msgs []model.Message) ([]model.QueueOffset, error) {

@@ -189,13 +189,20 @@ func (e *Engine) writeDurable(ctx context.Context, recs []*commitlog.Entry, a co
 }
 
 // WaitDurable waits until everything up to end (a record's Pos+Size) is
-// durable under the engine's policy: fsynced in sync mode, at once in async.
+// durable under the engine's policy: fsynced in sync mode, at once in async;
+// in a replication group, committed (replicated.go).
 func (e *Engine) WaitDurable(ctx context.Context, end model.LogPos) error {
+	if e.cfg.Replicated {
+		return e.waitCommittedPos(ctx, end)
+	}
 	if e.cfg.Durability != DurabilitySync {
 		return nil
 	}
 	return e.clog.WaitSynced(ctx, end)
 }
+
+// WrittenEnd is the end of the records written so far.
+func (e *Engine) WrittenEnd() model.LogPos { return e.clog.End() }
 
 // CreateQueue creates an empty queue. Creating an existing queue is a no-op.
 func (e *Engine) CreateQueue(ctx context.Context, id model.QueueID) error {

@@ -212,24 +212,6 @@ func (e *Engine) Checkpoint() error { return e.checkpoint() }
 func (e *Engine) checkpoint() error {
 	e.ckptMu.Lock()
 	defer e.ckptMu.Unlock()
-	if e.cfg.Replicated {
-		// Only at a committed point: nothing a checkpoint reflects may be
-		// cut by a truncation later.
-		e.repl.pause.Lock()
-		defer e.repl.pause.Unlock()
-		wait := 2 * time.Second
-		if e.closed.Load() {
-			wait = 0
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		ok := e.committedPoint(ctx)
-		cancel()
-		if !ok {
-			e.log.Debug("checkpoint skipped: written records not yet committed",
-				"last", e.clog.LastIndex(), "committed", e.CommitIndex())
-			return nil
-		}
-	}
 	pos, next := e.clog.Tail() // every record before pos has its index entries in memory
 	// State keepers capture after pos is read, so each snapshot reflects at
 	// least every record before pos; it may reflect later ones too, which
@@ -252,6 +234,28 @@ func (e *Engine) checkpoint() error {
 			return fmt.Errorf("checkpoint %s: %w", name, err)
 		}
 		sections[name] = data
+	}
+	if e.cfg.Replicated {
+		// A replica's checkpoint reflects committed records only, so no
+		// truncation can ever cut what it reflects: appends pause until
+		// everything written — all the sections may reflect — is
+		// committed, and the queue indexes are captured in that state.
+		// (The sections were captured before the pause: writers hold
+		// their state's locks while they append.)
+		e.repl.pause.Lock()
+		defer e.repl.pause.Unlock()
+		wait := 2 * time.Second
+		if e.closed.Load() {
+			wait = 0
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		ok := e.committedPoint(ctx)
+		cancel()
+		if !ok {
+			e.log.Debug("checkpoint skipped: written records not yet committed",
+				"last", e.clog.LastIndex(), "committed", e.CommitIndex())
+			return nil
+		}
 	}
 	captured := e.clog.End()
 	if err := e.flushIndexes(1); err != nil {

@@ -214,6 +214,39 @@ func (e *Engine) waitCommitted(ctx context.Context, i model.Index, t model.Term,
 	}
 }
 
+// waitCommittedPos waits until the records this leader wrote up to end
+// are committed. Called right after the append (a NoWait append followed
+// by the wait): leadership must not have changed in between, and a change
+// or a cut while it waits fails it with model.ErrNotLeader (the records may
+// still commit under the next leader; idempotent producers find out when
+// they retry).
+func (e *Engine) waitCommittedPos(ctx context.Context, end model.LogPos) error {
+	gen, truncs := e.repl.leaderGen.Load(), e.repl.truncations.Load()
+	if !e.clog.Writable() {
+		return fmt.Errorf("%w: leadership changed before the records were committed", model.ErrNotLeader)
+	}
+	for {
+		ch := e.repl.changedCh()
+		if e.repl.truncations.Load() != truncs || e.repl.leaderGen.Load() != gen {
+			return fmt.Errorf("%w: leadership changed before the records were committed", model.ErrNotLeader)
+		}
+		if model.LogPos(e.committed.Load()) >= end {
+			return nil
+		}
+		if err := e.clog.Err(); err != nil {
+			return err
+		}
+		if e.closed.Load() {
+			return model.ErrClosed
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // committedPoint waits (appends paused by the caller) until everything
 // written is committed; false when that does not happen within the
 // context.

@@ -195,7 +195,11 @@ func (a *Appender) appendIdempotent(ctx context.Context, t *broker.Topic, partit
 		toHdr = append(toHdr, h)
 	}
 	if len(toWrite) == 0 {
+		// A retry of batches already written: answered once the originals
+		// are as durable as a first answer would have made them (they may
+		// still be waiting for their fsync, or, in a cluster, their commit).
 		res.BaseOffset = dupOffset
+		res.end = a.b.WrittenEnd()
 		return res, nil
 	}
 	var provisional model.QueueOffset

@@ -153,6 +153,7 @@ type Log struct {
 	crashed   atomic.Bool           // PowerLoss: no final sync
 
 	writable    bool          // Replicated: appends accepted (under mu)
+	writableNow atomic.Bool   // writable, readable without mu
 	term        atomic.Uint64 // the term appends are written in (SetTerm)
 	syncedIndex atomic.Uint64 // index of the newest fsynced record
 	cursorMu    sync.Mutex
@@ -290,8 +291,12 @@ func (l *Log) SetWritable(term model.Term) (model.Index, error) {
 		l.term.Store(uint64(term))
 	}
 	l.writable = term > 0
+	l.writableNow.Store(l.writable)
 	return l.nextIndex - 1, nil
 }
+
+// Writable reports whether a replicated log accepts appends.
+func (l *Log) Writable() bool { return l.writableNow.Load() }
 
 // AppendDeferred appends like Append but, in sync mode, asks for no fsync
 // of its own: the entries become durable (and visible) with the next sync

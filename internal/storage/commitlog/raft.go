@@ -299,8 +299,11 @@ func (l *Log) EndOf(i model.Index) (model.LogPos, error) {
 }
 
 // FlushPending writes what sync mode holds for the syncer now, so reads
-// through the mapping see every record written.
+// through the mapping see every record written. A sync in progress has
+// taken its pending bytes and writes them before its fsync: wait for it.
 func (l *Log) FlushPending() error {
+	l.syncRun.Lock()
+	defer l.syncRun.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.flushPendingLocked()

@@ -1,0 +1,603 @@
+// Package cluster_test runs three-node clusters of child processes on
+// 127.0.0.11–13 and fails them as machines fail: SIGKILL of the leader and
+// of a follower, and a network partition made with iptables rules on
+// loopback between those addresses only.
+package cluster_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/rosettamq/rosetta/internal/app/apptest"
+)
+
+const (
+	envDir     = "ROSETTA_CLUSTER_DIR"
+	envNode    = "ROSETTA_CLUSTER_NODE"
+	envPorts   = "ROSETTA_CLUSTER_PORTS" // kafka,etcd,raft
+	envMembers = "ROSETTA_CLUSTER_MEMBERS"
+)
+
+var hosts = []string{"127.0.0.11", "127.0.0.12", "127.0.0.13"}
+
+// TestClusterChild runs one member for the tests below until it is killed.
+func TestClusterChild(t *testing.T) {
+	dir := os.Getenv(envDir)
+	if dir == "" {
+		t.Skip("run by the cluster tests")
+	}
+	id, _ := strconv.Atoi(os.Getenv(envNode))
+	ports := strings.Split(os.Getenv(envPorts), ",")
+	cfg := apptest.TestConfig(dir)
+	cfg.NodeID = id
+	cfg.Cluster.Members = os.Getenv(envMembers)
+	cfg.Cluster.EtcdPort, _ = strconv.Atoi(ports[1])
+	cfg.Cluster.RaftPort, _ = strconv.Atoi(ports[2])
+	cfg.Listen.Host = hosts[id-1]
+	cfg.Listen.Kafka = ":" + ports[0]
+	cfg.Listen.HTTP, cfg.Listen.Remoting, cfg.Listen.GRPC = "", "", ""
+	cfg.Storage.Durability = "sync"
+	cfg.Broker.GroupConsumerHeartbeatInterval = 250 * time.Millisecond
+	cfg.Broker.GroupConsumerSessionTimeout = 6 * time.Second
+	n := apptest.StartTestNode(t, cfg)
+	fmt.Printf("KAFKA_ADDR=%s\n", n.KafkaAddr())
+	select {} // until SIGKILL
+}
+
+// member is one child process.
+type member struct {
+	id    int
+	dir   string
+	host  string
+	cmd   *exec.Cmd
+	addr  string
+	ready chan string
+}
+
+type cluster struct {
+	t       *testing.T
+	ports   []int // kafka, etcd (and etcd+1), raft
+	members []*member
+}
+
+// freePorts finds ports free on every host.
+func freePorts(t *testing.T, n int) []int {
+	var out []int
+	for len(out) < n {
+		p := 20000 + rand.IntN(30000)
+		ok := true
+		for _, h := range hosts {
+			for _, q := range []int{p, p + 1} {
+				l, err := net.Listen("tcp", net.JoinHostPort(h, strconv.Itoa(q)))
+				if err != nil {
+					ok = false
+					break
+				}
+				l.Close()
+			}
+		}
+		if ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func newCluster(t *testing.T) *cluster {
+	for _, h := range hosts {
+		l, err := net.Listen("tcp", h+":0")
+		if err != nil {
+			t.Skipf("loopback address %s: %v", h, err)
+		}
+		l.Close()
+	}
+	c := &cluster{t: t, ports: freePorts(t, 3)}
+	root := t.TempDir()
+	for i, h := range hosts {
+		c.members = append(c.members, &member{id: i + 1, dir: filepath.Join(root, fmt.Sprint("node", i+1)), host: h})
+	}
+	t.Cleanup(func() {
+		for _, m := range c.members {
+			c.kill(m)
+		}
+	})
+	for _, m := range c.members {
+		c.start(m)
+	}
+	for _, m := range c.members {
+		c.wait(m)
+	}
+	return c
+}
+
+func (c *cluster) membersFlag() string {
+	var parts []string
+	for _, m := range c.members {
+		parts = append(parts, fmt.Sprintf("%d=%s", m.id, m.host))
+	}
+	return strings.Join(parts, ",")
+}
+
+// start starts a member's process (it serves once a majority runs).
+func (c *cluster) start(m *member) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterChild$", "-test.v=false")
+	cmd.Env = append(os.Environ(), envDir+"="+m.dir, envNode+"="+strconv.Itoa(m.id),
+		envPorts+"="+fmt.Sprintf("%d,%d,%d", c.ports[0], c.ports[1], c.ports[2]), envMembers+"="+c.membersFlag())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	m.cmd, m.ready = cmd, make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "KAFKA_ADDR="); ok {
+				m.ready <- rest
+			}
+		}
+	}()
+}
+
+func (c *cluster) wait(m *member) {
+	select {
+	case m.addr = <-m.ready:
+	case <-time.After(90 * time.Second):
+		c.t.Fatalf("node %d did not start", m.id)
+	}
+}
+
+func (c *cluster) kill(m *member) {
+	if m.cmd == nil {
+		return
+	}
+	_ = m.cmd.Process.Signal(syscall.SIGKILL)
+	_ = m.cmd.Wait()
+	m.cmd = nil
+}
+
+func (c *cluster) seeds() []string {
+	var s []string
+	for _, m := range c.members {
+		s = append(s, net.JoinHostPort(m.host, strconv.Itoa(c.ports[0])))
+	}
+	return s
+}
+
+// leader asks the cluster which node leads (the controller); 0 if none
+// answers.
+func (c *cluster) leader(ctx context.Context) int {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RequestRetries(0))
+	if err != nil {
+		return 0
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+	if err != nil {
+		return 0
+	}
+	return int(md.Controller)
+}
+
+// waitLeader waits until the cluster names a leader.
+func (c *cluster) waitLeader(ctx context.Context) int {
+	c.t.Helper()
+	var l int
+	apptest.Eventually(c.t, 30*time.Second, "a leader", func() bool { l = c.leader(ctx); return l != 0 })
+	return l
+}
+
+func (c *cluster) member(id int) *member { return c.members[id-1] }
+
+// ack is one acknowledged record.
+type ack struct {
+	partition int32
+	offset    int64
+	value     string
+	sent, at  time.Time
+}
+
+// load produces with idempotent producers (acks=all) until stopped,
+// remembering what was acknowledged.
+type load struct {
+	c      *cluster
+	mu     sync.Mutex
+	acks   []ack
+	errs   int
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func startLoad(t *testing.T, c *cluster, topic string, producers int) *load {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &load{c: c, cancel: cancel}
+	for w := 0; w < producers; w++ {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic(topic),
+			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(2*time.Millisecond),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(250*time.Millisecond),
+			kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }), clientLog(fmt.Sprint("producer", w)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			defer cl.Close()
+			sem := make(chan struct{}, 32)
+			for i := 0; ctx.Err() == nil; i++ {
+				select {
+				case sem <- struct{}{}:
+				case <-ctx.Done():
+				}
+				if ctx.Err() != nil {
+					break
+				}
+				// About 2,000 records a second per producer: enough to
+				// measure failover, little enough to verify quickly.
+				time.Sleep(500 * time.Microsecond)
+				v := fmt.Sprintf("w%d-%07d", w, i)
+				sent := time.Now()
+				cl.Produce(context.Background(), &kgo.Record{Partition: int32(i % 6), Value: []byte(v)}, func(r *kgo.Record, err error) {
+					<-sem
+					l.mu.Lock()
+					defer l.mu.Unlock()
+					if err != nil {
+						if l.errs++; l.errs <= 3 {
+							t.Logf("%s not acknowledged: %v", v, err)
+						}
+						return
+					}
+					l.acks = append(l.acks, ack{r.Partition, r.Offset, string(r.Value), sent, time.Now()})
+				})
+			}
+			fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = cl.Flush(fctx)
+		}()
+	}
+	return l
+}
+
+// clientLog logs a client's doings when ROSETTA_CLUSTER_CLIENT_LOG is set.
+func clientLog(name string) kgo.Opt {
+	if os.Getenv("ROSETTA_CLUSTER_CLIENT_LOG") == "" {
+		return kgo.WithLogger(nil)
+	}
+	return kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, func() string { return time.Now().Format("15:04:05.000 ") + name + " " }))
+}
+
+func (l *load) stop() {
+	l.cancel()
+	l.wg.Wait()
+}
+
+func (l *load) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acks)
+}
+
+// waitAckAfter waits for a record sent after since to be acknowledged and
+// returns how long after since that was.
+func (l *load) waitAckAfter(t *testing.T, since time.Time, d time.Duration) time.Duration {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		l.mu.Lock()
+		first := time.Time{}
+		for i := len(l.acks) - 1; i >= 0 && l.acks[i].at.After(since); i-- {
+			if a := l.acks[i]; a.sent.After(since) && (first.IsZero() || a.at.Before(first)) {
+				first = a.at
+			}
+		}
+		l.mu.Unlock()
+		if !first.IsZero() {
+			return first.Sub(since)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if os.Getenv("ROSETTA_CLUSTER_DUMP") != "" {
+		for _, m := range l.c.members {
+			if m.cmd != nil {
+				_ = m.cmd.Process.Signal(syscall.SIGQUIT)
+			}
+		}
+		time.Sleep(2 * time.Second)
+	}
+	t.Fatalf("no record sent after %v acknowledged within %v", since.Format(time.StampMilli), d)
+	return 0
+}
+
+// TestClusterFailover: idempotent producers and a KIP-848 consumer group
+// run against three members while the leader is killed, a follower is
+// killed, and the leader is cut off from the others; afterwards every
+// acknowledged record is in its partition exactly once and in order, and
+// the cut-off side acknowledged nothing.
+func TestClusterFailover(t *testing.T) {
+	if os.Getenv(envDir) != "" {
+		t.Skip("child")
+	}
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	adm := kadm.NewClient(admin)
+	c.waitLeader(ctx)
+	resp, err := adm.CreateTopic(ctx, 6, 3, nil, "orders")
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	consumed := startGroupConsumer(t, c, "orders", "audit")
+	l := startLoad(t, c, "orders", 2)
+	apptest.Eventually(t, 30*time.Second, "records acknowledged", func() bool { return l.count() > 200 })
+
+	// 1. SIGKILL the leader.
+	lead := c.waitLeader(ctx)
+	killedAt := time.Now()
+	c.kill(c.member(lead))
+	fo := l.waitAckAfter(t, killedAt, 20*time.Second)
+	newLead := c.waitLeader(ctx)
+	t.Logf("failover after SIGKILL of leader node %d: next acknowledged produce after %v (node %d leads)", lead, fo.Round(time.Millisecond), newLead)
+	c.start(c.member(lead))
+	c.wait(c.member(lead))
+
+	// 2. SIGKILL a follower.
+	lead = c.waitLeader(ctx)
+	follower := lead%3 + 1
+	killedAt = time.Now()
+	c.kill(c.member(follower))
+	t.Logf("follower node %d killed: next acknowledged produce after %v", follower, l.waitAckAfter(t, killedAt, 20*time.Second).Round(time.Millisecond))
+	c.start(c.member(follower))
+	c.wait(c.member(follower))
+
+	// 3. Cut the leader off from the other two.
+	lead = c.waitLeader(ctx)
+	if cut := partition(t, c.member(lead).host, otherHosts(c.member(lead).host)); cut != nil {
+		cutAt := time.Now()
+		minority := minorityProducer(t, c, c.member(lead))
+		// Clients that reach the cut-off node wait there until their
+		// request times out (10 s) and then try another member.
+		t.Logf("leader node %d cut off: next acknowledged produce after %v", lead, l.waitAckAfter(t, cutAt, 45*time.Second).Round(time.Millisecond))
+		time.Sleep(2 * time.Second)
+		if n := minority.stop(); n > 0 {
+			t.Errorf("the cut-off node acknowledged %d records", n)
+		}
+		cut()
+	}
+	time.Sleep(2 * time.Second)
+	c.waitLeader(ctx)
+	l.stop()
+	if os.Getenv("ROSETTA_CLUSTER_DUMP") != "" && l.errs > 0 {
+		lead := c.waitLeader(ctx)
+		t.Logf("dumping leader %d", lead)
+		_ = c.member(lead).cmd.Process.Signal(syscall.SIGQUIT)
+		time.Sleep(2 * time.Second)
+	}
+	t.Logf("acknowledged %d records (%d failed and were not acknowledged)", len(l.acks), l.errs)
+	verify(t, c, "orders", l.acks)
+	// The group consumer reaches every acknowledged record.
+	apptest.Eventually(t, 60*time.Second, "the consumer group to read every acknowledged record", func() bool {
+		return consumed.covers(l.acks)
+	})
+	consumed.stop()
+}
+
+func otherHosts(h string) []string {
+	var out []string
+	for _, o := range hosts {
+		if o != h {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// verify reads every partition from the start and checks that each
+// acknowledged record is at its offset, that no value appears twice, and
+// that each producer's records are in order within a partition.
+func verify(t *testing.T, c *cluster, topic string, acks []ack) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var ends kadm.ListedOffsets
+	apptest.Eventually(t, 30*time.Second, "the end offsets", func() bool {
+		ends, err = adm.ListEndOffsets(ctx, topic)
+		return err == nil && ends.Error() == nil
+	})
+	want := 0
+	ends.Each(func(o kadm.ListedOffset) { want += int(o.Offset) })
+	byPos := map[[2]int64]string{}
+	seen := map[string]int{}
+	last := map[string]int{} // partition/producer → last sequence
+	for len(byPos) < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records", len(byPos), want)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			v := string(r.Value)
+			byPos[[2]int64{int64(r.Partition), r.Offset}] = v
+			seen[v]++
+			w, seq, _ := strings.Cut(v, "-")
+			n, _ := strconv.Atoi(seq)
+			k := fmt.Sprintf("%d/%s", r.Partition, w)
+			if p, ok := last[k]; ok && n <= p {
+				t.Errorf("partition %d: %s after sequence %d (out of order)", r.Partition, v, p)
+			}
+			last[k] = n
+		})
+	}
+	for v, n := range seen {
+		if n > 1 {
+			t.Errorf("%s stored %d times", v, n)
+		}
+	}
+	for _, a := range acks {
+		if got := byPos[[2]int64{int64(a.partition), a.offset}]; got != a.value {
+			t.Errorf("acknowledged %s at %d/%d, found %q", a.value, a.partition, a.offset, got)
+		}
+	}
+	t.Logf("verified %d stored records, %d acknowledged", len(byPos), len(acks))
+}
+
+// groupConsumer is a KIP-848 group member remembering what it read.
+type groupConsumer struct {
+	mu     sync.Mutex
+	values map[string]bool
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startGroupConsumer(t *testing.T, c *cluster, topic, group string) *groupConsumer {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
+		kgo.ServerSideBalancer(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.AutoCommitInterval(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &groupConsumer{values: map[string]bool{}, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(g.done)
+		defer cl.Close()
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			g.mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) { g.values[string(r.Value)] = true })
+			g.mu.Unlock()
+		}
+	}()
+	return g
+}
+
+func (g *groupConsumer) covers(acks []ack) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, a := range acks {
+		if !g.values[a.value] {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *groupConsumer) stop() {
+	g.cancel()
+	<-g.done
+}
+
+// minority produces through one node only (its own connections, nothing
+// else reachable) and counts what it gets acknowledged.
+type minority struct {
+	acked  int
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func minorityProducer(t *testing.T, c *cluster, m *member) *minority {
+	only := net.JoinHostPort(m.host, strconv.Itoa(c.ports[0]))
+	d := &net.Dialer{Timeout: time.Second}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(only), kgo.DefaultProduceTopic("orders"),
+		kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+			if host != only {
+				return nil, fmt.Errorf("only %s is reachable", only)
+			}
+			return d.DialContext(ctx, network, host)
+		}), kgo.RecordDeliveryTimeout(time.Second), kgo.DisableIdempotentWrite())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	mp := &minority{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(mp.done)
+		defer cl.Close()
+		for i := 0; ctx.Err() == nil; i++ {
+			rctx, rcancel := context.WithTimeout(ctx, time.Second)
+			err := cl.ProduceSync(rctx, &kgo.Record{Value: []byte(fmt.Sprintf("minority-%d", i))}).FirstErr()
+			rcancel()
+			if err == nil {
+				mp.mu.Lock()
+				mp.acked++
+				mp.mu.Unlock()
+			}
+		}
+	}()
+	return mp
+}
+
+func (m *minority) stop() int {
+	m.cancel()
+	<-m.done
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.acked
+}
+
+// partition drops traffic between host and others in both directions with
+// iptables rules, and returns what deletes exactly those rules (nil when
+// iptables is unusable here: the partition step is skipped).
+func partition(t *testing.T, host string, others []string) func() {
+	t.Helper()
+	if _, err := exec.LookPath("iptables"); err != nil || os.Geteuid() != 0 {
+		t.Logf("skipping the network partition: iptables needs root and the iptables package")
+		return nil
+	}
+	var rules [][]string
+	for _, o := range others {
+		rules = append(rules, []string{"INPUT", "-s", host, "-d", o, "-j", "DROP"}, []string{"INPUT", "-s", o, "-d", host, "-j", "DROP"})
+	}
+	var added [][]string
+	remove := func() {
+		for _, r := range added {
+			if out, err := exec.Command("iptables", append([]string{"-D"}, r...)...).CombinedOutput(); err != nil {
+				t.Errorf("iptables -D %v: %v %s", r, err, out)
+			}
+		}
+		added = nil
+	}
+	t.Cleanup(remove)
+	for _, r := range rules {
+		if out, err := exec.Command("iptables", append([]string{"-I"}, r...)...).CombinedOutput(); err != nil {
+			remove()
+			t.Logf("skipping the network partition: iptables -I %v: %v %s", r, err, out)
+			return nil
+		}
+		added = append(added, r)
+	}
+	sort.Strings(others)
+	t.Logf("partitioned %s from %v", host, others)
+	return remove
+}
