@@ -29,10 +29,18 @@ type clusterView struct {
 		ID           int     `json:"id"`
 		Leader       int32   `json:"leader"`
 		Term         uint64  `json:"term"`
+		Role         string  `json:"role"`
 		FirstIndex   uint64  `json:"first_index"`
 		LastIndex    uint64  `json:"last_index"`
 		DurableIndex uint64  `json:"durable_index"`
+		CommitIndex  uint64  `json:"commit_index"`
 		Replicas     []int32 `json:"replicas"`
+		Progress     []struct {
+			Node  int32  `json:"node"`
+			Match uint64 `json:"match"`
+			Lag   uint64 `json:"lag"`
+			State string `json:"state"`
+		} `json:"progress"`
 	} `json:"groups"`
 }
 
@@ -84,9 +92,21 @@ func printCluster(w io.Writer, v clusterView) {
 	_ = tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tLEADER\tTERM\tFIRST INDEX\tLAST INDEX\tDURABLE\tREPLICAS")
+	fmt.Fprintln(tw, "GROUP\tLEADER\tTERM\tTHIS NODE\tFIRST INDEX\tLAST INDEX\tDURABLE\tCOMMITTED\tREPLICAS")
 	for _, g := range v.Groups {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%v\n", g.ID, g.Leader, g.Term, g.FirstIndex, g.LastIndex, g.DurableIndex, g.Replicas)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%v\n", g.ID, g.Leader, g.Term, g.Role, g.FirstIndex, g.LastIndex, g.DurableIndex, g.CommitIndex, g.Replicas)
 	}
 	_ = tw.Flush()
+	for _, g := range v.Groups {
+		if len(g.Progress) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\ngroup %d replicas (as its leader sees them)\n", g.ID)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NODE\tMATCH\tLAG\tSTATE")
+		for _, p := range g.Progress {
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\n", p.Node, p.Match, p.Lag, p.State)
+		}
+		_ = tw.Flush()
+	}
 }
