@@ -272,25 +272,59 @@ func (t *TCPTransport) writeHello(c net.Conn) error {
 
 func (t *TCPTransport) readHello(c net.Conn) (model.NodeID, error) {
 	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	head := make([]byte, len(helloMagic)+6)
-	if _, err := io.ReadFull(c, head); err != nil {
+	id, name, err := decodeHello(c)
+	if err != nil {
 		return 0, err
 	}
-	if string(head[:len(helloMagic)]) != helloMagic {
-		return 0, errors.New("not a raft transport hello")
-	}
-	id := model.NodeID(binary.BigEndian.Uint32(head[len(helloMagic):]))
-	name := make([]byte, binary.BigEndian.Uint16(head[len(helloMagic)+4:]))
-	if _, err := io.ReadFull(c, name); err != nil {
-		return 0, err
-	}
-	if string(name) != t.cfg.Cluster {
+	if name != t.cfg.Cluster {
 		return 0, fmt.Errorf("peer of cluster %q, this is %q", name, t.cfg.Cluster)
 	}
 	if t.peers[id] == nil || id >= t.cfg.Node {
 		return 0, fmt.Errorf("unexpected peer node %d", id)
 	}
 	return id, nil
+}
+
+// decodeHello reads a hello: the node and cluster name it names.
+func decodeHello(r io.Reader) (model.NodeID, string, error) {
+	head := make([]byte, len(helloMagic)+6)
+	if _, err := io.ReadFull(r, head); err != nil {
+		return 0, "", err
+	}
+	if string(head[:len(helloMagic)]) != helloMagic {
+		return 0, "", errors.New("not a raft transport hello")
+	}
+	id := model.NodeID(binary.BigEndian.Uint32(head[len(helloMagic):]))
+	name := make([]byte, binary.BigEndian.Uint16(head[len(helloMagic)+4:]))
+	if _, err := io.ReadFull(r, name); err != nil {
+		return 0, "", err
+	}
+	return id, string(name), nil
+}
+
+// readFrame reads one frame: its group and message (nil for a keepalive).
+func readFrame(r io.Reader) (model.GroupID, *pb.Message, error) {
+	var head [frameHeader]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(head[:])
+	if n < 2 || n > maxFrame {
+		return 0, nil, fmt.Errorf("%w: raft frame of %d bytes", model.ErrCorruptRecord, n)
+	}
+	body := make([]byte, n-2)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, nil, err
+	}
+	group := model.GroupID(binary.BigEndian.Uint16(head[4:]))
+	if group == keepaliveGroup {
+		return group, nil, nil
+	}
+	m := &pb.Message{}
+	if err := proto.Unmarshal(body, m); err != nil {
+		return 0, nil, fmt.Errorf("%w: raft message: %w", model.ErrCorruptRecord, err)
+	}
+	return group, m, nil
 }
 
 // writeLoop sends a peer's queued messages, batching what is queued into
@@ -381,30 +415,19 @@ func appendFrame(buf []byte, group model.GroupID, body []byte) []byte {
 func (t *TCPTransport) readLoop(ctx context.Context, p *peer, conn net.Conn) {
 	defer p.dropConn(conn)
 	r := bufio.NewReaderSize(conn, 64<<10)
-	var head [frameHeader]byte
 	for ctx.Err() == nil {
 		_ = conn.SetReadDeadline(time.Now().Add(silentPeer))
-		if _, err := io.ReadFull(r, head[:]); err != nil {
-			t.log.Debug("peer connection ended", "peer", p.id, "err", err)
+		group, m, err := readFrame(r)
+		if err != nil {
+			if errors.Is(err, model.ErrCorruptRecord) {
+				t.log.Warn("bad frame from peer; dropping the connection", "peer", p.id, "err", err)
+			} else {
+				t.log.Debug("peer connection ended", "peer", p.id, "err", err)
+			}
 			return
 		}
-		n := binary.BigEndian.Uint32(head[:])
-		if n < 2 || n > maxFrame {
-			t.log.Warn("bad frame from peer", "peer", p.id, "length", n)
-			return
-		}
-		body := make([]byte, n-2)
-		if _, err := io.ReadFull(r, body); err != nil {
-			return
-		}
-		group := model.GroupID(binary.BigEndian.Uint16(head[4:]))
-		if group == keepaliveGroup {
-			continue
-		}
-		m := &pb.Message{}
-		if err := proto.Unmarshal(body, m); err != nil {
-			t.log.Warn("undecodable raft message", "peer", p.id, "err", err)
-			return
+		if m == nil {
+			continue // keepalive
 		}
 		if model.NodeID(m.GetFrom()) != p.id {
 			t.log.Warn("raft message with a forged sender", "peer", p.id, "from", m.GetFrom())

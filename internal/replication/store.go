@@ -1,0 +1,182 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage/commitlog"
+)
+
+// storeLoop is the storage goroutine: it stores entries and hard state,
+// cuts and opens the engine, in the order the Raft goroutine asked.
+func (g *Group) storeLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.work.signal:
+		}
+		for _, w := range g.work.take() {
+			if ctx.Err() != nil {
+				return
+			}
+			var err error
+			switch {
+			case w.append != nil:
+				err = g.store.storeAppend(ctx, w.append, g)
+			case w.truncate:
+				err = g.engine.TruncateAfter(model.Index(g.store.stable.Load()))
+			case w.openTerm != 0:
+				term := w.openTerm
+				g.call(func() { g.openEngine(term) })
+			case w.confState != nil:
+				st := g.store.state.load()
+				st.Voters, st.Learners = w.confState.Voters, w.confState.Learners
+				err = g.store.state.save(st)
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					g.fail(err)
+				}
+				return
+			}
+		}
+	}
+}
+
+// openEngine opens the engine for appends in term if this node still leads
+// in it and the engine holds exactly Raft's log (Raft goroutine).
+func (g *Group) openEngine(term uint64) {
+	if !g.leading || g.term != term || g.open {
+		return
+	}
+	if last := uint64(g.engine.LastIndex()); last != g.raftLast {
+		// Raft's entries are still being stored; asked again after them.
+		g.work.push(storeWork{openTerm: term})
+		return
+	}
+	last, err := g.engine.SetLeader(model.Term(term))
+	if err != nil {
+		g.log.Error("open the log as leader", "term", term, "err", err)
+		return
+	}
+	g.raftLast = uint64(last)
+	g.open = true
+	g.writable.Store(true)
+	g.publishStatus()
+	g.log.Info("leading: appends open", "term", term, "last_index", last)
+}
+
+// storeAppend stores one MsgStorageAppend and delivers its responses once
+// what it carries is durable.
+func (s *logStorage) storeAppend(ctx context.Context, m *pb.Message, g *Group) error {
+	if snap := m.Snapshot; snap != nil {
+		return fmt.Errorf("installing a snapshot is not supported yet (index %d)", snap.GetMetadata().GetIndex())
+	}
+	if ents := m.Entries; len(ents) > 0 {
+		k := s.stored(ents)
+		if k < len(ents) {
+			first := model.Index(ents[k].GetIndex())
+			if first <= s.engine.LastIndex() {
+				if err := s.engine.TruncateAfter(first - 1); err != nil {
+					return fmt.Errorf("cut a divergent tail after %d: %w", first-1, err)
+				}
+			}
+			batch := make([]commitlog.IndexedEntry, 0, len(ents)-k)
+			for _, e := range ents[k:] {
+				batch = append(batch, commitlog.IndexedEntry{Index: model.Index(e.GetIndex()), Term: model.Term(e.GetTerm()), Data: recordOf(e)})
+			}
+			if err := s.engine.AppendEntries(ctx, batch); err != nil {
+				return fmt.Errorf("store entries from %d: %w", first, err)
+			}
+		}
+		last := model.Index(ents[len(ents)-1].GetIndex())
+		if err := s.engine.WaitIndexDurable(ctx, last); err != nil {
+			return err
+		}
+		s.stable.Store(uint64(last))
+	}
+	if m.Term != nil || m.Vote != nil {
+		st := s.state.load()
+		if m.GetTerm() != st.Term || m.GetVote() != st.Vote {
+			st.Term, st.Vote, st.Commit = m.GetTerm(), m.GetVote(), m.GetCommit()
+			if err := s.state.save(st); err != nil {
+				return err
+			}
+		}
+	}
+	var remote []*pb.Message
+	for _, r := range m.Responses {
+		if r.GetTo() == uint64(g.cfg.Node) || raft.IsLocalMsgTarget(r.GetTo()) {
+			g.responses.push(r)
+		} else {
+			remote = append(remote, r)
+		}
+	}
+	if len(remote) > 0 {
+		g.cfg.Transport.Send(g.cfg.Group, remote)
+	}
+	return nil
+}
+
+// stored returns how many leading entries the engine already holds (the
+// leader's own records, written before they were proposed).
+func (s *logStorage) stored(ents []*pb.Entry) int {
+	last := uint64(s.engine.LastIndex())
+	n := 0
+	for n < len(ents) && ents[n].GetIndex() <= last {
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	// Records of one term at one index are the same record everywhere
+	// (only that term's leader made it): when the first and last entries
+	// in range match in term and share it, so does everything between.
+	match := func(e *pb.Entry) bool {
+		t, err := s.engine.TermAt(model.Index(e.GetIndex()))
+		return err == nil && uint64(t) == e.GetTerm()
+	}
+	if ents[0].GetTerm() == ents[n-1].GetTerm() && match(ents[0]) && match(ents[n-1]) {
+		return n
+	}
+	k := 0
+	for k < n && match(ents[k]) {
+		k++
+	}
+	return k
+}
+
+// queue is an unbounded FIFO with a wake-up signal, for one consumer.
+type queue[T any] struct {
+	mu     sync.Mutex
+	items  []T
+	signal chan struct{}
+	once   sync.Once
+}
+
+func (q *queue[T]) init() { q.once.Do(func() { q.signal = make(chan struct{}, 1) }) }
+
+func (q *queue[T]) push(v T) {
+	q.init()
+	q.mu.Lock()
+	q.items = append(q.items, v)
+	q.mu.Unlock()
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (q *queue[T]) take() []T {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	v := q.items
+	q.items = nil
+	return v
+}
