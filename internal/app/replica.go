@@ -190,6 +190,35 @@ func (a *App) kafkaCluster() func() *kafka.ClusterView {
 	}
 }
 
+// relayedAdvertise points RocketMQ clients that reached the leader through
+// another member's relay back at that member (its host, the same port):
+// their routes then keep working when leadership moves, since the member
+// relays to whichever node leads, and remoting clients refresh routes only
+// every 30 s. Nil on a single node.
+func (a *App) relayedAdvertise() func(local, remote net.Addr) string {
+	r := a.replica
+	if r == nil {
+		return nil
+	}
+	byHost := map[string]bool{}
+	for id, h := range r.members {
+		if id != r.self {
+			byHost[h] = true
+		}
+	}
+	return func(local, remote net.Addr) string {
+		rh, _, err := net.SplitHostPort(remote.String())
+		if err != nil || !byHost[rh] {
+			return ""
+		}
+		_, port, err := net.SplitHostPort(local.String())
+		if err != nil {
+			return ""
+		}
+		return net.JoinHostPort(rh, port)
+	}
+}
+
 // route hands a listener's connections to the term's servers while this
 // node leads (the listener a stack serves), and relays them to the
 // leader otherwise.

@@ -136,6 +136,7 @@ func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontE
 		srv := remoting.NewServer(st.broker, remoting.Options{
 			Budget:             budget,
 			AdvertisedAddr:     a.cfg.Listen.RemotingAdvertised,
+			Advertise:          a.relayedAdvertise(),
 			MaxFrameBytes:      int32(min(int64(a.cfg.Limits.MaxFrameBytes), 1<<30)),
 			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
 			Pop:                st.pop,

@@ -45,7 +45,7 @@ type reqCtx struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	store, remote := s.advertised(nc.LocalAddr()), nc.RemoteAddr().String()
+	store, remote := s.advertised(nc.LocalAddr(), nc.RemoteAddr()), nc.RemoteAddr().String()
 	return &conn{s: s, nc: nc, log: s.log.With("client", remote), remote: remote,
 		store: store, ids: protocol.OffsetMessageIDPrefix(store),
 		out: make(chan *protocol.Command, s.opts.MaxInflightPerConn), slots: make(chan struct{}, s.opts.MaxInflightPerConn),

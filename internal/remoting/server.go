@@ -27,8 +27,12 @@ type Options struct {
 	// arrive whole once its first byte did (defaults when zero).
 	IdleTimeout, FrameTimeout time.Duration
 	// AdvertisedAddr is the host:port routes point clients at; empty: the
-	// address each client connected to.
-	AdvertisedAddr     string
+	// address each client connected to, or what Advertise says for it.
+	AdvertisedAddr string
+	// Advertise, when set, may name another address for a connection
+	// (empty: its local address): a cluster member points clients that
+	// came through another member's relay back at that member.
+	Advertise          func(local, remote net.Addr) string
 	BrokerName         string
 	ClusterName        string
 	MaxFrameBytes      int32 // default 16 MiB, as RocketMQ's frameMaxLength
@@ -175,9 +179,14 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 
 // advertised returns the address clients should use for this node: the
 // configured one, or the local address of the client's own connection.
-func (s *Server) advertised(local net.Addr) string {
+func (s *Server) advertised(local, remote net.Addr) string {
 	if s.opts.AdvertisedAddr != "" {
 		return s.opts.AdvertisedAddr
+	}
+	if s.opts.Advertise != nil {
+		if addr := s.opts.Advertise(local, remote); addr != "" {
+			return addr
+		}
 	}
 	if local != nil {
 		return local.String()

@@ -63,9 +63,12 @@ type Config struct {
 	ElectionTicks  int
 	HeartbeatTicks int
 	// MaxSizePerMsg bounds the entries of one append message (1 MiB);
-	// MaxInflightMsgs the append messages in flight to one follower (256).
-	MaxSizePerMsg   uint64
-	MaxInflightMsgs int
+	// MaxInflightMsgs (64) and MaxInflightBytes (16 MiB) what is in flight
+	// to one follower — with the transport's queue, what a slow follower
+	// can make the leader hold.
+	MaxSizePerMsg    uint64
+	MaxInflightMsgs  int
+	MaxInflightBytes uint64
 	// OnRoleChange, when set, is told (on the group's goroutine; keep it
 	// short) when the leader or term changes; leader is 0 while unknown.
 	OnRoleChange func(leader model.NodeID, term model.Term)
@@ -163,7 +166,10 @@ func Start(cfg Config) (*Group, error) {
 		cfg.MaxSizePerMsg = 1 << 20
 	}
 	if cfg.MaxInflightMsgs <= 0 {
-		cfg.MaxInflightMsgs = 256
+		cfg.MaxInflightMsgs = 64
+	}
+	if cfg.MaxInflightBytes == 0 {
+		cfg.MaxInflightBytes = 16 << 20
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -208,6 +214,7 @@ func Start(cfg Config) (*Group, error) {
 		MaxSizePerMsg:             cfg.MaxSizePerMsg,
 		MaxCommittedSizePerReady:  64 << 20,
 		MaxInflightMsgs:           cfg.MaxInflightMsgs,
+		MaxInflightBytes:          cfg.MaxInflightBytes,
 		CheckQuorum:               true,
 		PreVote:                   true,
 		AsyncStorageWrites:        true,

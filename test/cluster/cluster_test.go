@@ -601,3 +601,64 @@ func partition(t *testing.T, host string, others []string) func() {
 	t.Logf("partitioned %s from %v", host, others)
 	return remove
 }
+
+// TestClusterChaos (ROSETTA_CLUSTER_CHAOS=<kills>, outside the default
+// run): idempotent producers while members are SIGKILLed one after
+// another — mostly leaders, some followers — and restarted; prints the
+// failover times and checks every acknowledged record afterwards.
+func TestClusterChaos(t *testing.T) {
+	kills, _ := strconv.Atoi(os.Getenv("ROSETTA_CLUSTER_CHAOS"))
+	if kills <= 0 || os.Getenv(envDir) != "" {
+		t.Skip("set ROSETTA_CLUSTER_CHAOS to the number of kills")
+	}
+	c := newCluster(t)
+	ctx := context.Background()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	c.waitLeader(ctx)
+	if resp, err := kadm.NewClient(admin).CreateTopic(ctx, 6, 3, nil, "chaos"); err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	l := startLoad(t, c, "chaos", 2)
+	apptest.Eventually(t, 30*time.Second, "records acknowledged", func() bool { return l.count() > 200 })
+	var leaderTimes, followerTimes []time.Duration
+	for i := 0; i < kills; i++ {
+		lead := c.waitLeader(ctx)
+		victim, leader := lead, true
+		if i%4 == 3 {
+			victim, leader = lead%3+1, false
+		}
+		at := time.Now()
+		c.kill(c.member(victim))
+		d := l.waitAckAfter(t, at, 30*time.Second)
+		if leader {
+			leaderTimes = append(leaderTimes, d)
+		} else {
+			followerTimes = append(followerTimes, d)
+		}
+		t.Logf("kill %d: node %d (leader %v): next acknowledged produce after %v", i+1, victim, leader, d.Round(time.Millisecond))
+		c.start(c.member(victim))
+		c.wait(c.member(victim))
+		time.Sleep(time.Second)
+	}
+	c.waitLeader(ctx)
+	l.stop()
+	t.Logf("leader kills: %s", distribution(leaderTimes))
+	t.Logf("follower kills: %s", distribution(followerTimes))
+	t.Logf("acknowledged %d records (%d failed)", len(l.acks), l.errs)
+	verify(t, c, "chaos", l.acks)
+}
+
+// distribution summarises durations: count, p50, p90, max.
+func distribution(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))].Round(time.Millisecond) }
+	return fmt.Sprintf("n=%d p50=%v p90=%v max=%v", len(s), at(0.5), at(0.9), s[len(s)-1].Round(time.Millisecond))
+}
