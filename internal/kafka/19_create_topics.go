@@ -4,6 +4,9 @@ package kafka
 //
 // Version notes: any positive replication factor (or -1) is accepted on a
 // single node so tools that hard-code RF=3 work; the topic has one replica.
+// In a cluster every topic is replicated to every member (one replication
+// group holds all queues): a factor above the member count is
+// INVALID_REPLICATION_FACTOR, and the answer names the real factor.
 // 0 or below -1 is INVALID_REPLICATION_FACTOR. NumPartitions -1 takes the
 // broker default, 0 or below -1 is INVALID_PARTITIONS; manual assignments set
 // the partition count. Names outside [a-zA-Z0-9._-] (a '/' separates a
@@ -14,6 +17,8 @@ package kafka
 // count, replication factor and configs.
 
 import (
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -24,6 +29,7 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	s := rc.srv()
+	replicas, _ := s.replicasOf()
 	seen := map[string]int{}
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
@@ -65,6 +71,9 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 			err = nerr
 		case err == nil && (rt.ReplicationFactor == 0 || rt.ReplicationFactor < -1):
 			tr.ErrorCode = kerr.InvalidReplicationFactor.Code
+		case err == nil && len(replicas) > 1 && int(rt.ReplicationFactor) > len(replicas):
+			tr.ErrorCode = kerr.InvalidReplicationFactor.Code
+			tr.ErrorMessage = strp(fmt.Sprintf("Replication factor: %d larger than available brokers: %d.", rt.ReplicationFactor, len(replicas)))
 		case err == nil && n <= 0:
 			tr.ErrorCode = kerr.InvalidPartitions.Code
 		case err == nil && cfg.Validate() != nil:
@@ -84,7 +93,7 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 			tr.ErrorMessage = errorMessage(err)
 		}
 		if tr.ErrorCode == 0 {
-			tr.NumPartitions, tr.ReplicationFactor = int32(n), 1
+			tr.NumPartitions, tr.ReplicationFactor = int32(n), int16(len(replicas))
 			for _, dc := range describeTopicConfig(&cfg, brokerTopicDefaults(s.broker)) {
 				v := dc.value
 				tc := kmsg.NewCreateTopicsResponseTopicConfig()

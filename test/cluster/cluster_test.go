@@ -352,6 +352,10 @@ func TestClusterFailover(t *testing.T) {
 	if err != nil || resp.Err != nil {
 		t.Fatalf("create topic: %v %v", err, resp.Err)
 	}
+	if resp, err := adm.CreateTopic(ctx, 1, 4, nil, "too-many-replicas"); err == nil && resp.Err == nil {
+		t.Error("a replication factor above the member count was accepted")
+	}
+	checkKcat(t, c, "orders")
 	consumed := startGroupConsumer(t, c, "orders", "audit")
 	l := startLoad(t, c, "orders", 2)
 	apptest.Eventually(t, 30*time.Second, "records acknowledged", func() bool { return l.count() > 200 })
@@ -405,6 +409,25 @@ func TestClusterFailover(t *testing.T) {
 		return consumed.covers(l.acks)
 	})
 	consumed.stop()
+}
+
+// checkKcat lists the cluster with kcat (librdkafka): three brokers, the
+// topic's partitions on all three.
+func checkKcat(t *testing.T, c *cluster, topic string) {
+	t.Helper()
+	if _, err := exec.LookPath("kcat"); err != nil {
+		t.Log("kcat not installed: skipping its listing")
+		return
+	}
+	out, err := exec.Command("kcat", "-b", strings.Join(c.seeds(), ","), "-L", "-t", topic).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kcat -L: %v\n%s", err, out)
+	}
+	for _, want := range []string{" 3 brokers:", "replicas: 1,2,3"} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("kcat -L does not show %q:\n%s", want, out)
+		}
+	}
 }
 
 func otherHosts(h string) []string {
