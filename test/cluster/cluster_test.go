@@ -32,6 +32,7 @@ const (
 	envNode    = "ROSETTA_CLUSTER_NODE"
 	envPorts   = "ROSETTA_CLUSTER_PORTS" // kafka,etcd,raft
 	envMembers = "ROSETTA_CLUSTER_MEMBERS"
+	envEtcd    = "ROSETTA_CLUSTER_ETCD" // an external etcd instead of embedded members
 )
 
 var hosts = []string{"127.0.0.11", "127.0.0.12", "127.0.0.13"}
@@ -47,6 +48,7 @@ func TestClusterChild(t *testing.T) {
 	cfg := apptest.TestConfig(dir)
 	cfg.NodeID = id
 	cfg.Cluster.Members = os.Getenv(envMembers)
+	cfg.Cluster.EtcdEndpoints = os.Getenv(envEtcd)
 	cfg.Cluster.EtcdPort, _ = strconv.Atoi(ports[1])
 	cfg.Cluster.RaftPort, _ = strconv.Atoi(ports[2])
 	cfg.Listen.Host = hosts[id-1]
@@ -74,6 +76,7 @@ type cluster struct {
 	t       *testing.T
 	ports   []int // kafka, etcd (and etcd+1), raft
 	members []*member
+	env     []string // for every member
 }
 
 // freePorts finds ports free on every host.
@@ -99,7 +102,7 @@ func freePorts(t *testing.T, n int) []int {
 	return out
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t *testing.T, env ...string) *cluster {
 	for _, h := range hosts {
 		l, err := net.Listen("tcp", h+":0")
 		if err != nil {
@@ -107,7 +110,7 @@ func newCluster(t *testing.T) *cluster {
 		}
 		l.Close()
 	}
-	c := &cluster{t: t, ports: freePorts(t, 3)}
+	c := &cluster{t: t, ports: freePorts(t, 3), env: env}
 	root := t.TempDir()
 	for i, h := range hosts {
 		c.members = append(c.members, &member{id: i + 1, dir: filepath.Join(root, fmt.Sprint("node", i+1)), host: h})
@@ -139,6 +142,7 @@ func (c *cluster) start(m *member) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterChild$", "-test.v=false")
 	cmd.Env = append(os.Environ(), envDir+"="+m.dir, envNode+"="+strconv.Itoa(m.id),
 		envPorts+"="+fmt.Sprintf("%d,%d,%d", c.ports[0], c.ports[1], c.ports[2]), envMembers+"="+c.membersFlag())
+	cmd.Env = append(cmd.Env, c.env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		c.t.Fatal(err)
@@ -684,4 +688,53 @@ func distribution(ds []time.Duration) string {
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))].Round(time.Millisecond) }
 	return fmt.Sprintf("n=%d p50=%v p90=%v max=%v", len(s), at(0.5), at(0.9), s[len(s)-1].Round(time.Millisecond))
+}
+
+// TestClusterExternalEtcd: members keep their metadata in an external etcd
+// (Debian's etcd-server, an older version than the client) and replicate
+// the log among themselves; records acknowledged before and after the
+// leader's SIGKILL are all there.
+func TestClusterExternalEtcd(t *testing.T) {
+	if os.Getenv(envDir) != "" {
+		t.Skip("child")
+	}
+	const bin = "/usr/bin/etcd"
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("etcd-server not installed (scripts/test.sh installs it)")
+		}
+		t.Skip("etcd-server not installed")
+	}
+	ports := freePorts(t, 1)
+	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[0]+1)
+	etcd := exec.Command(bin, "--name", "ext", "--data-dir", t.TempDir(), "--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "ext="+peer, "--log-level", "error")
+	if err := etcd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = etcd.Process.Kill(); _ = etcd.Wait() })
+	c := newCluster(t, envEtcd+"="+client)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c.waitLeader(ctx)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic("ext"), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var acks []ack
+	produce := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			r := &kgo.Record{Value: []byte(fmt.Sprintf("w0-%07d", i))}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatalf("produce %d: %v", i, err)
+			}
+			acks = append(acks, ack{partition: r.Partition, offset: r.Offset, value: string(r.Value)})
+		}
+	}
+	produce(0, 300)
+	c.kill(c.member(c.waitLeader(ctx)))
+	produce(300, 300)
+	verify(t, c, "ext", acks)
 }
