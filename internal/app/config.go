@@ -205,6 +205,7 @@ type ClusterConfig struct {
 	Members       string `yaml:"members" help:"the cluster's nodes as id=host,… (up to 5), e.g. 1=127.0.0.11,2=127.0.0.12,3=127.0.0.13: each runs an etcd member for the metadata (unless cluster.etcd_endpoints is set) and a replica of the commit log, replicated with Raft; every listener defaults to the node's own host"`
 	RaftPort      int    `yaml:"raft_port" help:"port of the replication transport on every member's host"`
 	EtcdPort      int    `yaml:"etcd_port" help:"client port of the embedded etcd member on every member's host (its peer port is the next one)"`
+	Secret        string `yaml:"secret" help:"shared secret the members authenticate one another's replication connections with (HMAC challenge); empty: none"`
 }
 
 // maxMembers bounds clusters started from cluster.members (larger ones

@@ -104,7 +104,7 @@ func (a *App) startReplica() error {
 		peers[id] = net.JoinHostPort(host, strconv.Itoa(a.cfg.Cluster.RaftPort))
 	}
 	t, err := replication.NewTCPTransport(replication.TCPConfig{Cluster: a.cfg.Cluster.Name, Node: r.self,
-		Listen: peers[r.self], Peers: peers, LocalHost: r.members[r.self], Logger: a.log})
+		Listen: peers[r.self], Peers: peers, LocalHost: r.members[r.self], Secret: a.cfg.Cluster.Secret, Logger: a.log})
 	if err != nil {
 		return err
 	}
@@ -127,6 +127,7 @@ func (a *App) startReplica() error {
 		return err
 	}
 	t.Register(r.group)
+	a.metrics.Registry.MustRegister(newReplicaCollector(r))
 	return nil
 }
 
@@ -427,7 +428,7 @@ func (a *App) leadLoop(ctx context.Context, routes []*route, handler *switchHand
 	standby := handler.get()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	var retryAt time.Time
+	var retryAt, stepDownAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -438,6 +439,14 @@ func (a *App) leadLoop(ctx context.Context, routes []*route, handler *switchHand
 		case <-tick.C:
 		}
 		leading := r.group.Writable()
+		if leading && a.engine.DiskFull() && time.Now().After(stepDownAt) {
+			// A leader whose disk guard refuses writes would stall the
+			// group: a follower with room takes over.
+			a.log.Warn("disk guard refuses writes: handing leadership off")
+			a.handOffLeadership()
+			stepDownAt = time.Now().Add(10 * time.Second)
+			continue
+		}
 		switch {
 		case leading && cur == nil && time.Now().After(retryAt):
 			t, err := a.startTerm(ctx, routes, handler)

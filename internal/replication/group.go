@@ -128,11 +128,12 @@ type Group struct {
 	open     bool   // the engine accepts appends (leading, and caught up)
 	term     uint64
 
-	leader   atomic.Int32
-	termSeen atomic.Uint64
-	writable atomic.Bool // mirrors open
-	status   atomic.Pointer[Status]
-	ticks    int
+	leader    atomic.Int32
+	termSeen  atomic.Uint64
+	elections atomic.Int64 // leadership changes seen
+	writable  atomic.Bool  // mirrors open
+	status    atomic.Pointer[Status]
+	ticks     int
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -370,6 +371,9 @@ func (g *Group) TransferLeadership(ctx context.Context, to model.NodeID) error {
 	}
 }
 
+// LeaderChanges counts the times this replica saw a new leader.
+func (g *Group) LeaderChanges() int64 { return g.elections.Load() }
+
 // Writable reports whether this replica leads and its engine accepts
 // appends.
 func (g *Group) Writable() bool { return g.writable.Load() }
@@ -500,6 +504,9 @@ func (g *Group) ready() {
 			becameLeader = leading && (!g.leading || st.GetTerm() != g.term)
 			g.leading, g.term = leading, st.GetTerm()
 			if lead, term := int32(st.Lead), st.GetTerm(); lead != g.leader.Load() || term != g.termSeen.Load() {
+				if lead != 0 && lead != g.leader.Load() {
+					g.elections.Add(1)
+				}
 				g.leader.Store(lead)
 				g.termSeen.Store(term)
 				g.log.Info("group leadership", "leader", lead, "term", term, "self", g.cfg.Node)

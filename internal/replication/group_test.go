@@ -140,7 +140,7 @@ func (c *testCluster) start(id model.NodeID) {
 	}
 	var tr Transport = c.net.transport(id)
 	if c.tcp {
-		tt, err := NewTCPTransport(TCPConfig{Cluster: "test", Node: id, Listen: c.addrs[id], Peers: c.addrs,
+		tt, err := NewTCPTransport(TCPConfig{Cluster: "test", Node: id, Listen: c.addrs[id], Peers: c.addrs, Secret: "shared",
 			Logger: testLogger().With("node", id)})
 		if err != nil {
 			c.t.Fatalf("transport of node %d: %v", id, err)
@@ -424,4 +424,31 @@ func TestOverTCP(t *testing.T) {
 	c.start(l.id)
 	c.converge(want)
 	c.sameLogs()
+}
+
+// TestTransportSecret: a peer that cannot answer the cluster secret's
+// challenge is disconnected; members sharing it replicate.
+func TestTransportSecret(t *testing.T) {
+	tr, err := NewTCPTransport(TCPConfig{Cluster: "c", Node: 2, Listen: "127.0.0.1:0",
+		Peers: map[model.NodeID]string{1: "127.0.0.1:1", 2: ""}, Secret: "right"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	c, err := net.Dial("tcp", tr.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	impostor := &TCPTransport{cfg: TCPConfig{Cluster: "c", Node: 1, Secret: "wrong"}}
+	if err := impostor.writeHello(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := impostor.answerChallenge(c); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a peer with the wrong secret was kept")
+	}
 }

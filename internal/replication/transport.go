@@ -3,6 +3,9 @@ package replication
 import (
 	"bufio"
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -43,8 +46,12 @@ type TCPConfig struct {
 	// Listen is the address the transport accepts peers on; Peers maps
 	// every other node to its transport address; LocalHost, when set, is
 	// the host outgoing connections are made from.
-	Listen    string
-	Listener  net.Listener // instead of Listen: an open listener
+	Listen   string
+	Listener net.Listener // instead of Listen: an open listener
+	// Secret, when set, authenticates peers: the accepting node sends a
+	// random challenge and the dialing node answers with its HMAC-SHA256
+	// under the secret, so a node without it cannot join the traffic.
+	Secret    string
 	Peers     map[model.NodeID]string
 	LocalHost string
 	Logger    *slog.Logger
@@ -209,6 +216,9 @@ func (t *TCPTransport) dialLoop(ctx context.Context, p *peer) {
 		if err == nil {
 			err = t.writeHello(conn)
 		}
+		if err == nil && t.cfg.Secret != "" {
+			err = t.answerChallenge(conn)
+		}
 		if err != nil {
 			if conn != nil {
 				conn.Close()
@@ -282,7 +292,53 @@ func (t *TCPTransport) readHello(c net.Conn) (model.NodeID, error) {
 	if t.peers[id] == nil || id >= t.cfg.Node {
 		return 0, fmt.Errorf("unexpected peer node %d", id)
 	}
+	if t.cfg.Secret != "" {
+		if err := t.challenge(c, id); err != nil {
+			return 0, err
+		}
+	}
 	return id, nil
+}
+
+// challenge sends a random nonce and checks the peer's answer.
+func (t *TCPTransport) challenge(c net.Conn, id model.NodeID) error {
+	nonce := make([]byte, 16)
+	if _, err := rand.Read(nonce); err != nil {
+		return err
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write(nonce); err != nil {
+		return err
+	}
+	got := make([]byte, sha256.Size)
+	if _, err := io.ReadFull(c, got); err != nil {
+		return err
+	}
+	if !hmac.Equal(got, t.mac(nonce, id)) {
+		return fmt.Errorf("peer node %d failed the cluster secret challenge", id)
+	}
+	return nil
+}
+
+// answerChallenge answers the accepting peer's nonce.
+func (t *TCPTransport) answerChallenge(c net.Conn) error {
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	nonce := make([]byte, 16)
+	if _, err := io.ReadFull(c, nonce); err != nil {
+		return fmt.Errorf("cluster secret challenge: %w", err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	_, err := c.Write(t.mac(nonce, t.cfg.Node))
+	return err
+}
+
+// mac is HMAC-SHA256(secret, nonce | node | cluster).
+func (t *TCPTransport) mac(nonce []byte, node model.NodeID) []byte {
+	m := hmac.New(sha256.New, []byte(t.cfg.Secret))
+	m.Write(nonce)
+	_ = binary.Write(m, binary.BigEndian, uint32(node))
+	m.Write([]byte(t.cfg.Cluster))
+	return m.Sum(nil)
 }
 
 // decodeHello reads a hello: the node and cluster name it names.

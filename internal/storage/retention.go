@@ -186,6 +186,10 @@ type DiskUsage struct {
 	Full                 bool
 }
 
+// DiskFull reports whether the disk guard refuses writes now (as of its
+// last check).
+func (e *Engine) DiskFull() bool { return e.diskFull.Load() }
+
 // DiskUsage reads the data disk's usage.
 func (e *Engine) DiskUsage() (DiskUsage, error) {
 	var u DiskUsage
