@@ -157,7 +157,8 @@ type Log struct {
 	term        atomic.Uint64 // the term appends are written in (SetTerm)
 	syncedIndex atomic.Uint64 // index of the newest fsynced record
 	cursorMu    sync.Mutex
-	cursor      cursor // where the last index lookup ended (raft.go)
+	cursor      cursor   // where the last index lookup ended (raft.go)
+	recent      []cursor // Replicated: positions of recent records by index (raft.go)
 
 	segs    atomic.Pointer[[]*segment] // immutable, replaced on change
 	written atomic.Int64               // end of written data
@@ -202,6 +203,9 @@ func Open(opts Options, rec Recovery, visit func(pos model.LogPos, r *Record) er
 		done:    make(chan struct{}),
 	}
 	l.term.Store(uint64(opts.Term))
+	if opts.Replicated {
+		l.recent = make([]cursor, recentMask+1)
+	}
 	if err := l.recover(rec, visit); err != nil {
 		l.closeSegments()
 		return nil, err
@@ -320,6 +324,10 @@ func (l *Log) append(entries []*Entry, a Assigner, kick, replica bool) (model.Lo
 		return 0, ErrNotWritable
 	}
 	handOff := l.opts.Replicated && !replica && l.opts.OnWritten != nil
+	if l.recent != nil {
+		l.cursorMu.Lock()
+		defer l.cursorMu.Unlock()
+	}
 	now := l.opts.Now().UnixMilli()
 	var err error
 	// Small records are encoded into a staging buffer; large payloads are
@@ -359,6 +367,9 @@ func (l *Log) append(entries []*Entry, a Assigner, kick, replica bool) (model.Lo
 		e.Size = uint32(n)
 		e.Index = l.nextIndex
 		e.Term = model.Term(l.term.Load())
+		if l.recent != nil {
+			l.recent[e.Index&recentMask] = cursor{index: e.Index, pos: e.Pos}
+		}
 		if a != nil {
 			a.Assign(e)
 		}

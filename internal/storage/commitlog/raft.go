@@ -102,6 +102,9 @@ func (l *Log) locate(i model.Index) (model.LogPos, error) {
 			return 0, err
 		}
 	}
+	if pos, ok := l.recentPos(i); ok {
+		return pos, nil
+	}
 	segs := l.segments()
 	firsts := make([]model.Index, len(segs))
 	for j, s := range segs {
@@ -307,4 +310,33 @@ func (l *Log) FlushPending() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.flushPendingLocked()
+}
+
+// recentMask sizes the table of recent record positions a replicated log
+// keeps (64 Ki records): the lookups a replication group makes — commit,
+// terms of what it just stored, entries for followers close behind — find
+// their record there instead of scanning a segment.
+const recentMask = 1<<16 - 1
+
+// recentPos returns the position of record i from the recent table,
+// checked against the record there.
+func (l *Log) recentPos(i model.Index) (model.LogPos, bool) {
+	if l.recent == nil {
+		return 0, false
+	}
+	l.cursorMu.Lock()
+	c := l.recent[i&recentMask]
+	l.cursorMu.Unlock()
+	if c.index != i {
+		return 0, false
+	}
+	for _, s := range l.segments() {
+		used := s.used.Load()
+		if c.pos < s.base || int64(c.pos-s.base) >= used {
+			continue
+		}
+		h, err := DecodeHeader(s.data[c.pos-s.base : used])
+		return c.pos, err == nil && h.Index == i
+	}
+	return 0, false
 }
