@@ -382,22 +382,29 @@ func (a *App) close() error {
 // exists).
 func (a *App) closeBase() error {
 	var errs []error
+	step := func(name string, fn func() error) {
+		start := time.Now()
+		errs = append(errs, fn())
+		a.log.Debug("closed", "what", name, "took", time.Since(start))
+	}
 	if a.replica != nil {
-		a.replica.stop()
+		step("replica", func() error { a.replica.stop(); return nil })
 	}
 	if a.membership != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		errs = append(errs, a.membership.Leave(ctx))
-		cancel()
+		step("membership", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return a.membership.Leave(ctx)
+		})
 	}
 	if a.meta != nil {
-		errs = append(errs, a.meta.Close())
+		step("metadata", a.meta.Close)
 	}
 	if a.engine != nil {
-		errs = append(errs, a.engine.Close())
+		step("storage", a.engine.Close)
 	}
 	if a.replica != nil {
-		a.replica.closeEtcd()
+		step("etcd", func() error { a.replica.closeEtcd(); return nil })
 	}
 	return errors.Join(errs...)
 }

@@ -272,6 +272,7 @@ func (a *App) runReplicated(ctx context.Context, ready func(), eps []endpoint) e
 		_ = httpSrv.Shutdown(sctx)
 	}
 	err := g.Wait()
+	a.log.Debug("servers stopped", "took", time.Since(start))
 	if cerr := a.close(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}

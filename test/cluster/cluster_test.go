@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -58,9 +59,13 @@ func TestClusterChild(t *testing.T) {
 	cfg.Storage.Durability = "sync"
 	cfg.Broker.GroupConsumerHeartbeatInterval = 250 * time.Millisecond
 	cfg.Broker.GroupConsumerSessionTimeout = 6 * time.Second
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
 	n := apptest.StartTestNode(t, cfg)
 	fmt.Printf("KAFKA_ADDR=%s\n", n.KafkaAddr())
-	select {} // until SIGKILL
+	<-term // or SIGKILL
+	n.Stop(t) // a graceful stop, as rosetta serve's on SIGTERM
+	os.Exit(0)
 }
 
 // member is one child process.
@@ -399,6 +404,25 @@ func TestClusterFailover(t *testing.T) {
 		cut()
 	}
 	time.Sleep(2 * time.Second)
+
+	// 4. SIGTERM the leader: it hands leadership off and exits.
+	lead = c.waitLeader(ctx)
+	stopAt := time.Now()
+	exited := make(chan struct{})
+	m := c.member(lead)
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	go func() { _ = m.cmd.Wait(); close(exited) }()
+	fo = l.waitAckAfter(t, stopAt, 20*time.Second)
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("node %d did not exit within 30 s of SIGTERM", lead)
+	}
+	t.Logf("leader node %d stopped with SIGTERM: exited after %v, next acknowledged produce after %v",
+		lead, time.Since(stopAt).Round(time.Millisecond), fo.Round(time.Millisecond))
+	m.cmd = nil
+	c.start(m)
+	c.wait(m)
 	c.waitLeader(ctx)
 	l.stop()
 	if os.Getenv("ROSETTA_CLUSTER_DUMP") != "" && l.errs > 0 {
