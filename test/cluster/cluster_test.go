@@ -63,7 +63,7 @@ func TestClusterChild(t *testing.T) {
 	signal.Notify(term, syscall.SIGTERM)
 	n := apptest.StartTestNode(t, cfg)
 	fmt.Printf("KAFKA_ADDR=%s\n", n.KafkaAddr())
-	<-term // or SIGKILL
+	<-term    // or SIGKILL
 	n.Stop(t) // a graceful stop, as rosetta serve's on SIGTERM
 	os.Exit(0)
 }
