@@ -540,6 +540,8 @@ func (a *App) endTerm(t *term, routes []*route, handler *switchHandler, standby 
 	if err := t.st.close(); err != nil {
 		a.log.Warn("closing the ended term's broker", "err", err)
 	}
+	// Checkpoints stop capturing the closed broker's state machines.
+	a.engine.DropOpenedSections()
 	a.log.Info("no longer leading: relaying clients to the leader", "served", time.Since(t.started).Round(time.Millisecond))
 }
 

@@ -2,6 +2,12 @@
 // 127.0.0.11–13 and fails them as machines fail: SIGKILL of the leader and
 // of a follower, and a network partition made with iptables rules on
 // loopback between those addresses only.
+//
+// Diagnostics: ROSETTA_TEST_LOG=info (the members' logs),
+// ROSETTA_CLUSTER_CLIENT_LOG=1 (the producers' franz-go logs) and
+// ROSETTA_CLUSTER_DUMP=1 (goroutine dumps of the members when producing
+// stalls). ROSETTA_CLUSTER_CHAOS=<kills> runs TestClusterChaos
+// (scripts/chaos.sh).
 package cluster_test
 
 import (
