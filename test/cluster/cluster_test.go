@@ -91,11 +91,13 @@ type cluster struct {
 	env     []string // for every member
 }
 
-// freePorts finds ports free on every host.
+// freePorts finds ports free on every host, below the ephemeral range
+// (32768 and up), so no outgoing connection of a member can hold one
+// when a restarted member binds it again.
 func freePorts(t *testing.T, n int) []int {
 	var out []int
 	for len(out) < n {
-		p := 20000 + rand.IntN(30000)
+		p := 20000 + rand.IntN(12000)
 		ok := true
 		for _, h := range hosts {
 			for _, q := range []int{p, p + 1} {
