@@ -232,11 +232,10 @@ type endpoint struct {
 // openEndpoints opens every configured listener, so a port in use fails
 // before anything runs.
 func (a *App) openEndpoints() ([]endpoint, error) {
-	kafkaLs, kafkaSpecs, err := a.kafkaListeners()
+	kafkaSpecs, err := a.kafkaListeners()
 	if err != nil {
 		return nil, err
 	}
-	_ = kafkaLs
 	eps := []endpoint{
 		{name: "http", tls: a.cfg.Listen.HTTPTLS, alpn: []string{"http/1.1"}},
 		{name: "remoting", tls: a.cfg.Listen.RemotingTLS},

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,17 +57,17 @@ type kafkaListenerSpec struct {
 // listen.kafka_listeners (TLS enforced on SSL and SASL_SSL, off on the
 // others), or the one listen.kafka PLAINTEXT listener with listen.kafka_tls.
 // The first is registered as "kafka", each named one also as "kafka/NAME".
-func (a *App) kafkaListeners() ([]net.Listener, []kafkaListenerSpec, error) {
+func (a *App) kafkaListeners() ([]kafkaListenerSpec, error) {
 	if a.cfg.Listen.KafkaListeners == "" {
 		if a.cfg.Listen.Kafka == "" {
-			return nil, nil, nil
+			return nil, nil
 		}
-		return make([]net.Listener, 1), []kafkaListenerSpec{{"kafka", a.cfg.Listen.Kafka, a.cfg.Listen.KafkaTLS,
+		return []kafkaListenerSpec{{"kafka", a.cfg.Listen.Kafka, a.cfg.Listen.KafkaTLS,
 			kafka.Listener{Name: kafka.ProtocolPlaintext, Protocol: kafka.ProtocolPlaintext}}}, nil
 	}
 	ls, addrs, err := kafka.ParseListeners(a.cfg.Listen.KafkaListeners, a.cfg.Listen.KafkaProtocolMap, a.cfg.Listen.KafkaAdvertisedListeners)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	specs := make([]kafkaListenerSpec, len(ls))
 	for i, l := range ls {
@@ -78,10 +77,10 @@ func (a *App) kafkaListeners() ([]net.Listener, []kafkaListenerSpec, error) {
 		}
 		specs[i] = kafkaListenerSpec{"kafka/" + l.Name, addrs[i], mode, l}
 		if l.SASL() && len(splitComma(a.cfg.Security.SASLMechanisms)) == 0 {
-			return nil, nil, fmt.Errorf("kafka listener %s uses SASL but security.sasl_mechanisms is empty", l.Name)
+			return nil, fmt.Errorf("kafka listener %s uses SASL but security.sasl_mechanisms is empty", l.Name)
 		}
 	}
-	return make([]net.Listener, len(ls)), specs, nil
+	return specs, nil
 }
 
 func splitComma(s string) []string {
