@@ -187,31 +187,20 @@ func (e *Engine) appendReplicated(ctx context.Context, recs []*commitlog.Entry, 
 // model.ErrNotLeader when leadership changes first (gen) or when the
 // record was cut (a truncation since truncs left another record at i).
 func (e *Engine) waitCommitted(ctx context.Context, i model.Index, t model.Term, gen, truncs uint64) error {
-	for {
-		ch := e.repl.changedCh()
+	return e.waitReplication(ctx, func() (bool, error) {
 		if e.CommitIndex() >= i {
 			if e.repl.truncations.Load() != truncs {
 				if got, err := e.clog.Term(i); err != nil || got != t {
-					return fmt.Errorf("%w: record %d was cut", model.ErrNotLeader, i)
+					return false, fmt.Errorf("%w: record %d was cut", model.ErrNotLeader, i)
 				}
 			}
-			return nil
+			return true, nil
 		}
 		if e.repl.leaderGen.Load() != gen {
-			return fmt.Errorf("%w: leadership changed before record %d was committed", model.ErrNotLeader, i)
+			return false, fmt.Errorf("%w: leadership changed before record %d was committed", model.ErrNotLeader, i)
 		}
-		if err := e.clog.Err(); err != nil {
-			return err
-		}
-		if e.closed.Load() {
-			return model.ErrClosed
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+		return false, nil
+	})
 }
 
 // waitCommittedPos waits until the records this leader wrote up to end
@@ -225,13 +214,29 @@ func (e *Engine) waitCommittedPos(ctx context.Context, end model.LogPos) error {
 	if !e.clog.Writable() {
 		return fmt.Errorf("%w: leadership changed before the records were committed", model.ErrNotLeader)
 	}
+	return e.waitReplication(ctx, func() (bool, error) {
+		if e.repl.truncations.Load() != truncs || e.repl.leaderGen.Load() != gen {
+			return false, fmt.Errorf("%w: leadership changed before the records were committed", model.ErrNotLeader)
+		}
+		return model.LogPos(e.committed.Load()) >= end, nil
+	})
+}
+
+// committedPoint waits (appends paused by the caller) until everything
+// written is committed; false when that does not happen within the
+// context.
+func (e *Engine) committedPoint(ctx context.Context) bool {
+	return e.waitReplication(ctx, func() (bool, error) { return e.CommitIndex() >= e.clog.LastIndex(), nil }) == nil
+}
+
+// waitReplication calls check now and after every change of the commit
+// index, leadership or truncations, until it is done or fails, the log
+// fails, the engine closes or ctx ends.
+func (e *Engine) waitReplication(ctx context.Context, check func() (bool, error)) error {
 	for {
 		ch := e.repl.changedCh()
-		if e.repl.truncations.Load() != truncs || e.repl.leaderGen.Load() != gen {
-			return fmt.Errorf("%w: leadership changed before the records were committed", model.ErrNotLeader)
-		}
-		if model.LogPos(e.committed.Load()) >= end {
-			return nil
+		if done, err := check(); done || err != nil {
+			return err
 		}
 		if err := e.clog.Err(); err != nil {
 			return err
@@ -243,23 +248,6 @@ func (e *Engine) waitCommittedPos(ctx context.Context, end model.LogPos) error {
 		case <-ch:
 		case <-ctx.Done():
 			return ctx.Err()
-		}
-	}
-}
-
-// committedPoint waits (appends paused by the caller) until everything
-// written is committed; false when that does not happen within the
-// context.
-func (e *Engine) committedPoint(ctx context.Context) bool {
-	for {
-		ch := e.repl.changedCh()
-		if e.CommitIndex() >= e.clog.LastIndex() {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return false
 		}
 	}
 }
