@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -117,7 +116,7 @@ func (a *App) startReplica() error {
 		Handoff:   r.handoff,
 		Transport: t,
 		OnRoleChange: func(model.NodeID, model.Term) {
-			r.relays.closeAll() // relayed connections follow the leader
+			r.relays.closeUpstreams() // relayed connections follow the leader
 		},
 		Logger: a.log,
 	})
@@ -308,119 +307,6 @@ func (a *App) handOffLeadership() {
 	a.log.Info("handed leadership off", "to", to)
 }
 
-// acceptRoute accepts a listener's connections for as long as the node
-// runs.
-func (a *App) acceptRoute(ctx context.Context, rt *route) error {
-	stop := context.AfterFunc(ctx, func() { rt.ep.raw.Close() })
-	defer stop()
-	for {
-		c, err := rt.ep.raw.Accept()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			return fmt.Errorf("%s accept: %w", rt.ep.name, err)
-		}
-		if cl := rt.current.Load(); cl != nil && cl.deliver(c) {
-			continue
-		}
-		go a.relay(ctx, c, rt)
-	}
-}
-
-// relayWait bounds how long a connection waits for a leader to relay to
-// (or for this node's stack to come up) before it is closed. A client
-// whose first request finds the connection closed takes it for a
-// misconfiguration (franz-go fails the records it was sending), so the
-// wait outlasts clients' own request timeouts (10 s for franz-go), after
-// which they try another broker.
-const relayWait = 30 * time.Second
-
-// relay forwards a client connection to the leader's listener of the same
-// name (same port, the leader's host), opened from this node's address.
-// While no leader is reachable it waits; if this node starts leading
-// meanwhile, its own servers take the connection.
-func (a *App) relay(ctx context.Context, c net.Conn, rt *route) {
-	r := a.replica
-	_, port, err := net.SplitHostPort(rt.ep.raw.Addr().String())
-	if err != nil {
-		c.Close()
-		return
-	}
-	d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(r.members[r.self])}}
-	var up net.Conn
-	deadline := time.Now().Add(relayWait)
-	for up == nil {
-		if cl := rt.current.Load(); cl != nil && cl.deliver(c) {
-			return
-		}
-		if leader, host := r.leaderHost(); leader != 0 && leader != r.self {
-			if up, err = d.DialContext(ctx, "tcp", net.JoinHostPort(host, port)); err != nil {
-				a.log.Debug("relay to the leader", "listener", rt.ep.name, "leader", leader, "err", err)
-			}
-		}
-		if up != nil {
-			break
-		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			c.Close()
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	r.relays.add(c, up)
-	defer r.relays.remove(c)
-	done := make(chan struct{}, 2)
-	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		if tc, ok := dst.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
-		}
-		done <- struct{}{}
-	}
-	go pipe(up, c)
-	go pipe(c, up)
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	c.Close()
-	up.Close()
-	<-done
-}
-
-// relaySet tracks relayed connection pairs, to close them when leadership
-// moves.
-type relaySet struct {
-	mu    sync.Mutex
-	conns map[net.Conn]net.Conn
-}
-
-func (s *relaySet) add(c, up net.Conn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.conns == nil {
-		s.conns = map[net.Conn]net.Conn{}
-	}
-	s.conns[c] = up
-}
-
-func (s *relaySet) remove(c net.Conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-}
-
-func (s *relaySet) closeAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for c, up := range s.conns {
-		c.Close()
-		up.Close()
-	}
-	clear(s.conns)
-}
-
 // leadLoop builds a stack when the node's engine opens as leader and drops
 // it when leadership ends.
 func (a *App) leadLoop(ctx context.Context, routes []*route, handler *switchHandler) error {
@@ -604,6 +490,16 @@ func (l *connListener) Accept() (net.Conn, error) {
 func (l *connListener) Close() error {
 	l.closed.Do(func() { close(l.done) })
 	return nil
+}
+
+// isClosed reports whether Close was called (the term ended).
+func (l *connListener) isClosed() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // Addr is the real listener's address.

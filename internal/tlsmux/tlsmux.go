@@ -132,8 +132,23 @@ func (l *Listener) sniff(c net.Conn) {
 	}
 }
 
+// Peeker is a connection that can show its next byte without consuming
+// it (one that replays bytes read earlier, say).
+type Peeker interface {
+	PeekByte() (byte, error)
+}
+
 // peekByte returns the connection's first byte, leaving it to be read.
 func peekByte(c net.Conn) (byte, error) {
+	if p, ok := c.(Peeker); ok {
+		return p.PeekByte()
+	}
+	return PeekSocket(c)
+}
+
+// PeekSocket returns the next byte waiting on a socket connection, leaving
+// it to be read; the read deadline applies.
+func PeekSocket(c net.Conn) (byte, error) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return 0, errors.New("connection cannot be peeked")

@@ -37,7 +37,7 @@ import (
 const (
 	envDir     = "ROSETTA_CLUSTER_DIR"
 	envNode    = "ROSETTA_CLUSTER_NODE"
-	envPorts   = "ROSETTA_CLUSTER_PORTS" // kafka,etcd,raft
+	envPorts   = "ROSETTA_CLUSTER_PORTS" // kafka,etcd,raft,remoting,grpc
 	envMembers = "ROSETTA_CLUSTER_MEMBERS"
 	envEtcd    = "ROSETTA_CLUSTER_ETCD" // an external etcd instead of embedded members
 )
@@ -61,7 +61,8 @@ func TestClusterChild(t *testing.T) {
 	cfg.Cluster.RaftPort, _ = strconv.Atoi(ports[2])
 	cfg.Listen.Host = hosts[id-1]
 	cfg.Listen.Kafka = ":" + ports[0]
-	cfg.Listen.HTTP, cfg.Listen.Remoting, cfg.Listen.GRPC = "", "", ""
+	cfg.Listen.Remoting, cfg.Listen.GRPC = ":"+ports[3], ":"+ports[4]
+	cfg.Listen.HTTP = ""
 	cfg.Storage.Durability = "sync"
 	cfg.Broker.GroupConsumerHeartbeatInterval = 250 * time.Millisecond
 	cfg.Broker.GroupConsumerSessionTimeout = 6 * time.Second
@@ -86,7 +87,7 @@ type member struct {
 
 type cluster struct {
 	t       *testing.T
-	ports   []int // kafka, etcd (and etcd+1), raft
+	ports   []int // kafka, etcd (and etcd+1), raft, remoting, grpc
 	members []*member
 	env     []string // for every member
 }
@@ -124,7 +125,7 @@ func newCluster(t *testing.T, env ...string) *cluster {
 		}
 		l.Close()
 	}
-	c := &cluster{t: t, ports: freePorts(t, 3), env: env}
+	c := &cluster{t: t, ports: freePorts(t, 5), env: env}
 	root := t.TempDir()
 	for i, h := range hosts {
 		c.members = append(c.members, &member{id: i + 1, dir: filepath.Join(root, fmt.Sprint("node", i+1)), host: h})
@@ -155,7 +156,7 @@ func (c *cluster) membersFlag() string {
 func (c *cluster) start(m *member) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterChild$", "-test.v=false")
 	cmd.Env = append(os.Environ(), envDir+"="+m.dir, envNode+"="+strconv.Itoa(m.id),
-		envPorts+"="+fmt.Sprintf("%d,%d,%d", c.ports[0], c.ports[1], c.ports[2]), envMembers+"="+c.membersFlag())
+		envPorts+"="+fmt.Sprintf("%d,%d,%d,%d,%d", c.ports[0], c.ports[1], c.ports[2], c.ports[3], c.ports[4]), envMembers+"="+c.membersFlag())
 	cmd.Env = append(cmd.Env, c.env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -193,10 +194,13 @@ func (c *cluster) kill(m *member) {
 	m.cmd = nil
 }
 
-func (c *cluster) seeds() []string {
+func (c *cluster) seeds() []string { return c.addrs(0) }
+
+// addrs lists every member's address of the listener ports[i].
+func (c *cluster) addrs(i int) []string {
 	var s []string
 	for _, m := range c.members {
-		s = append(s, net.JoinHostPort(m.host, strconv.Itoa(c.ports[0])))
+		s = append(s, net.JoinHostPort(m.host, strconv.Itoa(c.ports[i])))
 	}
 	return s
 }
@@ -660,56 +664,6 @@ func partition(t *testing.T, host string, others []string) func() {
 	sort.Strings(others)
 	t.Logf("partitioned %s from %v", host, others)
 	return remove
-}
-
-// TestClusterChaos (ROSETTA_CLUSTER_CHAOS=<kills>, outside the default
-// run): idempotent producers while members are SIGKILLed one after
-// another — mostly leaders, some followers — and restarted; prints the
-// failover times and checks every acknowledged record afterwards.
-func TestClusterChaos(t *testing.T) {
-	kills, _ := strconv.Atoi(os.Getenv("ROSETTA_CLUSTER_CHAOS"))
-	if kills <= 0 || os.Getenv(envDir) != "" {
-		t.Skip("set ROSETTA_CLUSTER_CHAOS to the number of kills")
-	}
-	c := newCluster(t)
-	ctx := context.Background()
-	admin, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	c.waitLeader(ctx)
-	if resp, err := kadm.NewClient(admin).CreateTopic(ctx, 6, 3, nil, "chaos"); err != nil || resp.Err != nil {
-		t.Fatalf("create topic: %v %v", err, resp.Err)
-	}
-	l := startLoad(t, c, "chaos", 2)
-	apptest.Eventually(t, 30*time.Second, "records acknowledged", func() bool { return l.count() > 200 })
-	var leaderTimes, followerTimes []time.Duration
-	for i := 0; i < kills; i++ {
-		lead := c.waitLeader(ctx)
-		victim, leader := lead, true
-		if i%4 == 3 {
-			victim, leader = lead%3+1, false
-		}
-		at := time.Now()
-		c.kill(c.member(victim))
-		d := l.waitAckAfter(t, at, 30*time.Second)
-		if leader {
-			leaderTimes = append(leaderTimes, d)
-		} else {
-			followerTimes = append(followerTimes, d)
-		}
-		t.Logf("kill %d: node %d (leader %v): next acknowledged produce after %v", i+1, victim, leader, d.Round(time.Millisecond))
-		c.start(c.member(victim))
-		c.wait(c.member(victim))
-		time.Sleep(time.Second)
-	}
-	c.waitLeader(ctx)
-	l.stop()
-	t.Logf("leader kills: %s", distribution(leaderTimes))
-	t.Logf("follower kills: %s", distribution(followerTimes))
-	t.Logf("acknowledged %d records (%d failed)", len(l.acks), l.errs)
-	verify(t, c, "chaos", l.acks)
 }
 
 // distribution summarises durations: count, p50, p90, max.

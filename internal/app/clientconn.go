@@ -1,0 +1,183 @@
+package app
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/tlsmux"
+)
+
+// maxReplayBytes bounds what a client connection keeps of its requests
+// while nothing has answered them (clients' first requests — Kafka
+// ApiVersions, SASL, a RocketMQ heartbeat — are far smaller).
+const maxReplayBytes = 64 << 10
+
+// errDetached is what the previous owner of a moved connection gets.
+var errDetached = errors.New("client connection moved to the leader")
+
+// clientConn is a cluster member's client connection as one owner — a
+// term's protocol server, or a relay to the leader — sees it. Until the
+// first byte of an answer reaches the client it keeps every byte the
+// client sent, so that when leadership moves before anything was answered
+// the connection moves too (detach) and its requests are replayed to the
+// next leader, instead of being closed: a client whose connection closes
+// before its first answer takes that for a misconfiguration (franz-go
+// fails the records it was sending). What was answered is never replayed.
+type clientConn struct {
+	net.Conn
+	mu       sync.Mutex
+	readMu   sync.Mutex // held across a read of the socket
+	pending  []byte     // kept bytes a new owner reads before the socket's
+	kept     []byte     // every byte read while nothing was answered
+	answered bool       // a byte went back, or kept overflowed: never replayed
+	detached bool
+	// handoff, when set, is asked on Close whether the connection moves
+	// rather than closes; it takes the detached connection if so.
+	handoff func(*clientConn) bool
+}
+
+func newClientConn(c net.Conn) *clientConn { return &clientConn{Conn: c} }
+
+// Read returns kept bytes replayed to this owner first, then the socket's.
+func (c *clientConn) Read(p []byte) (int, error) {
+	c.readMu.Lock()
+	defer c.readMu.Unlock()
+	c.mu.Lock()
+	if c.detached {
+		c.mu.Unlock()
+		return 0, errDetached
+	}
+	if len(c.pending) > 0 {
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		c.mu.Unlock()
+		return n, nil
+	}
+	c.mu.Unlock()
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.answered && n > 0 {
+		if len(c.kept)+n > maxReplayBytes {
+			c.answered, c.kept = true, nil
+		} else {
+			c.kept = append(c.kept, p[:n]...)
+		}
+	}
+	if c.detached {
+		// What was read is kept for the next owner.
+		return 0, errDetached
+	}
+	return n, err
+}
+
+// PeekByte shows the next byte Read returns without consuming it (the
+// listener's TLS sniffing looks at the first byte).
+func (c *clientConn) PeekByte() (byte, error) {
+	c.mu.Lock()
+	if len(c.pending) > 0 {
+		b := c.pending[0]
+		c.mu.Unlock()
+		return b, nil
+	}
+	c.mu.Unlock()
+	return tlsmux.PeekSocket(c.Conn)
+}
+
+// Write marks the connection answered: from now on it closes rather than
+// moves.
+func (c *clientConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	if c.detached {
+		c.mu.Unlock()
+		return 0, errDetached
+	}
+	if len(p) > 0 {
+		c.answered, c.kept, c.pending = true, nil, nil
+	}
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+// Close closes the socket, unless handoff takes the connection to the
+// next leader (nothing was answered yet).
+func (c *clientConn) Close() error {
+	if h := c.handoff; h != nil {
+		if nc := c.detach(); nc != nil {
+			if h(nc) {
+				return nil
+			}
+			return nc.Conn.Close()
+		}
+	}
+	c.mu.Lock()
+	detached := c.detached
+	c.mu.Unlock()
+	if detached {
+		return nil
+	}
+	return c.Conn.Close()
+}
+
+// detach ends this owner's use of the socket and returns the connection
+// for the next owner, who reads the kept bytes first; nil when something
+// was answered (or the connection is already detached or closed).
+func (c *clientConn) detach() *clientConn {
+	c.mu.Lock()
+	if c.answered || c.detached {
+		c.mu.Unlock()
+		return nil
+	}
+	c.detached = true
+	c.mu.Unlock()
+	// Wake a read blocked on the socket and wait for it to return; what
+	// it read lands in kept.
+	_ = c.Conn.SetReadDeadline(time.Unix(1, 0))
+	c.readMu.Lock()
+	c.readMu.Unlock() //nolint:staticcheck // waiting for the reader only
+	_ = c.Conn.SetReadDeadline(time.Time{})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.answered {
+		return nil
+	}
+	kept := append([]byte(nil), c.kept...)
+	return &clientConn{Conn: c.Conn, kept: kept, pending: kept}
+}
+
+// SetDeadline and the others reach the socket while this owner has it.
+func (c *clientConn) SetDeadline(t time.Time) error {
+	if c.isDetached() {
+		return nil
+	}
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *clientConn) SetReadDeadline(t time.Time) error {
+	if c.isDetached() {
+		return nil
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *clientConn) SetWriteDeadline(t time.Time) error {
+	if c.isDetached() {
+		return nil
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *clientConn) isDetached() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.detached
+}
+
+// replayable reports whether nothing was answered yet.
+func (c *clientConn) replayable() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.answered && !c.detached
+}
