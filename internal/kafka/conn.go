@@ -117,7 +117,7 @@ func (c *conn) read() {
 			_, err = io.ReadFull(r, sizeBuf[:])
 		}
 		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
+			if errors.Is(err, os.ErrDeadlineExceeded) && !task.Draining(c.ctx) {
 				c.log.Info("closing connection: idle or a request too slow to arrive", "idle_limit", c.s.opts.IdleTimeout)
 			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil {
 				c.log.Debug("read failed", "err", err)

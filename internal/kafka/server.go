@@ -63,6 +63,10 @@ type Options struct {
 	Logger         *slog.Logger
 }
 
+// drainGrace is how long a stopping listener's connections have to answer
+// the requests they already read.
+const drainGrace = 2 * time.Second
+
 // Server is the Kafka listener.
 type Server struct {
 	opts      Options
@@ -136,7 +140,11 @@ func (s *Server) ServeListener(ctx context.Context, l net.Listener, lis Listener
 	if lis.SASL() && s.opts.Security == nil {
 		return fmt.Errorf("kafka listener %s: SASL needs the security service", lis.Name)
 	}
-	return task.ServeConns(ctx, "kafka", l, func(ctx context.Context, nc net.Conn) { newConn(s, nc, lis).serve(ctx) })
+	// When the listener stops (the node stops, or a cluster member's term
+	// ends), requests already read are answered before the connection
+	// closes: franz-go fails the records of a connection that closes
+	// before any answer but ApiVersions, as it would for missing SASL.
+	return task.ServeConnsDraining(ctx, "kafka", l, drainGrace, func(ctx context.Context, nc net.Conn) { newConn(s, nc, lis).serve(ctx) })
 }
 
 // advertised returns the host and port clients of a connection should
