@@ -31,8 +31,9 @@ import (
 // broker from the log (as a restart does) when it becomes leader and
 // drops it when leadership ends. The others accept clients on the same
 // ports and relay each connection to the leader's same port, so any
-// member's address works for every client; a connection is closed when
-// leadership moves, and clients reconnect.
+// member's address works for every client. When leadership moves, a
+// connection on which nothing was answered yet moves to the new leader
+// (relay.go, clientconn.go); the others close, and clients reconnect.
 
 // replica is the node's replica of the log and what runs with it.
 type replica struct {
