@@ -5,7 +5,11 @@ package remoting
 // broker: every route points back at the address the client used (or the
 // advertised one). TBW102, the topic producers fall back to for a topic
 // that does not exist yet, has a route while auto-creation is on; the send
-// then creates the topic.
+// then creates the topic. RMQ_SYS_TRACE_TOPIC, where clients with message
+// trace on send their trace records, exists from its first route query
+// (one queue, as RocketMQ creates it), so traces are stored and found by
+// QUERY_MESSAGE on the traced message ids (their KEYS), as RocketMQ
+// Dashboard looks them up.
 
 import (
 	"encoding/json"
@@ -20,6 +24,10 @@ import (
 // autoCreateTopicKey is the topic producers use to find brokers that may
 // create a topic on first send.
 const autoCreateTopicKey = "TBW102"
+
+// traceTopic is the default topic of RocketMQ clients' message trace
+// records.
+const traceTopic = "RMQ_SYS_TRACE_TOPIC"
 
 // permReadWrite is PermName READ|WRITE.
 const permReadWrite = 6
@@ -57,10 +65,10 @@ func handleGetRouteInfo(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	if topic == autoCreateTopicKey && s.broker.AutoCreateTopics() {
 		queues = s.broker.DefaultQueues()
 	} else {
-		if strings.HasPrefix(topic, "%RETRY%") || topic == s.replyTopic() {
-			// A group's retry topic (and the reply topic) exists as soon as
-			// anyone asks for it (a consumer's first route query may come
-			// before its heartbeat).
+		if strings.HasPrefix(topic, "%RETRY%") || topic == s.replyTopic() || topic == traceTopic {
+			// A group's retry topic (and the reply and trace topics) exists
+			// as soon as anyone asks for it (a consumer's first route query
+			// may come before its heartbeat; auto-creation may be off).
 			if _, err := s.ensureTopic(rc, topic, 1); err != nil {
 				return errorResponse(req, err)
 			}
