@@ -103,10 +103,10 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security, clust
 	if cluster != nil {
 		mux.HandleFunc("GET /api/v1/cluster", sec.guard(clusterHandler(cluster)))
 	}
-	mux.HandleFunc("GET /api/v1/topics", sec.guard(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(b.Topics(false))
-	}))
+	registerTopicAPI(mux, b, sec)
+	registerGroupAPI(mux, b, sec)
+	registerMessageAPI(mux, b, sec)
+	mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, openAPI()) })
 	mux.HandleFunc("GET /api/v1/storage", sec.guard(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(storageReport(b))
@@ -118,14 +118,14 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security, clust
 		if v := r.URL.Query().Get("threshold"); v != "" {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil || f <= 0 || f > 1 {
-				http.Error(w, "threshold must be in (0, 1]", http.StatusBadRequest)
+				httpError(w, "threshold must be in (0, 1]", http.StatusBadRequest)
 				return
 			}
 			threshold = f
 		}
 		res, err := b.Engine().GC(r.Context(), threshold)
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
+			httpError(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -135,7 +135,7 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security, clust
 	mux.HandleFunc("POST /api/v1/storage/compact", sec.guard(func(w http.ResponseWriter, r *http.Request) {
 		res, err := b.RunCompaction(r.Context(), true)
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
+			httpError(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -145,7 +145,7 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security, clust
 	mux.HandleFunc("POST /api/v1/storage/retention", sec.guard(func(w http.ResponseWriter, r *http.Request) {
 		res, err := b.RunRetention(r.Context())
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
+			httpError(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
 		log.Info("retention pass run through the admin API", "deleted_segments", res.DeletedSegments, "freed_bytes", res.FreedBytes)
@@ -161,9 +161,9 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security, clust
 		}
 		switch {
 		case errors.Is(err, broker.ErrTimerNotPending) || errors.Is(err, model.ErrInvalidTopic):
-			http.Error(w, err.Error(), http.StatusNotFound)
+			httpError(w, err.Error(), http.StatusNotFound)
 		case err != nil:
-			http.Error(w, err.Error(), http.StatusInternalServerError)
+			httpError(w, err.Error(), http.StatusInternalServerError)
 		default:
 			log.Info("timer message cancelled", "topic", name.String(), "id", r.PathValue("id"))
 			w.WriteHeader(http.StatusNoContent)

@@ -84,7 +84,7 @@ func clusterHandler(status func(context.Context) (ClusterStatus, error)) http.Ha
 	return func(w http.ResponseWriter, r *http.Request) {
 		st, err := status(r.Context())
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			httpError(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

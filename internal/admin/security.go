@@ -43,7 +43,7 @@ func (s Security) guard(next http.HandlerFunc) http.HandlerFunc {
 		}
 		if p == (security.Principal{}) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="rosetta"`)
-			http.Error(w, "authentication required", http.StatusUnauthorized)
+			httpError(w, "authentication required", http.StatusUnauthorized)
 			return
 		}
 		op := security.OpAlter
@@ -51,7 +51,7 @@ func (s Security) guard(next http.HandlerFunc) http.HandlerFunc {
 			op = security.OpDescribe
 		}
 		if !sec.Authorize(p, clientHost(r), security.ResourceCluster, security.ClusterResourceName, op) {
-			http.Error(w, p.String()+" may not "+op.String()+" the cluster", http.StatusForbidden)
+			httpError(w, p.String()+" may not "+op.String()+" the cluster", http.StatusForbidden)
 			return
 		}
 		next(w, r.WithContext(withActor(r, p)))
@@ -106,7 +106,7 @@ func (s Security) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/acls", s.guard(func(w http.ResponseWriter, r *http.Request) {
 		f, err := filterFromQuery(r)
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+			httpError(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		writeJSON(w, nonNil(sec.DescribeACLs(f)))
@@ -128,7 +128,7 @@ func (s Security) register(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /api/v1/acls", s.guard(func(w http.ResponseWriter, r *http.Request) {
 		f, err := filterFromQuery(r)
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+			httpError(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		removed, err := sec.DeleteACLs(r.Context(), actorOf(r), []security.Filter{f})
@@ -230,16 +230,6 @@ func actorOf(r *http.Request) security.Principal {
 	return security.Anonymous
 }
 
-func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		http.Error(w, "bad request body: "+err.Error(), http.StatusBadRequest)
-		return false
-	}
-	return true
-}
-
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
@@ -253,11 +243,11 @@ func reply(w http.ResponseWriter, err error, v any) {
 	case err == nil:
 		writeJSON(w, v)
 	case errors.Is(err, security.ErrNoUser):
-		http.Error(w, err.Error(), http.StatusNotFound)
+		httpError(w, err.Error(), http.StatusNotFound)
 	case errors.Is(err, security.ErrInvalid), errors.Is(err, model.ErrInvalidConfig), errors.Is(err, security.ErrUnsupportedMechanism):
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		httpError(w, err.Error(), http.StatusBadRequest)
 	default:
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		httpError(w, err.Error(), http.StatusBadRequest)
 	}
 }
 

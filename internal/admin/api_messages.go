@@ -1,0 +1,191 @@
+package admin
+
+import (
+	"encoding/base64"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/model"
+)
+
+// MessageView is a stored message as the API shows it, whatever protocol
+// wrote it.
+type MessageView struct {
+	Topic        string       `json:"topic"`
+	Queue        int32        `json:"queue"`
+	Offset       int64        `json:"offset"`
+	StoreTimeMs  int64        `json:"store_time_ms"`
+	BornTimeMs   int64        `json:"born_time_ms,omitempty"`
+	Key          string       `json:"key,omitempty"` // Kafka record key or RocketMQ KEYS (text or base64, as the body)
+	Tags         string       `json:"tags,omitempty"`
+	Headers      []HeaderView `json:"headers,omitempty"` // Kafka headers, RocketMQ properties
+	Body         string       `json:"body"`
+	BodyEncoding string       `json:"body_encoding"` // text | base64
+	BodyBytes    int          `json:"body_bytes"`
+	Compressed   bool         `json:"compressed,omitempty"` // the body is as its RocketMQ producer zlib-compressed it
+}
+
+// HeaderView is one header or property.
+type HeaderView struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// MessagePage is a page of a queue's messages.
+type MessagePage struct {
+	Messages   []MessageView `json:"messages"`
+	NextOffset int64         `json:"next_offset"` // where the next page starts
+	End        int64         `json:"end"`
+}
+
+func messageView(t *broker.Topic, q int32, sm *broker.StoredMessage) MessageView {
+	m := &sm.Message
+	v := MessageView{Topic: t.Name.Short(), Queue: q, Offset: int64(sm.Offset), StoreTimeMs: sm.StoreTime, BornTimeMs: m.BornTime,
+		Tags: m.Tags, BodyBytes: len(m.Body), Compressed: m.Flags&model.FlagCompressedBody != 0}
+	if len(m.Key) > 0 {
+		v.Key, _ = encodeBytes(m.Key)
+	}
+	v.Body, v.BodyEncoding = encodeBytes(m.Body)
+	for _, h := range m.Headers {
+		val, _ := encodeBytes(h.Value)
+		v.Headers = append(v.Headers, HeaderView{Key: h.Key, Value: val})
+	}
+	return v
+}
+
+// encodeBytes shows bytes as text when they are, else in base64.
+func encodeBytes(b []byte) (string, string) {
+	if isText(b) {
+		return string(b), "text"
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
+}
+
+// intParam reads an integer query parameter (def when absent).
+func intParam(r *http.Request, name string, def int64) (int64, bool) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, true
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil
+}
+
+func registerMessageAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
+	// Browse a queue: from an offset, a time, the oldest or the newest
+	// messages, a page at a time.
+	mux.HandleFunc("GET /api/v1/topics/{topic}/messages", sec.guard(func(w http.ResponseWriter, r *http.Request) {
+		t, ok := topicParam(w, r, b)
+		if !ok {
+			return
+		}
+		q, ok1 := intParam(r, "queue", 0)
+		limit, ok2 := intParam(r, "limit", 20)
+		if !ok1 || !ok2 || limit <= 0 || limit > 500 {
+			apiError(w, http.StatusBadRequest, "bad_request", "queue and limit (1..500) must be integers")
+			return
+		}
+		if q < 0 || int(q) >= t.QueueCount() {
+			apiError(w, http.StatusNotFound, "queue_not_found", t.FullName+" has no queue "+strconv.FormatInt(q, 10))
+			return
+		}
+		start, hw, _, err := b.Offsets(t.Name, int32(q))
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		from := start
+		query := r.URL.Query()
+		switch {
+		case query.Has("offset"):
+			off, ok := intParam(r, "offset", 0)
+			if !ok {
+				apiError(w, http.StatusBadRequest, "bad_request", "offset must be an integer")
+				return
+			}
+			from = model.QueueOffset(off)
+		case query.Has("time_ms"):
+			ts, ok := intParam(r, "time_ms", 0)
+			if !ok {
+				apiError(w, http.StatusBadRequest, "bad_request", "time_ms must be an integer")
+				return
+			}
+			if from, _, err = b.OffsetForTime(t.Name, int32(q), ts); err != nil {
+				from = hw
+			}
+		case query.Get("from") == "newest":
+			from = hw - model.QueueOffset(limit)
+		case query.Get("from") != "" && query.Get("from") != "oldest":
+			apiError(w, http.StatusBadRequest, "bad_request", "from must be oldest or newest")
+			return
+		}
+		from = min(max(from, start), hw)
+		page := MessagePage{Messages: []MessageView{}, NextOffset: int64(from), End: int64(hw)}
+		id := t.Queues[q]
+		for next := from; len(page.Messages) < int(limit) && next < hw; {
+			after, err := b.EachMessage(id, next, int(limit), func(sm *broker.StoredMessage) bool {
+				page.Messages = append(page.Messages, messageView(t, int32(q), sm))
+				return len(page.Messages) < int(limit)
+			})
+			if err != nil {
+				writeErr(w, err)
+				return
+			}
+			if after <= next {
+				break
+			}
+			next = after
+			page.NextOffset = int64(after)
+		}
+		writeJSON(w, page)
+	}))
+	// Find messages by key: RocketMQ KEYS and message ids (UNIQ_KEY), and
+	// the keys of Kafka records the broker indexes (compacted topics).
+	mux.HandleFunc("GET /api/v1/messages", sec.guard(func(w http.ResponseWriter, r *http.Request) {
+		key := r.URL.Query().Get("key")
+		limit, ok := intParam(r, "limit", 32)
+		if key == "" || !ok || limit <= 0 || limit > 500 {
+			apiError(w, http.StatusBadRequest, "bad_request", "key is required; limit must be 1..500")
+			return
+		}
+		var only *model.TopicName
+		if s := r.URL.Query().Get("topic"); s != "" {
+			name, err := model.ParseTopicName(s)
+			if err != nil {
+				writeErr(w, err)
+				return
+			}
+			only = &name
+		}
+		out := []MessageView{}
+		for _, h := range b.LookupKey([]byte(key), int(limit)*4, 0, 0) {
+			ref, err := b.QueueByID(h.Queue)
+			if err != nil || only != nil && ref.Topic.Name != *only {
+				continue
+			}
+			_, _ = b.EachMessage(h.Queue, h.Offset, 1, func(sm *broker.StoredMessage) bool {
+				if sm.Offset == h.Offset && hasKey(&sm.Message, key) {
+					out = append(out, messageView(ref.Topic, ref.Index, sm))
+				}
+				return false
+			})
+			if len(out) >= int(limit) {
+				break
+			}
+		}
+		writeJSON(w, out)
+	}))
+}
+
+// hasKey reports whether m carries key: as its key, among its
+// space-separated KEYS, or as its RocketMQ message id.
+func hasKey(m *model.Message, key string) bool {
+	if string(m.Key) == key || slices.Contains(strings.Fields(string(m.Key)), key) {
+		return true
+	}
+	v, ok := m.Header("UNIQ_KEY")
+	return ok && string(v) == key
+}
