@@ -1,5 +1,7 @@
 // Command rosetta is the Rosetta message broker: `rosetta serve` runs a node,
-// `rosetta bench` drives load, `rosetta version` prints the build.
+// `rosetta bench` drives load, `rosetta version` prints the build, and
+// `rosetta topic|group|message|user|acl|quota|cluster` operate a running
+// node through its admin API.
 package main
 
 import (
@@ -18,10 +20,13 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), benchCmd(), versionCmd(), userCmd(), aclCmd(), quotaCmd(), clusterCmd())
+	root.AddCommand(serveCmd(), benchCmd(), versionCmd(), userCmd(), aclCmd(), quotaCmd(), clusterCmd(),
+		topicCmd(), groupCmd(), messageCmd())
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
+	usageErrors(root)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "rosetta:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
@@ -32,5 +37,21 @@ func versionCmd() *cobra.Command {
 		Run: func(cmd *cobra.Command, _ []string) {
 			fmt.Fprintln(cmd.OutOrStdout(), "rosetta", app.Version)
 		},
+	}
+}
+
+// usageErrors makes wrong arguments usage errors (exit status 2), as wrong
+// flags are.
+func usageErrors(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return &usageError{msg: err.Error()}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageErrors(sub)
 	}
 }

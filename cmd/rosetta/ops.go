@@ -1,0 +1,357 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rosettamq/rosetta/internal/admin"
+	"github.com/rosettamq/rosetta/internal/broker"
+)
+
+// The operations commands are thin clients of the admin API v1: tables by
+// default, -o json or -o yaml for scripts; exit status 0, 1 (failed), 2
+// (used wrongly) or 3 (no such topic, group or queue).
+
+func topicPath(name string) string { return "/api/v1/topics/" + url.PathEscape(name) }
+
+func topicCmd() *cobra.Command {
+	a := &adminClient{}
+	cmd := &cobra.Command{Use: "topic", Short: "List, describe, create and delete topics"}
+	a.flags(cmd)
+	var out string
+	cmd.PersistentFlags().StringVarP(&out, "output", "o", "table", "table, json or yaml")
+	var internal bool
+	list := &cobra.Command{Use: "list", Short: "Topics with their queues, messages held, bytes and retention", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var ts []admin.TopicSummary
+			if err := a.call(cmd, "GET", "/api/v1/topics?internal="+strconv.FormatBool(internal), nil, &ts); err != nil {
+				return err
+			}
+			if done, err := output(cmd, out, ts); done {
+				return err
+			}
+			var rows [][]string
+			for _, t := range ts {
+				rows = append(rows, []string{t.Name, strconv.Itoa(t.Queues), strconv.FormatInt(t.Messages, 10), humanBytes(t.Bytes), humanMs(t.RetentionMs)})
+			}
+			return table(cmd, "TOPIC\tQUEUES\tMESSAGES\tBYTES\tRETENTION", rows)
+		}}
+	list.Flags().BoolVar(&internal, "internal", false, "include the broker's internal topics")
+	describe := &cobra.Command{Use: "describe TOPIC", Short: "A topic's queues (start, end, bytes) and configuration", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var d admin.TopicDetail
+			if err := a.call(cmd, "GET", topicPath(args[0]), nil, &d); err != nil {
+				return err
+			}
+			if done, err := output(cmd, out, d); done {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "topic %s (%s), id %s, created %s\n", d.Name, d.FullName, d.ID, time.UnixMilli(d.CreatedMs).UTC().Format(time.RFC3339))
+			fmt.Fprintf(w, "%d queues, %d messages, %s, retention %s", d.Queues, d.Messages, humanBytes(d.Bytes), humanMs(d.RetentionMs))
+			if d.RetentionBytes >= 0 {
+				fmt.Fprintf(w, " or %s per queue", humanBytes(d.RetentionBytes))
+			}
+			fmt.Fprintln(w)
+			if d.Config.CleanupPolicy != "" || d.Config.MessageType != "" {
+				fmt.Fprintf(w, "cleanup policy %q, message type %q\n", d.Config.CleanupPolicy, d.Config.MessageType)
+			}
+			fmt.Fprintln(w)
+			var rows [][]string
+			for _, q := range d.QueueList {
+				rows = append(rows, []string{strconv.Itoa(int(q.Queue)), strconv.FormatInt(q.Start, 10), strconv.FormatInt(q.End, 10),
+					strconv.FormatInt(q.End-q.Start, 10), humanBytes(q.Bytes)})
+			}
+			return table(cmd, "QUEUE\tSTART\tEND\tMESSAGES\tBYTES", rows)
+		}}
+	var queues int
+	var cfg broker.TopicConfig
+	create := &cobra.Command{Use: "create TOPIC", Short: "Create a topic", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var d admin.TopicDetail
+			if err := a.call(cmd, "POST", "/api/v1/topics", map[string]any{"name": args[0], "queues": queues, "config": cfg}, &d); err != nil {
+				return err
+			}
+			if done, err := output(cmd, out, d); done {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "created %s with %d queues\n", d.Name, d.Queues)
+			return nil
+		}}
+	create.Flags().IntVar(&queues, "queues", 0, "queues (Kafka partitions); 0: the broker's default")
+	create.Flags().Int64Var(&cfg.RetentionMs, "retention-ms", 0, "how long messages are kept (-1: forever; 0: the broker's default)")
+	create.Flags().Int64Var(&cfg.RetentionBytes, "retention-bytes", 0, "most bytes a queue keeps (-1: unlimited; 0: the broker's default)")
+	create.Flags().StringVar(&cfg.CleanupPolicy, "cleanup-policy", "", "delete or compact")
+	create.Flags().StringVar(&cfg.MessageType, "message-type", "", "normal, fifo, delay, transaction or mixed (RocketMQ 5 topic types)")
+	del := &cobra.Command{Use: "delete TOPIC", Short: "Delete a topic and its messages", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.call(cmd, "DELETE", topicPath(args[0]), nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", args[0])
+			return nil
+		}}
+	cmd.AddCommand(list, describe, create, del)
+	return cmd
+}
+
+func groupCmd() *cobra.Command {
+	a := &adminClient{}
+	cmd := &cobra.Command{Use: "group", Short: "Consumer groups (every protocol's committed offsets): list, lag, reset, delete"}
+	a.flags(cmd)
+	var out string
+	cmd.PersistentFlags().StringVarP(&out, "output", "o", "table", "table, json or yaml")
+	list := &cobra.Command{Use: "list", Short: "Groups with committed offsets, and their total lag", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var gs []admin.GroupSummary
+			if err := a.call(cmd, "GET", "/api/v1/groups", nil, &gs); err != nil {
+				return err
+			}
+			if done, err := output(cmd, out, gs); done {
+				return err
+			}
+			var rows [][]string
+			for _, g := range gs {
+				rows = append(rows, []string{g.Name, strconv.Itoa(g.Topics), strconv.FormatInt(g.Lag, 10)})
+			}
+			return table(cmd, "GROUP\tTOPICS\tLAG", rows)
+		}}
+	lag := func(use, short string) *cobra.Command {
+		return &cobra.Command{Use: use + " GROUP", Short: short, Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				var d admin.GroupDetail
+				if err := a.call(cmd, "GET", "/api/v1/groups/"+url.PathEscape(args[0]), nil, &d); err != nil {
+					return err
+				}
+				if done, err := output(cmd, out, d); done {
+					return err
+				}
+				var rows [][]string
+				for _, o := range d.Offsets {
+					rows = append(rows, []string{o.Topic, strconv.Itoa(int(o.Queue)), strconv.FormatInt(o.Committed, 10),
+						strconv.FormatInt(o.End, 10), strconv.FormatInt(o.Lag, 10)})
+				}
+				if err := table(cmd, "TOPIC\tQUEUE\tCOMMITTED\tEND\tLAG", rows); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "total lag %d\n", d.Lag)
+				return nil
+			}}
+	}
+	var req admin.OffsetReset
+	var toTime, queuesFlag string
+	var toOffset int64
+	reset := &cobra.Command{Use: "reset GROUP", Short: "Move a group's committed offsets (stop its consumers first)", Args: cobra.ExactArgs(1),
+		Long: `Move a group's committed offsets, for every topic it has offsets in or the
+one named by --topic: to the earliest or latest offsets (--to), to the first
+message stored at or after a time (--to-time), or to an offset (--to-offset,
+clamped to what each queue holds). --dry-run shows the moves without making
+them. Stop the group's consumers first: a running member commits its own
+position over the reset.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case toTime != "":
+				t, err := time.Parse(time.RFC3339, toTime)
+				if err != nil {
+					return &usageError{msg: "--to-time wants an RFC 3339 time, e.g. 2026-12-01T08:00:00Z"}
+				}
+				req.To, req.TimeMs = "time", t.UnixMilli()
+			case cmd.Flags().Changed("to-offset"):
+				req.To, req.Offset = "offset", toOffset
+			case req.To != "earliest" && req.To != "latest":
+				return &usageError{msg: "say where to: --to earliest|latest, --to-time or --to-offset"}
+			}
+			req.Queues = nil
+			for _, s := range strings.Split(queuesFlag, ",") {
+				if s = strings.TrimSpace(s); s == "" {
+					continue
+				}
+				q, err := strconv.Atoi(s)
+				if err != nil {
+					return &usageError{msg: "--queues wants queue numbers, e.g. 0,2"}
+				}
+				req.Queues = append(req.Queues, int32(q))
+			}
+			var moves []admin.OffsetMove
+			if err := a.call(cmd, "POST", "/api/v1/groups/"+url.PathEscape(args[0])+"/reset", req, &moves); err != nil {
+				return err
+			}
+			if done, err := output(cmd, out, moves); done {
+				return err
+			}
+			var rows [][]string
+			for _, m := range moves {
+				from := strconv.FormatInt(m.From, 10)
+				if m.From < 0 {
+					from = "-"
+				}
+				rows = append(rows, []string{m.Topic, strconv.Itoa(int(m.Queue)), from, strconv.FormatInt(m.To, 10)})
+			}
+			if err := table(cmd, "TOPIC\tQUEUE\tFROM\tTO", rows); err != nil {
+				return err
+			}
+			if req.DryRun {
+				fmt.Fprintln(cmd.OutOrStdout(), "dry run: nothing moved")
+			}
+			return nil
+		}}
+	reset.Flags().StringVar(&req.To, "to", "", "earliest or latest")
+	reset.Flags().StringVar(&toTime, "to-time", "", "the first message stored at or after this RFC 3339 time")
+	reset.Flags().Int64Var(&toOffset, "to-offset", 0, "this offset in every queue reset")
+	reset.Flags().StringVar(&req.Topic, "topic", "", "only this topic (default: every topic the group has offsets in)")
+	reset.Flags().StringVar(&queuesFlag, "queues", "", "only these queues, e.g. 0,2")
+	reset.Flags().BoolVar(&req.DryRun, "dry-run", false, "show the moves without making them")
+	del := &cobra.Command{Use: "delete GROUP", Short: "Forget a group's committed offsets", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.call(cmd, "DELETE", "/api/v1/groups/"+url.PathEscape(args[0]), nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", args[0])
+			return nil
+		}}
+	cmd.AddCommand(list, lag("describe", "A group's committed offsets, ends and lag per queue"),
+		lag("lag", "The same as describe: lag per queue and in total"), reset, del)
+	return cmd
+}
+
+func messageCmd() *cobra.Command {
+	a := &adminClient{}
+	cmd := &cobra.Command{Use: "message", Short: "Browse, tail and find messages"}
+	a.flags(cmd)
+	var out string
+	cmd.PersistentFlags().StringVarP(&out, "output", "o", "table", "table, json or yaml")
+	var queue int
+	var offset, limit int64
+	var at string
+	var newest, follow bool
+	query := func(from int64, useFrom bool) (string, error) {
+		q := url.Values{"queue": {strconv.Itoa(queue)}, "limit": {strconv.FormatInt(limit, 10)}}
+		switch {
+		case useFrom:
+			q.Set("offset", strconv.FormatInt(from, 10))
+		case at != "":
+			t, err := time.Parse(time.RFC3339, at)
+			if err != nil {
+				return "", &usageError{msg: "--time wants an RFC 3339 time"}
+			}
+			q.Set("time_ms", strconv.FormatInt(t.UnixMilli(), 10))
+		case newest:
+			q.Set("from", "newest")
+		}
+		return q.Encode(), nil
+	}
+	printPage := func(cmd *cobra.Command, msgs []admin.MessageView, header bool) error {
+		if done, err := output(cmd, out, msgs); done {
+			return err
+		}
+		var rows [][]string
+		for _, m := range msgs {
+			body := m.Body
+			if m.BodyEncoding != "text" {
+				body = "base64:" + body
+			}
+			if len(body) > 80 {
+				body = body[:77] + "..."
+			}
+			rows = append(rows, []string{m.Topic, strconv.Itoa(int(m.Queue)), strconv.FormatInt(m.Offset, 10),
+				time.UnixMilli(m.StoreTimeMs).UTC().Format("2006-01-02T15:04:05.000Z"), m.Key, m.Tags, body})
+		}
+		if !header {
+			return table(cmd, "", rows)
+		}
+		return table(cmd, "TOPIC\tQUEUE\tOFFSET\tSTORED\tKEY\tTAGS\tBODY", rows)
+	}
+	browse := &cobra.Command{Use: "browse TOPIC", Short: "A page of a queue's messages (oldest first, or from --offset, --time or --newest)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q, err := query(offset, cmd.Flags().Changed("offset"))
+			if err != nil {
+				return err
+			}
+			var page admin.MessagePage
+			if err := a.call(cmd, "GET", topicPath(args[0])+"/messages?"+q, nil, &page); err != nil {
+				return err
+			}
+			if out == "table" || out == "" {
+				if err := printPage(cmd, page.Messages, true); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "next offset %d of %d\n", page.NextOffset, page.End)
+				return nil
+			}
+			_, err = output(cmd, out, page)
+			return err
+		}}
+	tail := &cobra.Command{Use: "tail TOPIC", Short: "The newest messages of a queue; with -f, new ones as they arrive", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			newest = true
+			q, err := query(0, false)
+			if err != nil {
+				return err
+			}
+			var page admin.MessagePage
+			if err := a.call(cmd, "GET", topicPath(args[0])+"/messages?"+q, nil, &page); err != nil {
+				return err
+			}
+			if err := printPage(cmd, page.Messages, true); err != nil || !follow {
+				return err
+			}
+			next := page.NextOffset
+			for {
+				select {
+				case <-cmd.Context().Done():
+					return nil
+				case <-time.After(500 * time.Millisecond):
+				}
+				q, _ := query(next, true)
+				if err := a.call(cmd, "GET", topicPath(args[0])+"/messages?"+q, nil, &page); err != nil {
+					if cmd.Context().Err() != nil {
+						return nil
+					}
+					return err
+				}
+				if len(page.Messages) > 0 {
+					if err := printPage(cmd, page.Messages, false); err != nil {
+						return err
+					}
+				}
+				next = page.NextOffset
+			}
+		}}
+	tail.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new messages until interrupted")
+	for _, c := range []*cobra.Command{browse, tail} {
+		c.Flags().IntVar(&queue, "queue", 0, "queue (Kafka partition, RocketMQ queue id)")
+		c.Flags().Int64Var(&limit, "limit", 20, "messages per page (1..500)")
+	}
+	browse.Flags().Int64Var(&offset, "offset", 0, "start at this offset")
+	browse.Flags().StringVar(&at, "time", "", "start at the first message stored at or after this RFC 3339 time")
+	browse.Flags().BoolVar(&newest, "newest", false, "the last --limit messages")
+	var key, topic string
+	search := &cobra.Command{Use: "search", Short: "Find messages by key: RocketMQ KEYS or message id, indexed Kafka keys", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if key == "" {
+				return &usageError{msg: "--key is required"}
+			}
+			q := url.Values{"key": {key}, "limit": {strconv.FormatInt(limit, 10)}}
+			if topic != "" {
+				q.Set("topic", topic)
+			}
+			var msgs []admin.MessageView
+			if err := a.call(cmd, "GET", "/api/v1/messages?"+q.Encode(), nil, &msgs); err != nil {
+				return err
+			}
+			if len(msgs) == 0 && (out == "table" || out == "") {
+				return &apiError{Status: 404, Code: "not_found", Message: "no message with key " + key}
+			}
+			return printPage(cmd, msgs, true)
+		}}
+	search.Flags().StringVar(&key, "key", "", "the key or message id")
+	search.Flags().StringVar(&topic, "topic", "", "only in this topic")
+	search.Flags().Int64Var(&limit, "limit", 32, "at most this many")
+	cmd.AddCommand(browse, tail, search)
+	return cmd
+}

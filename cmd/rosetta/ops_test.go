@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/rosettamq/rosetta/internal/admin"
+	"github.com/rosettamq/rosetta/internal/app/apptest"
+)
+
+// run runs one rosetta command line in-process against admin and returns
+// its output and exit status.
+func run(t *testing.T, adminURL string, args ...string) (string, int) {
+	t.Helper()
+	root := &cobra.Command{Use: "rosetta", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(topicCmd(), groupCmd(), messageCmd())
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
+	usageErrors(root)
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(append(args, "--admin", adminURL))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := root.ExecuteContext(ctx); err != nil {
+		return out.String() + err.Error(), exitCode(err)
+	}
+	return out.String(), 0
+}
+
+// TestOperationsCommands: rosetta topic, group and message against a node
+// holding franz-go records and a group's commits — tables, JSON and YAML,
+// and the exit status scripts rely on.
+func TestOperationsCommands(t *testing.T) {
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	url := "http://" + n.HTTPAddr()
+	if out, code := run(t, url, "topic", "create", "payments", "--queues", "2", "--retention-ms", "3600000"); code != 0 || !strings.Contains(out, "created payments with 2 queues") {
+		t.Fatalf("topic create: %d %s", code, out)
+	}
+	ctx := context.Background()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.DefaultProduceTopic("payments"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := 0; i < 10; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Partition: int32(i % 2), Key: []byte(fmt.Sprintf("p%d", i)), Value: []byte(fmt.Sprintf("payment %d", i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adm, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	// The group committed 2 of queue 0's 5.
+	if out, code := run(t, url, "group", "reset", "ledger", "--topic", "payments", "--to-offset", "2", "--queues", "0"); code != 0 || !strings.Contains(out, "payments  0      -     2") {
+		t.Fatalf("group reset: %d\n%s", code, out)
+	}
+
+	out, code := run(t, url, "topic", "list")
+	if code != 0 || !strings.Contains(out, "TOPIC") || !strings.Contains(out, "payments  2       10") || !strings.Contains(out, "1h0m0s") {
+		t.Errorf("topic list: %d\n%s", code, out)
+	}
+	out, code = run(t, url, "topic", "describe", "payments")
+	if code != 0 || !strings.Contains(out, "QUEUE  START  END  MESSAGES") || !strings.Contains(out, "1      0      5    5") {
+		t.Errorf("topic describe: %d\n%s", code, out)
+	}
+	out, code = run(t, url, "topic", "describe", "payments", "-o", "json")
+	var d admin.TopicDetail
+	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || d.Messages != 10 {
+		t.Errorf("topic describe -o json: %d\n%s", code, out)
+	}
+	if out, code = run(t, url, "topic", "describe", "payments", "-o", "yaml"); code != 0 || !strings.Contains(out, "name: payments") {
+		t.Errorf("topic describe -o yaml: %d\n%s", code, out)
+	}
+	if out, code = run(t, url, "topic", "describe", "missing"); code != 3 || !strings.Contains(out, "topic_not_found") {
+		t.Errorf("a missing topic: exit %d\n%s", code, out)
+	}
+	if out, code = run(t, url, "topic", "describe"); code != 2 {
+		t.Errorf("no topic named: exit %d\n%s", code, out)
+	}
+	if out, code = run(t, url, "topic", "list", "--no-such-flag"); code != 2 {
+		t.Errorf("an unknown flag: exit %d\n%s", code, out)
+	}
+
+	out, code = run(t, url, "group", "lag", "ledger")
+	if code != 0 || !strings.Contains(out, "payments  0      2          5    3") || !strings.Contains(out, "total lag 3") {
+		t.Errorf("group lag: %d\n%s", code, out)
+	}
+	if out, code = run(t, url, "group", "list"); code != 0 || !strings.Contains(out, "ledger  1       3") {
+		t.Errorf("group list: %d\n%s", code, out)
+	}
+	out, code = run(t, url, "group", "reset", "ledger", "--to", "latest", "--dry-run")
+	if code != 0 || !strings.Contains(out, "dry run: nothing moved") || !strings.Contains(out, "payments  0      2     5") {
+		t.Errorf("group reset --dry-run: %d\n%s", code, out)
+	}
+	if out, code = run(t, url, "group", "reset", "ledger"); code != 2 {
+		t.Errorf("reset without a target: exit %d\n%s", code, out)
+	}
+
+	out, code = run(t, url, "message", "browse", "payments", "--queue", "1", "--limit", "2")
+	if code != 0 || !strings.Contains(out, "p1") || !strings.Contains(out, "payment 3") || !strings.Contains(out, "next offset 2 of 5") {
+		t.Errorf("message browse: %d\n%s", code, out)
+	}
+	out, code = run(t, url, "message", "tail", "payments", "--queue", "0", "--limit", "1")
+	if code != 0 || !strings.Contains(out, "payment 8") || strings.Contains(out, "payment 6") {
+		t.Errorf("message tail: %d\n%s", code, out)
+	}
+	if out, code = run(t, url, "message", "search", "--key", "nothing-has-this"); code != 3 {
+		t.Errorf("search without hits: exit %d\n%s", code, out)
+	}
+	if out, code = run(t, url, "group", "delete", "ledger"); code != 0 {
+		t.Errorf("group delete: %d\n%s", code, out)
+	}
+	if out, code = run(t, url, "topic", "delete", "payments"); code != 0 {
+		t.Errorf("topic delete: %d\n%s", code, out)
+	}
+}
