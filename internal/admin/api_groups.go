@@ -202,4 +202,3 @@ func resetOffsets(r *http.Request, b *broker.Broker, group string, req OffsetRes
 	}
 	return moves, nil
 }
-

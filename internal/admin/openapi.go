@@ -35,7 +35,7 @@ func openAPI() map[string]any {
 		}
 		o := map[string]any{"summary": summary, "responses": map[string]any{
 			strconv.Itoa(ok): resp,
-			"default": map[string]any{"description": "error", "content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"}}}},
+			"default":        map[string]any{"description": "error", "content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"}}}},
 		}}
 		if len(params) > 0 {
 			o["parameters"] = params
