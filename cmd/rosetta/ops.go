@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/url"
 	"strconv"
 	"strings"
@@ -352,6 +353,135 @@ func messageCmd() *cobra.Command {
 	search.Flags().StringVar(&key, "key", "", "the key or message id")
 	search.Flags().StringVar(&topic, "topic", "", "only in this topic")
 	search.Flags().Int64Var(&limit, "limit", 32, "at most this many")
-	cmd.AddCommand(browse, tail, search)
+	var send admin.MessageSend
+	var sendQueue int32
+	var headers []string
+	sendCmd := &cobra.Command{Use: "send TOPIC", Short: "Produce a message (body from --body, or standard input)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("body") {
+				b, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), 64<<20))
+				if err != nil {
+					return err
+				}
+				send.Body = string(b)
+			}
+			send.Headers = nil
+			for _, h := range headers {
+				k, v, ok := strings.Cut(h, "=")
+				if !ok {
+					return &usageError{msg: "--header wants key=value"}
+				}
+				send.Headers = append(send.Headers, admin.HeaderView{Key: k, Value: v})
+			}
+			send.Queue = nil
+			if cmd.Flags().Changed("queue") {
+				send.Queue = &sendQueue
+			}
+			var res admin.MessageSent
+			if err := a.call(cmd, "POST", topicPath(args[0])+"/messages", send, &res); err != nil {
+				return err
+			}
+			if done, err := output(cmd, out, res); done {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "stored in %s queue %d at offset %d\n", res.Topic, res.Queue, res.Offset)
+			return nil
+		}}
+	sendCmd.Flags().StringVar(&send.Body, "body", "", "the body (default: standard input)")
+	sendCmd.Flags().StringVar(&send.Key, "key", "", "the key (Kafka record key; RocketMQ KEYS)")
+	sendCmd.Flags().StringVar(&send.Tags, "tags", "", "RocketMQ tags")
+	sendCmd.Flags().StringArrayVar(&headers, "header", nil, "a header or property, key=value (repeatable)")
+	sendCmd.Flags().Int32Var(&sendQueue, "queue", 0, "the queue (default: by key, else 0)")
+	cmd.AddCommand(browse, tail, search, sendCmd)
+	return cmd
+}
+
+func dlqCmd() *cobra.Command {
+	a := &adminClient{}
+	cmd := &cobra.Command{Use: "dlq", Short: "Dead letters (%DLQ%<group>): list, browse, re-drive"}
+	a.flags(cmd)
+	var out string
+	cmd.PersistentFlags().StringVarP(&out, "output", "o", "table", "table, json or yaml")
+	list := &cobra.Command{Use: "list", Short: "Groups with dead letters", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var ds []admin.DeadLetterSummary
+			if err := a.call(cmd, "GET", "/api/v1/deadletters", nil, &ds); err != nil {
+				return err
+			}
+			if done, err := output(cmd, out, ds); done {
+				return err
+			}
+			var rows [][]string
+			for _, d := range ds {
+				rows = append(rows, []string{d.Group, strconv.FormatInt(d.Messages, 10), strconv.FormatInt(d.Start, 10),
+					strconv.FormatInt(d.End, 10), humanBytes(d.Bytes)})
+			}
+			return table(cmd, "GROUP\tMESSAGES\tSTART\tEND\tBYTES", rows)
+		}}
+	var offset, limit int64
+	browse := &cobra.Command{Use: "browse GROUP", Short: "A page of a group's dead letters with their origin topics", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q := url.Values{"offset": {strconv.FormatInt(offset, 10)}, "limit": {strconv.FormatInt(limit, 10)}}
+			var page admin.MessagePage
+			if err := a.call(cmd, "GET", "/api/v1/deadletters/"+url.PathEscape(args[0])+"/messages?"+q.Encode(), nil, &page); err != nil {
+				return err
+			}
+			if done, err := output(cmd, out, page); done {
+				return err
+			}
+			var rows [][]string
+			for _, m := range page.Messages {
+				body := m.Body
+				if len(body) > 60 {
+					body = body[:57] + "..."
+				}
+				rows = append(rows, []string{strconv.FormatInt(m.Offset, 10), m.Origin,
+					time.UnixMilli(m.StoreTimeMs).UTC().Format("2006-01-02T15:04:05Z"), m.Key, body})
+			}
+			if err := table(cmd, "OFFSET\tORIGIN\tDEAD SINCE\tKEY\tBODY", rows); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "next offset %d of %d\n", page.NextOffset, page.End)
+			return nil
+		}}
+	browse.Flags().Int64Var(&offset, "offset", 0, "start at this offset")
+	browse.Flags().Int64Var(&limit, "limit", 20, "messages per page (1..500)")
+	var req admin.Redrive
+	var offsets string
+	redrive := &cobra.Command{Use: "redrive GROUP", Short: "Send dead letters back to their origin topic (or --to-retry: the group's retry topic)", Args: cobra.ExactArgs(1),
+		Long: `Send a group's dead letters back for another round: those at --offsets, or
+the range --from..--to (every one by default), to the topic each was consumed
+from — every group subscribed there gets it again — or with --to-retry to the
+group's retry topic, so only that group does. Keys, tags and properties are
+kept and the retry count starts again. The dead-letter topic is a log: the
+messages stay in it, and the answer says where the next range starts.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Offsets = nil
+			for _, s := range strings.Split(offsets, ",") {
+				if s = strings.TrimSpace(s); s == "" {
+					continue
+				}
+				o, err := strconv.ParseInt(s, 10, 64)
+				if err != nil {
+					return &usageError{msg: "--offsets wants offsets, e.g. 0,5,9"}
+				}
+				req.Offsets = append(req.Offsets, o)
+			}
+			var res broker.RedriveResult
+			if err := a.call(cmd, "POST", "/api/v1/deadletters/"+url.PathEscape(args[0])+"/redrive", req, &res); err != nil {
+				return err
+			}
+			if done, err := output(cmd, out, res); done {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "re-drove %d; skipped %d (origin unknown or gone); next offset %d\n", res.Redriven, len(res.Skipped), res.Next)
+			return nil
+		}}
+	redrive.Flags().StringVar(&offsets, "offsets", "", "these dead-letter offsets, e.g. 0,5,9")
+	redrive.Flags().Int64Var(&req.From, "from", 0, "the first offset of the range")
+	redrive.Flags().Int64Var(&req.To, "to", 0, "the offset after the range (0: the end)")
+	redrive.Flags().IntVar(&req.Max, "max", 0, "at most this many (0: 10,000)")
+	redrive.Flags().BoolVar(&req.ToRetry, "to-retry", false, "to the group's retry topic instead of the origin topic")
+	cmd.AddCommand(list, browse, redrive)
 	return cmd
 }

@@ -21,7 +21,7 @@ import (
 func run(t *testing.T, adminURL string, args ...string) (string, int) {
 	t.Helper()
 	root := &cobra.Command{Use: "rosetta", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(topicCmd(), groupCmd(), messageCmd())
+	root.AddCommand(topicCmd(), groupCmd(), messageCmd(), dlqCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 	usageErrors(root)
 	var out bytes.Buffer
@@ -117,6 +117,29 @@ func TestOperationsCommands(t *testing.T) {
 	}
 	if out, code = run(t, url, "message", "search", "--key", "nothing-has-this"); code != 3 {
 		t.Errorf("search without hits: exit %d\n%s", code, out)
+	}
+	// Dead letters: two written as a broker would (origin in RETRY_TOPIC),
+	// listed, browsed and one re-driven to its origin.
+	if out, code = run(t, url, "topic", "create", "%DLQ%ledger", "--queues", "1"); code != 0 {
+		t.Fatalf("create a dead-letter topic: %d\n%s", code, out)
+	}
+	for i := 0; i < 2; i++ {
+		out, code = run(t, url, "message", "send", "%DLQ%ledger", "--header", "RETRY_TOPIC=payments", "--body", fmt.Sprintf("dead %d", i))
+		if code != 0 || !strings.Contains(out, fmt.Sprintf("stored in %%DLQ%%ledger queue 0 at offset %d", i)) {
+			t.Fatalf("message send: %d\n%s", code, out)
+		}
+	}
+	if out, code = run(t, url, "dlq", "list"); code != 0 || !strings.Contains(out, "ledger  2") {
+		t.Errorf("dlq list: %d\n%s", code, out)
+	}
+	if out, code = run(t, url, "dlq", "browse", "ledger"); code != 0 || !strings.Contains(out, "payments") || !strings.Contains(out, "dead 1") {
+		t.Errorf("dlq browse: %d\n%s", code, out)
+	}
+	if out, code = run(t, url, "dlq", "redrive", "ledger", "--offsets", "1"); code != 0 || !strings.Contains(out, "re-drove 1; skipped 0") {
+		t.Errorf("dlq redrive: %d\n%s", code, out)
+	}
+	if out, code = run(t, url, "topic", "list"); code != 0 || !strings.Contains(out, "payments     2       11") {
+		t.Errorf("after a re-drive: %d\n%s", code, out)
 	}
 	if out, code = run(t, url, "group", "delete", "ledger"); code != 0 {
 		t.Errorf("group delete: %d\n%s", code, out)

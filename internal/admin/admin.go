@@ -106,6 +106,7 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security, clust
 	registerTopicAPI(mux, b, sec)
 	registerGroupAPI(mux, b, sec)
 	registerMessageAPI(mux, b, sec)
+	registerDeadLetterAPI(mux, b, sec)
 	mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, openAPI()) })
 	mux.HandleFunc("GET /api/v1/storage", sec.guard(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

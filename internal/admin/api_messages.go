@@ -2,6 +2,8 @@ package admin
 
 import (
 	"encoding/base64"
+	"fmt"
+	"hash/fnv"
 	"net/http"
 	"slices"
 	"strconv"
@@ -26,6 +28,56 @@ type MessageView struct {
 	BodyEncoding string       `json:"body_encoding"` // text | base64
 	BodyBytes    int          `json:"body_bytes"`
 	Compressed   bool         `json:"compressed,omitempty"` // the body is as its RocketMQ producer zlib-compressed it
+	Origin       string       `json:"origin,omitempty"`     // a dead letter's origin topic
+}
+
+// MessageSend is the body of POST /api/v1/topics/{topic}/messages.
+type MessageSend struct {
+	Queue        *int32       `json:"queue,omitempty"` // default: by key hash, else queue 0
+	Key          string       `json:"key,omitempty"`
+	Tags         string       `json:"tags,omitempty"`
+	Headers      []HeaderView `json:"headers,omitempty"`
+	Body         string       `json:"body"`
+	BodyEncoding string       `json:"body_encoding,omitempty"` // text (default) or base64
+}
+
+// MessageSent says where a produced message was stored.
+type MessageSent struct {
+	Topic  string `json:"topic"`
+	Queue  int32  `json:"queue"`
+	Offset int64  `json:"offset"`
+}
+
+func (s MessageSend) message(t *broker.Topic) (model.Message, int32, error) {
+	m := model.Message{Key: []byte(s.Key), Tags: s.Tags}
+	switch s.BodyEncoding {
+	case "", "text":
+		m.Body = []byte(s.Body)
+	case "base64":
+		b, err := base64.StdEncoding.DecodeString(s.Body)
+		if err != nil {
+			return m, 0, fmt.Errorf("body: %w", err)
+		}
+		m.Body = b
+	default:
+		return m, 0, fmt.Errorf("body_encoding must be text or base64")
+	}
+	for _, h := range s.Headers {
+		m.Headers = append(m.Headers, model.Header{Key: h.Key, Value: []byte(h.Value)})
+	}
+	var q int32
+	switch {
+	case s.Queue != nil:
+		q = *s.Queue
+		if q < 0 || int(q) >= t.QueueCount() {
+			return m, 0, fmt.Errorf("%s has no queue %d", t.Name.Short(), q)
+		}
+	case s.Key != "":
+		h := fnv.New32a()
+		h.Write(m.Key)
+		q = int32(h.Sum32() % uint32(t.QueueCount()))
+	}
+	return m, q, nil
 }
 
 // HeaderView is one header or property.
@@ -49,6 +101,9 @@ func messageView(t *broker.Topic, q int32, sm *broker.StoredMessage) MessageView
 		v.Key, _ = encodeBytes(m.Key)
 	}
 	v.Body, v.BodyEncoding = encodeBytes(m.Body)
+	if strings.HasPrefix(v.Topic, dlqPrefix) {
+		v.Origin = broker.DeadLetterOrigin(m)
+	}
 	for _, h := range m.Headers {
 		val, _ := encodeBytes(h.Value)
 		v.Headers = append(v.Headers, HeaderView{Key: h.Key, Value: val})
@@ -77,70 +132,29 @@ func intParam(r *http.Request, name string, def int64) (int64, bool) {
 func registerMessageAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 	// Browse a queue: from an offset, a time, the oldest or the newest
 	// messages, a page at a time.
-	mux.HandleFunc("GET /api/v1/topics/{topic}/messages", sec.guard(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /api/v1/topics/{topic}/messages", sec.guard(func(w http.ResponseWriter, r *http.Request) { browseQueue(w, r, b) }))
+	// Produce a message (a test message, a hand-made fix): it is stored as
+	// any protocol's message, read by every kind of consumer.
+	mux.HandleFunc("POST /api/v1/topics/{topic}/messages", sec.guard(func(w http.ResponseWriter, r *http.Request) {
 		t, ok := topicParam(w, r, b)
 		if !ok {
 			return
 		}
-		q, ok1 := intParam(r, "queue", 0)
-		limit, ok2 := intParam(r, "limit", 20)
-		if !ok1 || !ok2 || limit <= 0 || limit > 500 {
-			apiError(w, http.StatusBadRequest, "bad_request", "queue and limit (1..500) must be integers")
+		var req MessageSend
+		if !readJSON(w, r, &req) {
 			return
 		}
-		if q < 0 || int(q) >= t.QueueCount() {
-			apiError(w, http.StatusNotFound, "queue_not_found", t.FullName+" has no queue "+strconv.FormatInt(q, 10))
+		m, q, err := req.message(t)
+		if err != nil {
+			apiError(w, http.StatusBadRequest, "bad_request", err.Error())
 			return
 		}
-		start, hw, _, err := b.Offsets(t.Name, int32(q))
+		offs, err := b.AppendMessages(r.Context(), t.Name, q, []model.Message{m})
 		if err != nil {
 			writeErr(w, err)
 			return
 		}
-		from := start
-		query := r.URL.Query()
-		switch {
-		case query.Has("offset"):
-			off, ok := intParam(r, "offset", 0)
-			if !ok {
-				apiError(w, http.StatusBadRequest, "bad_request", "offset must be an integer")
-				return
-			}
-			from = model.QueueOffset(off)
-		case query.Has("time_ms"):
-			ts, ok := intParam(r, "time_ms", 0)
-			if !ok {
-				apiError(w, http.StatusBadRequest, "bad_request", "time_ms must be an integer")
-				return
-			}
-			if from, _, err = b.OffsetForTime(t.Name, int32(q), ts); err != nil {
-				from = hw
-			}
-		case query.Get("from") == "newest":
-			from = hw - model.QueueOffset(limit)
-		case query.Get("from") != "" && query.Get("from") != "oldest":
-			apiError(w, http.StatusBadRequest, "bad_request", "from must be oldest or newest")
-			return
-		}
-		from = min(max(from, start), hw)
-		page := MessagePage{Messages: []MessageView{}, NextOffset: int64(from), End: int64(hw)}
-		id := t.Queues[q]
-		for next := from; len(page.Messages) < int(limit) && next < hw; {
-			after, err := b.EachMessage(id, next, int(limit), func(sm *broker.StoredMessage) bool {
-				page.Messages = append(page.Messages, messageView(t, int32(q), sm))
-				return len(page.Messages) < int(limit)
-			})
-			if err != nil {
-				writeErr(w, err)
-				return
-			}
-			if after <= next {
-				break
-			}
-			next = after
-			page.NextOffset = int64(after)
-		}
-		writeJSON(w, page)
+		writeJSONStatus(w, http.StatusCreated, MessageSent{Topic: t.Name.Short(), Queue: q, Offset: int64(offs[0])})
 	}))
 	// Find messages by key: RocketMQ KEYS and message ids (UNIQ_KEY), and
 	// the keys of Kafka records the broker indexes (compacted topics).
@@ -188,4 +202,71 @@ func hasKey(m *model.Message, key string) bool {
 	}
 	v, ok := m.Header("UNIQ_KEY")
 	return ok && string(v) == key
+}
+
+// browseQueue answers a page of a queue's messages (GET …/messages).
+func browseQueue(w http.ResponseWriter, r *http.Request, b *broker.Broker) {
+	t, ok := topicParam(w, r, b)
+	if !ok {
+		return
+	}
+	q, ok1 := intParam(r, "queue", 0)
+	limit, ok2 := intParam(r, "limit", 20)
+	if !ok1 || !ok2 || limit <= 0 || limit > 500 {
+		apiError(w, http.StatusBadRequest, "bad_request", "queue and limit (1..500) must be integers")
+		return
+	}
+	if q < 0 || int(q) >= t.QueueCount() {
+		apiError(w, http.StatusNotFound, "queue_not_found", t.FullName+" has no queue "+strconv.FormatInt(q, 10))
+		return
+	}
+	start, hw, _, err := b.Offsets(t.Name, int32(q))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	from := start
+	query := r.URL.Query()
+	switch {
+	case query.Has("offset"):
+		off, ok := intParam(r, "offset", 0)
+		if !ok {
+			apiError(w, http.StatusBadRequest, "bad_request", "offset must be an integer")
+			return
+		}
+		from = model.QueueOffset(off)
+	case query.Has("time_ms"):
+		ts, ok := intParam(r, "time_ms", 0)
+		if !ok {
+			apiError(w, http.StatusBadRequest, "bad_request", "time_ms must be an integer")
+			return
+		}
+		if from, _, err = b.OffsetForTime(t.Name, int32(q), ts); err != nil {
+			from = hw
+		}
+	case query.Get("from") == "newest":
+		from = hw - model.QueueOffset(limit)
+	case query.Get("from") != "" && query.Get("from") != "oldest":
+		apiError(w, http.StatusBadRequest, "bad_request", "from must be oldest or newest")
+		return
+	}
+	from = min(max(from, start), hw)
+	page := MessagePage{Messages: []MessageView{}, NextOffset: int64(from), End: int64(hw)}
+	id := t.Queues[q]
+	for next := from; len(page.Messages) < int(limit) && next < hw; {
+		after, err := b.EachMessage(id, next, int(limit), func(sm *broker.StoredMessage) bool {
+			page.Messages = append(page.Messages, messageView(t, int32(q), sm))
+			return len(page.Messages) < int(limit)
+		})
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		if after <= next {
+			break
+		}
+		next = after
+		page.NextOffset = int64(after)
+	}
+	writeJSON(w, page)
 }

@@ -65,6 +65,7 @@ func openAPI() map[string]any {
 				query("time_ms", "integer", "start at the first message stored at or after this time (ms since the epoch)"),
 				query("from", "string", "oldest (default) or newest: the last limit messages"),
 				query("limit", "integer", "messages per page, 1..500 (default 20)")),
+			"post": withBody(op("produce a message", 201, ref(MessageSent{}), topic), ref(MessageSend{})),
 		},
 		"/api/v1/messages": map[string]any{
 			"get": op("find messages by key: RocketMQ KEYS or message id (UNIQ_KEY), indexed Kafka keys", 200, arr(MessageView{}),
@@ -78,6 +79,16 @@ func openAPI() map[string]any {
 		},
 		"/api/v1/groups/{group}/reset": map[string]any{
 			"post": withBody(op("move a group's committed offsets (stop its consumers first)", 200, arr(OffsetMove{}), group), ref(OffsetReset{})),
+		},
+		"/api/v1/deadletters": map[string]any{"get": op("groups with dead letters (%DLQ%<group>): count, bytes, offsets", 200, arr(DeadLetterSummary{}))},
+		"/api/v1/deadletters/{group}/messages": map[string]any{
+			"get": op("browse a group's dead letters (each with its origin topic)", 200, ref(MessagePage{}), group,
+				query("offset", "integer", "start at this offset"), query("from", "string", "oldest (default) or newest"),
+				query("limit", "integer", "messages per page, 1..500 (default 20)")),
+		},
+		"/api/v1/deadletters/{group}/redrive": map[string]any{
+			"post": withBody(op("send dead letters back to their origin topic (or the group's retry topic); they stay in the dead-letter topic", 200,
+				ref(broker.RedriveResult{}), group), ref(Redrive{})),
 		},
 		"/api/v1/storage":           map[string]any{"get": op("storage usage: segments, bytes, disk", 200, anyObject)},
 		"/api/v1/storage/gc":        map[string]any{"post": op("run a garbage-collection pass", 200, anyObject, query("threshold", "number", "relocate segments less live than this (0..1], default 0.5"))},
