@@ -80,7 +80,7 @@ func NewMetrics() *Metrics {
 // Handler returns the admin HTTP handler for b and the security state;
 // cluster answers GET /api/v1/cluster.
 func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security, cluster func(context.Context) (ClusterStatus, error)) http.Handler {
-	m.Registry.MustRegister(newStorageCollector(b))
+	m.Registry.MustRegister(newStorageCollector(b), newFlowCollector(b))
 	registerTxnMetrics(m.Registry, b)
 	if sec.Quotas != nil {
 		m.Registry.MustRegister(newQuotaCollector(sec.Quotas))

@@ -221,6 +221,20 @@ func TestAdminAPI(t *testing.T) {
 		t.Errorf("by message id %s: %+v", msgID, found)
 	}
 
+	// Dashboards chart rates and lag from /metrics.
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`rosetta_topic_end_offsets{topic="orders"} 30`, `rosetta_topic_messages{topic="orders"} 30`,
+		`rosetta_group_lag{group="billing",topic="orders"} 23`, `rosetta_group_committed_offsets{group="billing",topic="orders"} 7`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
 	// Delete the group, then the topic.
 	if code := api(t, base, "DELETE", "/api/v1/groups/billing", nil, nil); code != 204 {
 		t.Errorf("delete group: %d", code)
