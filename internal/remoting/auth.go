@@ -218,6 +218,12 @@ func requestChecks(req *protocol.Command) []authCheck {
 		return []authCheck{groupCheck(h("consumerGroup"), security.OpDescribe)}
 	case protocol.InvokeBrokerToResetOffset:
 		return []authCheck{topicCheck(h("topic"), security.OpRead), groupCheck(h("group"), security.OpRead)}
+	case protocol.GetConsumerRunningInfo:
+		return []authCheck{groupCheck(h("consumerGroup"), security.OpDescribe)}
+	case protocol.ConsumeMessageDirectly:
+		return []authCheck{groupCheck(h("consumerGroup"), security.OpRead)}
+	case protocol.InvokeBrokerToGetConsumerStatus:
+		return []authCheck{topicCheck(h("topic"), security.OpDescribe), groupCheck(h("group"), security.OpDescribe)}
 	case protocol.AuthCreateUser, protocol.AuthUpdateUser, protocol.AuthDeleteUser, protocol.AuthCreateACL,
 		protocol.AuthUpdateACL, protocol.AuthDeleteACL:
 		return []authCheck{clusterCheck(security.OpAlter)}

@@ -34,7 +34,9 @@ type conn struct {
 	work   chan inbound  // to an idle worker
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // workers
+	wg     sync.WaitGroup                   // workers
+	callMu sync.Mutex                       // guards calls
+	calls  map[int32]chan *protocol.Command // server-initiated requests awaiting the client's answer, by opaque
 }
 
 // reqCtx is what a handler knows of its request's connection.
@@ -124,7 +126,10 @@ func (c *conn) read() {
 			c.s.opts.Budget.Release(int64(size))
 			return
 		}
-		if in.req == nil { // answers to server-initiated requests: none are awaited yet
+		if in.req == nil { // an answer to a server-initiated request
+			if in.resp != nil {
+				c.answered(in.resp)
+			}
 			c.s.opts.Budget.Release(in.size)
 			continue
 		}
@@ -158,6 +163,7 @@ func (c *conn) read() {
 // frame holds until it is handled.
 type inbound struct {
 	req  *protocol.Command
+	resp *protocol.Command // a client's answer to a request of ours
 	size int64
 }
 
@@ -176,7 +182,7 @@ func (c *conn) readRequest(r *bufio.Reader, size int) (inbound, bool) {
 		return inbound{}, false
 	}
 	if req.IsResponse() {
-		return inbound{size: int64(size)}, true
+		return inbound{resp: req, size: int64(size)}, true
 	}
 	return inbound{req: req, size: int64(size)}, true
 }
