@@ -191,6 +191,25 @@ func (a *App) kafkaCluster() func() *kafka.ClusterView {
 	}
 }
 
+// electLeader moves the group's leadership to a node (Kafka's preferred
+// leader election); nil on a single node.
+func (a *App) electLeader() func(ctx context.Context, node int32) error {
+	r := a.replica
+	if r == nil {
+		return nil
+	}
+	return func(ctx context.Context, node int32) error {
+		if _, ok := r.members[model.NodeID(node)]; !ok {
+			return fmt.Errorf("no member %d", node)
+		}
+		if err := r.group.TransferLeadership(ctx, model.NodeID(node)); err != nil {
+			return err
+		}
+		a.log.Info("leadership moved by a preferred leader election", "to", node)
+		return nil
+	}
+}
+
 // relayedAdvertise points RocketMQ clients that reached the leader through
 // another member's relay back at that member (its host, the same port):
 // their routes then keep working when leadership moves, since the member

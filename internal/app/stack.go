@@ -113,6 +113,7 @@ func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontE
 			AdvertisedAddr:     a.cfg.Listen.KafkaAdvertised,
 			ClusterID:          a.clusterID(),
 			Cluster:            a.kafkaCluster(),
+			Elect:              a.electLeader(),
 			MaxFrameBytes:      int32(a.cfg.Limits.MaxFrameBytes),
 			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
 			MaxBytesInFlight:   int64(a.cfg.Limits.MaxBytesInFlight),

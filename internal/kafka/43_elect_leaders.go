@@ -2,13 +2,24 @@ package kafka
 
 // ElectLeaders (key 43), versions 0-2.
 //
-// Version notes: this node leads every partition, so a preferred or unclean
-// election for a known partition is ELECTION_NOT_NEEDED and an unknown one is
-// UNKNOWN_TOPIC_OR_PARTITION. A request for all partitions (null topics)
-// answers with no partitions, as Kafka lists only partitions where an
-// election ran or failed otherwise.
+// Version notes: on a single node this node leads every partition, so an
+// election for a known partition is ELECTION_NOT_NEEDED. In a cluster
+// every partition lives in the one replication group, whose preferred
+// leader is the first replica: a preferred election when another node
+// leads moves the group's leadership there (every partition with it) and
+// answers once it moved; PREFERRED_LEADER_NOT_AVAILABLE when that replica
+// is not in sync. An unclean election is never needed while a leader
+// exists (ELIGIBLE_LEADERS_NOT_AVAILABLE otherwise: Raft elects, not the
+// request). Unknown partitions are UNKNOWN_TOPIC_OR_PARTITION; a request
+// for all partitions (null topics) lists every partition when an election
+// ran, and none otherwise, as Kafka lists only partitions where one ran or
+// failed.
 
 import (
+	"context"
+	"slices"
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -22,14 +33,26 @@ func handleElectLeaders(rc *reqCtx, kreq kmsg.Request) reply {
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return reply{resp: resp}
 	}
-	for _, rt := range req.Topics {
+	outcome := rc.conn.s.electPreferred(rc.ctx(), req)
+	topics := req.Topics
+	if topics == nil && outcome != kerr.ElectionNotNeeded.Code {
+		for _, t := range rc.conn.s.broker.Topics(false) {
+			rt := kmsg.NewElectLeadersRequestTopic()
+			rt.Topic = t.Name.Short()
+			for i := range t.Queues {
+				rt.Partitions = append(rt.Partitions, int32(i))
+			}
+			topics = append(topics, rt)
+		}
+	}
+	for _, rt := range topics {
 		tr := kmsg.NewElectLeadersResponseTopic()
 		tr.Topic = rt.Topic
 		t, err := rc.lookupTopic(rt.Topic)
 		for _, p := range rt.Partitions {
 			pr := kmsg.NewElectLeadersResponseTopicPartition()
 			pr.Partition = p
-			pr.ErrorCode = kerr.ElectionNotNeeded.Code
+			pr.ErrorCode = outcome
 			if err != nil || p < 0 || int(p) >= len(t.Queues) {
 				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			}
@@ -38,4 +61,40 @@ func handleElectLeaders(rc *reqCtx, kreq kmsg.Request) reply {
 		resp.Topics = append(resp.Topics, tr)
 	}
 	return reply{resp: resp}
+}
+
+// electPreferred runs the election req asks for once, for the one group
+// holding every partition, and returns the error code every partition
+// answers with (0: leadership moved to the preferred replica).
+func (s *Server) electPreferred(ctx context.Context, req *kmsg.ElectLeadersRequest) int16 {
+	v := s.clusterView()
+	if v == nil || len(v.Replicas) == 0 {
+		return kerr.ElectionNotNeeded.Code
+	}
+	if req.ElectionType == 1 { // unclean
+		if v.Leader > 0 {
+			return kerr.ElectionNotNeeded.Code
+		}
+		return kerr.EligibleLeadersNotAvailable.Code
+	}
+	preferred := v.Replicas[0]
+	switch {
+	case v.Leader == preferred:
+		return kerr.ElectionNotNeeded.Code
+	case !slices.Contains(v.ISR, preferred) || s.opts.Elect == nil:
+		return kerr.PreferredLeaderNotAvailable.Code
+	}
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	if timeout <= 0 || timeout > 30*time.Second {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if err := s.opts.Elect(ctx, preferred); err != nil {
+		if ctx.Err() != nil {
+			return kerr.RequestTimedOut.Code
+		}
+		return kerr.PreferredLeaderNotAvailable.Code
+	}
+	return 0
 }

@@ -12,7 +12,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -145,25 +144,6 @@ func TestClusterChaos(t *testing.T) {
 	offsets.stop(t)
 	remoting.verify(t)
 	grpc.verify(t)
-}
-
-// stop stops a member with SIGTERM (it hands leadership off first) and
-// waits for it to exit.
-func (c *cluster) stop(m *member) {
-	if m.cmd == nil {
-		return
-	}
-	_ = m.cmd.Process.Signal(syscall.SIGTERM)
-	exited := make(chan struct{})
-	go func() { _ = m.cmd.Wait(); close(exited) }()
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		c.t.Errorf("node %d did not exit within 30 s of SIGTERM", m.id)
-		_ = m.cmd.Process.Signal(syscall.SIGKILL)
-		<-exited
-	}
-	m.cmd = nil
 }
 
 // quietRocketMQClients keeps the RocketMQ clients' logs out of the output

@@ -13,6 +13,7 @@ package cluster_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -29,6 +30,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/rosettamq/rosetta/internal/app/apptest"
@@ -191,6 +193,25 @@ func (c *cluster) kill(m *member) {
 	}
 	_ = m.cmd.Process.Signal(syscall.SIGKILL)
 	_ = m.cmd.Wait()
+	m.cmd = nil
+}
+
+// stop stops a member with SIGTERM (it hands leadership off first) and
+// waits for it to exit.
+func (c *cluster) stop(m *member) {
+	if m.cmd == nil {
+		return
+	}
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	exited := make(chan struct{})
+	go func() { _ = m.cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		c.t.Errorf("node %d did not exit within 30 s of SIGTERM", m.id)
+		_ = m.cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+	}
 	m.cmd = nil
 }
 
@@ -450,6 +471,45 @@ func TestClusterFailover(t *testing.T) {
 		return consumed.covers(l.acks)
 	})
 	consumed.stop()
+	preferredElection(t, c, adm)
+}
+
+// preferredElection: a preferred leader election (kadm's ElectLeaders, as
+// kafka-leader-election runs it) moves leadership back to node 1, the first
+// replica, once it is in sync.
+func preferredElection(t *testing.T, c *cluster, adm *kadm.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if c.waitLeader(ctx) == 1 {
+		c.stop(c.member(1)) // hands leadership off
+		c.start(c.member(1))
+		c.wait(c.member(1))
+	}
+	apptest.Eventually(t, 30*time.Second, "a preferred leader election to move leadership to node 1", func() bool {
+		res, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{"orders": {0: {}, 1: {}}})
+		if err != nil {
+			return false
+		}
+		ok := true
+		for _, ps := range res {
+			for _, r := range ps {
+				ok = ok && (r.Err == nil || errors.Is(r.Err, kerr.ElectionNotNeeded))
+			}
+		}
+		return ok && c.leader(ctx) == 1
+	})
+	res, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{"orders": {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ps := range res {
+		for _, r := range ps {
+			if !errors.Is(r.Err, kerr.ElectionNotNeeded) {
+				t.Errorf("a second preferred election: %v, want ELECTION_NOT_NEEDED", r.Err)
+			}
+		}
+	}
+	t.Logf("preferred leader election moved leadership to node 1")
 }
 
 // checkKcat lists the cluster with kcat (librdkafka): three brokers, the
