@@ -29,10 +29,10 @@ type Options struct {
 	AdvertisedAddr            string // host:port told to clients; empty: the address each client connected to
 	// Cluster, when set (a cluster member), describes the other brokers
 	// and the partitions' replicas; nil: a single node.
-	Cluster            func() *ClusterView
+	Cluster func() *ClusterView
 	// Elect, in a cluster, moves leadership to node (ElectLeaders with
 	// the preferred replica) and returns once it moved or failed.
-	Elect func(ctx context.Context, node int32) error
+	Elect              func(ctx context.Context, node int32) error
 	ClusterID          string
 	MaxFrameBytes      int32
 	MaxInflightPerConn int
