@@ -206,6 +206,7 @@ type ClusterConfig struct {
 	RaftPort      int    `yaml:"raft_port" help:"port of the replication transport on every member's host"`
 	EtcdPort      int    `yaml:"etcd_port" help:"client port of the embedded etcd member on every member's host (its peer port is the next one)"`
 	Secret        string `yaml:"secret" help:"shared secret the members authenticate one another's replication connections with (HMAC challenge); empty: none"`
+	LeaderAck     bool   `yaml:"leader_ack" help:"answer Kafka acks=1 produces once the leader wrote them, before a majority has them (faster; a leader's failure can lose what it acknowledged); off: acks=1 waits for the commit like acks=all"`
 }
 
 // maxMembers bounds clusters started from cluster.members (larger ones

@@ -114,6 +114,7 @@ func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontE
 			ClusterID:          a.clusterID(),
 			Cluster:            a.kafkaCluster(),
 			Elect:              a.electLeader(),
+			LeaderAck:          a.cfg.Cluster.LeaderAck,
 			MaxFrameBytes:      int32(a.cfg.Limits.MaxFrameBytes),
 			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
 			MaxBytesInFlight:   int64(a.cfg.Limits.MaxBytesInFlight),

@@ -9,7 +9,9 @@ package kafka
 // LogAppendTime, key index, compacted topics) decide what is stored; this
 // handler authorizes, charges quotas and maps the outcome: acks=0 sends no
 // response; acks=1 answers once written; acks=all waits for the durability
-// policy (fsync with group commit in sync mode). A duplicate gets its
+// policy (fsync with group commit in sync mode). In a cluster, acks=all
+// waits for the commit (a majority has the records), and so does acks=1
+// unless cluster.leader_ack is set. A duplicate gets its
 // original offset, a gap OUT_OF_ORDER_SEQUENCE_NUMBER, a record without a
 // key on a compacted topic INVALID_RECORD naming it (KIP-467; other invalid
 // batches are named as a whole, index 0), a transactional batch outside
@@ -95,7 +97,10 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 	}
 	resp.ThrottleMillis = int32(throttle / time.Millisecond)
 	r := reply{resp: resp, none: req.Acks == 0, throttle: throttle}
-	if req.Acks == -1 && len(written) > 0 {
+	// In a cluster acks=1 waits for the commit too, unless leader
+	// acknowledgement is configured: a leader's own write is lost with it.
+	waitCommit := req.Acks == 1 && s.opts.Cluster != nil && !s.opts.LeaderAck
+	if (req.Acks == -1 || waitCommit) && len(written) > 0 {
 		timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
 		r.await = func() {
 			ctx, cancel := context.WithTimeout(rc.ctx(), max(timeout, time.Second))

@@ -30,6 +30,9 @@ type Options struct {
 	// Cluster, when set (a cluster member), describes the other brokers
 	// and the partitions' replicas; nil: a single node.
 	Cluster func() *ClusterView
+	// LeaderAck, in a cluster, answers acks=1 produces once the leader
+	// wrote them; otherwise they wait for the commit, as acks=all does.
+	LeaderAck bool
 	// Elect, in a cluster, moves leadership to node (ElectLeaders with
 	// the preferred replica) and returns once it moved or failed.
 	Elect              func(ctx context.Context, node int32) error

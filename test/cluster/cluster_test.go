@@ -426,13 +426,17 @@ func TestClusterFailover(t *testing.T) {
 	lead = c.waitLeader(ctx)
 	if cut := partition(t, c.member(lead).host, otherHosts(c.member(lead).host)); cut != nil {
 		cutAt := time.Now()
-		minority := minorityProducer(t, c, c.member(lead))
+		minority := minorityProducer(t, c, c.member(lead), kgo.AllISRAcks())
+		minorityLeaderAck := minorityProducer(t, c, c.member(lead), kgo.LeaderAck())
 		// Clients that reach the cut-off node wait there until their
 		// request times out (10 s) and then try another member.
 		t.Logf("leader node %d cut off: next acknowledged produce after %v", lead, l.waitAckAfter(t, cutAt, 45*time.Second).Round(time.Millisecond))
 		time.Sleep(2 * time.Second)
 		if n := minority.stop(); n > 0 {
 			t.Errorf("the cut-off node acknowledged %d records", n)
+		}
+		if n := minorityLeaderAck.stop(); n > 0 {
+			t.Errorf("the cut-off node acknowledged %d acks=1 records (acks=1 waits for the commit)", n)
 		}
 		cut()
 	}
@@ -650,7 +654,7 @@ type minority struct {
 	done   chan struct{}
 }
 
-func minorityProducer(t *testing.T, c *cluster, m *member) *minority {
+func minorityProducer(t *testing.T, c *cluster, m *member, acks kgo.Acks) *minority {
 	only := net.JoinHostPort(m.host, strconv.Itoa(c.ports[0]))
 	d := &net.Dialer{Timeout: time.Second}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(only), kgo.DefaultProduceTopic("orders"),
@@ -659,7 +663,7 @@ func minorityProducer(t *testing.T, c *cluster, m *member) *minority {
 				return nil, fmt.Errorf("only %s is reachable", only)
 			}
 			return d.DialContext(ctx, network, host)
-		}), kgo.RecordDeliveryTimeout(time.Second), kgo.DisableIdempotentWrite())
+		}), kgo.RecordDeliveryTimeout(time.Second), kgo.DisableIdempotentWrite(), kgo.RequiredAcks(acks))
 	if err != nil {
 		t.Fatal(err)
 	}
