@@ -10,8 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rosettamq/rosetta/internal/admin"
-	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/apiv1"
 )
 
 // The operations commands are thin clients of the admin API v1: tables by
@@ -29,7 +28,7 @@ func topicCmd() *cobra.Command {
 	var internal bool
 	list := &cobra.Command{Use: "list", Short: "Topics with their queues, messages held, bytes and retention", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var ts []admin.TopicSummary
+			var ts []apiv1.TopicSummary
 			if err := a.call(cmd, "GET", "/api/v1/topics?internal="+strconv.FormatBool(internal), nil, &ts); err != nil {
 				return err
 			}
@@ -45,7 +44,7 @@ func topicCmd() *cobra.Command {
 	list.Flags().BoolVar(&internal, "internal", false, "include the broker's internal topics")
 	describe := &cobra.Command{Use: "describe TOPIC", Short: "A topic's queues (start, end, bytes) and configuration", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var d admin.TopicDetail
+			var d apiv1.TopicDetail
 			if err := a.call(cmd, "GET", topicPath(args[0]), nil, &d); err != nil {
 				return err
 			}
@@ -71,10 +70,10 @@ func topicCmd() *cobra.Command {
 			return table(cmd, "QUEUE\tSTART\tEND\tMESSAGES\tBYTES", rows)
 		}}
 	var queues int
-	var cfg broker.TopicConfig
+	var cfg apiv1.TopicConfig
 	create := &cobra.Command{Use: "create TOPIC", Short: "Create a topic", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var d admin.TopicDetail
+			var d apiv1.TopicDetail
 			if err := a.call(cmd, "POST", "/api/v1/topics", map[string]any{"name": args[0], "queues": queues, "config": cfg}, &d); err != nil {
 				return err
 			}
@@ -109,7 +108,7 @@ func groupCmd() *cobra.Command {
 	cmd.PersistentFlags().StringVarP(&out, "output", "o", "table", "table, json or yaml")
 	list := &cobra.Command{Use: "list", Short: "Groups with committed offsets, and their total lag", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var gs []admin.GroupSummary
+			var gs []apiv1.GroupSummary
 			if err := a.call(cmd, "GET", "/api/v1/groups", nil, &gs); err != nil {
 				return err
 			}
@@ -125,7 +124,7 @@ func groupCmd() *cobra.Command {
 	lag := func(use, short string) *cobra.Command {
 		return &cobra.Command{Use: use + " GROUP", Short: short, Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				var d admin.GroupDetail
+				var d apiv1.GroupDetail
 				if err := a.call(cmd, "GET", "/api/v1/groups/"+url.PathEscape(args[0]), nil, &d); err != nil {
 					return err
 				}
@@ -144,7 +143,7 @@ func groupCmd() *cobra.Command {
 				return nil
 			}}
 	}
-	var req admin.OffsetReset
+	var req apiv1.OffsetReset
 	var toTime, queuesFlag string
 	var toOffset int64
 	reset := &cobra.Command{Use: "reset GROUP", Short: "Move a group's committed offsets (stop its consumers first)", Args: cobra.ExactArgs(1),
@@ -178,7 +177,7 @@ position over the reset.`,
 				}
 				req.Queues = append(req.Queues, int32(q))
 			}
-			var moves []admin.OffsetMove
+			var moves []apiv1.OffsetMove
 			if err := a.call(cmd, "POST", "/api/v1/groups/"+url.PathEscape(args[0])+"/reset", req, &moves); err != nil {
 				return err
 			}
@@ -246,7 +245,7 @@ func messageCmd() *cobra.Command {
 		}
 		return q.Encode(), nil
 	}
-	printPage := func(cmd *cobra.Command, msgs []admin.MessageView, header bool) error {
+	printPage := func(cmd *cobra.Command, msgs []apiv1.MessageView, header bool) error {
 		if done, err := output(cmd, out, msgs); done {
 			return err
 		}
@@ -273,7 +272,7 @@ func messageCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var page admin.MessagePage
+			var page apiv1.MessagePage
 			if err := a.call(cmd, "GET", topicPath(args[0])+"/messages?"+q, nil, &page); err != nil {
 				return err
 			}
@@ -294,7 +293,7 @@ func messageCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var page admin.MessagePage
+			var page apiv1.MessagePage
 			if err := a.call(cmd, "GET", topicPath(args[0])+"/messages?"+q, nil, &page); err != nil {
 				return err
 			}
@@ -341,7 +340,7 @@ func messageCmd() *cobra.Command {
 			if topic != "" {
 				q.Set("topic", topic)
 			}
-			var msgs []admin.MessageView
+			var msgs []apiv1.MessageView
 			if err := a.call(cmd, "GET", "/api/v1/messages?"+q.Encode(), nil, &msgs); err != nil {
 				return err
 			}
@@ -353,7 +352,7 @@ func messageCmd() *cobra.Command {
 	search.Flags().StringVar(&key, "key", "", "the key or message id")
 	search.Flags().StringVar(&topic, "topic", "", "only in this topic")
 	search.Flags().Int64Var(&limit, "limit", 32, "at most this many")
-	var send admin.MessageSend
+	var send apiv1.MessageSend
 	var sendQueue int32
 	var headers []string
 	sendCmd := &cobra.Command{Use: "send TOPIC", Short: "Produce a message (body from --body, or standard input)", Args: cobra.ExactArgs(1),
@@ -371,13 +370,13 @@ func messageCmd() *cobra.Command {
 				if !ok {
 					return &usageError{msg: "--header wants key=value"}
 				}
-				send.Headers = append(send.Headers, admin.HeaderView{Key: k, Value: v})
+				send.Headers = append(send.Headers, apiv1.HeaderView{Key: k, Value: v})
 			}
 			send.Queue = nil
 			if cmd.Flags().Changed("queue") {
 				send.Queue = &sendQueue
 			}
-			var res admin.MessageSent
+			var res apiv1.MessageSent
 			if err := a.call(cmd, "POST", topicPath(args[0])+"/messages", send, &res); err != nil {
 				return err
 			}
@@ -404,7 +403,7 @@ func dlqCmd() *cobra.Command {
 	cmd.PersistentFlags().StringVarP(&out, "output", "o", "table", "table, json or yaml")
 	list := &cobra.Command{Use: "list", Short: "Groups with dead letters", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var ds []admin.DeadLetterSummary
+			var ds []apiv1.DeadLetterSummary
 			if err := a.call(cmd, "GET", "/api/v1/deadletters", nil, &ds); err != nil {
 				return err
 			}
@@ -422,7 +421,7 @@ func dlqCmd() *cobra.Command {
 	browse := &cobra.Command{Use: "browse GROUP", Short: "A page of a group's dead letters with their origin topics", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q := url.Values{"offset": {strconv.FormatInt(offset, 10)}, "limit": {strconv.FormatInt(limit, 10)}}
-			var page admin.MessagePage
+			var page apiv1.MessagePage
 			if err := a.call(cmd, "GET", "/api/v1/deadletters/"+url.PathEscape(args[0])+"/messages?"+q.Encode(), nil, &page); err != nil {
 				return err
 			}
@@ -446,7 +445,7 @@ func dlqCmd() *cobra.Command {
 		}}
 	browse.Flags().Int64Var(&offset, "offset", 0, "start at this offset")
 	browse.Flags().Int64Var(&limit, "limit", 20, "messages per page (1..500)")
-	var req admin.Redrive
+	var req apiv1.Redrive
 	var offsets string
 	redrive := &cobra.Command{Use: "redrive GROUP", Short: "Send dead letters back to their origin topic (or --to-retry: the group's retry topic)", Args: cobra.ExactArgs(1),
 		Long: `Send a group's dead letters back for another round: those at --offsets, or
@@ -467,7 +466,7 @@ messages stay in it, and the answer says where the next range starts.`,
 				}
 				req.Offsets = append(req.Offsets, o)
 			}
-			var res broker.RedriveResult
+			var res apiv1.RedriveResult
 			if err := a.call(cmd, "POST", "/api/v1/deadletters/"+url.PathEscape(args[0])+"/redrive", req, &res); err != nil {
 				return err
 			}

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/rosettamq/rosetta/internal/admin"
+	"github.com/rosettamq/rosetta/internal/apiv1"
 	"github.com/rosettamq/rosetta/internal/app/apptest"
 )
 
@@ -75,7 +75,7 @@ func TestOperationsCommands(t *testing.T) {
 		t.Errorf("topic describe: %d\n%s", code, out)
 	}
 	out, code = run(t, url, "topic", "describe", "payments", "-o", "json")
-	var d admin.TopicDetail
+	var d apiv1.TopicDetail
 	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || d.Messages != 10 {
 		t.Errorf("topic describe -o json: %d\n%s", code, out)
 	}

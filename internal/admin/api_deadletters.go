@@ -5,41 +5,23 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rosettamq/rosetta/internal/apiv1"
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/model"
 )
-
-// DeadLetterSummary is one group's dead-letter topic.
-type DeadLetterSummary struct {
-	Group    string `json:"group"`
-	Topic    string `json:"topic"`
-	Messages int64  `json:"messages"`
-	Bytes    int64  `json:"bytes"`
-	Start    int64  `json:"start"`
-	End      int64  `json:"end"`
-}
-
-// Redrive is the body of POST /api/v1/deadletters/{group}/redrive.
-type Redrive struct {
-	Offsets []int64 `json:"offsets,omitempty"` // these; else the range [from, to)
-	From    int64   `json:"from,omitempty"`
-	To      int64   `json:"to,omitempty"` // 0: the end
-	Max     int     `json:"max,omitempty"`
-	ToRetry bool    `json:"to_retry,omitempty"` // the group's retry topic instead of the origin topic
-}
 
 const dlqPrefix = "%DLQ%"
 
 func registerDeadLetterAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 	mux.HandleFunc("GET /api/v1/deadletters", sec.guard(func(w http.ResponseWriter, _ *http.Request) {
-		out := []DeadLetterSummary{}
+		out := []apiv1.DeadLetterSummary{}
 		for _, t := range b.Topics(false) {
 			short := t.Name.Short()
 			if !strings.HasPrefix(short, dlqPrefix) {
 				continue
 			}
 			s, queues := topicSummary(b, t)
-			d := DeadLetterSummary{Group: strings.TrimPrefix(short, dlqPrefix), Topic: short, Messages: s.Messages, Bytes: s.Bytes}
+			d := apiv1.DeadLetterSummary{Group: strings.TrimPrefix(short, dlqPrefix), Topic: short, Messages: s.Messages, Bytes: s.Bytes}
 			if len(queues) > 0 {
 				d.Start, d.End = queues[0].Start, queues[0].End
 			}
@@ -54,7 +36,7 @@ func registerDeadLetterAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 		browseQueue(w, r, b)
 	}))
 	mux.HandleFunc("POST /api/v1/deadletters/{group}/redrive", sec.guard(func(w http.ResponseWriter, r *http.Request) {
-		var req Redrive
+		var req apiv1.Redrive
 		if !readJSON(w, r, &req) {
 			return
 		}
@@ -67,6 +49,10 @@ func registerDeadLetterAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, res)
+		out := apiv1.RedriveResult{Redriven: res.Redriven, Next: int64(res.Next)}
+		for _, o := range res.Skipped {
+			out.Skipped = append(out.Skipped, int64(o))
+		}
+		writeJSON(w, out)
 	}))
 }

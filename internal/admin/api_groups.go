@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/rosettamq/rosetta/internal/apiv1"
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -14,54 +15,11 @@ import (
 // commits — Kafka classic and KIP-848 groups, RocketMQ push and pull
 // consumers — whatever protocol it speaks.
 
-// GroupSummary is a group in the group list.
-type GroupSummary struct {
-	Name   string `json:"name"`
-	Topics int    `json:"topics"`
-	Lag    int64  `json:"lag"` // messages between the committed offsets and the ends
-}
-
-// GroupOffset is a group's position in one queue.
-type GroupOffset struct {
-	Topic        string `json:"topic"`
-	Queue        int32  `json:"queue"`
-	Committed    int64  `json:"committed"`
-	End          int64  `json:"end"`
-	Lag          int64  `json:"lag"`
-	Metadata     string `json:"metadata,omitempty"`
-	CommitTimeMs int64  `json:"commit_time_ms,omitempty"`
-}
-
-// GroupDetail is one group's offsets and lag.
-type GroupDetail struct {
-	Name    string        `json:"name"`
-	Lag     int64         `json:"lag"`
-	Offsets []GroupOffset `json:"offsets"`
-}
-
-// OffsetReset is the body of POST /api/v1/groups/{group}/reset.
-type OffsetReset struct {
-	Topic  string  `json:"topic,omitempty"`  // empty: every topic the group has offsets in
-	Queues []int32 `json:"queues,omitempty"` // empty: every queue
-	To     string  `json:"to"`               // earliest | latest | time | offset
-	TimeMs int64   `json:"time_ms,omitempty"`
-	Offset int64   `json:"offset,omitempty"`
-	DryRun bool    `json:"dry_run,omitempty"`
-}
-
-// OffsetMove is one queue's committed offset before and after a reset.
-type OffsetMove struct {
-	Topic string `json:"topic"`
-	Queue int32  `json:"queue"`
-	From  int64  `json:"from"` // -1: nothing was committed
-	To    int64  `json:"to"`
-}
-
-func groupDetail(b *broker.Broker, group string) GroupDetail {
-	d := GroupDetail{Name: group, Offsets: []GroupOffset{}}
+func groupDetail(b *broker.Broker, group string) apiv1.GroupDetail {
+	d := apiv1.GroupDetail{Name: group, Offsets: []apiv1.GroupOffset{}}
 	for t, offs := range b.FetchAllOffsets(group) {
 		for i, c := range offs {
-			o := GroupOffset{Topic: t.Name.Short(), Queue: i, Committed: int64(c.Offset), Metadata: c.Metadata, CommitTimeMs: c.CommitTime}
+			o := apiv1.GroupOffset{Topic: t.Name.Short(), Queue: i, Committed: int64(c.Offset), Metadata: c.Metadata, CommitTimeMs: c.CommitTime}
 			if _, hw, _, err := b.Offsets(t.Name, i); err == nil {
 				o.End = int64(hw)
 				o.Lag = max(0, o.End-o.Committed)
@@ -79,14 +37,14 @@ func groupDetail(b *broker.Broker, group string) GroupDetail {
 
 func registerGroupAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 	mux.HandleFunc("GET /api/v1/groups", sec.guard(func(w http.ResponseWriter, _ *http.Request) {
-		out := []GroupSummary{}
+		out := []apiv1.GroupSummary{}
 		for _, g := range b.OffsetGroups() {
 			d := groupDetail(b, g)
 			topics := map[string]bool{}
 			for _, o := range d.Offsets {
 				topics[o.Topic] = true
 			}
-			out = append(out, GroupSummary{Name: g, Topics: len(topics), Lag: d.Lag})
+			out = append(out, apiv1.GroupSummary{Name: g, Topics: len(topics), Lag: d.Lag})
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 		writeJSON(w, out)
@@ -103,7 +61,7 @@ func registerGroupAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 	// stop the group's consumers first: a running member commits its own
 	// position over the reset.
 	mux.HandleFunc("POST /api/v1/groups/{group}/reset", sec.guard(func(w http.ResponseWriter, r *http.Request) {
-		var req OffsetReset
+		var req apiv1.OffsetReset
 		if !readJSON(w, r, &req) {
 			return
 		}
@@ -130,7 +88,7 @@ func registerGroupAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 
 // resetOffsets moves a group's committed offsets as req says (and only
 // reports the moves on a dry run).
-func resetOffsets(r *http.Request, b *broker.Broker, group string, req OffsetReset) ([]OffsetMove, error) {
+func resetOffsets(r *http.Request, b *broker.Broker, group string, req apiv1.OffsetReset) ([]apiv1.OffsetMove, error) {
 	switch req.To {
 	case "earliest", "latest", "time", "offset":
 	default:
@@ -157,7 +115,7 @@ func resetOffsets(r *http.Request, b *broker.Broker, group string, req OffsetRes
 		}
 		sort.Slice(topics, func(i, j int) bool { return topics[i].Name.Short() < topics[j].Name.Short() })
 	}
-	moves := []OffsetMove{}
+	moves := []apiv1.OffsetMove{}
 	for _, t := range topics {
 		for _, q := range req.Queues {
 			if q < 0 || int(q) >= t.QueueCount() {
@@ -191,7 +149,7 @@ func resetOffsets(r *http.Request, b *broker.Broker, group string, req OffsetRes
 			if c, ok := current[t][q]; ok {
 				from = int64(c.Offset)
 			}
-			moves = append(moves, OffsetMove{Topic: t.Name.Short(), Queue: q, From: from, To: int64(to)})
+			moves = append(moves, apiv1.OffsetMove{Topic: t.Name.Short(), Queue: q, From: from, To: int64(to)})
 			commits[q] = broker.OffsetCommit{Queue: t.Queues[i], Offset: to, LeaderEpoch: -1}
 		}
 		if !req.DryRun && len(commits) > 0 {

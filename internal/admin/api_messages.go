@@ -9,46 +9,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rosettamq/rosetta/internal/apiv1"
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
-// MessageView is a stored message as the API shows it, whatever protocol
-// wrote it.
-type MessageView struct {
-	Topic        string       `json:"topic"`
-	Queue        int32        `json:"queue"`
-	Offset       int64        `json:"offset"`
-	StoreTimeMs  int64        `json:"store_time_ms"`
-	BornTimeMs   int64        `json:"born_time_ms,omitempty"`
-	Key          string       `json:"key,omitempty"` // Kafka record key or RocketMQ KEYS (text or base64, as the body)
-	Tags         string       `json:"tags,omitempty"`
-	Headers      []HeaderView `json:"headers,omitempty"` // Kafka headers, RocketMQ properties
-	Body         string       `json:"body"`
-	BodyEncoding string       `json:"body_encoding"` // text | base64
-	BodyBytes    int          `json:"body_bytes"`
-	Compressed   bool         `json:"compressed,omitempty"` // the body is as its RocketMQ producer zlib-compressed it
-	Origin       string       `json:"origin,omitempty"`     // a dead letter's origin topic
-}
-
-// MessageSend is the body of POST /api/v1/topics/{topic}/messages.
-type MessageSend struct {
-	Queue        *int32       `json:"queue,omitempty"` // default: by key hash, else queue 0
-	Key          string       `json:"key,omitempty"`
-	Tags         string       `json:"tags,omitempty"`
-	Headers      []HeaderView `json:"headers,omitempty"`
-	Body         string       `json:"body"`
-	BodyEncoding string       `json:"body_encoding,omitempty"` // text (default) or base64
-}
-
-// MessageSent says where a produced message was stored.
-type MessageSent struct {
-	Topic  string `json:"topic"`
-	Queue  int32  `json:"queue"`
-	Offset int64  `json:"offset"`
-}
-
-func (s MessageSend) message(t *broker.Topic) (model.Message, int32, error) {
+func sendMessage(s apiv1.MessageSend, t *broker.Topic) (model.Message, int32, error) {
 	m := model.Message{Key: []byte(s.Key), Tags: s.Tags}
 	switch s.BodyEncoding {
 	case "", "text":
@@ -80,22 +46,9 @@ func (s MessageSend) message(t *broker.Topic) (model.Message, int32, error) {
 	return m, q, nil
 }
 
-// HeaderView is one header or property.
-type HeaderView struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
-}
-
-// MessagePage is a page of a queue's messages.
-type MessagePage struct {
-	Messages   []MessageView `json:"messages"`
-	NextOffset int64         `json:"next_offset"` // where the next page starts
-	End        int64         `json:"end"`
-}
-
-func messageView(t *broker.Topic, q int32, sm *broker.StoredMessage) MessageView {
+func messageView(t *broker.Topic, q int32, sm *broker.StoredMessage) apiv1.MessageView {
 	m := &sm.Message
-	v := MessageView{Topic: t.Name.Short(), Queue: q, Offset: int64(sm.Offset), StoreTimeMs: sm.StoreTime, BornTimeMs: m.BornTime,
+	v := apiv1.MessageView{Topic: t.Name.Short(), Queue: q, Offset: int64(sm.Offset), StoreTimeMs: sm.StoreTime, BornTimeMs: m.BornTime,
 		Tags: m.Tags, BodyBytes: len(m.Body), Compressed: m.Flags&model.FlagCompressedBody != 0}
 	if len(m.Key) > 0 {
 		v.Key, _ = encodeBytes(m.Key)
@@ -106,7 +59,7 @@ func messageView(t *broker.Topic, q int32, sm *broker.StoredMessage) MessageView
 	}
 	for _, h := range m.Headers {
 		val, _ := encodeBytes(h.Value)
-		v.Headers = append(v.Headers, HeaderView{Key: h.Key, Value: val})
+		v.Headers = append(v.Headers, apiv1.HeaderView{Key: h.Key, Value: val})
 	}
 	return v
 }
@@ -140,11 +93,11 @@ func registerMessageAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 		if !ok {
 			return
 		}
-		var req MessageSend
+		var req apiv1.MessageSend
 		if !readJSON(w, r, &req) {
 			return
 		}
-		m, q, err := req.message(t)
+		m, q, err := sendMessage(req, t)
 		if err != nil {
 			apiError(w, http.StatusBadRequest, "bad_request", err.Error())
 			return
@@ -154,7 +107,7 @@ func registerMessageAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 			writeErr(w, err)
 			return
 		}
-		writeJSONStatus(w, http.StatusCreated, MessageSent{Topic: t.Name.Short(), Queue: q, Offset: int64(offs[0])})
+		writeJSONStatus(w, http.StatusCreated, apiv1.MessageSent{Topic: t.Name.Short(), Queue: q, Offset: int64(offs[0])})
 	}))
 	// Find messages by key: RocketMQ KEYS and message ids (UNIQ_KEY), and
 	// the keys of Kafka records the broker indexes (compacted topics).
@@ -174,7 +127,7 @@ func registerMessageAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 			}
 			only = &name
 		}
-		out := []MessageView{}
+		out := []apiv1.MessageView{}
 		for _, h := range b.LookupKey([]byte(key), int(limit)*4, 0, 0) {
 			ref, err := b.QueueByID(h.Queue)
 			if err != nil || only != nil && ref.Topic.Name != *only {
@@ -251,7 +204,7 @@ func browseQueue(w http.ResponseWriter, r *http.Request, b *broker.Broker) {
 		return
 	}
 	from = min(max(from, start), hw)
-	page := MessagePage{Messages: []MessageView{}, NextOffset: int64(from), End: int64(hw)}
+	page := apiv1.MessagePage{Messages: []apiv1.MessageView{}, NextOffset: int64(from), End: int64(hw)}
 	id := t.Queues[q]
 	for next := from; len(page.Messages) < int(limit) && next < hw; {
 		after, err := b.EachMessage(id, next, int(limit), func(sm *broker.StoredMessage) bool {

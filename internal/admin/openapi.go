@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rosettamq/rosetta/internal/apiv1"
 	"github.com/rosettamq/rosetta/internal/broker"
 )
 
@@ -51,44 +52,44 @@ func openAPI() map[string]any {
 		"/api/v1/openapi.json": map[string]any{"get": op("this document", 200, anyObject)},
 		"/api/v1/cluster":      map[string]any{"get": op("the node, the cluster's nodes and replication groups", 200, anyObject)},
 		"/api/v1/topics": map[string]any{
-			"get":  op("list topics with queue counts, messages held, bytes and retention", 200, arr(TopicSummary{}), query("internal", "boolean", "include the broker's internal topics")),
-			"post": withBody(op("create a topic", 201, ref(TopicDetail{})), ref(topicCreate{})),
+			"get":  op("list topics with queue counts, messages held, bytes and retention", 200, arr(apiv1.TopicSummary{}), query("internal", "boolean", "include the broker's internal topics")),
+			"post": withBody(op("create a topic", 201, ref(apiv1.TopicDetail{})), ref(apiv1.TopicCreate{})),
 		},
 		"/api/v1/topics/{topic}": map[string]any{
-			"get":    op("a topic with its queues (start, end, bytes) and configuration", 200, ref(TopicDetail{}), topic),
+			"get":    op("a topic with its queues (start, end, bytes) and configuration", 200, ref(apiv1.TopicDetail{}), topic),
 			"delete": op("delete a topic and its messages", 204, nil, topic),
 		},
 		"/api/v1/topics/{topic}/messages": map[string]any{
-			"get": op("browse a queue a page at a time", 200, ref(MessagePage{}), topic,
+			"get": op("browse a queue a page at a time", 200, ref(apiv1.MessagePage{}), topic,
 				query("queue", "integer", "queue (Kafka partition, RocketMQ queue id); default 0"),
 				query("offset", "integer", "start at this offset"),
 				query("time_ms", "integer", "start at the first message stored at or after this time (ms since the epoch)"),
 				query("from", "string", "oldest (default) or newest: the last limit messages"),
 				query("limit", "integer", "messages per page, 1..500 (default 20)")),
-			"post": withBody(op("produce a message", 201, ref(MessageSent{}), topic), ref(MessageSend{})),
+			"post": withBody(op("produce a message", 201, ref(apiv1.MessageSent{}), topic), ref(apiv1.MessageSend{})),
 		},
 		"/api/v1/messages": map[string]any{
-			"get": op("find messages by key: RocketMQ KEYS or message id (UNIQ_KEY), indexed Kafka keys", 200, arr(MessageView{}),
+			"get": op("find messages by key: RocketMQ KEYS or message id (UNIQ_KEY), indexed Kafka keys", 200, arr(apiv1.MessageView{}),
 				query("key", "string", "the key (required)"), query("topic", "string", "only in this topic"),
 				query("limit", "integer", "at most this many, 1..500 (default 32)")),
 		},
-		"/api/v1/groups": map[string]any{"get": op("list consumer groups with committed offsets, and their lag", 200, arr(GroupSummary{}))},
+		"/api/v1/groups": map[string]any{"get": op("list consumer groups with committed offsets, and their lag", 200, arr(apiv1.GroupSummary{}))},
 		"/api/v1/groups/{group}": map[string]any{
-			"get":    op("a group's committed offsets, ends and lag per queue", 200, ref(GroupDetail{}), group),
+			"get":    op("a group's committed offsets, ends and lag per queue", 200, ref(apiv1.GroupDetail{}), group),
 			"delete": op("forget a group's committed offsets", 204, nil, group),
 		},
 		"/api/v1/groups/{group}/reset": map[string]any{
-			"post": withBody(op("move a group's committed offsets (stop its consumers first)", 200, arr(OffsetMove{}), group), ref(OffsetReset{})),
+			"post": withBody(op("move a group's committed offsets (stop its consumers first)", 200, arr(apiv1.OffsetMove{}), group), ref(apiv1.OffsetReset{})),
 		},
-		"/api/v1/deadletters": map[string]any{"get": op("groups with dead letters (%DLQ%<group>): count, bytes, offsets", 200, arr(DeadLetterSummary{}))},
+		"/api/v1/deadletters": map[string]any{"get": op("groups with dead letters (%DLQ%<group>): count, bytes, offsets", 200, arr(apiv1.DeadLetterSummary{}))},
 		"/api/v1/deadletters/{group}/messages": map[string]any{
-			"get": op("browse a group's dead letters (each with its origin topic)", 200, ref(MessagePage{}), group,
+			"get": op("browse a group's dead letters (each with its origin topic)", 200, ref(apiv1.MessagePage{}), group,
 				query("offset", "integer", "start at this offset"), query("from", "string", "oldest (default) or newest"),
 				query("limit", "integer", "messages per page, 1..500 (default 20)")),
 		},
 		"/api/v1/deadletters/{group}/redrive": map[string]any{
 			"post": withBody(op("send dead letters back to their origin topic (or the group's retry topic); they stay in the dead-letter topic", 200,
-				ref(broker.RedriveResult{}), group), ref(Redrive{})),
+				ref(apiv1.RedriveResult{}), group), ref(apiv1.Redrive{})),
 		},
 		"/api/v1/storage":           map[string]any{"get": op("storage usage: segments, bytes, disk", 200, anyObject)},
 		"/api/v1/storage/gc":        map[string]any{"post": op("run a garbage-collection pass", 200, anyObject, query("threshold", "number", "relocate segments less live than this (0..1], default 0.5"))},
@@ -147,10 +148,10 @@ func schemaRef(schemas map[string]any, t reflect.Type) map[string]any {
 	}
 	name := t.Name()
 	if t == reflect.TypeOf(broker.TopicConfig{}) {
-		name = "TopicConfig"
+		name = "apiv1.TopicConfig"
 	}
 	if name == "topicCreate" {
-		name = "TopicCreate"
+		name = "apiv1.TopicCreate"
 	}
 	if _, ok := schemas[name]; !ok {
 		schemas[name] = nil // breaks cycles

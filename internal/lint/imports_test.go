@@ -47,14 +47,15 @@ var rules = map[string]rule{
 	"internal/kafka":       frontEnd("kafka"),
 	"internal/remoting":    frontEnd("remoting"),
 	"internal/grpcv5":      frontEnd("grpcv5"),
-	"internal/admin":       {allowed: []string{"model", "broker", "meta"}},
+	"internal/admin":       {allowed: []string{"model", "broker", "meta", "apiv1"}},
+	"internal/apiv1":       {allowed: nil},
 	"internal/bench":       {allowed: []string{"model", "storage", "broker", "meta", "bench", "kafka", "remoting", "grpcv5"}, protocols: true},
 	"internal/app":         {allowed: []string{"task", "model", "storage", "meta", "cluster", "replication", "broker", "kafka", "remoting", "grpcv5", "admin", "app", "tlsmux"}, protocols: true},
 	"internal/lint":        {allowed: nil},
 	"internal/task":        {allowed: nil},
 	"internal/tlsmux":      {allowed: nil},
 	"internal/testutil":    {allowed: nil},
-	"cmd":                  {allowed: []string{"app", "bench", "model"}, protocols: true},
+	"cmd":                  {allowed: []string{"app", "bench", "model", "apiv1"}, protocols: true},
 }
 
 func ruleFor(dir string) (rule, string, bool) {

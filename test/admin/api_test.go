@@ -21,7 +21,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/rosettamq/rosetta/internal/admin"
+	"github.com/rosettamq/rosetta/internal/apiv1"
 	"github.com/rosettamq/rosetta/internal/app/apptest"
 )
 
@@ -131,9 +131,9 @@ func TestAdminAPI(t *testing.T) {
 	base := "http://" + n.HTTPAddr()
 	msgID := seed(t, n)
 
-	var topics []admin.TopicSummary
+	var topics []apiv1.TopicSummary
 	api(t, base, "GET", "/api/v1/topics", nil, &topics)
-	byName := map[string]admin.TopicSummary{}
+	byName := map[string]apiv1.TopicSummary{}
 	for _, s := range topics {
 		byName[s.Name] = s
 	}
@@ -143,7 +143,7 @@ func TestAdminAPI(t *testing.T) {
 	if _, ok := byName["invoices"]; !ok {
 		t.Errorf("invoices not listed: %+v", topics)
 	}
-	var detail admin.TopicDetail
+	var detail apiv1.TopicDetail
 	api(t, base, "GET", "/api/v1/topics/orders", nil, &detail)
 	if len(detail.QueueList) != 3 || detail.QueueList[1].End != 10 || detail.QueueList[1].Start != 0 {
 		t.Errorf("orders detail %+v", detail)
@@ -157,19 +157,19 @@ func TestAdminAPI(t *testing.T) {
 	}
 
 	// Groups and lag.
-	var groups []admin.GroupSummary
+	var groups []apiv1.GroupSummary
 	api(t, base, "GET", "/api/v1/groups", nil, &groups)
 	if len(groups) != 1 || groups[0].Name != "billing" || groups[0].Lag != 10 {
 		t.Errorf("groups %+v", groups)
 	}
-	var g admin.GroupDetail
+	var g apiv1.GroupDetail
 	api(t, base, "GET", "/api/v1/groups/billing", nil, &g)
 	if len(g.Offsets) != 3 || g.Lag != 10 {
 		t.Errorf("billing %+v", g)
 	}
 	// A dry run moves nothing; a reset to the earliest moves every queue.
-	var moves []admin.OffsetMove
-	api(t, base, "POST", "/api/v1/groups/billing/reset", admin.OffsetReset{To: "earliest", DryRun: true}, &moves)
+	var moves []apiv1.OffsetMove
+	api(t, base, "POST", "/api/v1/groups/billing/reset", apiv1.OffsetReset{To: "earliest", DryRun: true}, &moves)
 	if len(moves) != 3 || moves[0].To != 0 || moves[0].From <= 0 {
 		t.Errorf("dry run %+v", moves)
 	}
@@ -177,12 +177,12 @@ func TestAdminAPI(t *testing.T) {
 	if g.Lag != 10 {
 		t.Errorf("a dry run moved offsets: lag %d", g.Lag)
 	}
-	api(t, base, "POST", "/api/v1/groups/billing/reset", admin.OffsetReset{To: "earliest"}, &moves)
+	api(t, base, "POST", "/api/v1/groups/billing/reset", apiv1.OffsetReset{To: "earliest"}, &moves)
 	api(t, base, "GET", "/api/v1/groups/billing", nil, &g)
 	if g.Lag != 30 {
 		t.Errorf("after a reset to the earliest, lag %d", g.Lag)
 	}
-	api(t, base, "POST", "/api/v1/groups/billing/reset", admin.OffsetReset{To: "offset", Topic: "orders", Queues: []int32{2}, Offset: 7}, &moves)
+	api(t, base, "POST", "/api/v1/groups/billing/reset", apiv1.OffsetReset{To: "offset", Topic: "orders", Queues: []int32{2}, Offset: 7}, &moves)
 	api(t, base, "GET", "/api/v1/groups/billing", nil, &g)
 	if g.Offsets[2].Committed != 7 || g.Lag != 23 {
 		t.Errorf("after a reset of queue 2 to 7: %+v", g)
@@ -192,7 +192,7 @@ func TestAdminAPI(t *testing.T) {
 	}
 
 	// Browse: oldest, from an offset, newest.
-	var page admin.MessagePage
+	var page apiv1.MessagePage
 	api(t, base, "GET", "/api/v1/topics/orders/messages?queue=1&limit=4", nil, &page)
 	if len(page.Messages) != 4 || page.Messages[0].Offset != 0 || page.NextOffset != 4 || page.End != 10 {
 		t.Fatalf("first page %+v", page)
@@ -211,7 +211,7 @@ func TestAdminAPI(t *testing.T) {
 	}
 
 	// Search by a RocketMQ key and by message id.
-	var found []admin.MessageView
+	var found []apiv1.MessageView
 	api(t, base, "GET", "/api/v1/messages?key=cust-3", nil, &found)
 	if len(found) != 1 || found[0].Body != "invoice 7" || found[0].Tags != "paid" || found[0].Topic != "invoices" {
 		t.Errorf("by key: %+v", found)

@@ -12,8 +12,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
-	"github.com/rosettamq/rosetta/internal/admin"
-	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/apiv1"
 )
 
 // adminJSON calls the admin API and decodes its answer.
@@ -62,7 +61,7 @@ func TestDeadLetterRedrive(t *testing.T) {
 		cc.DelayLevelWhenNextConsume = 1
 		return consumer.ConsumeRetryLater, nil
 	}, consumer.WithMaxReconsumeTimes(1))
-	var dl []admin.DeadLetterSummary
+	var dl []apiv1.DeadLetterSummary
 	eventually(t, 30*time.Second, "three dead letters", func() bool {
 		adminJSON(t, base, "GET", "/api/v1/deadletters", nil, &dl)
 		return len(dl) == 1 && dl[0].Messages == 3
@@ -71,24 +70,24 @@ func TestDeadLetterRedrive(t *testing.T) {
 	if dl[0].Group != "redrive-cg" || dl[0].Topic != "%DLQ%redrive-cg" {
 		t.Fatalf("dead letters %+v", dl)
 	}
-	var page admin.MessagePage
+	var page apiv1.MessagePage
 	adminJSON(t, base, "GET", "/api/v1/deadletters/redrive-cg/messages?limit=10", nil, &page)
 	if len(page.Messages) != 3 || page.Messages[0].Origin != "redrive-work" {
 		t.Fatalf("dead letter page %+v", page)
 	}
 
 	// Two of them back to their origin topic.
-	var res broker.RedriveResult
-	if code := adminJSON(t, base, "POST", "/api/v1/deadletters/redrive-cg/redrive", admin.Redrive{Offsets: []int64{0, 2}}, &res); code != 200 || res.Redriven != 2 || res.Next != 3 {
+	var res apiv1.RedriveResult
+	if code := adminJSON(t, base, "POST", "/api/v1/deadletters/redrive-cg/redrive", apiv1.Redrive{Offsets: []int64{0, 2}}, &res); code != 200 || res.Redriven != 2 || res.Next != 3 {
 		t.Fatalf("re-drive: %d %+v", code, res)
 	}
-	var topic admin.TopicDetail
+	var topic apiv1.TopicDetail
 	adminJSON(t, base, "GET", "/api/v1/topics/redrive-work", nil, &topic)
 	if topic.Messages != 5 {
 		t.Fatalf("origin topic holds %d messages after re-driving 2 of 3", topic.Messages)
 	}
 	body0 := page.Messages[0].Body
-	var found []admin.MessageView
+	var found []apiv1.MessageView
 	adminJSON(t, base, "GET", "/api/v1/messages?topic=redrive-work&key=task-key-"+body0[len("task"):], nil, &found)
 	if len(found) != 2 {
 		t.Fatalf("key of a re-driven message finds %d copies, want the original and the re-driven one: %+v", len(found), found)
@@ -99,11 +98,11 @@ func TestDeadLetterRedrive(t *testing.T) {
 		}
 	}
 	// All of them to the group's retry topic.
-	if code := adminJSON(t, base, "POST", "/api/v1/deadletters/redrive-cg/redrive", admin.Redrive{ToRetry: true}, &res); code != 200 || res.Redriven != 3 {
+	if code := adminJSON(t, base, "POST", "/api/v1/deadletters/redrive-cg/redrive", apiv1.Redrive{ToRetry: true}, &res); code != 200 || res.Redriven != 3 {
 		t.Fatalf("re-drive to retry: %d %+v", code, res)
 	}
 	var e struct{ Error struct{ Code string } }
-	if code := adminJSON(t, base, "POST", "/api/v1/deadletters/nobody/redrive", admin.Redrive{}, &e); code != 404 || e.Error.Code != "topic_not_found" {
+	if code := adminJSON(t, base, "POST", "/api/v1/deadletters/nobody/redrive", apiv1.Redrive{}, &e); code != 404 || e.Error.Code != "topic_not_found" {
 		t.Errorf("re-drive of a group without dead letters: %d %+v", code, e)
 	}
 }

@@ -1,0 +1,169 @@
+// Package apiv1 holds the wire types of the admin API v1 (JSON): what the
+// node's handlers answer and the rosetta command's clients decode. Types
+// only; the standard library only.
+package apiv1
+
+// TopicConfig is a topic's configuration. Zero values mean "broker
+// default".
+type TopicConfig struct {
+	RetentionMs     int64             `json:"retention_ms,omitempty"`    // -1 keeps forever
+	RetentionBytes  int64             `json:"retention_bytes,omitempty"` // per queue; -1 unlimited
+	MaxMessageBytes int32             `json:"max_message_bytes,omitempty"`
+	MessageType     string            `json:"message_type,omitempty"`   // normal, fifo, delay, transaction, mixed
+	CleanupPolicy   string            `json:"cleanup_policy,omitempty"` // delete | compact
+	TimestampType   string            `json:"timestamp_type,omitempty"` // CreateTime | LogAppendTime
+	Extra           map[string]string `json:"extra,omitempty"`          // other settings, kept verbatim
+}
+
+// TopicCreate is the body of POST /api/v1/topics.
+type TopicCreate struct {
+	Name   string      `json:"name"`
+	Queues int         `json:"queues"` // 0: the broker's default
+	Config TopicConfig `json:"config"`
+}
+
+// RedriveResult says what a re-drive of dead letters did.
+type RedriveResult struct {
+	Redriven int     `json:"redriven"`
+	Skipped  []int64 `json:"skipped,omitempty"` // no origin topic known, or it is gone
+	Next     int64   `json:"next"`              // the offset after the last one looked at
+}
+
+// TopicSummary is a topic in the topic list.
+type TopicSummary struct {
+	Name           string `json:"name"`      // as clients name it: orders, ns/orders, tenant/ns/orders
+	FullName       string `json:"full_name"` // tenant/namespace/topic
+	ID             string `json:"id"`
+	Queues         int    `json:"queues"`
+	Messages       int64  `json:"messages"` // offsets held: end − start, summed over the queues
+	Bytes          int64  `json:"bytes"`
+	RetentionMs    int64  `json:"retention_ms"`    // effective; -1 keeps forever
+	RetentionBytes int64  `json:"retention_bytes"` // per queue, effective; -1 unlimited
+	CreatedMs      int64  `json:"created_ms"`
+	Internal       bool   `json:"internal,omitempty"`
+}
+
+// QueueInfo is one queue of a topic (Kafka partition, RocketMQ queue id).
+type QueueInfo struct {
+	Queue int32 `json:"queue"`
+	Start int64 `json:"start"` // first offset held
+	End   int64 `json:"end"`   // next offset to be written (Kafka high watermark)
+	Bytes int64 `json:"bytes"`
+}
+
+// TopicDetail is one topic with its queues and configuration.
+type TopicDetail struct {
+	TopicSummary
+	QueueList []QueueInfo `json:"queue_list"`
+	Config    TopicConfig `json:"config"`
+}
+
+// GroupSummary is a group in the group list.
+type GroupSummary struct {
+	Name   string `json:"name"`
+	Topics int    `json:"topics"`
+	Lag    int64  `json:"lag"` // messages between the committed offsets and the ends
+}
+
+// GroupOffset is a group's position in one queue.
+type GroupOffset struct {
+	Topic        string `json:"topic"`
+	Queue        int32  `json:"queue"`
+	Committed    int64  `json:"committed"`
+	End          int64  `json:"end"`
+	Lag          int64  `json:"lag"`
+	Metadata     string `json:"metadata,omitempty"`
+	CommitTimeMs int64  `json:"commit_time_ms,omitempty"`
+}
+
+// GroupDetail is one group's offsets and lag.
+type GroupDetail struct {
+	Name    string        `json:"name"`
+	Lag     int64         `json:"lag"`
+	Offsets []GroupOffset `json:"offsets"`
+}
+
+// OffsetReset is the body of POST /api/v1/groups/{group}/reset.
+type OffsetReset struct {
+	Topic  string  `json:"topic,omitempty"`  // empty: every topic the group has offsets in
+	Queues []int32 `json:"queues,omitempty"` // empty: every queue
+	To     string  `json:"to"`               // earliest | latest | time | offset
+	TimeMs int64   `json:"time_ms,omitempty"`
+	Offset int64   `json:"offset,omitempty"`
+	DryRun bool    `json:"dry_run,omitempty"`
+}
+
+// OffsetMove is one queue's committed offset before and after a reset.
+type OffsetMove struct {
+	Topic string `json:"topic"`
+	Queue int32  `json:"queue"`
+	From  int64  `json:"from"` // -1: nothing was committed
+	To    int64  `json:"to"`
+}
+
+// MessageView is a stored message as the API shows it, whatever protocol
+// wrote it.
+type MessageView struct {
+	Topic        string       `json:"topic"`
+	Queue        int32        `json:"queue"`
+	Offset       int64        `json:"offset"`
+	StoreTimeMs  int64        `json:"store_time_ms"`
+	BornTimeMs   int64        `json:"born_time_ms,omitempty"`
+	Key          string       `json:"key,omitempty"` // Kafka record key or RocketMQ KEYS (text or base64, as the body)
+	Tags         string       `json:"tags,omitempty"`
+	Headers      []HeaderView `json:"headers,omitempty"` // Kafka headers, RocketMQ properties
+	Body         string       `json:"body"`
+	BodyEncoding string       `json:"body_encoding"` // text | base64
+	BodyBytes    int          `json:"body_bytes"`
+	Compressed   bool         `json:"compressed,omitempty"` // the body is as its RocketMQ producer zlib-compressed it
+	Origin       string       `json:"origin,omitempty"`     // a dead letter's origin topic
+}
+
+// HeaderView is one header or property.
+type HeaderView struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// MessagePage is a page of a queue's messages.
+type MessagePage struct {
+	Messages   []MessageView `json:"messages"`
+	NextOffset int64         `json:"next_offset"` // where the next page starts
+	End        int64         `json:"end"`
+}
+
+// MessageSend is the body of POST /api/v1/topics/{topic}/messages.
+type MessageSend struct {
+	Queue        *int32       `json:"queue,omitempty"` // default: by key hash, else queue 0
+	Key          string       `json:"key,omitempty"`
+	Tags         string       `json:"tags,omitempty"`
+	Headers      []HeaderView `json:"headers,omitempty"`
+	Body         string       `json:"body"`
+	BodyEncoding string       `json:"body_encoding,omitempty"` // text (default) or base64
+}
+
+// MessageSent says where a produced message was stored.
+type MessageSent struct {
+	Topic  string `json:"topic"`
+	Queue  int32  `json:"queue"`
+	Offset int64  `json:"offset"`
+}
+
+// DeadLetterSummary is one group's dead-letter topic.
+type DeadLetterSummary struct {
+	Group    string `json:"group"`
+	Topic    string `json:"topic"`
+	Messages int64  `json:"messages"`
+	Bytes    int64  `json:"bytes"`
+	Start    int64  `json:"start"`
+	End      int64  `json:"end"`
+}
+
+// Redrive is the body of POST /api/v1/deadletters/{group}/redrive.
+type Redrive struct {
+	Offsets []int64 `json:"offsets,omitempty"` // these; else the range [from, to)
+	From    int64   `json:"from,omitempty"`
+	To      int64   `json:"to,omitempty"` // 0: the end
+	Max     int     `json:"max,omitempty"`
+	ToRetry bool    `json:"to_retry,omitempty"` // the group's retry topic instead of the origin topic
+}
