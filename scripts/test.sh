@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Rosetta's whole test suite: vet, unit, integration (real Kafka clients:
 # franz-go, sarama, kcat/librdkafka 2.0, node-rdkafka/librdkafka 2.12,
-# kafkajs, kafka-python), crash and
+# kafkajs, kafka-python; the web console in headless Chromium), crash and
 # fuzz-seed tests, with the race detector. Installs what the tests need when
 # it is missing.
 set -euo pipefail
@@ -16,6 +16,7 @@ command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
 [ -x /usr/bin/etcd ] || need_apt+=(etcd-server) # an external etcd as the metadata store
 command -v iptables >/dev/null 2>&1 || need_apt+=(iptables) # network partitions between cluster members on loopback
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium) # the web console's browser test (chromedp)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing: ${need_apt[*]}"
   apt-get update -qq

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rosettamq/rosetta/internal/admin/console"
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/pop"
 	"github.com/rosettamq/rosetta/internal/model"
@@ -108,6 +109,13 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security, clust
 	registerMessageAPI(mux, b, sec)
 	registerDeadLetterAPI(mux, b, sec)
 	mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, openAPI()) })
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		apiError(w, http.StatusNotFound, "not_found", "no such API endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	// The web console: a client of this API, guarded like it.
+	page, assets := console.Handler()
+	mux.Handle("GET /{$}", sec.guard(page.ServeHTTP))
+	mux.Handle("GET /assets/", sec.guard(assets.ServeHTTP))
 	mux.HandleFunc("GET /api/v1/storage", sec.guard(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(storageReport(b))

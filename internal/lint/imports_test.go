@@ -47,7 +47,7 @@ var rules = map[string]rule{
 	"internal/kafka":       frontEnd("kafka"),
 	"internal/remoting":    frontEnd("remoting"),
 	"internal/grpcv5":      frontEnd("grpcv5"),
-	"internal/admin":       {allowed: []string{"model", "broker", "meta", "apiv1"}},
+	"internal/admin":       {allowed: []string{"model", "broker", "meta", "apiv1", "admin"}},
 	"internal/apiv1":       {allowed: nil},
 	"internal/bench":       {allowed: []string{"model", "storage", "broker", "meta", "bench", "kafka", "remoting", "grpcv5"}, protocols: true},
 	"internal/app":         {allowed: []string{"task", "model", "storage", "meta", "cluster", "replication", "broker", "kafka", "remoting", "grpcv5", "admin", "app", "tlsmux"}, protocols: true},

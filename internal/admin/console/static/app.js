@@ -1,0 +1,365 @@
+// Rosetta's web console: a client of the admin API v1 (/api/v1/…). Plain
+// JavaScript, no framework, no build step. Every value from the server is
+// put in the page as text (never as HTML).
+"use strict";
+
+// ---- helpers -------------------------------------------------------------
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else if (k === "style") el.style.cssText = v; // the CSP allows styles set from script, not style attributes
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+class APIError extends Error {
+  constructor(status, code, message) { super(message); this.status = status; this.code = code; }
+}
+
+async function api(method, path, body) {
+  const opts = { method, headers: {} };
+  if (body !== undefined) { opts.headers["Content-Type"] = "application/json"; opts.body = JSON.stringify(body); }
+  const resp = await fetch(path, opts);
+  const text = await resp.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
+  if (!resp.ok) {
+    const err = (data && data.error) || { code: String(resp.status), message: text || resp.statusText };
+    throw new APIError(resp.status, err.code, err.message);
+  }
+  return data;
+}
+
+const enc = encodeURIComponent;
+const fmtInt = (n) => Number(n || 0).toLocaleString("en-US");
+function fmtBytes(n) {
+  n = Number(n || 0);
+  if (n < 1024) return n + " B";
+  const u = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+  let i = -1;
+  do { n /= 1024; i++; } while (n >= 1024 && i < u.length - 1);
+  return n.toFixed(1) + " " + u[i];
+}
+function fmtMs(ms) {
+  if (ms < 0) return "forever";
+  const s = ms / 1000;
+  if (s % 86400 === 0) return s / 86400 + " d";
+  if (s % 3600 === 0) return s / 3600 + " h";
+  if (s % 60 === 0) return s / 60 + " min";
+  return s + " s";
+}
+const fmtTime = (ms) => (ms ? new Date(ms).toISOString().replace("T", " ").replace("Z", "") : "");
+const errorBox = (e) => h("div", { class: "error", role: "alert" }, (e.code ? e.code + ": " : "") + e.message);
+
+function table(headers, rows, onRow) {
+  return h("table", {},
+    h("thead", {}, h("tr", {}, headers.map((c) => h("th", { class: c.num ? "num" : "" }, c.label || c)))),
+    h("tbody", {}, rows.length === 0
+      ? h("tr", {}, h("td", { colspan: headers.length, class: "muted" }, "nothing yet"))
+      : rows.map((r, i) => h("tr", { class: onRow ? "click" : "", onclick: onRow ? () => onRow(i) : null },
+        r.map((cell, j) => h("td", { class: headers[j].num ? "num" : "" }, cell))))));
+}
+
+let stopTimers = [];
+function every(ms, fn) { const id = setInterval(fn, ms); stopTimers.push(() => clearInterval(id)); }
+
+function showModal(...content) {
+  const body = document.getElementById("modal-body");
+  body.replaceChildren(...content);
+  document.getElementById("modal").classList.remove("hidden");
+}
+function hideModal() { document.getElementById("modal").classList.add("hidden"); }
+
+// ---- views ---------------------------------------------------------------
+
+async function overview(view) {
+  const [topics, groups, dlq, health] = await Promise.all([
+    api("GET", "/api/v1/topics"), api("GET", "/api/v1/groups"), api("GET", "/api/v1/deadletters"), api("GET", "/healthz")]);
+  const held = topics.reduce((a, t) => a + t.messages, 0);
+  const bytes = topics.reduce((a, t) => a + t.bytes, 0);
+  const lag = groups.reduce((a, g) => a + g.lag, 0);
+  const dead = dlq.reduce((a, d) => a + d.messages, 0);
+  const card = (k, v) => h("div", { class: "card" }, h("div", { class: "v" }, v), h("div", { class: "k" }, k));
+  const alerts = [];
+  if (health.disk_full) alerts.push(h("div", { class: "error" }, "The disk guard refuses writes: free disk space (", fmtBytes(health.free_bytes), " free)."));
+  if (dead > 0) alerts.push(h("div", { class: "notice" }, fmtInt(dead), " dead-lettered messages wait in ", dlq.length, " groups' dead-letter topics. ", h("a", { href: "#/dlq" }, "Dead letters")));
+  const lagging = groups.filter((g) => g.lag > 0).sort((a, b) => b.lag - a.lag).slice(0, 10);
+  view.replaceChildren(
+    h("h1", {}, "Overview"), ...alerts,
+    h("div", { class: "cards" }, card("topics", fmtInt(topics.length)), card("messages held", fmtInt(held)), card("bytes", fmtBytes(bytes)),
+      card("consumer groups", fmtInt(groups.length)), card("total lag", fmtInt(lag)), card("dead letters", fmtInt(dead)),
+      card("disk free", fmtBytes(health.free_bytes))),
+    h("h2", {}, "Most lagging groups"),
+    table([{ label: "group" }, { label: "topics", num: true }, { label: "lag", num: true }],
+      lagging.map((g) => [g.name, g.topics, fmtInt(g.lag)]), (i) => { location.hash = "#/groups/" + enc(lagging[i].name); }));
+}
+
+async function topicList(view) {
+  const topics = await api("GET", "/api/v1/topics");
+  const name = h("input", { placeholder: "new topic", required: true, "aria-label": "topic name" });
+  const queues = h("input", { type: "number", min: 1, placeholder: "queues", style: "width:90px", "aria-label": "queues" });
+  const status = h("span");
+  const create = h("form", { class: "inline", onsubmit: async (e) => {
+    e.preventDefault();
+    try {
+      await api("POST", "/api/v1/topics", { name: name.value, queues: Number(queues.value || 0) });
+      location.hash = "#/topics/" + enc(name.value);
+    } catch (err) { status.replaceChildren(errorBox(err)); }
+  } }, name, queues, h("button", { type: "submit" }, "Create topic"), status);
+  view.replaceChildren(h("h1", {}, "Topics"), create,
+    table([{ label: "topic" }, { label: "queues", num: true }, { label: "messages", num: true }, { label: "bytes", num: true }, { label: "retention" }],
+      topics.map((t) => [t.name, t.queues, fmtInt(t.messages), fmtBytes(t.bytes), fmtMs(t.retention_ms)]),
+      (i) => { location.hash = "#/topics/" + enc(topics[i].name); }));
+}
+
+// messageBrowser shows a queue a page at a time (or live), for a topic or
+// a group's dead letters (base is the messages endpoint).
+function messageBrowser(base, queues, onRedrive) {
+  const queue = h("select", { "aria-label": "queue" }, Array.from({ length: queues }, (_, i) => h("option", { value: i }, "queue " + i)));
+  const from = h("select", { "aria-label": "from" }, h("option", { value: "oldest" }, "oldest"), h("option", { value: "newest" }, "newest"),
+    h("option", { value: "offset" }, "offset…"), h("option", { value: "time" }, "time…"));
+  const at = h("input", { placeholder: "offset or 2026-12-01T08:00:00Z", style: "width:220px", "aria-label": "start" });
+  const limit = h("input", { type: "number", value: 20, min: 1, max: 500, style: "width:80px", "aria-label": "page size" });
+  const live = h("input", { type: "checkbox", "aria-label": "live tail" });
+  const out = h("div");
+  let page = null;
+  let selected = new Set();
+  const render = () => {
+    const rows = page.messages.map((m) => [
+      onRedrive ? h("input", { type: "checkbox", checked: selected.has(m.offset), onclick: (e) => { e.stopPropagation(); e.target.checked ? selected.add(m.offset) : selected.delete(m.offset); } }) : null,
+      m.offset, fmtTime(m.store_time_ms), m.key || "", m.tags || "", onRedrive ? m.origin || "" : null,
+      h("span", { class: "body-cell mono" }, m.body_encoding === "text" ? m.body : "base64 " + m.body)].filter((c) => c !== null));
+    const headers = [onRedrive ? { label: "" } : null, { label: "offset", num: true }, { label: "stored" }, { label: "key" }, { label: "tags" },
+      onRedrive ? { label: "origin" } : null, { label: "body" }].filter((c) => c !== null);
+    out.replaceChildren(table(headers, rows, (i) => messageDetail(page.messages[i])),
+      h("p", { class: "muted" }, "next offset ", page.next_offset, " of ", page.end, " ",
+        h("button", { class: "secondary", onclick: () => load(page.next_offset) }, "Next page")));
+  };
+  const load = async (offset) => {
+    const q = new URLSearchParams({ queue: queue.value, limit: limit.value });
+    if (offset !== undefined) q.set("offset", offset);
+    else if (from.value === "newest") q.set("from", "newest");
+    else if (from.value === "offset") q.set("offset", at.value);
+    else if (from.value === "time") q.set("time_ms", Date.parse(at.value));
+    try { page = await api("GET", base + "?" + q); selected = new Set(); render(); } catch (err) { out.replaceChildren(errorBox(err)); }
+  };
+  // Live tail: poll from where the page ended, appending.
+  every(1000, async () => {
+    if (!live.checked || !page) return;
+    const q = new URLSearchParams({ queue: queue.value, limit: 100, offset: page.next_offset });
+    try {
+      const more = await api("GET", base + "?" + q);
+      if (more.messages.length) { page.messages = page.messages.concat(more.messages).slice(-500); page.next_offset = more.next_offset; page.end = more.end; render(); }
+    } catch (err) { /* the next poll retries */ }
+  });
+  const tools = [queue, from, at, limit, h("button", { onclick: () => load() }, "Show"), h("label", {}, live, " live tail")];
+  if (onRedrive) {
+    tools.push(h("button", { class: "secondary", onclick: () => onRedrive([...selected], false) }, "Re-drive selected"),
+      h("button", { class: "secondary", onclick: () => onRedrive([...selected], true) }, "Selected to retry topic"));
+  }
+  setTimeout(() => load(), 0);
+  return h("div", {}, h("div", { class: "toolbar" }, tools), out);
+}
+
+function messageDetail(m) {
+  const pre = h("pre", { class: "mono" });
+  const show = (how) => {
+    let text = m.body;
+    if (how === "json") { try { text = JSON.stringify(JSON.parse(m.body), null, 2); } catch (e) { text = "(not JSON)\n" + m.body; } }
+    if (how === "hex") {
+      const bytes = m.body_encoding === "base64" ? Uint8Array.from(atob(m.body), (c) => c.charCodeAt(0)) : new TextEncoder().encode(m.body);
+      text = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join(" ");
+    }
+    pre.textContent = text;
+  };
+  show("text");
+  showModal(h("h2", {}, m.topic, " · queue ", m.queue, " · offset ", m.offset),
+    table([{ label: "field" }, { label: "value" }], [["stored", fmtTime(m.store_time_ms)], ["born", fmtTime(m.born_time_ms)], ["key", m.key || ""],
+      ["tags", m.tags || ""], ["body", fmtBytes(m.body_bytes) + (m.compressed ? " (zlib, as sent)" : "")]].concat(m.origin ? [["origin", m.origin]] : [])),
+    h("h2", {}, "Headers and properties"),
+    table([{ label: "key" }, { label: "value" }], (m.headers || []).map((x) => [x.key, h("span", { class: "mono" }, x.value)])),
+    h("h2", {}, "Body"),
+    h("div", { class: "tabs" }, ["text", "json", "hex"].map((how) => h("button", { onclick: () => show(how) }, how))), pre);
+}
+
+async function topicDetail(view, name) {
+  const t = await api("GET", "/api/v1/topics/" + enc(name));
+  const key = h("input", { placeholder: "key", "aria-label": "key" });
+  const body = h("textarea", { placeholder: "body", "aria-label": "body" });
+  const sent = h("span");
+  const produce = h("form", { class: "inline", onsubmit: async (e) => {
+    e.preventDefault();
+    try {
+      const r = await api("POST", "/api/v1/topics/" + enc(name) + "/messages", { key: key.value, body: body.value });
+      sent.replaceChildren(h("span", { class: "muted" }, "stored in queue ", r.queue, " at offset ", r.offset));
+    } catch (err) { sent.replaceChildren(errorBox(err)); }
+  } }, key, body, h("button", { type: "submit" }, "Produce"), sent);
+  const del = h("button", { class: "danger", onclick: async () => {
+    if (!confirm("Delete topic " + name + " and its messages?")) return;
+    try { await api("DELETE", "/api/v1/topics/" + enc(name)); location.hash = "#/topics"; } catch (err) { view.prepend(errorBox(err)); }
+  } }, "Delete topic");
+  view.replaceChildren(h("h1", {}, "Topic ", name),
+    h("p", { class: "muted" }, t.full_name, " · ", t.queues, " queues · ", fmtInt(t.messages), " messages · ", fmtBytes(t.bytes), " · retention ", fmtMs(t.retention_ms),
+      t.config.cleanup_policy ? " · cleanup " + t.config.cleanup_policy : "", " ", del),
+    h("h2", {}, "Queues"),
+    table([{ label: "queue", num: true }, { label: "start", num: true }, { label: "end", num: true }, { label: "messages", num: true }, { label: "bytes", num: true }],
+      t.queue_list.map((q) => [q.queue, fmtInt(q.start), fmtInt(q.end), fmtInt(q.end - q.start), fmtBytes(q.bytes)])),
+    h("h2", {}, "Messages"), messageBrowser("/api/v1/topics/" + enc(name) + "/messages", t.queues),
+    h("h2", {}, "Produce a message"), produce);
+}
+
+async function groupList(view) {
+  const groups = await api("GET", "/api/v1/groups");
+  view.replaceChildren(h("h1", {}, "Consumer groups"),
+    h("p", { class: "muted" }, "Every group that commits offsets: Kafka classic and KIP-848 groups, RocketMQ push and pull consumers."),
+    table([{ label: "group" }, { label: "topics", num: true }, { label: "lag", num: true }],
+      groups.map((g) => [g.name, g.topics, fmtInt(g.lag)]), (i) => { location.hash = "#/groups/" + enc(groups[i].name); }));
+}
+
+async function groupDetail(view, name) {
+  const g = await api("GET", "/api/v1/groups/" + enc(name));
+  const maxLag = Math.max(1, ...g.offsets.map((o) => o.lag));
+  const to = h("select", { "aria-label": "reset to" }, ["earliest", "latest", "time", "offset"].map((v) => h("option", { value: v }, v)));
+  const val = h("input", { placeholder: "time or offset", "aria-label": "time or offset" });
+  const topic = h("select", { "aria-label": "topic" }, h("option", { value: "" }, "every topic"),
+    [...new Set(g.offsets.map((o) => o.topic))].map((t) => h("option", { value: t }, t)));
+  const result = h("div");
+  const reset = async (dry) => {
+    const req = { to: to.value, topic: topic.value, dry_run: dry };
+    if (to.value === "time") req.time_ms = Date.parse(val.value);
+    if (to.value === "offset") req.offset = Number(val.value);
+    try {
+      const moves = await api("POST", "/api/v1/groups/" + enc(name) + "/reset", req);
+      result.replaceChildren(h("div", { class: "notice" }, dry ? "Dry run: nothing moved." : "Offsets moved."),
+        table([{ label: "topic" }, { label: "queue", num: true }, { label: "from", num: true }, { label: "to", num: true }],
+          moves.map((m) => [m.topic, m.queue, m.from < 0 ? "-" : fmtInt(m.from), fmtInt(m.to)])));
+      if (!dry) setTimeout(() => route(), 800);
+    } catch (err) { result.replaceChildren(errorBox(err)); }
+  };
+  view.replaceChildren(h("h1", {}, "Group ", name), h("p", { class: "muted" }, "total lag ", fmtInt(g.lag)),
+    table([{ label: "topic" }, { label: "queue", num: true }, { label: "committed", num: true }, { label: "end", num: true }, { label: "lag", num: true }, { label: "" }, { label: "committed at" }],
+      g.offsets.map((o) => [o.topic, o.queue, fmtInt(o.committed), fmtInt(o.end), fmtInt(o.lag),
+        h("div", { class: "bar", title: o.lag + " behind" }, h("div", { style: "width:" + Math.round(100 * o.lag / maxLag) + "%" })), fmtTime(o.commit_time_ms)])),
+    h("h2", {}, "Reset offsets"),
+    h("p", { class: "muted" }, "Stop the group's consumers first: a running member commits its own position over the reset."),
+    h("div", { class: "toolbar" }, topic, to, val, h("button", { class: "secondary", onclick: () => reset(true) }, "Dry run"), h("button", { onclick: () => reset(false) }, "Reset")),
+    result);
+  every(5000, async () => {
+    if (location.hash !== "#/groups/" + enc(name)) return;
+    try {
+      const fresh = await api("GET", "/api/v1/groups/" + enc(name));
+      const p = view.querySelector("p.muted");
+      if (p) p.textContent = "total lag " + fmtInt(fresh.lag);
+    } catch (e) { /* next time */ }
+  });
+}
+
+async function messageSearch(view) {
+  const key = h("input", { placeholder: "key or RocketMQ message id", style: "width:320px", required: true, "aria-label": "key" });
+  const topic = h("input", { placeholder: "topic (optional)", "aria-label": "topic" });
+  const out = h("div");
+  view.replaceChildren(h("h1", {}, "Find messages"),
+    h("form", { class: "inline", onsubmit: async (e) => {
+      e.preventDefault();
+      const q = new URLSearchParams({ key: key.value });
+      if (topic.value) q.set("topic", topic.value);
+      try {
+        const found = await api("GET", "/api/v1/messages?" + q);
+        out.replaceChildren(table([{ label: "topic" }, { label: "queue", num: true }, { label: "offset", num: true }, { label: "stored" }, { label: "key" }, { label: "body" }],
+          found.map((m) => [m.topic, m.queue, m.offset, fmtTime(m.store_time_ms), m.key || "", h("span", { class: "body-cell mono" }, m.body)]),
+          (i) => messageDetail(found[i])));
+      } catch (err) { out.replaceChildren(errorBox(err)); }
+    } }, key, topic, h("button", { type: "submit" }, "Search")), out);
+}
+
+async function dlqList(view) {
+  const dl = await api("GET", "/api/v1/deadletters");
+  view.replaceChildren(h("h1", {}, "Dead letters"),
+    table([{ label: "group" }, { label: "messages", num: true }, { label: "start", num: true }, { label: "end", num: true }, { label: "bytes", num: true }],
+      dl.map((d) => [d.group, fmtInt(d.messages), d.start, d.end, fmtBytes(d.bytes)]), (i) => { location.hash = "#/dlq/" + enc(dl[i].group); }));
+}
+
+async function dlqDetail(view, group) {
+  const status = h("div");
+  const redrive = async (offsets, toRetry) => {
+    if (offsets.length === 0) { status.replaceChildren(h("div", { class: "notice" }, "Select dead letters first.")); return; }
+    try {
+      const r = await api("POST", "/api/v1/deadletters/" + enc(group) + "/redrive", { offsets: offsets, to_retry: toRetry });
+      status.replaceChildren(h("div", { class: "notice" }, "Re-drove ", r.redriven, (r.skipped || []).length ? "; skipped " + r.skipped.length + " (origin unknown or gone)" : "", "."));
+    } catch (err) { status.replaceChildren(errorBox(err)); }
+  };
+  view.replaceChildren(h("h1", {}, "Dead letters of ", group),
+    h("p", { class: "muted" }, "Re-drive sends chosen messages back to the topic each was consumed from (every group subscribed there gets it again), or to this group's retry topic. They stay in the dead-letter topic."),
+    status, messageBrowser("/api/v1/deadletters/" + enc(group) + "/messages", 1, redrive));
+}
+
+async function clusterView(view) {
+  let c;
+  try { c = await api("GET", "/api/v1/cluster"); } catch (err) {
+    view.replaceChildren(h("h1", {}, "Cluster"), h("p", { class: "muted" }, "A single node.")); return;
+  }
+  const nodes = c.nodes || [];
+  const groups = c.groups || [];
+  view.replaceChildren(h("h1", {}, "Cluster ", c.name || ""),
+    h("p", { class: "muted" }, "id ", c.cluster_id || "-", " · metadata in ", c.metadata || "-", " · this node ", c.self),
+    h("h2", {}, "Nodes"),
+    table([{ label: "node", num: true }, { label: "incarnation", num: true }, { label: "endpoints" }, { label: "started" }],
+      nodes.map((n) => [n.id, n.incarnation, Object.entries(n.endpoints || {}).map(([k, v]) => k + " " + v).join(", "), n.started])),
+    h("h2", {}, "Replication groups"),
+    table([{ label: "group", num: true }, { label: "leader", num: true }, { label: "term", num: true }, { label: "commit", num: true }, { label: "replicas" }],
+      groups.map((g) => [g.id, g.leader, g.term, fmtInt(g.commit_index), (g.progress || []).map((p) => p.node + " (lag " + p.lag + ")").join(", ") || (g.replicas || []).join(", ")])));
+}
+
+// ---- routing -------------------------------------------------------------
+
+const routes = [
+  [/^#?\/?$/, "overview", overview],
+  [/^#\/topics$/, "topics", topicList],
+  [/^#\/topics\/(.+)$/, "topics", topicDetail],
+  [/^#\/groups$/, "groups", groupList],
+  [/^#\/groups\/(.+)$/, "groups", groupDetail],
+  [/^#\/messages$/, "messages", messageSearch],
+  [/^#\/dlq$/, "dlq", dlqList],
+  [/^#\/dlq\/(.+)$/, "dlq", dlqDetail],
+  [/^#\/cluster$/, "cluster", clusterView],
+];
+
+async function route() {
+  stopTimers.forEach((stop) => stop());
+  stopTimers = [];
+  hideModal();
+  const view = document.getElementById("view");
+  for (const [re, nav, fn] of routes) {
+    const m = location.hash.match(re);
+    if (!m) continue;
+    document.querySelectorAll("nav a").forEach((a) => a.classList.toggle("active", a.dataset.nav === nav));
+    try { await fn(view, ...m.slice(1).map(decodeURIComponent)); } catch (err) { view.replaceChildren(errorBox(err)); }
+    return;
+  }
+  view.replaceChildren(h("p", {}, "No such page. ", h("a", { href: "#/" }, "Overview")));
+}
+
+async function health() {
+  const pill = document.getElementById("health");
+  try {
+    const s = await api("GET", "/healthz");
+    pill.textContent = s.role === "follower" ? "follower" : s.status;
+    pill.className = "pill " + (s.status === "ok" ? "ok" : s.status === "read-only" ? "bad" : "warn");
+  } catch (e) { pill.textContent = "unreachable"; pill.className = "pill bad"; }
+}
+
+document.getElementById("modal-close").addEventListener("click", hideModal);
+document.getElementById("modal").addEventListener("click", (e) => { if (e.target.id === "modal") hideModal(); });
+window.addEventListener("hashchange", route);
+route();
+health();
+setInterval(health, 10000);

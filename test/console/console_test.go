@@ -1,0 +1,150 @@
+// Package console_test drives the node's web console in a headless
+// Chromium (chromedp): the pages render what the admin API holds, with no
+// script error and nothing the content security policy refuses.
+package console_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/rosettamq/rosetta/internal/app/apptest"
+)
+
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("chromium not installed (scripts/test.sh installs it)")
+	}
+	t.Skip("chromium not installed")
+	return ""
+}
+
+func post(t *testing.T, url string, body any) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		t.Fatalf("POST %s: %d", url, resp.StatusCode)
+	}
+}
+
+// TestConsolePages: overview, topics, a topic's queues and messages, a
+// message's detail, a group's lag, dead letters and search, each rendered
+// from the API without errors.
+func TestConsolePages(t *testing.T) {
+	exe := chromium(t)
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	base := "http://" + n.HTTPAddr()
+	post(t, base+"/api/v1/topics", map[string]any{"name": "orders", "queues": 2})
+	for i := 0; i < 3; i++ {
+		post(t, base+"/api/v1/topics/orders/messages", map[string]any{"queue": 0, "key": fmt.Sprintf("order-%d", i), "body": fmt.Sprintf(`{"order":%d}`, i),
+			"headers": []map[string]string{{"key": "source", "value": "console-test"}}})
+	}
+	post(t, base+"/api/v1/groups/billing/reset", map[string]any{"topic": "orders", "to": "offset", "offset": 1})
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Headless)
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	var mu sync.Mutex
+	var problems []string
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			problems = append(problems, fmt.Sprintf("exception: %s %v", e.ExceptionDetails.Text, e.ExceptionDetails.Exception))
+		case *log.EventEntryAdded:
+			if e.Entry.Level == log.EntryLevelError {
+				problems = append(problems, "console: "+e.Entry.Text)
+			}
+		}
+	}))
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	// waitFor waits until the view shows want and returns its text.
+	waitFor := func(want string) string {
+		t.Helper()
+		expr := fmt.Sprintf(`document.getElementById("view").innerText.includes(%q)`, want)
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
+			view, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("view")))
+			t.Fatalf("the page never showed %q: %v\n%s", want, err, view)
+		}
+		view, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("view")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return view
+	}
+	if _, err := chromedp.Call(ctx, log.Enable, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	do("overview", chromedp.Navigate(base+"/"))
+	overview := waitFor("total lag")
+	do("topics", chromedp.Navigate(base+"/#/topics"))
+	topics := waitFor("orders")
+	do("open a topic", chromedp.Click(chromedp.Search(`//td[text()="orders"]`)))
+	topic := waitFor(`{"order":2}`)
+	do("open a message", chromedp.Click(chromedp.Search(`//span[contains(text(), '{"order":1}')]`)), chromedp.WaitVisible(chromedp.CSS("#modal-body pre")))
+	detail, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("modal-body")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	do("close it", chromedp.Click(chromedp.ID("modal-close")))
+	do("a group", chromedp.Navigate(base+"/#/groups/billing"))
+	group := waitFor("total lag 2")
+	do("search", chromedp.Navigate(base+"/#/messages"), chromedp.WaitVisible(chromedp.CSS(`input[aria-label="key"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[aria-label="key"]`), "order-2"), chromedp.Click(chromedp.CSS(`button[type="submit"]`)))
+	search := waitFor(`{"order":2}`)
+	do("dead letters", chromedp.Navigate(base+"/#/dlq"))
+	waitFor("nothing yet")
+	do("cluster", chromedp.Navigate(base+"/#/cluster"))
+	waitFor("Replication groups")
+	for what, got := range map[string][]string{
+		"overview": {overview, "topics", "total lag", "2"},
+		"topics":   {topics, "orders", "3"},
+		"topic":    {topic, "order-0", "queue 0"},
+		"detail":   {detail, "console-test", "order-1"},
+		"group":    {group, "orders", "total lag 2"},
+		"search":   {search, "order-2"},
+	} {
+		for _, want := range got[1:] {
+			if !strings.Contains(got[0], want) {
+				t.Errorf("%s page lacks %q:\n%s", what, want, got[0])
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range problems {
+		t.Errorf("browser: %s", p)
+	}
+}
