@@ -1,6 +1,6 @@
 // Command rosetta is the Rosetta message broker: `rosetta serve` runs a node,
 // `rosetta bench` drives load, `rosetta version` prints the build, and
-// `rosetta topic|group|message|dlq|user|acl|quota|cluster` operate a running
+// `rosetta topic|group|message|dlq|txn|user|acl|quota|cluster` operate a running
 // node through its admin API.
 package main
 
@@ -21,7 +21,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(serveCmd(), benchCmd(), versionCmd(), userCmd(), aclCmd(), quotaCmd(), clusterCmd(),
-		topicCmd(), groupCmd(), messageCmd(), dlqCmd())
+		topicCmd(), groupCmd(), messageCmd(), dlqCmd(), txnCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 	usageErrors(root)
 	if err := root.Execute(); err != nil {

@@ -484,3 +484,70 @@ messages stay in it, and the answer says where the next range starts.`,
 	cmd.AddCommand(list, browse, redrive)
 	return cmd
 }
+
+func txnCmd() *cobra.Command {
+	a := &adminClient{}
+	cmd := &cobra.Command{Use: "txn", Short: "Transactions in doubt: open Kafka transactions, pending RocketMQ half messages"}
+	a.flags(cmd)
+	var out string
+	cmd.PersistentFlags().StringVarP(&out, "output", "o", "table", "table, json or yaml")
+	list := &cobra.Command{Use: "list", Short: "Kafka transactions open or completing, RocketMQ half messages waiting", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var tx apiv1.Transactions
+			if err := a.call(cmd, "GET", "/api/v1/transactions", nil, &tx); err != nil {
+				return err
+			}
+			if done, err := output(cmd, out, tx); done {
+				return err
+			}
+			var rows [][]string
+			for _, k := range tx.Kafka {
+				var parts []string
+				for _, p := range k.Partitions {
+					parts = append(parts, p.Topic+"-"+strconv.Itoa(int(p.Partition)))
+				}
+				rows = append(rows, []string{k.ID, k.State, strconv.FormatInt(k.ProducerID, 10), strconv.Itoa(int(k.Epoch)),
+					time.UnixMilli(k.StartMs).UTC().Format(time.RFC3339), strings.Join(parts, ",")})
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "Kafka transactions")
+			if err := table(cmd, "TRANSACTIONAL ID\tSTATE\tPRODUCER ID\tEPOCH\tSTARTED\tPARTITIONS", rows); err != nil {
+				return err
+			}
+			rows = nil
+			for _, h := range tx.RocketMQ {
+				rows = append(rows, []string{strconv.FormatInt(h.Offset, 10), h.Group, h.Topic, h.MessageID,
+					time.UnixMilli(h.StoredMs).UTC().Format(time.RFC3339), strconv.Itoa(h.Checks)})
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "\nRocketMQ half messages")
+			return table(cmd, "OFFSET\tPRODUCER GROUP\tTOPIC\tMESSAGE ID\tSTORED\tCHECKS", rows)
+		}}
+	abort := &cobra.Command{Use: "abort TRANSACTIONAL-ID", Short: "Abort a Kafka transaction now (its producer is fenced)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.call(cmd, "POST", "/api/v1/transactions/kafka/"+url.PathEscape(args[0])+"/abort", nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "aborted %s\n", args[0])
+			return nil
+		}}
+	end := func(action, short string) *cobra.Command {
+		return &cobra.Command{Use: action + " OFFSET", Short: short, Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				if _, err := strconv.ParseInt(args[0], 10, 64); err != nil {
+					return &usageError{msg: "OFFSET is the half message's offset, as txn list shows it"}
+				}
+				var sent apiv1.MessageSent
+				if err := a.call(cmd, "POST", "/api/v1/transactions/rocketmq/"+args[0]+"/"+action, nil, &sent); err != nil {
+					return err
+				}
+				if action == "commit" {
+					fmt.Fprintf(cmd.OutOrStdout(), "committed: stored in %s queue %d at offset %d\n", sent.Topic, sent.Queue, sent.Offset)
+				} else {
+					fmt.Fprintln(cmd.OutOrStdout(), "rolled back")
+				}
+				return nil
+			}}
+	}
+	cmd.AddCommand(list, abort, end("commit", "Commit a RocketMQ half message for its producer"),
+		end("rollback", "Roll back a RocketMQ half message for its producer"))
+	return cmd
+}

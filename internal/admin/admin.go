@@ -20,6 +20,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/admin/console"
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/pop"
+	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -78,9 +79,10 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// Handler returns the admin HTTP handler for b and the security state;
-// cluster answers GET /api/v1/cluster.
-func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security, cluster func(context.Context) (ClusterStatus, error)) http.Handler {
+// Handler returns the admin HTTP handler for b, the Kafka transaction
+// coordinator (nil: none) and the security state; cluster answers GET
+// /api/v1/cluster.
+func Handler(b *broker.Broker, txns *txn.Coordinator, m *Metrics, log *slog.Logger, sec Security, cluster func(context.Context) (ClusterStatus, error)) http.Handler {
 	m.Registry.MustRegister(newStorageCollector(b), newFlowCollector(b))
 	registerTxnMetrics(m.Registry, b)
 	if sec.Quotas != nil {
@@ -108,6 +110,7 @@ func Handler(b *broker.Broker, m *Metrics, log *slog.Logger, sec Security, clust
 	registerGroupAPI(mux, b, sec)
 	registerMessageAPI(mux, b, sec)
 	registerDeadLetterAPI(mux, b, sec)
+	registerTransactionAPI(mux, b, txns, sec)
 	mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, openAPI()) })
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "not_found", "no such API endpoint: "+r.Method+" "+r.URL.Path)

@@ -91,6 +91,14 @@ func openAPI() map[string]any {
 			"post": withBody(op("send dead letters back to their origin topic (or the group's retry topic); they stay in the dead-letter topic", 200,
 				ref(apiv1.RedriveResult{}), group), ref(apiv1.Redrive{})),
 		},
+		"/api/v1/transactions": map[string]any{"get": op("transactions in doubt: open Kafka transactions, pending RocketMQ half messages", 200, ref(apiv1.Transactions{}))},
+		"/api/v1/transactions/kafka/{id}/abort": map[string]any{
+			"post": op("abort a Kafka transaction now (its producer is fenced)", 204, nil, path("id", "transactional id")),
+		},
+		"/api/v1/transactions/rocketmq/{offset}/{action}": map[string]any{
+			"post": op("commit (answers where the message went) or roll back a pending half message", 200, ref(apiv1.MessageSent{}),
+				path("offset", "the half message's offset, as listed"), path("action", "commit or rollback")),
+		},
 		"/api/v1/storage":           map[string]any{"get": op("storage usage: segments, bytes, disk", 200, anyObject)},
 		"/api/v1/storage/gc":        map[string]any{"post": op("run a garbage-collection pass", 200, anyObject, query("threshold", "number", "relocate segments less live than this (0..1], default 0.5"))},
 		"/api/v1/storage/compact":   map[string]any{"post": op("clean every compacted topic now", 200, anyObject)},

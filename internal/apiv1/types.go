@@ -167,3 +167,41 @@ type Redrive struct {
 	Max     int     `json:"max,omitempty"`
 	ToRetry bool    `json:"to_retry,omitempty"` // the group's retry topic instead of the origin topic
 }
+
+// Transactions lists the transactions in doubt: Kafka transactions open or
+// being completed, RocketMQ half messages waiting for their producer.
+type Transactions struct {
+	Kafka    []KafkaTransaction `json:"kafka"`
+	RocketMQ []HalfMessage      `json:"rocketmq"`
+}
+
+// KafkaTransaction is one transactional id's open transaction.
+type KafkaTransaction struct {
+	ID         string           `json:"id"`
+	ProducerID int64            `json:"producer_id"`
+	Epoch      int16            `json:"epoch"`
+	State      string           `json:"state"` // Ongoing, PrepareCommit, PrepareAbort
+	TimeoutMs  int32            `json:"timeout_ms"`
+	StartMs    int64            `json:"start_ms"`
+	Partitions []TopicPartition `json:"partitions"`
+	Groups     []string         `json:"groups,omitempty"` // whose offsets it commits
+}
+
+// TopicPartition names one queue.
+type TopicPartition struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+}
+
+// HalfMessage is a RocketMQ transactional message waiting for its
+// producer's commit or rollback (or the broker's check-back).
+type HalfMessage struct {
+	Offset      int64  `json:"offset"` // what commit and rollback take
+	Group       string `json:"group"`  // producer group
+	Topic       string `json:"topic"`
+	MessageID   string `json:"message_id,omitempty"`
+	Keys        string `json:"keys,omitempty"`
+	StoredMs    int64  `json:"stored_ms"`
+	Checks      int    `json:"checks"`
+	NextCheckMs int64  `json:"next_check_ms"`
+}

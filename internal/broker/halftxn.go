@@ -30,10 +30,12 @@ package broker
 // restart.
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -524,4 +526,46 @@ func (b *Broker) TxnStats() TxnStats {
 	h.mu.Unlock()
 	return TxnStats{Pending: int64(n), Committed: h.committed.Load(), RolledBack: h.rolledBack.Load(),
 		Checks: h.checked.Load(), Discarded: h.discarded.Load()}
+}
+
+// PendingHalf is a RocketMQ transactional message waiting for its
+// producer's commit or rollback.
+type PendingHalf struct {
+	Offset      model.QueueOffset // in the half queue: what EndTransaction takes
+	Group       string            // producer group
+	Topic       string            // destination, as clients name it
+	MessageID   string            // UNIQ_KEY
+	Keys        string
+	StoredMs    int64
+	Checks      int   // check-backs sent so far
+	NextCheckMs int64 // when the next check-back goes out
+}
+
+// PendingHalves lists up to max pending half messages, oldest first.
+func (b *Broker) PendingHalves(max int) []PendingHalf {
+	h := b.halves
+	h.mu.Lock()
+	out := make([]PendingHalf, 0, min(len(h.pending), max))
+	for off, e := range h.pending {
+		if !e.resolving {
+			out = append(out, PendingHalf{Offset: off, Group: e.group, StoredMs: e.stored, Checks: e.checks, NextCheckMs: e.nextCheck})
+		}
+	}
+	h.mu.Unlock()
+	slices.SortFunc(out, func(a, b PendingHalf) int { return cmp.Compare(a.Offset, b.Offset) })
+	if len(out) > max {
+		out = out[:max]
+	}
+	for i := range out {
+		if m, err := b.halfMessage(out[i].Offset); err == nil {
+			if v, ok := m.Header(HeaderRealTopic); ok {
+				if n, err := model.ParseTopicName(string(v)); err == nil {
+					out[i].Topic = n.Short()
+				}
+			}
+			id, _ := m.Header(HeaderUniqKey)
+			out[i].MessageID, out[i].Keys = string(id), string(m.Key)
+		}
+	}
+	return out
 }

@@ -126,6 +126,8 @@ func TestConsolePages(t *testing.T) {
 	search := waitFor(`{"order":2}`)
 	do("dead letters", chromedp.Navigate(base+"/#/dlq"))
 	waitFor("nothing yet")
+	do("transactions", chromedp.Navigate(base+"/#/transactions"))
+	waitFor("RocketMQ half messages")
 	do("cluster", chromedp.Navigate(base+"/#/cluster"))
 	waitFor("Replication groups")
 	for what, got := range map[string][]string{

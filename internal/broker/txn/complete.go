@@ -254,3 +254,28 @@ func (c *Coordinator) List(states []State, pids []int64) []Status {
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
+
+// Abort aborts a transactional id's open transaction now, as its timeout
+// would (an operator resolving a hanging transaction that holds back
+// read_committed consumers): the producer's epoch is bumped, so the
+// producer is fenced. ErrNotFound when the id has no open transaction.
+func (c *Coordinator) Abort(ctx context.Context, id string) error {
+	t := c.lookup(id)
+	if t == nil {
+		return fmt.Errorf("%w: transactional id %q", model.ErrNotFound, id)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := c.status(t)
+	switch st.State {
+	case StateOngoing:
+		if err := c.end(ctx, t, false, min(st.Epoch+1, 32767)); err != nil {
+			return err
+		}
+		c.log.Info("transaction aborted by an operator", "transactional_id", id, "pid", st.PID, "partitions", len(st.Partitions))
+		return nil
+	case StatePrepareCommit, StatePrepareAbort:
+		return c.complete(ctx, t) // already decided: finish it
+	}
+	return fmt.Errorf("%w: transactional id %q has no open transaction (%s)", model.ErrNotFound, id, st.State.String())
+}

@@ -302,6 +302,27 @@ async function dlqDetail(view, group) {
     status, messageBrowser("/api/v1/deadletters/" + enc(group) + "/messages", 1, redrive));
 }
 
+async function transactions(view) {
+  const tx = await api("GET", "/api/v1/transactions");
+  const status = h("div");
+  const act = async (method, path, what) => {
+    if (!confirm(what + "?")) return;
+    try { await api(method, path); status.replaceChildren(h("div", { class: "notice" }, what, ": done.")); setTimeout(route, 800); } catch (err) { status.replaceChildren(errorBox(err)); }
+  };
+  view.replaceChildren(h("h1", {}, "Transactions in doubt"), status,
+    h("h2", {}, "Kafka transactions"),
+    h("p", { class: "muted" }, "An open transaction holds back every read_committed consumer of its partitions. Aborting one fences its producer."),
+    table([{ label: "transactional id" }, { label: "state" }, { label: "producer id", num: true }, { label: "started" }, { label: "partitions" }, { label: "" }],
+      tx.kafka.map((k) => [k.id, k.state, k.producer_id, fmtTime(k.start_ms), k.partitions.map((p) => p.topic + "-" + p.partition).join(", "),
+        h("button", { class: "danger", onclick: () => act("POST", "/api/v1/transactions/kafka/" + enc(k.id) + "/abort", "Abort " + k.id) }, "Abort")])),
+    h("h2", {}, "RocketMQ half messages"),
+    h("p", { class: "muted" }, "Transactional messages whose producer has not committed or rolled back; the broker keeps asking it (check-backs)."),
+    table([{ label: "offset", num: true }, { label: "producer group" }, { label: "topic" }, { label: "message id" }, { label: "stored" }, { label: "checks", num: true }, { label: "" }],
+      tx.rocketmq.map((m) => [m.offset, m.group, m.topic, m.message_id || "", fmtTime(m.stored_ms), m.checks,
+        h("span", {}, h("button", { onclick: () => act("POST", "/api/v1/transactions/rocketmq/" + m.offset + "/commit", "Commit half message " + m.offset) }, "Commit"), " ",
+          h("button", { class: "danger", onclick: () => act("POST", "/api/v1/transactions/rocketmq/" + m.offset + "/rollback", "Roll back half message " + m.offset) }, "Roll back"))])));
+}
+
 async function clusterView(view) {
   let c;
   try { c = await api("GET", "/api/v1/cluster"); } catch (err) {
@@ -330,6 +351,7 @@ const routes = [
   [/^#\/messages$/, "messages", messageSearch],
   [/^#\/dlq$/, "dlq", dlqList],
   [/^#\/dlq\/(.+)$/, "dlq", dlqDetail],
+  [/^#\/transactions$/, "transactions", transactions],
   [/^#\/cluster$/, "cluster", clusterView],
 ];
 
