@@ -1,7 +1,8 @@
 // Command rosetta is the Rosetta message broker: `rosetta serve` runs a node,
-// `rosetta bench` drives load, `rosetta version` prints the build, and
+// `rosetta version` prints the build, and
 // `rosetta topic|group|message|dlq|txn|user|acl|quota|cluster` operate a running
-// node through its admin API.
+// node through its admin API. It links no client library: the load
+// generators are cmd/rosetta-bench.
 package main
 
 import (
@@ -20,7 +21,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), benchCmd(), versionCmd(), userCmd(), aclCmd(), quotaCmd(), clusterCmd(),
+	root.AddCommand(serveCmd(), versionCmd(), userCmd(), aclCmd(), quotaCmd(), clusterCmd(),
 		topicCmd(), groupCmd(), messageCmd(), dlqCmd(), txnCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 	usageErrors(root)

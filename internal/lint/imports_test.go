@@ -56,6 +56,8 @@ var rules = map[string]rule{
 	"internal/tlsmux":      {allowed: nil},
 	"internal/testutil":    {allowed: nil},
 	"cmd":                  {allowed: []string{"app", "bench", "model", "apiv1"}, protocols: true},
+	"cmd/rosetta":          {allowed: []string{"app", "model", "apiv1"}}, // the server: no load generator, no client library
+	"cmd/rosetta-bench":    {allowed: []string{"app", "bench", "model"}, protocols: true},
 }
 
 func ruleFor(dir string) (rule, string, bool) {

@@ -14,7 +14,7 @@ import (
 )
 
 func benchCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "bench", Short: "Load generators (storage today; protocols as they land)"}
+	cmd := &cobra.Command{Use: "bench", Short: "Load generators for Rosetta: the storage engine in process, Kafka, RocketMQ remoting and RocketMQ 5 clients against a node"}
 	var o bench.StorageOptions
 	var size, cpuProfile string
 	st := &cobra.Command{
