@@ -32,6 +32,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
 	"github.com/rosettamq/rosetta/internal/task"
+	"github.com/rosettamq/rosetta/internal/telemetry"
 	"github.com/rosettamq/rosetta/internal/tlsmux"
 )
 
@@ -103,6 +104,7 @@ type App struct {
 	guard     *security.Guard
 	quotas    *quota.Manager
 	metrics   *admin.Metrics
+	tracer    *telemetry.Tracer // nil: no spans
 
 	mu        sync.Mutex
 	listeners map[string]net.Listener
@@ -127,6 +129,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		}
 	}
 	var err error
+	if a.tracer, err = telemetry.New(ctx, telemetry.Config{Endpoint: cfg.Telemetry.OTLPEndpoint, SampleRatio: cfg.Telemetry.SampleRatio,
+		NodeID: cfg.NodeID, BatchTimeout: cfg.Telemetry.BatchTimeout}); err != nil {
+		return nil, err
+	}
 	if a.replicated() {
 		if err := a.prepareReplica(ctx, &sc); err != nil {
 			return nil, err
@@ -404,6 +410,13 @@ func (a *App) closeBase() error {
 	}
 	if a.replica != nil {
 		step("etcd", func() error { a.replica.closeEtcd(); return nil })
+	}
+	if a.tracer != nil {
+		step("telemetry", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			return a.tracer.Shutdown(ctx)
+		})
 	}
 	return errors.Join(errs...)
 }

@@ -65,18 +65,19 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 // the YAML file by its path, by an environment variable ROSETTA_<PATH> and by
 // the flag --<path>, in that order of precedence (flags win).
 type Config struct {
-	DataDir         string         `yaml:"data_dir" help:"directory for all data (commit log, indexes, metadata)"`
-	NodeID          int            `yaml:"node_id" help:"this node's id (1 on a single node)"`
-	Log             LogConfig      `yaml:"log"`
-	Listen          ListenConfig   `yaml:"listen"`
-	TLS             TLSConfig      `yaml:"tls"`
-	Security        SecurityConfig `yaml:"security"`
-	Storage         StorageConfig  `yaml:"storage"`
-	Broker          BrokerConfig   `yaml:"broker"`
-	Limits          LimitsConfig   `yaml:"limits"`
-	Cluster         ClusterConfig  `yaml:"cluster"`
-	ShutdownTimeout time.Duration  `yaml:"shutdown_timeout" help:"how long a graceful shutdown may take"`
-	GCPercent       int            `yaml:"gc_percent" help:"Go garbage collector target (GOGC) set by rosetta serve; the GOGC environment variable wins when set"`
+	DataDir         string          `yaml:"data_dir" help:"directory for all data (commit log, indexes, metadata)"`
+	NodeID          int             `yaml:"node_id" help:"this node's id (1 on a single node)"`
+	Log             LogConfig       `yaml:"log"`
+	Listen          ListenConfig    `yaml:"listen"`
+	TLS             TLSConfig       `yaml:"tls"`
+	Security        SecurityConfig  `yaml:"security"`
+	Storage         StorageConfig   `yaml:"storage"`
+	Broker          BrokerConfig    `yaml:"broker"`
+	Limits          LimitsConfig    `yaml:"limits"`
+	Cluster         ClusterConfig   `yaml:"cluster"`
+	Telemetry       TelemetryConfig `yaml:"telemetry"`
+	ShutdownTimeout time.Duration   `yaml:"shutdown_timeout" help:"how long a graceful shutdown may take"`
+	GCPercent       int             `yaml:"gc_percent" help:"Go garbage collector target (GOGC) set by rosetta serve; the GOGC environment variable wins when set"`
 
 	// Hooks inject faults in tests; never set from a file, the environment
 	// or flags.
@@ -89,6 +90,13 @@ type Hooks struct {
 	// durable are acknowledged (a slow disk: written, durable, not yet
 	// acknowledged).
 	AfterSync func()
+}
+
+// TelemetryConfig configures OpenTelemetry spans.
+type TelemetryConfig struct {
+	OTLPEndpoint string        `yaml:"otlp_endpoint" help:"OTLP/HTTP collector URL (http://host:4318) the broker sends produce, send and fetch spans to, joining clients' traces through W3C traceparent headers and properties; empty: none"`
+	SampleRatio  float64       `yaml:"sample_ratio" help:"share of the traces the broker itself starts that are recorded (0..1); traces a client started follow the client's sampling"`
+	BatchTimeout time.Duration `yaml:"batch_timeout" help:"longest spans wait before they are sent together"`
 }
 
 // LogConfig configures logging.
@@ -281,6 +289,7 @@ func DefaultConfig() Config {
 			MaxUnauthenticated: 1000, FailureDelay: 100 * time.Millisecond, JWTPrincipalClaim: "sub"},
 		Limits:          LimitsConfig{MaxFrameBytes: 100 << 20, MaxInflightPerConn: 64, MaxBytesInFlight: 512 << 20},
 		Cluster:         ClusterConfig{Name: "rosetta", RaftPort: 9393, EtcdPort: 2379},
+		Telemetry:       TelemetryConfig{SampleRatio: 1, BatchTimeout: 5 * time.Second},
 		ShutdownTimeout: 5 * time.Second,
 		GCPercent:       400,
 	}
@@ -334,6 +343,8 @@ func (c Config) Validate() error {
 		return bad("storage.gc_minor_threshold and gc_major_threshold must be in (0, 1], gc_bytes_per_second not negative")
 	case c.Broker.Retention < 0 || c.Broker.RetentionBytes < 0:
 		return bad("broker.retention and broker.retention_bytes must not be negative (0: unlimited)")
+	case c.Telemetry.SampleRatio < 0 || c.Telemetry.SampleRatio > 1:
+		return bad("telemetry.sample_ratio must be in [0, 1]")
 	}
 	if m, err := c.Cluster.members(); err != nil {
 		return err

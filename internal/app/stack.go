@@ -108,6 +108,7 @@ func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontE
 	g.Go(func() error { a.quotas.Run(ctx, st.broker); return nil })
 	if len(fe.kafka) > 0 {
 		srv := kafka.NewServer(st.broker, st.groups, kafka.Options{
+			Tracer:             a.tracer,
 			Budget:             budget,
 			NodeID:             int32(a.cfg.NodeID),
 			AdvertisedAddr:     a.cfg.Listen.KafkaAdvertised,
@@ -136,6 +137,7 @@ func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontE
 	}
 	if fe.remoting != nil {
 		srv := remoting.NewServer(st.broker, remoting.Options{
+			Tracer:             a.tracer,
 			Budget:             budget,
 			AdvertisedAddr:     a.cfg.Listen.RemotingAdvertised,
 			Advertise:          a.relayedAdvertise(),

@@ -29,6 +29,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rosettamq/rosetta/internal/broker/produce"
 	"github.com/rosettamq/rosetta/internal/broker/quota"
@@ -39,6 +41,7 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	s := rc.srv()
+	start := time.Now()
 	var written []produce.Result
 	var throttle time.Duration
 	txnDenied := req.TransactionID != nil && !rc.allowedTxnID(*req.TransactionID, security.OpWrite)
@@ -63,6 +66,14 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 				if res, err = s.produce.Append(rc.ctx(), t, rp.Partition, rp.Records); err == nil {
 					pr.BaseOffset, pr.LogAppendTime = int64(res.BaseOffset), res.LogAppendTime
 					written = append(written, res)
+					if s.opts.Tracer.Enabled() {
+						s.opts.Tracer.Start(rc.ctx(), "produce "+rt.Topic, res.TraceParent, trace.SpanKindServer, start,
+							attribute.String("messaging.system", "kafka"), attribute.String("messaging.operation.type", "send"),
+							attribute.String("messaging.destination.name", rt.Topic),
+							attribute.Int("messaging.destination.partition.id", int(rp.Partition)),
+							attribute.Int64("messaging.kafka.offset", int64(res.BaseOffset)),
+							attribute.String("messaging.client.id", rc.hdr.ClientID)).End()
+					}
 					if s.opts.Quotas.Active() {
 						throttle = max(throttle, s.opts.Quotas.Charge(t.Name, rc.quotaUser(), rc.hdr.ClientID, quota.Produce, len(rp.Records)))
 					}

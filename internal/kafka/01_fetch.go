@@ -35,6 +35,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/quota"
@@ -45,6 +47,7 @@ import (
 func handleFetch(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.FetchRequest)
 	s := rc.srv()
+	start := time.Now()
 	if req.Version >= 13 {
 		s.resolveTopicIDs(rc.conn.home, req)
 	}
@@ -90,6 +93,9 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) reply {
 		work = sess.asRequest(req)
 	}
 	finish := func(resp *kmsg.FetchResponse) reply {
+		if s.opts.Tracer.Enabled() {
+			traceFetch(rc, resp, start)
+		}
 		throttle := s.chargeFetch(rc, resp)
 		resp.ThrottleMillis = int32(throttle / time.Millisecond)
 		if sess != nil {
@@ -289,4 +295,24 @@ func (s *Server) chargeFetch(rc *reqCtx, resp *kmsg.FetchResponse) time.Duration
 		}
 	}
 	return throttle
+}
+
+// traceFetch records a span for a fetch that returned records.
+func traceFetch(rc *reqCtx, resp *kmsg.FetchResponse, start time.Time) {
+	bytes, parts := 0, 0
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			if n := len(resp.Topics[i].Partitions[j].RecordBatches); n > 0 {
+				bytes += n
+				parts++
+			}
+		}
+	}
+	if bytes == 0 {
+		return
+	}
+	rc.srv().opts.Tracer.Start(rc.ctx(), "fetch", "", trace.SpanKindServer, start,
+		attribute.String("messaging.system", "kafka"), attribute.String("messaging.operation.type", "receive"),
+		attribute.Int("rosetta.fetch.partitions", parts), attribute.Int("rosetta.fetch.bytes", bytes),
+		attribute.String("messaging.client.id", rc.hdr.ClientID)).End()
 }

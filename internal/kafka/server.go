@@ -17,6 +17,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/task"
+	"github.com/rosettamq/rosetta/internal/telemetry"
 )
 
 // Options configure the Kafka front-end.
@@ -30,6 +31,8 @@ type Options struct {
 	// Cluster, when set (a cluster member), describes the other brokers
 	// and the partitions' replicas; nil: a single node.
 	Cluster func() *ClusterView
+	// Tracer records produce and fetch spans (nil: none).
+	Tracer *telemetry.Tracer
 	// LeaderAck, in a cluster, answers acks=1 produces once the leader
 	// wrote them; otherwise they wait for the commit, as acks=all does.
 	LeaderAck bool
@@ -131,6 +134,9 @@ func NewServer(b *broker.Broker, g *groups.Coordinator, opts Options) *Server {
 		verifier = s.txns
 	}
 	s.produce = produce.New(b, s.producers, s.txnIndex, verifier, s.batches)
+	if opts.Tracer.Enabled() {
+		s.produce.FindTraceParents()
+	}
 	return s
 }
 

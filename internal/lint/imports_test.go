@@ -32,7 +32,7 @@ type rule struct {
 // frontEnd is the rule of a front-end, which may also import its own
 // subpackages (its codec, for one).
 func frontEnd(self string) rule {
-	return rule{allowed: []string{"model", "broker", "meta", "task", self}, protocols: true}
+	return rule{allowed: []string{"model", "broker", "meta", "task", "telemetry", self}, protocols: true}
 }
 
 // rules maps a package directory prefix to its rule; the longest prefix wins.
@@ -49,8 +49,9 @@ var rules = map[string]rule{
 	"internal/grpcv5":      frontEnd("grpcv5"),
 	"internal/admin":       {allowed: []string{"model", "broker", "meta", "apiv1", "admin"}},
 	"internal/apiv1":       {allowed: nil},
+	"internal/telemetry":   {allowed: nil},
 	"internal/bench":       {allowed: []string{"model", "storage", "broker", "meta", "bench", "kafka", "remoting", "grpcv5"}, protocols: true},
-	"internal/app":         {allowed: []string{"task", "model", "storage", "meta", "cluster", "replication", "broker", "kafka", "remoting", "grpcv5", "admin", "app", "tlsmux"}, protocols: true},
+	"internal/app":         {allowed: []string{"task", "model", "storage", "meta", "cluster", "replication", "broker", "kafka", "remoting", "grpcv5", "admin", "app", "tlsmux", "telemetry"}, protocols: true},
 	"internal/lint":        {allowed: nil},
 	"internal/task":        {allowed: nil},
 	"internal/tlsmux":      {allowed: nil},

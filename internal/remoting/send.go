@@ -17,11 +17,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
+	"github.com/rosettamq/rosetta/internal/telemetry"
 )
 
 // maxMessageSize is RocketMQ's default maxMessageSize (4 MiB).
@@ -103,7 +108,15 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	if queueID < 0 || int(queueID) >= t.QueueCount() {
 		queueID = rand.Int32N(int32(t.QueueCount()))
 	}
+	start := time.Now()
 	pub, err := s.broker.Publish(rc.ctx, t, queueID, msgs)
+	if err == nil && s.opts.Tracer.Enabled() {
+		parent, _ := msgs[0].Header(telemetry.HeaderTraceParent)
+		s.opts.Tracer.Start(rc.ctx, "send "+h("topic"), string(parent), trace.SpanKindServer, start,
+			attribute.String("messaging.system", "rocketmq"), attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.destination.name", h("topic")), attribute.Int("messaging.batch.message_count", len(msgs)),
+			attribute.String("messaging.rocketmq.client_group", h("producerGroup")), attribute.Int64("messaging.rocketmq.queue_offset", int64(pub.Offsets[0]))).End()
+	}
 	if err != nil {
 		if errors.Is(err, broker.ErrTimerIllegal) || errors.Is(err, model.ErrMessageTooLarge) {
 			return protocol.NewResponse(req, protocol.MessageIllegal, err.Error())

@@ -18,10 +18,13 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 	"github.com/rosettamq/rosetta/internal/task"
+	"github.com/rosettamq/rosetta/internal/telemetry"
 )
 
 // Options configure the remoting front-end.
 type Options struct {
+	// Tracer records send spans (nil: none).
+	Tracer *telemetry.Tracer
 	// IdleTimeout closes a connection that sends nothing for this long;
 	// FrameTimeout (plus a second per MiB) is how long a request has to
 	// arrive whole once its first byte did (defaults when zero).

@@ -64,7 +64,14 @@ type Appender struct {
 	index     *producers.TxnIndex
 	txns      Verifier // nil: no transactions
 	batches   *kbatch.Reader
+	// traceParents decodes record headers to find a W3C traceparent
+	// (tracing on): Result.TraceParent.
+	traceParents bool
 }
+
+// FindTraceParents makes Append report the first record's W3C traceparent
+// header (decoding headers, which it otherwise skips).
+func (a *Appender) FindTraceParents() { a.traceParents = true }
 
 // New returns an Appender; txns may be nil.
 func New(b *broker.Broker, p *producers.Manager, index *producers.TxnIndex, txns Verifier, batches *kbatch.Reader) *Appender {
@@ -75,6 +82,7 @@ func New(b *broker.Broker, p *producers.Manager, index *producers.TxnIndex, txns
 type Result struct {
 	BaseOffset    model.QueueOffset // first offset written (or of the duplicate); -1 when none
 	LogAppendTime int64             // the append time on LogAppendTime topics, else -1
+	TraceParent   string            // the first record's traceparent header (FindTraceParents)
 	end           model.LogPos      // the log end of what was written (0: nothing to wait for)
 }
 
@@ -136,10 +144,11 @@ func (a *Appender) Append(ctx context.Context, t *broker.Topic, partition int32,
 			// setLogAppendTime) covers b[21:]: storage combines it.
 			PayloadTailFrom: kbatch.CRCFrom, PayloadTailCRC: binary.BigEndian.Uint32(b[17:])}
 	}
-	timers, err := a.scanKeys(batches, recs, t, partition, strings.Contains(t.Config.CleanupPolicy, "compact"))
+	timers, traceParent, err := a.scanKeys(batches, recs, t, partition, strings.Contains(t.Config.CleanupPolicy, "compact"))
 	if err != nil {
 		return res, err
 	}
+	res.TraceParent = traceParent
 	if logAppend {
 		res.LogAppendTime = now
 	}
@@ -250,14 +259,22 @@ var timerMarker = []byte("TIMER_")
 // index (so RocketMQ's QUERY_MESSAGE finds a Kafka record by its key) and,
 // for compacted topics, to refuse records without a key, naming each one.
 // It reports whether a batch may carry timer headers.
-func (a *Appender) scanKeys(batches [][]byte, recs []*broker.Record, t *broker.Topic, partition int32, compacted bool) (bool, error) {
+func (a *Appender) scanKeys(batches [][]byte, recs []*broker.Record, t *broker.Topic, partition int32, compacted bool) (bool, string, error) {
 	var bad []int32
 	timers := false
+	traceParent := ""
 	for bi, b := range batches {
 		i, size := int32(0), 0
 		var keys []broker.Key
 		var arena []byte
-		found, err := a.batches.RecordsFind(b, false, timerMarker, func(r *kbatch.Record) bool {
+		found, err := a.batches.RecordsFind(b, a.traceParents, timerMarker, func(r *kbatch.Record) bool {
+			if a.traceParents && traceParent == "" {
+				for _, h := range r.Headers {
+					if h.Key == "traceparent" {
+						traceParent = string(h.Value)
+					}
+				}
+			}
 			if r.KeyNull {
 				bad = append(bad, i)
 			} else if n := len(r.Key); n > 0 && n <= maxIndexedKeyLen && size+n <= maxIndexedKeyBytes {
@@ -269,7 +286,7 @@ func (a *Appender) scanKeys(batches [][]byte, recs []*broker.Record, t *broker.T
 			return true
 		})
 		if err != nil {
-			return false, &kbatch.Error{Reason: err.Error(), Corrupt: true}
+			return false, "", &kbatch.Error{Reason: err.Error(), Corrupt: true}
 		}
 		timers = timers || found
 		if len(keys) > 0 {
@@ -284,9 +301,9 @@ func (a *Appender) scanKeys(batches [][]byte, recs []*broker.Record, t *broker.T
 		}
 	}
 	if !compacted || len(bad) == 0 {
-		return timers, nil
+		return timers, traceParent, nil
 	}
-	return false, &RecordErrors{Indexes: bad,
+	return false, "", &RecordErrors{Indexes: bad,
 		Msg: fmt.Sprintf("compacted topic cannot accept a record without a key in topic partition %s-%d", t.Name.Short(), partition)}
 }
 
