@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -90,6 +91,27 @@ func TestConsolePages(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
+	// Screenshots of every view go to ROSETTA_ARTIFACTS (default: a
+	// directory under the system's temporary one), named by view.
+	shots := os.Getenv("ROSETTA_ARTIFACTS")
+	if shots == "" {
+		shots = filepath.Join(os.TempDir(), "rosetta-console-screenshots")
+	}
+	shots = filepath.Join(shots, "console")
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot of %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() { t.Logf("screenshots in %s", shots) }()
 	// waitFor waits until the view shows want and returns its text.
 	waitFor := func(want string) string {
 		t.Helper()
@@ -102,6 +124,9 @@ func TestConsolePages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if lower := strings.ToLower(view); strings.Contains(lower, "[object object]") || strings.Contains(lower, "undefined") || strings.Contains(view, "NaN") {
+			t.Errorf("the page shows a script value instead of text:\n%s", view)
+		}
 		return view
 	}
 	if _, err := chromedp.Call(ctx, log.Enable, cdp.Empty{}); err != nil {
@@ -109,27 +134,36 @@ func TestConsolePages(t *testing.T) {
 	}
 	do("overview", chromedp.Navigate(base+"/"))
 	overview := waitFor("total lag")
+	shot("overview")
 	do("topics", chromedp.Navigate(base+"/#/topics"))
 	topics := waitFor("orders")
+	shot("topics")
 	do("open a topic", chromedp.Click(chromedp.Search(`//td[text()="orders"]`)))
 	topic := waitFor(`{"order":2}`)
+	shot("topic")
 	do("open a message", chromedp.Click(chromedp.Search(`//span[contains(text(), '{"order":1}')]`)), chromedp.WaitVisible(chromedp.CSS("#modal-body pre")))
 	detail, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("modal-body")))
 	if err != nil {
 		t.Fatal(err)
 	}
+	shot("message")
 	do("close it", chromedp.Click(chromedp.ID("modal-close")))
 	do("a group", chromedp.Navigate(base+"/#/groups/billing"))
 	group := waitFor("total lag 2")
+	shot("group")
 	do("search", chromedp.Navigate(base+"/#/messages"), chromedp.WaitVisible(chromedp.CSS(`input[aria-label="key"]`)),
 		chromedp.SendKeys(chromedp.CSS(`input[aria-label="key"]`), "order-2"), chromedp.Click(chromedp.CSS(`button[type="submit"]`)))
 	search := waitFor(`{"order":2}`)
+	shot("search")
 	do("dead letters", chromedp.Navigate(base+"/#/dlq"))
 	waitFor("nothing yet")
+	shot("deadletters")
 	do("transactions", chromedp.Navigate(base+"/#/transactions"))
 	waitFor("RocketMQ half messages")
+	shot("transactions")
 	do("cluster", chromedp.Navigate(base+"/#/cluster"))
 	waitFor("Replication groups")
+	shot("cluster")
 	for what, got := range map[string][]string{
 		"overview": {overview, "topics", "total lag", "2"},
 		"topics":   {topics, "orders", "3"},

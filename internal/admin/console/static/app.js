@@ -62,7 +62,7 @@ const errorBox = (e) => h("div", { class: "error", role: "alert" }, (e.code ? e.
 
 function table(headers, rows, onRow) {
   return h("table", {},
-    h("thead", {}, h("tr", {}, headers.map((c) => h("th", { class: c.num ? "num" : "" }, c.label || c)))),
+    h("thead", {}, h("tr", {}, headers.map((c) => h("th", { class: c.num ? "num" : "" }, typeof c === "string" ? c : c.label)))),
     h("tbody", {}, rows.length === 0
       ? h("tr", {}, h("td", { colspan: headers.length, class: "muted" }, "nothing yet"))
       : rows.map((r, i) => h("tr", { class: onRow ? "click" : "", onclick: onRow ? () => onRow(i) : null },
