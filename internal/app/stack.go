@@ -155,6 +155,7 @@ func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontE
 	}
 	if fe.grpc != nil {
 		srv := grpcv5.NewServer(st.broker, grpcv5.Options{
+			Tracer:         a.tracer,
 			AdvertisedAddr: a.cfg.Listen.GRPCAdvertised,
 			Pop:            st.pop,
 			Security:       a.security,

@@ -23,10 +23,13 @@ import (
 	"time"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/telemetry"
 )
 
 // Message properties with a meaning of their own.
@@ -99,11 +102,24 @@ func (s *Server) sendOne(ctx context.Context, pm *v2.Message) *v2.SendResultEntr
 		due := sp.GetDeliveryTimestamp().AsTime().UnixMilli()
 		m.Headers = append(m.Headers, model.Header{Key: broker.HeaderTimerDeliverMs, Value: []byte(strconv.FormatInt(due, 10))})
 	}
+	start := time.Now()
 	pub, err := s.broker.Publish(ctx, t, idx, []model.Message{m})
 	if err != nil {
 		return fail(err)
 	}
 	entry.Offset = int64(pub.Offsets[0])
+	if s.opts.Tracer.Enabled() {
+		// The client's trace context: a traceparent property, else the
+		// system property the v5 clients carry it in.
+		parent := pm.GetUserProperties()[telemetry.HeaderTraceParent]
+		if parent == "" {
+			parent = sp.GetTraceContext()
+		}
+		s.opts.Tracer.Start(ctx, "send "+pm.GetTopic().GetName(), parent, trace.SpanKindServer, start,
+			attribute.String("messaging.system", "rocketmq"), attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.destination.name", pm.GetTopic().GetName()), attribute.String("messaging.message.id", sp.GetMessageId()),
+			attribute.Int64("messaging.rocketmq.queue_offset", entry.Offset)).End()
+	}
 	switch pub.Kind {
 	case broker.PublishedHalf:
 		entry.TransactionId = transactionID(pub.Offsets[0])

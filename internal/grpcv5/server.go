@@ -18,10 +18,13 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/task"
+	"github.com/rosettamq/rosetta/internal/telemetry"
 )
 
 // Options configure the gRPC front-end.
 type Options struct {
+	// Tracer records send spans (nil: none).
+	Tracer *telemetry.Tracer
 	// FrameTimeout (plus a second per MiB) is how long an HTTP/2 frame has
 	// to arrive whole once it started (task.FrameTimeout when zero).
 	FrameTimeout time.Duration

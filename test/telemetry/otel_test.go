@@ -28,6 +28,7 @@ import (
 
 // collector is a test OTLP/HTTP trace receiver.
 type collector struct {
+	url   string
 	mu    sync.Mutex
 	spans []*tracepb.Span
 }
@@ -64,13 +65,20 @@ func (c *collector) find(name, traceID, parent string) *tracepb.Span {
 	return nil
 }
 
+// newCollector starts a test collector until the test ends.
+func newCollector(t *testing.T) *collector {
+	c := &collector{}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	c.url = srv.URL
+	return c
+}
+
 func TestSpansJoinClientTraces(t *testing.T) {
 	rlog.SetLogLevel("error")
-	col := &collector{}
-	srv := httptest.NewServer(col)
-	defer srv.Close()
+	col := newCollector(t)
 	cfg := apptest.TestConfig(t.TempDir())
-	cfg.Telemetry.OTLPEndpoint = srv.URL
+	cfg.Telemetry.OTLPEndpoint = col.url
 	cfg.Telemetry.BatchTimeout = 100 * time.Millisecond
 	n := apptest.StartTestNode(t, cfg)
 	ctx := context.Background()
