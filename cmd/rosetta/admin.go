@@ -2,8 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -36,35 +33,11 @@ func (a *adminClient) flags(cmd *cobra.Command) {
 	cmd.PersistentFlags().BoolVar(&a.insecure, "insecure", false, "accept any certificate of an https admin API")
 }
 
-// do sends one request and prints the JSON answer.
+// do sends one request and prints the JSON answer, indented.
 func (a *adminClient) do(cmd *cobra.Command, method, path string, body any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(cmd.Context(), method, strings.TrimSuffix(a.base, "/")+path, rd)
-	if err != nil {
+	var out json.RawMessage
+	if err := a.call(cmd, method, path, body, &out); err != nil {
 		return err
-	}
-	if a.user != "" {
-		req.SetBasicAuth(a.user, a.password)
-	}
-	hc := &http.Client{Timeout: 30 * time.Second}
-	if a.insecure {
-		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // asked for
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(out)))
 	}
 	if len(out) > 0 {
 		var v any
