@@ -143,6 +143,7 @@ func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontE
 			Advertise:          a.relayedAdvertise(),
 			MaxFrameBytes:      int32(min(int64(a.cfg.Limits.MaxFrameBytes), 1<<30)),
 			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
+			ReadLinger:         a.cfg.Listen.RemotingReadLinger,
 			Pop:                st.pop,
 			Security:           a.security,
 			Authentication:     a.cfg.Security.RemotingAuthentication,

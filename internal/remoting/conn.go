@@ -47,6 +47,7 @@ type reqCtx struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
+	nc = task.NewLingerConn(nc, s.opts.ReadLinger, lingerBatch)
 	store, remote := s.advertised(nc.LocalAddr(), nc.RemoteAddr()), nc.RemoteAddr().String()
 	return &conn{s: s, nc: nc, log: s.log.With("client", remote), remote: remote,
 		store: store, ids: protocol.OffsetMessageIDPrefix(store),
@@ -84,6 +85,10 @@ func (c *conn) sendOneway(cmd *protocol.Command) {
 	}
 }
 
+// lingerBatch is what a lingering read waits for (unless the linger ends
+// first): about thirty small sends.
+const lingerBatch = 16 << 10
+
 // defaultIdleTimeout closes a connection that sends nothing for this long
 // (RocketMQ's serverChannelMaxIdleTimeSeconds); clients heartbeat every
 // 30 s.
@@ -114,6 +119,9 @@ func (c *conn) read() {
 			return
 		}
 		size := protocol.FrameLength(lenBuf)
+		if lc, ok := c.nc.(*task.LingerConn); ok {
+			lc.Request()
+		}
 		if size < 4 || size > int(c.s.opts.MaxFrameBytes) {
 			c.log.Warn("closing connection: bad frame size", "size", size, "limit", c.s.opts.MaxFrameBytes)
 			return

@@ -40,6 +40,10 @@ type Options struct {
 	ClusterName        string
 	MaxFrameBytes      int32 // default 16 MiB, as RocketMQ's frameMaxLength
 	MaxInflightPerConn int   // requests running at once per connection
+	// ReadLinger, when positive, lets a plaintext connection whose client
+	// keeps many requests in flight wait up to this long for more before
+	// reading (task.LingerConn), as long as that does not slow the client.
+	ReadLinger time.Duration
 	// Budget bounds the request bytes held at once (shared with other
 	// front-ends when given); nil: a budget of four maximum frames.
 	Budget *task.ByteBudget
