@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,6 +56,20 @@ func (m *Metrics) gatherer() prometheus.Gatherer {
 // ObserveRequest records one handled request.
 func (m *Metrics) ObserveRequest(proto, request string, took time.Duration) {
 	m.RequestSeconds.WithLabelValues(proto, request).Observe(took.Seconds())
+}
+
+// RequestObserver returns ObserveRequest for one protocol, keeping each
+// request's histogram once looked up (a front-end's hot path then skips
+// the label hashing).
+func (m *Metrics) RequestObserver(proto string) func(request string, took time.Duration) {
+	var cache sync.Map // request → prometheus.Observer
+	return func(request string, took time.Duration) {
+		o, ok := cache.Load(request)
+		if !ok {
+			o, _ = cache.LoadOrStore(request, m.RequestSeconds.WithLabelValues(proto, request))
+		}
+		o.(prometheus.Observer).Observe(took.Seconds())
+	}
 }
 
 // NewMetrics creates a registry with Go and process collectors and the

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -127,7 +126,7 @@ func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontE
 			AuthTimeout:        a.cfg.Security.AuthTimeout,
 			Guard:              a.guard,
 			Quotas:             a.quotas,
-			ObserveRequest:     func(api string, took time.Duration) { a.metrics.ObserveRequest("kafka", api, took) },
+			ObserveRequest:     a.metrics.RequestObserver("kafka"),
 			Logger:             a.log,
 		})
 		for i, l := range fe.kafka {
@@ -149,7 +148,7 @@ func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontE
 			Authentication:     a.cfg.Security.RemotingAuthentication,
 			Guard:              a.guard,
 			Quotas:             a.quotas,
-			ObserveRequest:     func(code string, took time.Duration) { a.metrics.ObserveRequest("remoting", code, took) },
+			ObserveRequest:     a.metrics.RequestObserver("remoting"),
 			Logger:             a.log,
 		})
 		g.Go(func() error { return srv.Serve(ctx, fe.remoting) })
@@ -163,7 +162,7 @@ func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontE
 			Authentication: a.cfg.Security.GRPCAuthentication,
 			Guard:          a.guard,
 			Quotas:         a.quotas,
-			ObserveRequest: func(rpc string, took time.Duration) { a.metrics.ObserveRequest("grpc", rpc, took) },
+			ObserveRequest: a.metrics.RequestObserver("grpc"),
 			Logger:         a.log,
 		})
 		g.Go(func() error { return srv.Serve(ctx, fe.grpc) })

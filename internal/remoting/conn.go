@@ -107,7 +107,9 @@ func (c *conn) read() {
 		}
 		err := task.AwaitRequest(c.nc, r, idle)
 		if err == nil {
-			task.RequestDeadline(c.nc, 4, c.s.opts.FrameTimeout)
+			if r.Buffered() < len(lenBuf) { // (no read, no deadline, when it is all here)
+				task.RequestDeadline(c.nc, 4, c.s.opts.FrameTimeout)
+			}
 			_, err = io.ReadFull(r, lenBuf[:])
 		}
 		if err != nil {
@@ -179,7 +181,9 @@ type inbound struct {
 // taken); a response frame gives a nil request. false: the connection
 // must close.
 func (c *conn) readRequest(r *bufio.Reader, size int) (inbound, bool) {
-	task.RequestDeadline(c.nc, size, c.s.opts.FrameTimeout)
+	if r.Buffered() < size {
+		task.RequestDeadline(c.nc, size, c.s.opts.FrameTimeout)
+	}
 	frame, err := task.ReadFrame(r, size)
 	if err != nil {
 		return inbound{}, false
@@ -211,6 +215,22 @@ func (c *conn) worker(in inbound) {
 	}
 }
 
+// codeNames are the decimal names of request codes below 1024 (the
+// metrics' label), made once.
+var codeNames = func() (names [1024]string) {
+	for i := range names {
+		names[i] = strconv.Itoa(i)
+	}
+	return names
+}()
+
+func codeName(code int32) string {
+	if code >= 0 && int(code) < len(codeNames) {
+		return codeNames[code]
+	}
+	return strconv.Itoa(int(code))
+}
+
 // handle runs one request and queues its answer.
 func (c *conn) handle(req *protocol.Command) { c.handleWith(c.ctx, req) }
 
@@ -227,7 +247,7 @@ func (c *conn) handleWith(ctx context.Context, req *protocol.Command) {
 		start := time.Now()
 		resp = h(&reqCtx{conn: c, ctx: ctx, principal: principal}, req)
 		if obs := c.s.opts.ObserveRequest; obs != nil {
-			obs(strconv.Itoa(int(req.Code)), time.Since(start))
+			obs(codeName(req.Code), time.Since(start))
 		}
 		c.paceFetch(ctx, principal, req, resp)
 	}
