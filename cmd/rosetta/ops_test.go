@@ -21,7 +21,7 @@ import (
 func run(t *testing.T, adminURL string, args ...string) (string, int) {
 	t.Helper()
 	root := &cobra.Command{Use: "rosetta", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(topicCmd(), groupCmd(), messageCmd(), dlqCmd())
+	root.AddCommand(topicCmd(), groupCmd(), messageCmd(), dlqCmd(), timerCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 	usageErrors(root)
 	var out bytes.Buffer
@@ -146,5 +146,24 @@ func TestOperationsCommands(t *testing.T) {
 	}
 	if out, code = run(t, url, "topic", "delete", "payments"); code != 0 {
 		t.Errorf("topic delete: %d\n%s", code, out)
+	}
+}
+
+// TestTimerCommands: rosetta timer list and cancel, with the exit status
+// scripts rely on (a pending timer is listed and cancelled in test/admin).
+func TestTimerCommands(t *testing.T) {
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	url := "http://" + n.HTTPAddr()
+	if out, code := run(t, url, "timer", "list"); code != 0 || !strings.Contains(out, "DUE") {
+		t.Fatalf("timer list: %d %s", code, out)
+	}
+	if out, code := run(t, url, "timer", "list", "-o", "json"); code != 0 || !strings.Contains(out, `"timers": []`) {
+		t.Fatalf("timer list -o json: %d %s", code, out)
+	}
+	if out, code := run(t, url, "timer", "cancel", "C0A80001000000000000000000000001"); code != 2 {
+		t.Fatalf("timer cancel without --topic: %d %s", code, out)
+	}
+	if out, code := run(t, url, "timer", "cancel", "C0A80001000000000000000000000001", "--topic", "nothing-here"); code != 3 {
+		t.Fatalf("timer cancel of nothing pending: %d %s", code, out)
 	}
 }

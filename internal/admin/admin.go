@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rosettamq/rosetta/internal/admin/console"
+	"github.com/rosettamq/rosetta/internal/apiv1"
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/pop"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
@@ -178,6 +179,39 @@ func Handler(b *broker.Broker, txns *txn.Coordinator, m *Metrics, log *slog.Logg
 		log.Info("retention pass run through the admin API", "deleted_segments", res.DeletedSegments, "freed_bytes", res.FreedBytes)
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(res)
+	}))
+	// Pending timer and delayed messages, the earliest first:
+	// GET /api/v1/timers?topic=<topic>&limit=<n>.
+	mux.HandleFunc("GET /api/v1/timers", sec.guard(func(w http.ResponseWriter, r *http.Request) {
+		topic := r.URL.Query().Get("topic")
+		if topic != "" {
+			name, err := model.ParseTopicName(topic)
+			if err != nil {
+				writeErr(w, err)
+				return
+			}
+			topic = name.String()
+		}
+		limit, ok := intParam(r, "limit", 100)
+		if !ok || limit < 1 || limit > 1000 {
+			apiError(w, http.StatusBadRequest, "bad_request", "limit: 1..1000")
+			return
+		}
+		list, more, err := b.PendingTimers(r.Context(), topic, broker.TimerListLimits{Max: int(limit)})
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		out := apiv1.PendingTimers{Timers: []apiv1.PendingTimer{}, More: more}
+		for _, p := range list {
+			if name, err := model.ParseTopicName(p.Topic); err == nil {
+				p.Topic = name.Short()
+			}
+			out.Timers = append(out.Timers, apiv1.PendingTimer{ID: p.ID, Topic: p.Topic, Queue: p.Queue,
+				Due: p.Due.UTC().Format("2006-01-02T15:04:05.000Z07:00"), DueMillis: p.Due.UnixMilli(), DelayLevel: p.DelayLevel,
+				Tags: p.Tags, Keys: p.Keys, Size: p.Size, Offset: int64(p.Offset)})
+		}
+		writeJSON(w, out)
 	}))
 	// Cancel a pending timer (or delayed) message by its unique id:
 	// DELETE /api/v1/timers/{id}?topic=<topic>.

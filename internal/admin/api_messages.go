@@ -1,13 +1,17 @@
 package admin
 
 import (
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rosettamq/rosetta/internal/apiv1"
 	"github.com/rosettamq/rosetta/internal/broker"
@@ -30,6 +34,18 @@ func sendMessage(s apiv1.MessageSend, t *broker.Topic) (model.Message, int32, er
 	}
 	for _, h := range s.Headers {
 		m.Headers = append(m.Headers, model.Header{Key: h.Key, Value: []byte(h.Value)})
+	}
+	// A message that will wait (a timer or delay level) gets a unique id,
+	// as RocketMQ producers give every message: what cancelling it names.
+	_, delayed := m.Header(broker.HeaderDelayLevel)
+	_, timer, _ := broker.TimerDeliverAt(&m, time.Now())
+	if _, ok := m.Header(broker.HeaderUniqKey); !ok && (delayed || timer) {
+		var id [16]byte
+		_, _ = rand.Read(id[:])
+		m.Headers = append(m.Headers, model.Header{Key: broker.HeaderUniqKey, Value: []byte(strings.ToUpper(hex.EncodeToString(id[:])))})
+	}
+	if id, _ := m.Header(broker.HeaderUniqKey); len(id) > 0 {
+		m.IndexKeys = append(m.IndexKeys, string(id))
 	}
 	var q int32
 	switch {
@@ -102,12 +118,28 @@ func registerMessageAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 			apiError(w, http.StatusBadRequest, "bad_request", err.Error())
 			return
 		}
-		offs, err := b.AppendMessages(r.Context(), t.Name, q, []model.Message{m})
+		// Published as a producer's message: timer and delay-level
+		// headers make it wait, as they would from a RocketMQ client.
+		pub, err := b.Publish(r.Context(), t, q, []model.Message{m})
+		if errors.Is(err, broker.ErrTimerIllegal) {
+			apiError(w, http.StatusBadRequest, "bad_request", err.Error())
+			return
+		}
 		if err != nil {
 			writeErr(w, err)
 			return
 		}
-		writeJSONStatus(w, http.StatusCreated, apiv1.MessageSent{Topic: t.Name.Short(), Queue: q, Offset: int64(offs[0])})
+		sent := apiv1.MessageSent{Topic: t.Name.Short(), Queue: q, Offset: int64(pub.Offsets[0])}
+		if id, ok := m.Header(broker.HeaderUniqKey); ok {
+			sent.ID = string(id)
+		}
+		switch pub.Kind {
+		case broker.PublishedTimer, broker.PublishedDelayed:
+			sent.Pending, sent.Offset, sent.DueMs = "timer", -1, pub.Due
+		case broker.PublishedHalf:
+			sent.Pending, sent.Offset = "transaction", -1
+		}
+		writeJSONStatus(w, http.StatusCreated, sent)
 	}))
 	// Find messages by key: RocketMQ KEYS and message ids (UNIQ_KEY), and
 	// the keys of Kafka records the broker indexes (compacted topics).

@@ -103,6 +103,8 @@ func openAPI() map[string]any {
 		"/api/v1/storage/gc":        map[string]any{"post": op("run a garbage-collection pass", 200, anyObject, query("threshold", "number", "relocate segments less live than this (0..1], default 0.5"))},
 		"/api/v1/storage/compact":   map[string]any{"post": op("clean every compacted topic now", 200, anyObject)},
 		"/api/v1/storage/retention": map[string]any{"post": op("run a retention pass now", 200, anyObject)},
+		"/api/v1/timers": map[string]any{"get": op("pending timer and delayed messages, the earliest first", 200, ref(apiv1.PendingTimers{}),
+			query("topic", "string", "only those for this topic"), query("limit", "integer", "1..1000 (default 100)"))},
 		"/api/v1/timers/{id}": map[string]any{"delete": op("cancel a pending timer or delayed message", 204, nil,
 			path("id", "the message's unique id"), query("topic", "string", "its topic"))},
 		"/api/v1/users": map[string]any{"get": op("list users", 200, anyObject)},

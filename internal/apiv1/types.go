@@ -146,7 +146,13 @@ type MessageSend struct {
 type MessageSent struct {
 	Topic  string `json:"topic"`
 	Queue  int32  `json:"queue"`
-	Offset int64  `json:"offset"`
+	Offset int64  `json:"offset"`       // -1 while it waits (pending)
+	ID     string `json:"id,omitempty"` // its unique id (UNIQ_KEY)
+	// Pending says what a message that is not readable yet waits for:
+	// "timer" (a delivery time, a delay or a delay level; DueMs says when)
+	// or "transaction" (a half message); empty: stored and readable.
+	Pending string `json:"pending,omitempty"`
+	DueMs   int64  `json:"due_ms,omitempty"`
 }
 
 // DeadLetterSummary is one group's dead-letter topic.
@@ -166,6 +172,27 @@ type Redrive struct {
 	To      int64   `json:"to,omitempty"` // 0: the end
 	Max     int     `json:"max,omitempty"`
 	ToRetry bool    `json:"to_retry,omitempty"` // the group's retry topic instead of the origin topic
+}
+
+// PendingTimers lists timer and delayed messages waiting for their time,
+// the earliest first.
+type PendingTimers struct {
+	Timers []PendingTimer `json:"timers"`
+	More   bool           `json:"more"` // the list stops at its limit or scan bound
+}
+
+// PendingTimer is one timer or delayed message.
+type PendingTimer struct {
+	ID         string `json:"id"` // unique id (UNIQ_KEY): what cancelling names
+	Topic      string `json:"topic"`
+	Queue      int32  `json:"queue"` // -1: any
+	Due        string `json:"due"`   // RFC 3339, milliseconds
+	DueMillis  int64  `json:"due_ms"`
+	DelayLevel int    `json:"delay_level,omitempty"` // RocketMQ delay level; 0: a timer message
+	Tags       string `json:"tags,omitempty"`
+	Keys       string `json:"keys,omitempty"`
+	Size       int    `json:"size"`
+	Offset     int64  `json:"offset"` // its entry in the timer log
 }
 
 // Transactions lists the transactions in doubt: Kafka transactions open or

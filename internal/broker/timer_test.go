@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -224,5 +225,64 @@ func testTimerRecall(t *testing.T) {
 	}
 	if err := f.b.RecallTimer(ctx, name, "b", dueA); !errors.Is(err, ErrTimerNotPending) {
 		t.Fatalf("recall after delivery: %v", err)
+	}
+}
+
+// TestPendingTimers: the listing shows what waits, the earliest first —
+// entries of seconds the delivery loop holds and of later ones — per topic,
+// without recalled or delivered ones, and stops at its limit.
+func TestPendingTimers(t *testing.T) { synctest.Test(t, testPendingTimers) }
+
+func testPendingTimers(t *testing.T) {
+	ctx := context.Background()
+	f := open(t, t.TempDir())
+	defer f.close(t)
+	a, _ := model.ParseTopicName("timers-a")
+	other, _ := model.ParseTopicName("timers-b")
+	for _, n := range []model.TopicName{a, other} {
+		if _, err := f.b.CreateTopic(ctx, n, 1, TopicConfig{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	send := func(topic model.TopicName, id string, d time.Duration) {
+		m := model.Message{Body: []byte(id), Tags: "tag-" + id, Headers: []model.Header{{Key: "UNIQ_KEY", Value: []byte(id)}}, IndexKeys: []string{id}}
+		if _, _, err := f.b.AppendTimer(ctx, topic, 0, m, now.Add(d).UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(a, "late", time.Hour)
+	send(a, "soon", 500*time.Millisecond) // its second is taken into the heap at once
+	send(other, "elsewhere", time.Minute)
+	send(a, "mid", time.Minute)
+	send(a, "recalled", time.Minute)
+	if err := f.b.RecallTimer(ctx, a, "recalled", 0); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(topic string, max int) ([]string, bool) {
+		t.Helper()
+		list, more, err := f.b.PendingTimers(ctx, topic, TimerListLimits{Max: max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range list {
+			out = append(out, p.ID)
+		}
+		return out, more
+	}
+	if got, more := ids(a.String(), 10); !slices.Equal(got, []string{"soon", "mid", "late"}) || more {
+		t.Fatalf("pending on %s: %v (more %v)", a, got, more)
+	}
+	if got, more := ids("", 2); !slices.Equal(got, []string{"soon", "elsewhere"}) && !slices.Equal(got, []string{"soon", "mid"}) || !more {
+		t.Fatalf("first two of all: %v (more %v)", got, more)
+	}
+	list, _, _ := f.b.PendingTimers(ctx, a.String(), TimerListLimits{})
+	if p := list[0]; p.Topic != a.String() || p.Tags != "tag-soon" || p.Size != 4 || p.Due.UnixMilli() != now.Add(500*time.Millisecond).UnixMilli() {
+		t.Fatalf("entry: %+v", p)
+	}
+	arrivals(t, f.b, a, 1, 5*time.Second) // "soon" is delivered
+	if got, _ := ids(a.String(), 10); !slices.Equal(got, []string{"mid", "late"}) {
+		t.Fatalf("after a delivery: %v", got)
 	}
 }

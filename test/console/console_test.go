@@ -64,6 +64,8 @@ func TestConsolePages(t *testing.T) {
 			"headers": []map[string]string{{"key": "source", "value": "console-test"}}})
 	}
 	post(t, base+"/api/v1/groups/billing/reset", map[string]any{"topic": "orders", "to": "offset", "offset": 1})
+	post(t, base+"/api/v1/topics/orders/messages", map[string]any{"queue": 1, "key": "later", "tags": "reminder", "body": "in an hour",
+		"headers": []map[string]string{{"key": "TIMER_DELAY_SEC", "value": "3600"}}})
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Headless)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -161,6 +163,9 @@ func TestConsolePages(t *testing.T) {
 	do("transactions", chromedp.Navigate(base+"/#/transactions"))
 	waitFor("RocketMQ half messages")
 	shot("transactions")
+	do("timers", chromedp.Navigate(base+"/#/timers"))
+	timers := waitFor("reminder")
+	shot("timers")
 	do("cluster", chromedp.Navigate(base+"/#/cluster"))
 	waitFor("Replication groups")
 	shot("cluster")
@@ -171,6 +176,7 @@ func TestConsolePages(t *testing.T) {
 		"detail":   {detail, "console-test", "order-1"},
 		"group":    {group, "orders", "total lag 2"},
 		"search":   {search, "order-2"},
+		"timers":   {timers, "orders", "later", "timer"},
 	} {
 		for _, want := range got[1:] {
 			if !strings.Contains(got[0], want) {

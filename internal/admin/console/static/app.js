@@ -323,6 +323,31 @@ async function transactions(view) {
           h("button", { class: "danger", onclick: () => act("POST", "/api/v1/transactions/rocketmq/" + m.offset + "/rollback", "Roll back half message " + m.offset) }, "Roll back"))])));
 }
 
+async function timers(view, topic) {
+  const q = new URLSearchParams({ limit: "200" });
+  if (topic) q.set("topic", topic);
+  const list = await api("GET", "/api/v1/timers?" + q.toString());
+  const status = h("div");
+  const filter = h("input", { type: "text", placeholder: "topic", value: topic || "", "aria-label": "topic" });
+  const cancel = async (t) => {
+    if (!confirm("Cancel " + t.id + " (due " + t.due + ")?")) return;
+    try {
+      await api("DELETE", "/api/v1/timers/" + enc(t.id) + "?topic=" + enc(t.topic));
+      status.replaceChildren(h("div", { class: "notice" }, "Cancelled ", t.id, "."));
+      setTimeout(route, 800);
+    } catch (err) { status.replaceChildren(errorBox(err)); }
+  };
+  view.replaceChildren(h("h1", {}, "Pending timers"),
+    h("p", { class: "muted" }, "Timer messages (a delivery time or delay) and RocketMQ delay levels waiting for their time, the earliest first. A cancelled one is never delivered."),
+    h("form", { onsubmit: (e) => { e.preventDefault(); location.hash = "#/timers" + (filter.value ? "/" + enc(filter.value) : ""); } },
+      filter, " ", h("button", { type: "submit" }, "Filter")),
+    status,
+    table([{ label: "due" }, { label: "topic" }, { label: "message id" }, { label: "kind" }, { label: "tags" }, { label: "keys" }, { label: "bytes", num: true }, { label: "" }],
+      list.timers.map((t) => [t.due, t.topic, t.id, t.delay_level ? "delay level " + t.delay_level : "timer", t.tags || "", t.keys || "", t.size,
+        h("button", { class: "danger", onclick: () => cancel(t) }, "Cancel")])),
+    list.more ? h("p", { class: "muted" }, "The first ", list.timers.length, " are shown; more are pending.") : "");
+}
+
 async function clusterView(view) {
   let c;
   try { c = await api("GET", "/api/v1/cluster"); } catch (err) {
@@ -352,6 +377,8 @@ const routes = [
   [/^#\/dlq$/, "dlq", dlqList],
   [/^#\/dlq\/(.+)$/, "dlq", dlqDetail],
   [/^#\/transactions$/, "transactions", transactions],
+  [/^#\/timers$/, "timers", timers],
+  [/^#\/timers\/(.+)$/, "timers", timers],
   [/^#\/cluster$/, "cluster", clusterView],
 ];
 
