@@ -106,7 +106,7 @@ func groupCmd() *cobra.Command {
 	a.flags(cmd)
 	var out string
 	cmd.PersistentFlags().StringVarP(&out, "output", "o", "table", "table, json or yaml")
-	list := &cobra.Command{Use: "list", Short: "Groups with committed offsets, and their total lag", Args: cobra.NoArgs,
+	list := &cobra.Command{Use: "list", Short: "Groups with committed offsets or live members, and their total lag", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var gs []apiv1.GroupSummary
 			if err := a.call(cmd, "GET", "/api/v1/groups", nil, &gs); err != nil {
@@ -117,9 +117,9 @@ func groupCmd() *cobra.Command {
 			}
 			var rows [][]string
 			for _, g := range gs {
-				rows = append(rows, []string{g.Name, strconv.Itoa(g.Topics), strconv.FormatInt(g.Lag, 10)})
+				rows = append(rows, []string{g.Name, g.State, strconv.Itoa(g.Members), strconv.Itoa(g.Topics), strconv.FormatInt(g.Lag, 10)})
 			}
-			return table(cmd, "GROUP\tTOPICS\tLAG", rows)
+			return table(cmd, "GROUP\tSTATE\tMEMBERS\tTOPICS\tLAG", rows)
 		}}
 	lag := func(use, short string) *cobra.Command {
 		return &cobra.Command{Use: use + " GROUP", Short: short, Args: cobra.ExactArgs(1),
@@ -140,6 +140,9 @@ func groupCmd() *cobra.Command {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "total lag %d\n", d.Lag)
+				if use == "describe" {
+					return printMembers(cmd, d)
+				}
 				return nil
 			}}
 	}
@@ -214,8 +217,8 @@ position over the reset.`,
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", args[0])
 			return nil
 		}}
-	cmd.AddCommand(list, lag("describe", "A group's committed offsets, ends and lag per queue"),
-		lag("lag", "The same as describe: lag per queue and in total"), reset, del)
+	cmd.AddCommand(list, lag("describe", "A group's committed offsets, ends and lag per queue, and its live members"),
+		lag("lag", "Lag per queue and in total"), reset, del)
 	return cmd
 }
 

@@ -98,7 +98,7 @@ func NewMetrics() *Metrics {
 // Handler returns the admin HTTP handler for b, the Kafka transaction
 // coordinator (nil: none) and the security state; cluster answers GET
 // /api/v1/cluster.
-func Handler(b *broker.Broker, txns *txn.Coordinator, m *Metrics, log *slog.Logger, sec Security, cluster func(context.Context) (ClusterStatus, error)) http.Handler {
+func Handler(b *broker.Broker, txns *txn.Coordinator, m *Metrics, log *slog.Logger, sec Security, cluster func(context.Context) (ClusterStatus, error), members *Members) http.Handler {
 	m.Registry.MustRegister(newStorageCollector(b), newFlowCollector(b))
 	registerTxnMetrics(m.Registry, b)
 	if sec.Quotas != nil {
@@ -123,7 +123,7 @@ func Handler(b *broker.Broker, txns *txn.Coordinator, m *Metrics, log *slog.Logg
 		mux.HandleFunc("GET /api/v1/cluster", sec.guard(clusterHandler(cluster)))
 	}
 	registerTopicAPI(mux, b, sec)
-	registerGroupAPI(mux, b, sec)
+	registerGroupAPI(mux, b, sec, members)
 	registerMessageAPI(mux, b, sec)
 	registerDeadLetterAPI(mux, b, sec)
 	registerTransactionAPI(mux, b, txns, sec)

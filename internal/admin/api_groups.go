@@ -16,7 +16,7 @@ import (
 // consumers — whatever protocol it speaks.
 
 func groupDetail(b *broker.Broker, group string) apiv1.GroupDetail {
-	d := apiv1.GroupDetail{Name: group, Offsets: []apiv1.GroupOffset{}}
+	d := apiv1.GroupDetail{Name: group, Offsets: []apiv1.GroupOffset{}, Members: []apiv1.GroupMember{}}
 	for t, offs := range b.FetchAllOffsets(group) {
 		for i, c := range offs {
 			o := apiv1.GroupOffset{Topic: t.Name.Short(), Queue: i, Committed: int64(c.Offset), Metadata: c.Metadata, CommitTimeMs: c.CommitTime}
@@ -35,27 +35,37 @@ func groupDetail(b *broker.Broker, group string) apiv1.GroupDetail {
 	return d
 }
 
-func registerGroupAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
+// knownGroups lists the groups with committed offsets or live members.
+func knownGroups(b *broker.Broker, members *Members) []string {
+	all := append(b.OffsetGroups(), members.groups()...)
+	slices.Sort(all)
+	return slices.Compact(all)
+}
+
+func registerGroupAPI(mux *http.ServeMux, b *broker.Broker, sec Security, members *Members) {
 	mux.HandleFunc("GET /api/v1/groups", sec.guard(func(w http.ResponseWriter, _ *http.Request) {
 		out := []apiv1.GroupSummary{}
-		for _, g := range b.OffsetGroups() {
+		for _, g := range knownGroups(b, members) {
 			d := groupDetail(b, g)
+			members.describe(b, &d)
 			topics := map[string]bool{}
 			for _, o := range d.Offsets {
 				topics[o.Topic] = true
 			}
-			out = append(out, apiv1.GroupSummary{Name: g, Topics: len(topics), Lag: d.Lag})
+			out = append(out, apiv1.GroupSummary{Name: g, Topics: len(topics), Lag: d.Lag, Members: len(d.Members), State: d.State})
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 		writeJSON(w, out)
 	}))
 	mux.HandleFunc("GET /api/v1/groups/{group}", sec.guard(func(w http.ResponseWriter, r *http.Request) {
 		group := r.PathValue("group")
-		if !slices.Contains(b.OffsetGroups(), group) {
-			apiError(w, http.StatusNotFound, "group_not_found", "no committed offsets for group "+group)
+		if !slices.Contains(knownGroups(b, members), group) {
+			apiError(w, http.StatusNotFound, "group_not_found", "no committed offsets or live members for group "+group)
 			return
 		}
-		writeJSON(w, groupDetail(b, group))
+		d := groupDetail(b, group)
+		members.describe(b, &d)
+		writeJSON(w, d)
 	}))
 	// Reset a group's committed offsets. As with kafka-consumer-groups,
 	// stop the group's consumers first: a running member commits its own
@@ -72,10 +82,16 @@ func registerGroupAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 		}
 		writeJSON(w, moves)
 	}))
+	// Delete a group as Kafka's DeleteGroups does: its committed offsets
+	// and the coordinator's state of it, refused while it has members.
 	mux.HandleFunc("DELETE /api/v1/groups/{group}", sec.guard(func(w http.ResponseWriter, r *http.Request) {
 		group := r.PathValue("group")
-		if !slices.Contains(b.OffsetGroups(), group) {
-			apiError(w, http.StatusNotFound, "group_not_found", "no committed offsets for group "+group)
+		if !slices.Contains(knownGroups(b, members), group) {
+			apiError(w, http.StatusNotFound, "group_not_found", "no committed offsets or live members for group "+group)
+			return
+		}
+		if err := members.deleteKafka(group); err != nil {
+			apiError(w, http.StatusConflict, "group_not_empty", "group "+group+" has live members: stop them first")
 			return
 		}
 		if err := b.DeleteGroupOffsets(r.Context(), group); err != nil {

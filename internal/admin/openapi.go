@@ -16,7 +16,7 @@ func openAPI() map[string]any {
 	schemas := map[string]any{
 		"Error": map[string]any{"type": "object", "properties": map[string]any{"error": map[string]any{
 			"type": "object", "properties": map[string]any{
-				"code":    map[string]any{"type": "string", "description": "stable, for scripts: bad_request, unauthenticated, forbidden, not_found, topic_not_found, queue_not_found, group_not_found, topic_exists, invalid_topic, invalid_request, offset_out_of_range, internal_topic, conflict, not_leader, disk_full, unavailable, internal"},
+				"code":    map[string]any{"type": "string", "description": "stable, for scripts: bad_request, unauthenticated, forbidden, not_found, topic_not_found, queue_not_found, group_not_found, topic_exists, invalid_topic, invalid_request, offset_out_of_range, internal_topic, conflict, group_not_empty, not_leader, disk_full, unavailable, internal"},
 				"message": map[string]any{"type": "string"}}}}},
 	}
 	ref := func(v any) map[string]any { return schemaRef(schemas, reflect.TypeOf(v)) }

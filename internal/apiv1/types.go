@@ -60,9 +60,11 @@ type TopicDetail struct {
 
 // GroupSummary is a group in the group list.
 type GroupSummary struct {
-	Name   string `json:"name"`
-	Topics int    `json:"topics"`
-	Lag    int64  `json:"lag"` // messages between the committed offsets and the ends
+	Name    string `json:"name"`
+	Topics  int    `json:"topics"`
+	Lag     int64  `json:"lag"`             // messages between the committed offsets and the ends
+	Members int    `json:"members"`         // live members
+	State   string `json:"state,omitempty"` // Kafka groups: the coordinator's state
 }
 
 // GroupOffset is a group's position in one queue.
@@ -81,6 +83,34 @@ type GroupDetail struct {
 	Name    string        `json:"name"`
 	Lag     int64         `json:"lag"`
 	Offsets []GroupOffset `json:"offsets"`
+	// Kafka group coordinator state (empty for groups it does not hold):
+	// "classic" or "consumer" (KIP-848), the state and generation or
+	// group epoch.
+	Type       string `json:"type,omitempty"`
+	State      string `json:"state,omitempty"`
+	Generation int32  `json:"generation,omitempty"`
+	// Members are the live members: Kafka members with their assignment,
+	// RocketMQ remoting consumers with their subscriptions (they assign
+	// queues among themselves).
+	Members []GroupMember `json:"members"`
+}
+
+// GroupMember is one live member of a consumer group.
+type GroupMember struct {
+	Protocol      string            `json:"protocol"` // kafka or rocketmq
+	MemberID      string            `json:"member_id,omitempty"`
+	InstanceID    string            `json:"instance_id,omitempty"`
+	ClientID      string            `json:"client_id"`
+	Host          string            `json:"host,omitempty"`
+	Client        string            `json:"client,omitempty"` // RocketMQ: language and version
+	Subscriptions []string          `json:"subscriptions,omitempty"`
+	Assignment    []GroupAssignment `json:"assignment,omitempty"`
+}
+
+// GroupAssignment is the queues of one topic a member holds.
+type GroupAssignment struct {
+	Topic  string  `json:"topic"`
+	Queues []int32 `json:"queues"`
 }
 
 // OffsetReset is the body of POST /api/v1/groups/{group}/reset.

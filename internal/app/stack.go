@@ -8,6 +8,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/rosettamq/rosetta/internal/admin"
+	"github.com/rosettamq/rosetta/internal/apiv1"
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/pop"
@@ -28,6 +30,9 @@ type stack struct {
 	txns   *txn.Coordinator
 	pop    *pop.Engine
 	groups *groups.Coordinator
+	// members gathers live group members for the admin API (the Kafka
+	// coordinator's, and the front-ends' as they start).
+	members *admin.Members
 }
 
 // newStack builds the broker core over the open engine and metadata.
@@ -72,7 +77,21 @@ func (a *App) newStack(ctx context.Context) (*stack, error) {
 	st.groups = groups.New(groups.Options{Logger: log,
 		MinSessionTimeout: cfg.Broker.GroupMinSessionTimeout, MaxSessionTimeout: cfg.Broker.GroupMaxSessionTimeout,
 		ConsumerSessionTimeout: cfg.Broker.GroupConsumerSessionTimeout, ConsumerHeartbeatInterval: cfg.Broker.GroupConsumerHeartbeatInterval})
+	st.members = &admin.Members{Kafka: st.groups, ConsumerProtocol: kafka.DecodeConsumerProtocol}
 	return st, nil
+}
+
+// remotingMembers describes a remoting server's live consumers of a group
+// as the admin API shows members.
+func remotingMembers(srv *remoting.Server) func(group string) []apiv1.GroupMember {
+	return func(group string) []apiv1.GroupMember {
+		var out []apiv1.GroupMember
+		for _, c := range srv.Consumers(group) {
+			out = append(out, apiv1.GroupMember{Protocol: "rocketmq", ClientID: c.ClientID, Host: c.Address,
+				Client: fmt.Sprintf("%s %d, %s %s", c.Language, c.Version, c.ConsumeType, c.MessageModel), Subscriptions: c.Subscriptions})
+		}
+		return out
+	}
 }
 
 // close stops the stack (what of it was built), newest first.
@@ -151,6 +170,7 @@ func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontE
 			ObserveRequest:     a.metrics.RequestObserver("remoting"),
 			Logger:             a.log,
 		})
+		st.members.Add(admin.MemberSource{Members: remotingMembers(srv), Groups: srv.ConsumerGroups})
 		g.Go(func() error { return srv.Serve(ctx, fe.remoting) })
 	}
 	if fe.grpc != nil {

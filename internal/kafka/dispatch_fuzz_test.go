@@ -82,3 +82,12 @@ func FuzzDispatch(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeConsumerProtocol: a classic member's metadata and assignment
+// (bytes a client sent) never make the decoder panic.
+func FuzzDecodeConsumerProtocol(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 0, 1, 0, 1, 'a', 0, 0, 0, 0}, []byte{0, 0, 0, 0, 0, 1, 0, 1, 'a', 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, metadata, assignment []byte) {
+		DecodeConsumerProtocol(metadata, assignment)
+	})
+}

@@ -51,7 +51,7 @@ var rules = map[string]rule{
 	"internal/apiv1":       {allowed: nil},
 	"internal/telemetry":   {allowed: nil},
 	"internal/bench":       {allowed: []string{"model", "storage", "broker", "meta", "bench", "kafka", "remoting", "grpcv5"}, protocols: true},
-	"internal/app":         {allowed: []string{"task", "model", "storage", "meta", "cluster", "replication", "broker", "kafka", "remoting", "grpcv5", "admin", "app", "tlsmux", "telemetry"}, protocols: true},
+	"internal/app":         {allowed: []string{"task", "model", "storage", "meta", "cluster", "replication", "broker", "kafka", "remoting", "grpcv5", "admin", "apiv1", "app", "tlsmux", "telemetry"}, protocols: true},
 	"internal/lint":        {allowed: nil},
 	"internal/task":        {allowed: nil},
 	"internal/tlsmux":      {allowed: nil},

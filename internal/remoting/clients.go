@@ -12,6 +12,7 @@ package remoting
 
 import (
 	"encoding/json"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -347,4 +348,51 @@ func (s *Server) subscriptionFilter(typ, expr string) (msgFilter, error) {
 	}
 	s.sqlCache[expr] = e
 	return sqlFilter{e}, nil
+}
+
+// Consumer is a live remoting consumer of a group, as its heartbeats
+// describe it.
+type Consumer struct {
+	ClientID, Address, Language string
+	Version                     int32
+	ConsumeType, MessageModel   string
+	// Subscriptions are "topic expression" (e.g. "orders TAG:a || b").
+	Subscriptions []string
+	LastSeen      time.Time
+}
+
+// Consumers lists the live consumers of group (by client id).
+func (s *Server) Consumers(group string) []Consumer {
+	s.clients.mu.Lock()
+	defer s.clients.mu.Unlock()
+	var out []Consumer
+	for id, cl := range s.clients.consumers[group] {
+		c := Consumer{ClientID: id, Address: cl.conn.remote, Language: cl.language, Version: cl.version,
+			ConsumeType: cl.data.ConsumeType, MessageModel: cl.data.MessageModel, LastSeen: cl.lastSeen}
+		for _, sub := range cl.data.Subscriptions {
+			expr := sub.SubString
+			if sub.Expression != "" && sub.Expression != "TAG" {
+				expr = sub.Expression + ":" + expr
+			}
+			c.Subscriptions = append(c.Subscriptions, sub.Topic+" "+expr)
+		}
+		slices.Sort(c.Subscriptions)
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b Consumer) int { return strings.Compare(a.ClientID, b.ClientID) })
+	return out
+}
+
+// ConsumerGroups lists the groups with live remoting consumers.
+func (s *Server) ConsumerGroups() []string {
+	s.clients.mu.Lock()
+	defer s.clients.mu.Unlock()
+	var out []string
+	for g, members := range s.clients.consumers {
+		if len(members) > 0 {
+			out = append(out, g)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -220,9 +220,9 @@ async function topicDetail(view, name) {
 async function groupList(view) {
   const groups = await api("GET", "/api/v1/groups");
   view.replaceChildren(h("h1", {}, "Consumer groups"),
-    h("p", { class: "muted" }, "Every group that commits offsets: Kafka classic and KIP-848 groups, RocketMQ push and pull consumers."),
-    table([{ label: "group" }, { label: "topics", num: true }, { label: "lag", num: true }],
-      groups.map((g) => [g.name, g.topics, fmtInt(g.lag)]), (i) => { location.hash = "#/groups/" + enc(groups[i].name); }));
+    h("p", { class: "muted" }, "Every group that commits offsets or has live members: Kafka classic and KIP-848 groups, RocketMQ push and pull consumers."),
+    table([{ label: "group" }, { label: "state" }, { label: "members", num: true }, { label: "topics", num: true }, { label: "lag", num: true }],
+      groups.map((g) => [g.name, g.state || "", g.members, g.topics, fmtInt(g.lag)]), (i) => { location.hash = "#/groups/" + enc(groups[i].name); }));
 }
 
 async function groupDetail(view, name) {
@@ -249,6 +249,12 @@ async function groupDetail(view, name) {
     table([{ label: "topic" }, { label: "queue", num: true }, { label: "committed", num: true }, { label: "end", num: true }, { label: "lag", num: true }, { label: "" }, { label: "committed at" }],
       g.offsets.map((o) => [o.topic, o.queue, fmtInt(o.committed), fmtInt(o.end), fmtInt(o.lag),
         h("div", { class: "bar", title: o.lag + " behind" }, h("div", { style: "width:" + Math.round(100 * o.lag / maxLag) + "%" })), fmtTime(o.commit_time_ms)])),
+    h("h2", {}, "Members"),
+    g.type ? h("p", { class: "muted" }, g.type === "consumer" ? "KIP-848 consumer group" : "classic group", ", ", g.state, ", ",
+      g.type === "consumer" ? "epoch " : "generation ", g.generation) : "",
+    table([{ label: "protocol" }, { label: "client" }, { label: "host" }, { label: "member" }, { label: "subscriptions" }, { label: "assignment" }],
+      g.members.map((m) => [m.protocol, m.client_id + (m.client ? " (" + m.client + ")" : ""), m.host || "", m.member_id || "",
+        (m.subscriptions || []).join(", "), (m.assignment || []).map((a) => a.topic + " " + a.queues.join(",")).join("; ") || (m.protocol === "rocketmq" ? "chosen by the clients" : "")])),
     h("h2", {}, "Reset offsets"),
     h("p", { class: "muted" }, "Stop the group's consumers first: a running member commits its own position over the reset."),
     h("div", { class: "toolbar" }, topic, to, val, h("button", { class: "secondary", onclick: () => reset(true) }, "Dry run"), h("button", { onclick: () => reset(false) }, "Reset")),
