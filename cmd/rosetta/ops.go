@@ -88,6 +88,48 @@ func topicCmd() *cobra.Command {
 	create.Flags().Int64Var(&cfg.RetentionBytes, "retention-bytes", 0, "most bytes a queue keeps (-1: unlimited; 0: the broker's default)")
 	create.Flags().StringVar(&cfg.CleanupPolicy, "cleanup-policy", "", "delete or compact")
 	create.Flags().StringVar(&cfg.MessageType, "message-type", "", "normal, fifo, delay, transaction or mixed (RocketMQ 5 topic types)")
+	create.Flags().BoolVar(&cfg.MessageTrace, "message-trace", false, "record its messages' lifecycles (rosetta message trace)")
+	alter := &cobra.Command{Use: "alter TOPIC", Short: "Change a topic's settings (those given) or grow its queues", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := map[string]any{}
+			for flag, key := range map[string]string{"queues": "queues", "retention-ms": "retention_ms", "retention-bytes": "retention_bytes",
+				"cleanup-policy": "cleanup_policy", "message-type": "message_type", "message-trace": "message_trace"} {
+				if f := cmd.Flags().Lookup(flag); f.Changed {
+					switch flag {
+					case "queues":
+						req[key] = queues
+					case "retention-ms":
+						req[key] = cfg.RetentionMs
+					case "retention-bytes":
+						req[key] = cfg.RetentionBytes
+					case "cleanup-policy":
+						req[key] = cfg.CleanupPolicy
+					case "message-type":
+						req[key] = cfg.MessageType
+					case "message-trace":
+						req[key] = cfg.MessageTrace
+					}
+				}
+			}
+			if len(req) == 0 {
+				return &usageError{msg: "name a setting to change, e.g. --queues 16 or --message-trace"}
+			}
+			var d apiv1.TopicDetail
+			if err := a.call(cmd, "PATCH", topicPath(args[0]), req, &d); err != nil {
+				return err
+			}
+			if done, err := output(cmd, out, d); done {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "altered %s: %d queues, message trace %v\n", d.Name, d.Queues, d.Config.MessageTrace)
+			return nil
+		}}
+	alter.Flags().IntVar(&queues, "queues", 0, "grow to this many queues")
+	alter.Flags().Int64Var(&cfg.RetentionMs, "retention-ms", 0, "how long messages are kept (-1: forever; 0: the broker's default)")
+	alter.Flags().Int64Var(&cfg.RetentionBytes, "retention-bytes", 0, "most bytes a queue keeps (-1: unlimited; 0: the broker's default)")
+	alter.Flags().StringVar(&cfg.CleanupPolicy, "cleanup-policy", "", "delete or compact")
+	alter.Flags().StringVar(&cfg.MessageType, "message-type", "", "normal, fifo, delay, transaction or mixed")
+	alter.Flags().BoolVar(&cfg.MessageTrace, "message-trace", false, "record its messages' lifecycles (--message-trace=false: stop)")
 	del := &cobra.Command{Use: "delete TOPIC", Short: "Delete a topic and its messages", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := a.call(cmd, "DELETE", topicPath(args[0]), nil, nil); err != nil {
@@ -96,7 +138,7 @@ func topicCmd() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", args[0])
 			return nil
 		}}
-	cmd.AddCommand(list, describe, create, del)
+	cmd.AddCommand(list, describe, create, alter, del)
 	return cmd
 }
 
@@ -394,7 +436,7 @@ func messageCmd() *cobra.Command {
 	sendCmd.Flags().StringVar(&send.Tags, "tags", "", "RocketMQ tags")
 	sendCmd.Flags().StringArrayVar(&headers, "header", nil, "a header or property, key=value (repeatable)")
 	sendCmd.Flags().Int32Var(&sendQueue, "queue", 0, "the queue (default: by key, else 0)")
-	cmd.AddCommand(browse, tail, search, sendCmd)
+	cmd.AddCommand(browse, tail, search, sendCmd, messageTraceCmd(a, &out))
 	return cmd
 }
 

@@ -167,3 +167,29 @@ func TestTimerCommands(t *testing.T) {
 		t.Fatalf("timer cancel of nothing pending: %d %s", code, out)
 	}
 }
+
+// TestMessageTraceCommand: rosetta message trace by place on a traced
+// topic, and its usage errors.
+func TestMessageTraceCommand(t *testing.T) {
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	url := "http://" + n.HTTPAddr()
+	if out, code := run(t, url, "topic", "create", "audited", "--queues", "1"); code != 0 {
+		t.Fatalf("topic create: %d %s", code, out)
+	}
+	if out, code := run(t, url, "topic", "alter", "audited", "--message-trace", "--queues", "2"); code != 0 || !strings.Contains(out, "2 queues, message trace true") {
+		t.Fatalf("topic alter: %d %s", code, out)
+	}
+	if out, code := run(t, url, "topic", "alter", "audited"); code != 2 {
+		t.Fatalf("topic alter without a setting: %d %s", code, out)
+	}
+	if out, code := run(t, url, "message", "send", "audited", "--queue", "0", "--body", "hello"); code != 0 {
+		t.Fatalf("message send: %d %s", code, out)
+	}
+	apptest.Eventually(t, 10*time.Second, "the produced event", func() bool {
+		out, code := run(t, url, "message", "trace", "--topic", "audited", "--queue", "0", "--offset", "0")
+		return code == 0 && strings.Contains(out, "produced") && strings.Contains(out, "audited 0@0") && strings.Contains(out, "admin")
+	})
+	if out, code := run(t, url, "message", "trace"); code != 2 {
+		t.Fatalf("trace without a message: %d %s", code, out)
+	}
+}

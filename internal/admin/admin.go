@@ -101,6 +101,11 @@ func NewMetrics() *Metrics {
 func Handler(b *broker.Broker, txns *txn.Coordinator, m *Metrics, log *slog.Logger, sec Security, cluster func(context.Context) (ClusterStatus, error), members *Members) http.Handler {
 	m.Registry.MustRegister(newStorageCollector(b), newFlowCollector(b))
 	registerTxnMetrics(m.Registry, b)
+	m.Registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "rosetta", Subsystem: "trace", Name: "events_recorded_total",
+			Help: "Message lifecycle events recorded (topics with message trace on)."}, func() float64 { return float64(b.TraceStats().Recorded) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "rosetta", Subsystem: "trace", Name: "events_dropped_total",
+			Help: "Message lifecycle events dropped because the recorder was behind."}, func() float64 { return float64(b.TraceStats().Dropped) }))
 	if sec.Quotas != nil {
 		m.Registry.MustRegister(newQuotaCollector(sec.Quotas))
 	}
@@ -124,6 +129,7 @@ func Handler(b *broker.Broker, txns *txn.Coordinator, m *Metrics, log *slog.Logg
 	}
 	registerTopicAPI(mux, b, sec)
 	registerGroupAPI(mux, b, sec, members)
+	registerTraceAPI(mux, b, sec)
 	registerMessageAPI(mux, b, sec)
 	registerDeadLetterAPI(mux, b, sec)
 	registerTransactionAPI(mux, b, txns, sec)

@@ -120,7 +120,7 @@ func registerMessageAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 		}
 		// Published as a producer's message: timer and delay-level
 		// headers make it wait, as they would from a RocketMQ client.
-		pub, err := b.Publish(r.Context(), t, q, []model.Message{m})
+		pub, err := b.Publish(broker.WithTraceSource(r.Context(), "admin", r.RemoteAddr), t, q, []model.Message{m})
 		if errors.Is(err, broker.ErrTimerIllegal) {
 			apiError(w, http.StatusBadRequest, "bad_request", err.Error())
 			return

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/hex"
+	"fmt"
 	"net/http"
 
 	"github.com/rosettamq/rosetta/internal/apiv1"
@@ -12,13 +13,55 @@ import (
 // topicConfig is a topic's configuration as the API shows it.
 func topicConfig(c broker.TopicConfig) apiv1.TopicConfig {
 	return apiv1.TopicConfig{RetentionMs: c.RetentionMs, RetentionBytes: c.RetentionBytes, MaxMessageBytes: c.MaxMessageBytes,
-		MessageType: c.MessageType, CleanupPolicy: c.CleanupPolicy, TimestampType: c.TimestampType, Extra: c.Extra}
+		MessageType: c.MessageType, CleanupPolicy: c.CleanupPolicy, TimestampType: c.TimestampType, Extra: c.Extra,
+		MessageTrace: c.MessageTrace == broker.TopicConfigMessageTrace}
 }
 
 // brokerTopicConfig is an API topic configuration for the broker.
 func brokerTopicConfig(c apiv1.TopicConfig) broker.TopicConfig {
-	return broker.TopicConfig{RetentionMs: c.RetentionMs, RetentionBytes: c.RetentionBytes, MaxMessageBytes: c.MaxMessageBytes,
+	bc := broker.TopicConfig{RetentionMs: c.RetentionMs, RetentionBytes: c.RetentionBytes, MaxMessageBytes: c.MaxMessageBytes,
 		MessageType: c.MessageType, CleanupPolicy: c.CleanupPolicy, TimestampType: c.TimestampType, Extra: c.Extra}
+	if c.MessageTrace {
+		bc.MessageTrace = broker.TopicConfigMessageTrace
+	}
+	return bc
+}
+
+// alterTopic applies a PATCH: settings given change, the queue count grows.
+func alterTopic(r *http.Request, b *broker.Broker, t *broker.Topic, req apiv1.TopicAlter) (*broker.Topic, error) {
+	c := t.Config
+	if req.RetentionMs != nil {
+		c.RetentionMs = *req.RetentionMs
+	}
+	if req.RetentionBytes != nil {
+		c.RetentionBytes = *req.RetentionBytes
+	}
+	if req.MaxMessageBytes != nil {
+		c.MaxMessageBytes = *req.MaxMessageBytes
+	}
+	if req.MessageType != nil {
+		c.MessageType = *req.MessageType
+	}
+	if req.CleanupPolicy != nil {
+		c.CleanupPolicy = *req.CleanupPolicy
+	}
+	if req.MessageTrace != nil {
+		c.MessageTrace = "false"
+		if *req.MessageTrace {
+			c.MessageTrace = broker.TopicConfigMessageTrace
+		}
+	}
+	if req.Queues != 0 && req.Queues < t.QueueCount() {
+		return nil, fmt.Errorf("%w: %s has %d queues; a topic only grows", model.ErrInvalidQueueCount, t.Name.Short(), t.QueueCount())
+	}
+	nt, err := b.UpdateTopicConfig(r.Context(), t.Name, c)
+	if err != nil {
+		return nil, err
+	}
+	if req.Queues > nt.QueueCount() {
+		return b.GrowTopic(r.Context(), t.Name, req.Queues)
+	}
+	return nt, nil
 }
 
 func topicSummary(b *broker.Broker, t *broker.Topic) (apiv1.TopicSummary, []apiv1.QueueInfo) {
@@ -75,6 +118,23 @@ func registerTopicAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 		}
 		s, queues := topicSummary(b, t)
 		writeJSONStatus(w, http.StatusCreated, apiv1.TopicDetail{TopicSummary: s, QueueList: queues, Config: topicConfig(t.Config)})
+	}))
+	mux.HandleFunc("PATCH /api/v1/topics/{topic}", sec.guard(func(w http.ResponseWriter, r *http.Request) {
+		t, ok := topicParam(w, r, b)
+		if !ok {
+			return
+		}
+		var req apiv1.TopicAlter
+		if !readJSON(w, r, &req) {
+			return
+		}
+		nt, err := alterTopic(r, b, t, req)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		s, queues := topicSummary(b, nt)
+		writeJSON(w, apiv1.TopicDetail{TopicSummary: s, QueueList: queues, Config: topicConfig(nt.Config)})
 	}))
 	mux.HandleFunc("DELETE /api/v1/topics/{topic}", sec.guard(func(w http.ResponseWriter, r *http.Request) {
 		t, ok := topicParam(w, r, b)

@@ -64,7 +64,7 @@ func registerTransactionAPI(mux *http.ServeMux, b *broker.Broker, txns *txn.Coor
 			apiError(w, http.StatusNotFound, "not_found", "no pending half message at offset "+r.PathValue("offset"))
 			return
 		}
-		topic, queue, at, err := b.EndTransaction(r.Context(), group, model.QueueOffset(off), action == "commit")
+		topic, queue, at, err := b.EndTransaction(broker.WithTraceSource(r.Context(), "admin", r.RemoteAddr), group, model.QueueOffset(off), action == "commit")
 		if err != nil {
 			writeErr(w, err)
 			return

@@ -57,6 +57,7 @@ func openAPI() map[string]any {
 		},
 		"/api/v1/topics/{topic}": map[string]any{
 			"get":    op("a topic with its queues (start, end, bytes) and configuration", 200, ref(apiv1.TopicDetail{}), topic),
+			"patch":  withBody(op("change a topic's settings (those given) and grow its queues", 200, ref(apiv1.TopicDetail{}), topic), ref(apiv1.TopicAlter{})),
 			"delete": op("delete a topic and its messages", 204, nil, topic),
 		},
 		"/api/v1/topics/{topic}/messages": map[string]any{
@@ -103,6 +104,9 @@ func openAPI() map[string]any {
 		"/api/v1/storage/gc":        map[string]any{"post": op("run a garbage-collection pass", 200, anyObject, query("threshold", "number", "relocate segments less live than this (0..1], default 0.5"))},
 		"/api/v1/storage/compact":   map[string]any{"post": op("clean every compacted topic now", 200, anyObject)},
 		"/api/v1/storage/retention": map[string]any{"post": op("run a retention pass now", 200, anyObject)},
+		"/api/v1/trace": map[string]any{"get": op("a message's recorded lifecycle (topics with message_trace on): produced, delivered, acknowledged, retried, dead-lettered, timer fired, transaction committed or rolled back", 200,
+			ref(apiv1.MessageTrace{}), query("id", "string", "the message's unique id (RocketMQ msgId / UNIQ_KEY)"),
+			query("topic", "string", "or its topic,"), query("queue", "integer", "queue"), query("offset", "integer", "and offset"))},
 		"/api/v1/timers": map[string]any{"get": op("pending timer and delayed messages, the earliest first", 200, ref(apiv1.PendingTimers{}),
 			query("topic", "string", "only those for this topic"), query("limit", "integer", "1..1000 (default 100)"))},
 		"/api/v1/timers/{id}": map[string]any{"delete": op("cancel a pending timer or delayed message", 204, nil,

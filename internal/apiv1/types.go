@@ -12,7 +12,41 @@ type TopicConfig struct {
 	MessageType     string            `json:"message_type,omitempty"`   // normal, fifo, delay, transaction, mixed
 	CleanupPolicy   string            `json:"cleanup_policy,omitempty"` // delete | compact
 	TimestampType   string            `json:"timestamp_type,omitempty"` // CreateTime | LogAppendTime
+	MessageTrace    bool              `json:"message_trace,omitempty"`  // lifecycle events recorded (GET /api/v1/trace)
 	Extra           map[string]string `json:"extra,omitempty"`          // other settings, kept verbatim
+}
+
+// TopicAlter is the body of PATCH /api/v1/topics/{topic}: the settings
+// given change, the others stay.
+type TopicAlter struct {
+	Queues          int     `json:"queues,omitempty"` // grow to this many queues (never fewer)
+	RetentionMs     *int64  `json:"retention_ms,omitempty"`
+	RetentionBytes  *int64  `json:"retention_bytes,omitempty"`
+	MaxMessageBytes *int32  `json:"max_message_bytes,omitempty"`
+	MessageType     *string `json:"message_type,omitempty"`
+	CleanupPolicy   *string `json:"cleanup_policy,omitempty"`
+	MessageTrace    *bool   `json:"message_trace,omitempty"`
+}
+
+// MessageTrace is a message's recorded lifecycle, in time order.
+type MessageTrace struct {
+	Events []TraceEvent `json:"events"`
+}
+
+// TraceEvent is one step of a message's life as the broker saw it.
+type TraceEvent struct {
+	TimeMs   int64  `json:"time_ms"`
+	Time     string `json:"time"` // RFC 3339, milliseconds
+	Kind     string `json:"kind"` // produced, delivered, acknowledged, retried, dead-lettered, timer fired, transaction committed, transaction rolled back
+	ID       string `json:"id,omitempty"`
+	Topic    string `json:"topic"`
+	Queue    int32  `json:"queue"`
+	Offset   int64  `json:"offset"` // -1: waiting, not in its topic yet
+	Protocol string `json:"protocol,omitempty"`
+	Group    string `json:"group,omitempty"`
+	Client   string `json:"client,omitempty"`
+	Attempt  int32  `json:"attempt,omitempty"`
+	Detail   string `json:"detail,omitempty"`
 }
 
 // TopicCreate is the body of POST /api/v1/topics.

@@ -183,6 +183,10 @@ type BrokerConfig struct {
 	DefaultQueues     int  `yaml:"default_queues" help:"queues (partitions) of an auto-created topic"`
 	MaxQueuesPerTopic int  `yaml:"max_queues_per_topic" help:"upper bound on a topic's queue count"`
 
+	MessageTraceAll       bool          `yaml:"message_trace_all" help:"record the lifecycle of every topic's messages (otherwise only topics whose message_trace config is on: rosetta.message.trace=true)"`
+	MessageTraceSample    float64       `yaml:"message_trace_sample" help:"share of traced topics' messages whose lifecycle is recorded (0 or 1: all), chosen by message id"`
+	MessageTraceRetention time.Duration `yaml:"message_trace_retention" help:"how long recorded lifecycle events are kept"`
+
 	ProducerIDExpiration time.Duration `yaml:"producer_id_expiration" help:"forget an idempotent producer's sequence state after this long without a write (Kafka producer.id.expiration.ms)"`
 	MaxProducerStates    int           `yaml:"max_producer_states" help:"bound on idempotent (producer, partition) states held; past it the least recently used are forgotten"`
 
@@ -280,6 +284,7 @@ func DefaultConfig() Config {
 			MaxOpenIndexFiles:  2048,
 		},
 		Broker: BrokerConfig{AutoCreateTopics: true, DefaultQueues: 8, MaxQueuesPerTopic: 10000, Retention: 7 * 24 * time.Hour,
+			MessageTraceSample: 1, MessageTraceRetention: 3 * 24 * time.Hour,
 			ProducerIDExpiration: 24 * time.Hour, MaxProducerStates: 500_000,
 			GroupMinSessionTimeout: 6 * time.Second, GroupMaxSessionTimeout: 30 * time.Minute,
 			GroupConsumerSessionTimeout: 45 * time.Second, GroupConsumerHeartbeatInterval: 2 * time.Second,
@@ -317,6 +322,8 @@ func (c Config) Validate() error {
 		return bad("log.format %q: want text or json", c.Log.Format)
 	case c.Broker.DefaultQueues <= 0 || c.Broker.DefaultQueues > c.Broker.MaxQueuesPerTopic:
 		return bad("broker.default_queues %d", c.Broker.DefaultQueues)
+	case c.Broker.MessageTraceSample < 0 || c.Broker.MessageTraceSample > 1:
+		return bad("broker.message_trace_sample %v: want 0..1", c.Broker.MessageTraceSample)
 	case c.Limits.MaxFrameBytes <= 0 || c.Limits.MaxInflightPerConn <= 0 || c.Limits.MaxBytesInFlight < c.Limits.MaxFrameBytes:
 		return bad("limits: frames, in-flight requests and bytes must be positive, bytes in flight >= max frame")
 	case c.Broker.GroupMinSessionTimeout <= 0 || c.Broker.GroupMaxSessionTimeout < c.Broker.GroupMinSessionTimeout:

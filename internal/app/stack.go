@@ -57,6 +57,9 @@ func (a *App) newStack(ctx context.Context) (*stack, error) {
 		DefaultQueues:     cfg.Broker.DefaultQueues,
 		MaxQueuesPerTopic: cfg.Broker.MaxQueuesPerTopic,
 		KafkaTxns:         a.kafkaTxns,
+		TraceAll:          cfg.Broker.MessageTraceAll,
+		TraceSample:       cfg.Broker.MessageTraceSample,
+		TraceRetention:    cfg.Broker.MessageTraceRetention,
 		Logger:            log,
 
 		OffsetSnapshotInterval: cfg.Broker.StateSnapshotInterval,

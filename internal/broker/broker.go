@@ -44,6 +44,14 @@ const FlagPayloadOffset = commitlog.FlagPayloadOffset
 
 // Options configure a Broker.
 type Options struct {
+	// TraceAll traces every topic's messages (otherwise only topics whose
+	// MessageTrace config is "true"); TraceSample (0 or 1: all) the share
+	// of their messages traced; TraceRetention how long events are kept
+	// (three days when zero). See trace.go.
+	TraceAll       bool
+	TraceSample    float64
+	TraceRetention time.Duration
+
 	MaxQueuesPerTopic      int
 	DefaultQueues          int
 	AutoCreateTopics       bool
@@ -103,6 +111,7 @@ type Broker struct {
 	log    *slog.Logger
 	engine *storage.Engine
 	meta   meta.Store
+	trace  *tracer // message trace recorder (trace.go)
 
 	topicMu sync.RWMutex // guards topics and byQueue; held across topic changes
 	topics  map[model.TopicName]*Topic
@@ -226,6 +235,11 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	}()
 	b.every(bctx, opts.RetentionInterval, "topic-retention", b.enforceTopicRetention)
 	b.every(bctx, opts.CompactionInterval, "compaction", b.compactTopics)
+	if err := b.startTrace(ctx, bctx); err != nil {
+		cancel()
+		b.wg.Wait()
+		return nil, fmt.Errorf("trace topic: %w", err)
+	}
 	if err := b.startDelays(ctx, bctx); err != nil {
 		cancel()
 		b.wg.Wait()

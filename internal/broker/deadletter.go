@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -21,9 +22,12 @@ const (
 	headerUniqKey          = "UNIQ_KEY"
 )
 
+// RetryTopicPrefix starts the name of a group's retry topic.
+const RetryTopicPrefix = "%RETRY%"
+
 // RetryTopicName is a group's retry topic (in public/default).
 func RetryTopicName(group string) (model.TopicName, error) {
-	return model.ParseTopicName("%RETRY%" + group)
+	return model.ParseTopicName(RetryTopicPrefix + group)
 }
 
 // DeadLetterTopicName is a group's dead-letter topic (in public/default).
@@ -75,7 +79,10 @@ func (b *Broker) DeadLetter(ctx context.Context, group string, origin *model.Top
 			model.Header{Key: HeaderDLQOriginTopic, Value: []byte(origin.Short())},
 			model.Header{Key: HeaderDLQOriginMessage, Value: id})
 	}
-	_, err = b.AppendMessages(ctx, t.Name, 0, []model.Message{m})
+	offs, err := b.AppendMessages(ctx, t.Name, 0, []model.Message{m})
+	if err == nil {
+		b.traceMoved(ctx, origin, t, 0, offs[0], &m, TraceEvent{Kind: TraceDeadLettered, Group: group, Attempt: m.ReconsumeTimes})
+	}
 	return err
 }
 
@@ -87,5 +94,9 @@ func (b *Broker) RetryLater(ctx context.Context, group string, m model.Message, 
 		return err
 	}
 	_, _, err = b.AppendDelayed(ctx, t.Name, 0, m, level)
+	if err == nil {
+		b.traceMoved(ctx, nil, t, 0, -1, &m, TraceEvent{Kind: TraceRetried, Group: group, Attempt: m.ReconsumeTimes,
+			Detail: "to " + t.Name.Short() + " after delay level " + strconv.Itoa(level)})
+	}
 	return err
 }

@@ -432,20 +432,55 @@ func (b *Broker) opRecord(kind string, offset model.QueueOffset, now int64) *sto
 // the op record in one append, for a discard the message to the discard
 // topic and the op record, for a rollback only the op record.
 func (b *Broker) resolveHalf(ctx context.Context, offset model.QueueOffset, kind string) (model.TopicName, int32, model.QueueOffset, error) {
+	ended := b.opts.Now().UnixMilli() // (before consumers can see it)
+	topic, idx, off, m, err := b.resolveHalfMessage(ctx, offset, kind)
+	if err == nil && m != nil {
+		if t, terr := b.Topic(topic); terr == nil && b.Traced(t, "") {
+			ev := TraceEvent{Time: ended, Kind: TraceCommitted, Protocol: traceSource(ctx).Protocol, Client: traceSource(ctx).Client}
+			if v, ok := m.Header(HeaderProducerGroup); ok {
+				ev.Group = string(v)
+			}
+			switch kind {
+			case opTxnRollback:
+				ev.Kind, off = TraceRolledBack, -1
+			case opTxnDiscard:
+				ev.Kind, ev.Detail, off = TraceRolledBack, "discarded after its check-backs ran out", -1
+			}
+			b.TraceMessage(t, idx, off, m, ev)
+		}
+	}
+	return topic, idx, off, err
+}
+
+// resolveHalfMessage ends a half message as kind says, returning where it
+// went (committed) and the message when it was read.
+func (b *Broker) resolveHalfMessage(ctx context.Context, offset model.QueueOffset, kind string) (model.TopicName, int32, model.QueueOffset, *model.Message, error) {
 	now := b.opts.Now().UnixMilli()
 	op := b.opRecord(kind, offset, now)
 	if kind == opTxnRollback {
-		return model.TopicName{}, 0, 0, b.engine.Append(ctx, []*storage.Record{op})
+		if b.trace == nil {
+			return model.TopicName{}, 0, 0, nil, b.engine.Append(ctx, []*storage.Record{op})
+		}
+		// Read it first, so a traced rollback names the message.
+		m, merr := b.halfMessage(offset)
+		if err := b.engine.Append(ctx, []*storage.Record{op}); err != nil || merr != nil {
+			return model.TopicName{}, 0, 0, nil, err
+		}
+		realTopic, _ := m.Header(HeaderRealTopic)
+		realQueue, _ := m.Header(HeaderRealQueue)
+		topic, _ := model.ParseTopicName(string(realTopic))
+		q, _ := strconv.Atoi(string(realQueue))
+		return topic, int32(q), 0, &m, nil
 	}
 	m, err := b.halfMessage(offset)
 	if err != nil {
-		return model.TopicName{}, 0, 0, err
+		return model.TopicName{}, 0, 0, nil, err
 	}
 	realTopic, _ := m.Header(HeaderRealTopic)
 	realQueue, _ := m.Header(HeaderRealQueue)
 	topic, err := model.ParseTopicName(string(realTopic))
 	if err != nil {
-		return model.TopicName{}, 0, 0, fmt.Errorf("%w: half message %d without a valid destination", model.ErrCorruptRecord, offset)
+		return model.TopicName{}, 0, 0, nil, fmt.Errorf("%w: half message %d without a valid destination", model.ErrCorruptRecord, offset)
 	}
 	q, _ := strconv.Atoi(string(realQueue))
 	idx := int32(q)
@@ -455,7 +490,7 @@ func (b *Broker) resolveHalf(ctx context.Context, offset model.QueueOffset, kind
 			t, err = b.CreateTopic(ctx, DiscardTopic, 1, TopicConfig{})
 		}
 		if err != nil {
-			return model.TopicName{}, 0, 0, err
+			return model.TopicName{}, 0, 0, nil, err
 		}
 		topic, idx = t.Name, 0
 	} else {
@@ -466,21 +501,21 @@ func (b *Broker) resolveHalf(ctx context.Context, offset model.QueueOffset, kind
 	qid, t, err := b.QueueID(topic, idx)
 	if errors.Is(err, model.ErrUnknownTopic) || errors.Is(err, model.ErrUnknownQueue) {
 		b.log.Warn("transactional message for a deleted topic dropped", "topic", topic.String(), "queue", idx)
-		return topic, idx, 0, b.engine.Append(ctx, []*storage.Record{op})
+		return topic, idx, 0, nil, b.engine.Append(ctx, []*storage.Record{op})
 	}
 	if err != nil {
-		return model.TopicName{}, 0, 0, err
+		return model.TopicName{}, 0, 0, nil, err
 	}
 	r := &storage.Record{}
 	messageRecord(r, &m, now)
 	r.Queue = qid
 	if max := t.Config.MaxMessageBytes; max > 0 && len(r.Payload) > int(max) {
-		return model.TopicName{}, 0, 0, fmt.Errorf("%w: %d bytes, topic limit %d", model.ErrMessageTooLarge, len(r.Payload), max)
+		return model.TopicName{}, 0, 0, nil, fmt.Errorf("%w: %d bytes, topic limit %d", model.ErrMessageTooLarge, len(r.Payload), max)
 	}
 	if err := b.engine.Append(ctx, []*storage.Record{r, op}); err != nil {
-		return model.TopicName{}, 0, 0, err
+		return model.TopicName{}, 0, 0, nil, err
 	}
-	return topic, idx, r.BaseOffset, nil
+	return topic, idx, r.BaseOffset, &m, nil
 }
 
 // halfMessage reads a half message back (a copy).

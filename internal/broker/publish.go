@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -42,6 +43,38 @@ type Published struct {
 // time (the timer headers) waits in the timer store; anything else is
 // appended now. An illegal timer header is ErrTimerIllegal.
 func (b *Broker) Publish(ctx context.Context, t *Topic, index int32, msgs []model.Message) (Published, error) {
+	pub, err := b.publish(ctx, t, index, msgs)
+	if err == nil && b.Traced(t, "") {
+		b.tracePublished(ctx, t, index, msgs, pub)
+	}
+	return pub, err
+}
+
+// tracePublished records a produced event per traced message.
+func (b *Broker) tracePublished(ctx context.Context, t *Topic, index int32, msgs []model.Message, pub Published) {
+	src := traceSource(ctx)
+	for i := range msgs {
+		ev := TraceEvent{Kind: TraceProduced, Protocol: src.Protocol, Client: src.Client, Group: msgs[i].Producer}
+		off := model.QueueOffset(-1)
+		switch pub.Kind {
+		case PublishedNow:
+			off = pub.Offsets[i]
+		case PublishedTimer:
+			ev.Detail = "waiting for its time: " + time.UnixMilli(pub.Due).UTC().Format(time.RFC3339Nano)
+		case PublishedDelayed:
+			v, _ := msgs[i].Header(HeaderDelayLevel)
+			ev.Detail = "waiting in delay level " + string(v)
+		case PublishedHalf:
+			ev.Detail = "a transaction's half message, waiting for its producer's decision"
+		}
+		if ev.Client == "" {
+			ev.Client = msgs[i].BornHost
+		}
+		b.TraceMessage(t, index, off, &msgs[i], ev)
+	}
+}
+
+func (b *Broker) publish(ctx context.Context, t *Topic, index int32, msgs []model.Message) (Published, error) {
 	if len(msgs) == 1 {
 		m := msgs[0]
 		if v, ok := m.Header(HeaderTransactionPrepared); ok && string(v) == "true" {

@@ -500,7 +500,15 @@ func (b *Broker) deliverTimers(ctx context.Context, batch []timerEntry, payloads
 		if len(run) == 0 {
 			return nil
 		}
-		_, err := b.AppendMessages(ctx, runDest.topic, runDest.queue, run)
+		fired := b.opts.Now().UnixMilli() // (before consumers can see them)
+		offs, err := b.AppendMessages(ctx, runDest.topic, runDest.queue, run)
+		if err == nil {
+			if t, terr := b.Topic(runDest.topic); terr == nil && b.Traced(t, "") {
+				for i := range run {
+					b.TraceMessage(t, runDest.queue, offs[i], &run[i], TraceEvent{Time: fired, Kind: TraceTimerFired, Protocol: "broker"})
+				}
+			}
+		}
 		if errors.Is(err, model.ErrUnknownTopic) || errors.Is(err, model.ErrUnknownQueue) {
 			b.log.Warn("timer messages for a deleted topic dropped", "topic", runDest.topic.String(), "count", len(run))
 			err = nil

@@ -31,6 +31,7 @@ type TopicConfig struct {
 	MessageType     string            `json:"message_type,omitempty"`
 	CleanupPolicy   string            `json:"cleanup_policy,omitempty"` // delete | compact
 	TimestampType   string            `json:"timestamp_type,omitempty"` // CreateTime | LogAppendTime
+	MessageTrace    string            `json:"message_trace,omitempty"`  // "true": lifecycle events recorded (trace.go)
 	Extra           map[string]string `json:"extra,omitempty"`          // other settings, kept verbatim
 }
 
@@ -50,6 +51,11 @@ func (c TopicConfig) Validate() error {
 	case "", "CreateTime", "LogAppendTime":
 	default:
 		return fmt.Errorf("%w: timestamp type %q", model.ErrInvalidConfig, c.TimestampType)
+	}
+	switch c.MessageTrace {
+	case "", "true", "false":
+	default:
+		return fmt.Errorf("%w: message trace %q (true or false)", model.ErrInvalidConfig, c.MessageTrace)
 	}
 	if c.MaxMessageBytes < 0 {
 		return fmt.Errorf("%w: max message bytes %d", model.ErrInvalidConfig, c.MaxMessageBytes)

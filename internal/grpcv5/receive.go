@@ -92,7 +92,7 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 	var got []pop.Delivery
 	found, err := s.broker.PollTopic(ctx, t, poll, func() (bool, error) {
 		var err error
-		got, err = s.pop.ReceiveLive(ctx, group, queues, batch, invisible, cfg.ConsumeMessageOrderly, match)
+		got, err = s.pop.ReceiveLive(broker.WithTraceSource(ctx, "grpc", clientID(ctx)), group, queues, batch, invisible, cfg.ConsumeMessageOrderly, match)
 		return len(got) > 0, err
 	})
 	switch {
@@ -173,7 +173,7 @@ func (s *Server) AckMessage(ctx context.Context, req *v2.AckMessageRequest) (*v2
 		h, err := pop.ParseHandle(e.GetReceiptHandle())
 		if err == nil {
 			s.renew.remove(h)
-			err = s.pop.Ack(ctx, group, h)
+			err = s.pop.Ack(broker.WithTraceSource(ctx, "grpc", clientID(ctx)), group, h)
 		}
 		if err != nil {
 			st = handleStatus(err)
@@ -231,7 +231,7 @@ func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *v2.Fo
 		return &v2.ForwardMessageToDeadLetterQueueResponse{Status: handleStatus(err)}, nil
 	}
 	if _, err = topicName(req.GetTopic()); err == nil {
-		err = s.pop.DeadLetter(ctx, group, &d)
+		err = s.pop.DeadLetter(broker.WithTraceSource(ctx, "grpc", clientID(ctx)), group, &d)
 	}
 	return &v2.ForwardMessageToDeadLetterQueueResponse{Status: handleStatus(err)}, nil
 }

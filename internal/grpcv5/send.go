@@ -103,7 +103,7 @@ func (s *Server) sendOne(ctx context.Context, pm *v2.Message) *v2.SendResultEntr
 		m.Headers = append(m.Headers, model.Header{Key: broker.HeaderTimerDeliverMs, Value: []byte(strconv.FormatInt(due, 10))})
 	}
 	start := time.Now()
-	pub, err := s.broker.Publish(ctx, t, idx, []model.Message{m})
+	pub, err := s.broker.Publish(broker.WithTraceSource(ctx, "grpc", clientID(ctx)), t, idx, []model.Message{m})
 	if err != nil {
 		return fail(err)
 	}

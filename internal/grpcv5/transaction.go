@@ -61,7 +61,7 @@ func (s *Server) EndTransaction(ctx context.Context, req *v2.EndTransactionReque
 		return &v2.EndTransactionResponse{Status: &v2.Status{Code: v2.Code_BAD_REQUEST, Message: "resolution must be COMMIT or ROLLBACK"}}, nil
 	}
 	// Applied even if the client goes away right after asking.
-	_, _, _, err = s.broker.EndTransaction(context.WithoutCancel(ctx), txnGroup(req.GetTopic()), off, commit)
+	_, _, _, err = s.broker.EndTransaction(broker.WithTraceSource(context.WithoutCancel(ctx), "grpc", clientID(ctx)), txnGroup(req.GetTopic()), off, commit)
 	if err != nil {
 		s.log.Info("end transaction refused", "topic", req.GetTopic().GetName(), "transaction", req.GetTransactionId(),
 			"source", req.GetSource().String(), "err", err)

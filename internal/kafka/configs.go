@@ -89,6 +89,7 @@ var topicConfigKeys = []topicConfigKey{
 	stringKey("message.timestamp.type", "CreateTime", func(c *broker.TopicConfig) *string { return &c.TimestampType }),
 	stringKey("cleanup.policy", "delete", func(c *broker.TopicConfig) *string { return &c.CleanupPolicy }),
 	stringKey("rocketmq.message.type", "normal", func(c *broker.TopicConfig) *string { return &c.MessageType }),
+	stringKey("rosetta.message.trace", "false", func(c *broker.TopicConfig) *string { return &c.MessageTrace }),
 }
 
 func findConfigKey(name string) *topicConfigKey {

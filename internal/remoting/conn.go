@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 	"github.com/rosettamq/rosetta/internal/task"
@@ -56,7 +57,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 }
 
 func (c *conn) serve(ctx context.Context) {
-	c.ctx, c.cancel = context.WithCancel(ctx)
+	c.ctx, c.cancel = context.WithCancel(broker.WithTraceSource(ctx, "remoting", c.remote))
 	defer c.cancel()
 	done := make(chan struct{})
 	go func() { c.write(); close(done) }()

@@ -92,7 +92,8 @@ func handlePullMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 			return resp
 		case offset < int64(lso):
 			// Kafka records of open transactions wait; aborted ones never come.
-			body, next, err := s.readForPull(t, queueID, model.QueueOffset(offset), lso, maxMsgs, filter, store)
+			body, next, err := s.readForPull(t, queueID, model.QueueOffset(offset), lso, maxMsgs, filter, store,
+				broker.TraceEvent{Kind: broker.TraceDelivered, Protocol: "remoting", Group: group, Client: rc.conn.remote})
 			if err != nil {
 				return errorResponse(req, err)
 			}
@@ -119,8 +120,9 @@ func handlePullMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 }
 
 // readForPull reads messages from offset and encodes those that pass
-// filter; it returns the body and the offset after what it read.
-func (s *Server) readForPull(t *topicRef, queueID int32, offset, stable model.QueueOffset, maxMsgs int, filter msgFilter, store string) ([]byte, model.QueueOffset, error) {
+// filter, recording a delivered event (delivered, its template) for each
+// traced one; it returns the body and the offset after what it read.
+func (s *Server) readForPull(t *topicRef, queueID int32, offset, stable model.QueueOffset, maxMsgs int, filter msgFilter, store string, delivered broker.TraceEvent) ([]byte, model.QueueOffset, error) {
 	res, err := s.broker.Read(t.Name, queueID, offset, broker.ReadOptions{MaxRecords: maxMsgs, MaxBytes: maxPullBytes,
 		SkipTag: tagSkipper(filter)})
 	if err != nil {
@@ -137,6 +139,9 @@ func (s *Server) readForPull(t *topicRef, queueID int32, offset, stable model.Qu
 		}
 		body = protocol.AppendStoredV1(body, storedMessage(m, rmqName(t.Name), queueID, t.Queues[queueID], off, storeTime, store))
 		s.stats.got.Add(1)
+		ev := delivered
+		ev.Attempt = m.ReconsumeTimes + 1
+		s.broker.TraceMessage(t, queueID, off, m, ev)
 	}
 	for i := range res.Records {
 		r := &res.Records[i]

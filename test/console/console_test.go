@@ -58,7 +58,7 @@ func TestConsolePages(t *testing.T) {
 	exe := chromium(t)
 	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
 	base := "http://" + n.HTTPAddr()
-	post(t, base+"/api/v1/topics", map[string]any{"name": "orders", "queues": 2})
+	post(t, base+"/api/v1/topics", map[string]any{"name": "orders", "queues": 2, "config": map[string]any{"message_trace": true}})
 	for i := 0; i < 3; i++ {
 		post(t, base+"/api/v1/topics/orders/messages", map[string]any{"queue": 0, "key": fmt.Sprintf("order-%d", i), "body": fmt.Sprintf(`{"order":%d}`, i),
 			"headers": []map[string]string{{"key": "source", "value": "console-test"}}})
@@ -144,6 +144,11 @@ func TestConsolePages(t *testing.T) {
 	topic := waitFor(`{"order":2}`)
 	shot("topic")
 	do("open a message", chromedp.Click(chromedp.Search(`//span[contains(text(), '{"order":1}')]`)), chromedp.WaitVisible(chromedp.CSS("#modal-body pre")))
+	expr := `document.getElementById("modal-body").innerText.includes("produced")`
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
+		text, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("modal-body")))
+		t.Fatalf("the message detail never showed its trace: %v\n%s", err, text)
+	}
 	detail, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("modal-body")))
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +178,7 @@ func TestConsolePages(t *testing.T) {
 		"overview": {overview, "topics", "total lag", "2"},
 		"topics":   {topics, "orders", "3"},
 		"topic":    {topic, "order-0", "queue 0"},
-		"detail":   {detail, "console-test", "order-1"},
+		"detail":   {detail, "console-test", "order-1", "produced", "admin"},
 		"group":    {group, "orders", "total lag 2"},
 		"search":   {search, "order-2"},
 		"timers":   {timers, "orders", "later", "timer"},

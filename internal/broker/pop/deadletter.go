@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -25,6 +26,7 @@ func (e *Engine) ReceiveLive(ctx context.Context, group string, queues []model.Q
 		d := &got[i]
 		if d.Attempt <= limit {
 			keep = append(keep, *d)
+			e.b.TraceQueue(ctx, d.Queue, d.Offset, &d.Message, broker.TraceEvent{Kind: broker.TraceDelivered, Group: group, Attempt: d.Attempt})
 			continue
 		}
 		if err := e.DeadLetter(ctx, group, d); err != nil {
@@ -48,7 +50,7 @@ func (e *Engine) DeadLetter(ctx context.Context, group string, d *Delivery) erro
 	}
 	e.DeadLettered(group)
 	e.log.Info("message moved to the dead-letter topic", "group", group, "topic", ref.Topic.Name.String(), "offset", d.Offset, "attempts", d.Attempt-1)
-	return e.Ack(ctx, group, d.Handle)
+	return e.ack(ctx, group, d.Handle)
 }
 
 // Dump renders every (group, queue) state in a stable text form

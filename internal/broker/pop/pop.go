@@ -335,8 +335,18 @@ func (e *Engine) leased(group string, h Handle) (*state, *lease, error) {
 	return s, l, nil
 }
 
-// Ack marks a handed-out message done. A stale handle is refused.
+// Ack marks a handed-out message done (a consumer's acknowledgement, traced
+// as one). A stale handle is refused.
 func (e *Engine) Ack(ctx context.Context, group string, h Handle) error {
+	err := e.ack(ctx, group, h)
+	if err == nil {
+		e.b.TraceQueue(ctx, h.Queue, h.Offset, nil, broker.TraceEvent{Kind: broker.TraceAcknowledged, Group: group})
+	}
+	return err
+}
+
+// ack marks a handed-out message done.
+func (e *Engine) ack(ctx context.Context, group string, h Handle) error {
 	defer e.slog.Shared()()
 	s, l, err := e.leased(group, h)
 	if err != nil {

@@ -188,7 +188,29 @@ function messageDetail(m) {
     h("h2", {}, "Headers and properties"),
     table([{ label: "key" }, { label: "value" }], (m.headers || []).map((x) => [x.key, h("span", { class: "mono" }, x.value)])),
     h("h2", {}, "Body"),
-    h("div", { class: "tabs" }, ["text", "json", "hex"].map((how) => h("button", { onclick: () => show(how) }, how))), pre);
+    h("div", { class: "tabs" }, ["text", "json", "hex"].map((how) => h("button", { onclick: () => show(how) }, how))), pre,
+    h("h2", {}, "Trace"), traceTimeline(m));
+}
+
+// traceTimeline shows a message's recorded lifecycle (topics with message
+// trace on), found by its id when it has one, else by its place.
+function traceTimeline(m) {
+  const box = h("div", { class: "muted" }, "Loading…");
+  const id = (m.headers || []).find((x) => x.key === "UNIQ_KEY");
+  const q = id ? "id=" + enc(id.value) : "topic=" + enc(m.topic) + "&queue=" + m.queue + "&offset=" + m.offset;
+  api("GET", "/api/v1/trace?" + q).then((tr) => {
+    if (tr.events.length === 0) {
+      box.replaceChildren("Nothing recorded: turn message trace on for the topic to record its messages' lives.");
+      return;
+    }
+    box.className = "";
+    box.replaceChildren(h("ol", { class: "timeline" }, tr.events.map((e) => h("li", {},
+      h("span", { class: "mono" }, e.time), " ", h("strong", {}, e.kind), " ",
+      e.offset >= 0 ? e.topic + " queue " + e.queue + " offset " + e.offset : e.topic,
+      e.group ? " · group " + e.group : "", e.client ? " · " + e.client : "", e.protocol ? " · " + e.protocol : "",
+      e.attempt ? " · attempt " + e.attempt : "", e.detail ? " · " + e.detail : ""))));
+  }).catch((err) => box.replaceChildren(errorBox(err)));
+  return box;
 }
 
 async function topicDetail(view, name) {

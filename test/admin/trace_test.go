@@ -1,0 +1,146 @@
+package admin_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/rosettamq/rosetta/internal/apiv1"
+	"github.com/rosettamq/rosetta/internal/app/apptest"
+)
+
+// TestMessageTrace: on a topic with message_trace on, a RocketMQ message's
+// life is recorded — produced by its producer, delivered to the consumer
+// group, sent back for a retry, delivered again — and read back by its
+// message id; a timer message's wait and firing too; a topic without the
+// switch records nothing.
+func TestMessageTrace(t *testing.T) {
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	base := "http://" + n.HTTPAddr()
+	ctx := context.Background()
+	if code := api(t, base, "POST", "/api/v1/topics", map[string]any{"name": "traced", "queues": 1, "config": map[string]any{"message_trace": true}}, nil); code != http.StatusCreated {
+		t.Fatalf("create traced topic: %d", code)
+	}
+	api(t, base, "POST", "/api/v1/topics", map[string]any{"name": "quiet", "queues": 1}, nil)
+	var detail apiv1.TopicDetail
+	if api(t, base, "GET", "/api/v1/topics/traced", nil, &detail); !detail.Config.MessageTrace {
+		t.Fatalf("the topic's config does not say it is traced: %+v", detail.Config)
+	}
+
+	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{n.RemotingAddr()})),
+		producer.WithGroupName("trace-pg"), producer.WithInstanceName("trace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown()
+	send := func(topic string, m *primitive.Message) string {
+		t.Helper()
+		m.Topic = topic
+		res, err := p.SendSync(ctx, m)
+		if err != nil || res.Status != primitive.SendOK {
+			t.Fatalf("send: %v %v", res, err)
+		}
+		return res.MsgID
+	}
+	id := send("traced", primitive.NewMessage("", []byte("order 1")).WithTag("new"))
+	quiet := send("quiet", primitive.NewMessage("", []byte("not traced")))
+	timer := primitive.NewMessage("", []byte("later"))
+	timer.WithProperty("TIMER_DELAY_MS", "1500")
+	timerID := send("traced", timer)
+
+	// A consumer that asks for a retry the first time it sees "order 1".
+	var failed atomic.Bool
+	pc, err := rocketmq.NewPushConsumer(consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{n.RemotingAddr()})),
+		consumer.WithGroupName("trace-cg"), consumer.WithInstance("trace"), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Subscribe("traced", consumer.MessageSelector{}, func(cctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range msgs {
+			if string(m.Body) == "order 1" && failed.CompareAndSwap(false, true) {
+				if cc, ok := primitive.GetConcurrentlyCtx(cctx); ok {
+					cc.DelayLevelWhenNextConsume = 1 // again in a second
+				}
+				return consumer.ConsumeRetryLater, nil
+			}
+		}
+		return consumer.ConsumeSuccess, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Shutdown()
+
+	kinds := func(id string) ([]string, []apiv1.TraceEvent) {
+		var tr apiv1.MessageTrace
+		if code := api(t, base, "GET", "/api/v1/trace?id="+url.QueryEscape(id), nil, &tr); code != http.StatusOK {
+			t.Fatalf("trace: %d", code)
+		}
+		var ks []string
+		for _, e := range tr.Events {
+			ks = append(ks, e.Kind)
+		}
+		return ks, tr.Events
+	}
+	apptest.Eventually(t, 60*time.Second, "the retried message's second delivery to be traced", func() bool {
+		ks, _ := kinds(id)
+		return len(ks) >= 4 && slices.Equal(ks[:4], []string{"produced", "delivered", "retried", "delivered"})
+	})
+	_, evs := kinds(id)
+	if e := evs[0]; e.Topic != "traced" || e.Offset != 0 || e.Protocol != "remoting" || e.Group != "trace-pg" || e.ID != id {
+		t.Errorf("produced: %+v", e)
+	}
+	if e := evs[1]; e.Group != "trace-cg" || e.Attempt != 1 || e.Topic != "traced" || e.Client == "" {
+		t.Errorf("first delivery: %+v", e)
+	}
+	if e := evs[2]; e.Group != "trace-cg" || e.Attempt != 1 || e.Topic != "%RETRY%trace-cg" {
+		t.Errorf("retry: %+v", e)
+	}
+	if e := evs[3]; e.Attempt != 2 || e.Topic != "%RETRY%trace-cg" {
+		t.Errorf("second delivery: %+v", e)
+	}
+	apptest.Eventually(t, 30*time.Second, "the timer message's firing and delivery to be traced", func() bool {
+		ks, _ := kinds(timerID)
+		return len(ks) >= 3 && slices.Equal(ks[:3], []string{"produced", "timer fired", "delivered"})
+	})
+	if ks, evs := kinds(timerID); len(ks) < 3 {
+		t.Fatalf("timer events: %v %+v", ks, evs)
+	} else if evs[0].Offset != -1 || evs[0].Detail == "" || evs[1].Offset < 0 {
+		t.Errorf("timer events: %+v", evs)
+	}
+	// Found by place too.
+	var byPlace apiv1.MessageTrace
+	api(t, base, "GET", "/api/v1/trace?topic=traced&queue=0&offset=0", nil, &byPlace)
+	if len(byPlace.Events) < 2 || byPlace.Events[0].ID != id {
+		t.Errorf("by place: %+v", byPlace.Events)
+	}
+	if ks, _ := kinds(quiet); len(ks) != 0 {
+		t.Errorf("an untraced topic's message has events: %v", ks)
+	}
+	// The switch turns off with a PATCH.
+	var altered apiv1.TopicDetail
+	if code := api(t, base, "PATCH", "/api/v1/topics/traced", map[string]any{"message_trace": false, "queues": 2}, &altered); code != http.StatusOK ||
+		altered.Config.MessageTrace || altered.Queues != 2 {
+		t.Fatalf("patch: %d %+v", code, altered)
+	}
+	if code := api(t, base, "PATCH", "/api/v1/topics/traced", map[string]any{"queues": 1}, nil); code != http.StatusBadRequest {
+		t.Errorf("shrinking a topic: %d", code)
+	}
+	if code := api(t, base, "GET", "/api/v1/trace", nil, nil); code != http.StatusBadRequest {
+		t.Errorf("a trace query without id: %d", code)
+	}
+}
