@@ -52,7 +52,9 @@ func TestGroupMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := pc.Subscribe("members", consumer.MessageSelector{Type: consumer.TAG, Expression: "a || b"},
-		func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error) { return consumer.ConsumeSuccess, nil }); err != nil {
+		func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			return consumer.ConsumeSuccess, nil
+		}); err != nil {
 		t.Fatal(err)
 	}
 	if err := pc.Start(); err != nil {
