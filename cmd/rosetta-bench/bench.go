@@ -163,7 +163,23 @@ func benchCmd() *cobra.Command {
 	gc.Flags().Int64Var(&gco.Rate, "rate", 4<<20, "GC pace, bytes per second (0: unpaced)")
 	gc.Flags().IntVar(&gco.Senders, "senders", 16, "concurrent foreground appenders")
 	gc.Flags().IntVar(&gco.Size, "size", 128, "foreground record bytes")
-	cmd.AddCommand(st, restart, disk, idle, timer, gc, kafkaBenchCmd(), rocketmqBenchCmd(), grpcBenchCmd())
+	var fo bench.FloodOptions
+	flood := &cobra.Command{Use: "flood", Short: "Floods every listener (idle, slow, huge and malformed requests) and reports the broker's RSS and a real producer's latency",
+		RunE: func(c *cobra.Command, _ []string) error { return bench.Flood(c.Context(), fo, c.OutOrStdout()) }}
+	ff := flood.Flags()
+	ff.StringVar(&fo.Kafka, "kafka", "127.0.0.1:9092", "Kafka listener")
+	ff.StringVar(&fo.Remoting, "remoting", "127.0.0.1:9876", "RocketMQ remoting listener")
+	ff.StringVar(&fo.GRPC, "grpc", "127.0.0.1:8081", "RocketMQ 5 gRPC listener")
+	ff.StringVar(&fo.HTTP, "http", "127.0.0.1:8080", "admin HTTP listener")
+	ff.IntVar(&fo.BrokerPID, "broker-pid", 0, "the broker's pid (required: its RSS is the result)")
+	ff.IntVar(&fo.Idle, "idle", 5000, "idle connections held")
+	ff.IntVar(&fo.Slow, "slow", 200, "connections sending a request a byte a second")
+	ff.IntVar(&fo.Huge, "huge", 200, "connections announcing 64 MiB frames")
+	ff.IntVar(&fo.ExtFrames, "ext-frames", 2000, "remoting frames with 200 KB of ext fields")
+	ff.IntVar(&fo.Malformed, "malformed", 500, "connections sending garbage, per listener")
+	ff.DurationVar(&fo.Hold, "hold", 20*time.Second, "how long the flood lasts")
+	ff.DurationVar(&fo.After, "after", 30*time.Second, "how long the broker's RSS is watched after the flood")
+	cmd.AddCommand(st, restart, disk, idle, timer, gc, flood, kafkaBenchCmd(), rocketmqBenchCmd(), grpcBenchCmd())
 	return cmd
 }
 

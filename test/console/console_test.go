@@ -5,21 +5,14 @@ package console_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/rosettamq/rosetta/internal/app/apptest"
@@ -67,73 +60,8 @@ func TestConsolePages(t *testing.T) {
 	post(t, base+"/api/v1/topics/orders/messages", map[string]any{"queue": 1, "key": "later", "tags": "reminder", "body": "in an hour",
 		"headers": []map[string]string{{"key": "TIMER_DELAY_SEC", "value": "3600"}}})
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Headless)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	var mu sync.Mutex
-	var problems []string
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch e := ev.(type) {
-		case *runtime.EventExceptionThrown:
-			problems = append(problems, fmt.Sprintf("exception: %s %v", e.ExceptionDetails.Text, e.ExceptionDetails.Exception))
-		case *log.EventEntryAdded:
-			if e.Entry.Level == log.EntryLevelError {
-				problems = append(problems, "console: "+e.Entry.Text)
-			}
-		}
-	}))
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	// Screenshots of every view go to ROSETTA_ARTIFACTS (default: a
-	// directory under the system's temporary one), named by view.
-	shots := os.Getenv("ROSETTA_ARTIFACTS")
-	if shots == "" {
-		shots = filepath.Join(os.TempDir(), "rosetta-console-screenshots")
-	}
-	shots = filepath.Join(shots, "console")
-	if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot of %s: %v", name, err)
-		}
-		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	defer func() { t.Logf("screenshots in %s", shots) }()
-	// waitFor waits until the view shows want and returns its text.
-	waitFor := func(want string) string {
-		t.Helper()
-		expr := fmt.Sprintf(`document.getElementById("view").innerText.includes(%q)`, want)
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
-			view, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("view")))
-			t.Fatalf("the page never showed %q: %v\n%s", want, err, view)
-		}
-		view, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("view")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if lower := strings.ToLower(view); strings.Contains(lower, "[object object]") || strings.Contains(lower, "undefined") || strings.Contains(view, "NaN") {
-			t.Errorf("the page shows a script value instead of text:\n%s", view)
-		}
-		return view
-	}
-	if _, err := chromedp.Call(ctx, log.Enable, cdp.Empty{}); err != nil {
-		t.Fatal(err)
-	}
+	br := openBrowser(t, exe, "console")
+	do, shot, waitFor := br.do, br.shot, br.waitFor
 	do("overview", chromedp.Navigate(base+"/"))
 	overview := waitFor("total lag")
 	shot("overview")
@@ -144,15 +72,7 @@ func TestConsolePages(t *testing.T) {
 	topic := waitFor(`{"order":2}`)
 	shot("topic")
 	do("open a message", chromedp.Click(chromedp.Search(`//span[contains(text(), '{"order":1}')]`)), chromedp.WaitVisible(chromedp.CSS("#modal-body pre")))
-	expr := `document.getElementById("modal-body").innerText.includes("produced")`
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
-		text, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("modal-body")))
-		t.Fatalf("the message detail never showed its trace: %v\n%s", err, text)
-	}
-	detail, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("modal-body")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	detail := br.waitIn("modal-body", "produced")
 	shot("message")
 	do("close it", chromedp.Click(chromedp.ID("modal-close")))
 	do("a group", chromedp.Navigate(base+"/#/groups/billing"))
@@ -188,10 +108,5 @@ func TestConsolePages(t *testing.T) {
 				t.Errorf("%s page lacks %q:\n%s", what, want, got[0])
 			}
 		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, p := range problems {
-		t.Errorf("browser: %s", p)
 	}
 }

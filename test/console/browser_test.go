@@ -1,0 +1,116 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// browser is a headless Chromium driven through chromedp, collecting
+// script exceptions and console errors (the test fails on any).
+type browser struct {
+	t        *testing.T
+	ctx      context.Context
+	shots    string
+	mu       sync.Mutex
+	problems []string
+}
+
+// openBrowser starts Chromium for t; screenshots go to
+// ROSETTA_ARTIFACTS/<name> (default: under the system's temporary
+// directory).
+func openBrowser(t *testing.T, exe, name string) *browser {
+	t.Helper()
+	br := &browser{t: t}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Headless)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
+		br.mu.Lock()
+		defer br.mu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			br.problems = append(br.problems, fmt.Sprintf("exception: %s %v", e.ExceptionDetails.Text, e.ExceptionDetails.Exception))
+		case *log.EventEntryAdded:
+			if e.Entry.Level == log.EntryLevelError {
+				br.problems = append(br.problems, "console: "+e.Entry.Text)
+			}
+		}
+	}))
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	br.ctx = ctx
+	br.shots = os.Getenv("ROSETTA_ARTIFACTS")
+	if br.shots == "" {
+		br.shots = filepath.Join(os.TempDir(), "rosetta-console-screenshots")
+	}
+	br.shots = filepath.Join(br.shots, name)
+	if err := os.MkdirAll(br.shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		t.Logf("screenshots in %s", br.shots)
+		br.mu.Lock()
+		for _, p := range br.problems {
+			t.Errorf("browser: %s", p)
+		}
+		br.mu.Unlock()
+		cancelTimeout()
+		cancelCtx()
+		cancelAlloc()
+	})
+	if _, err := chromedp.Call(ctx, log.Enable, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	return br
+}
+
+// do runs steps, failing the test with what when they fail.
+func (br *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	br.t.Helper()
+	if err := chromedp.Do(br.ctx, steps...); err != nil {
+		br.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// shot writes a screenshot of the page as name.png.
+func (br *browser) shot(name string) {
+	br.t.Helper()
+	png, err := chromedp.Run(br.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		br.t.Fatalf("screenshot of %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(br.shots, name+".png"), png, 0o644); err != nil {
+		br.t.Fatal(err)
+	}
+}
+
+// waitFor waits until the view shows want and returns its text.
+func (br *browser) waitFor(want string) string { return br.waitIn("view", want) }
+
+// waitIn waits until the element with id shows want and returns its text,
+// failing on script values shown as text.
+func (br *browser) waitIn(id, want string) string {
+	br.t.Helper()
+	expr := fmt.Sprintf(`document.getElementById(%q).innerText.includes(%q)`, id, want)
+	if _, err := chromedp.Run(br.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		text, _ := chromedp.Run(br.ctx, chromedp.Text(chromedp.ID(id)))
+		br.t.Fatalf("#%s never showed %q: %v\n%s", id, want, err, text)
+	}
+	text, err := chromedp.Run(br.ctx, chromedp.Text(chromedp.ID(id)))
+	if err != nil {
+		br.t.Fatal(err)
+	}
+	if lower := strings.ToLower(text); strings.Contains(lower, "[object object]") || strings.Contains(lower, "undefined") || strings.Contains(text, "NaN") {
+		br.t.Errorf("#%s shows a script value instead of text:\n%s", id, text)
+	}
+	return text
+}
