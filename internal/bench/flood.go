@@ -21,14 +21,14 @@ import (
 // does to every listener of a node, while a real client keeps producing.
 type FloodOptions struct {
 	Kafka, Remoting, GRPC, HTTP string // listener addresses
-	BrokerPID                        int
-	Idle                             int // idle connections held
-	Slow                             int // connections trickling a request a byte a second
-	Huge                             int // connections announcing 64 MiB frames
-	ExtFrames                        int // remoting frames with huge ext fields
-	Malformed                        int // connections sending garbage, per listener
-	Hold                             time.Duration
-	After                            time.Duration // RSS watched this long after the flood ends
+	BrokerPID                   int
+	Idle                        int // idle connections held
+	Slow                        int // connections trickling a request a byte a second
+	Huge                        int // connections announcing 64 MiB frames
+	ExtFrames                   int // remoting frames with huge ext fields
+	Malformed                   int // connections sending garbage, per listener
+	Hold                        time.Duration
+	After                       time.Duration // RSS watched this long after the flood ends
 }
 
 // Flood runs the floods together, holds them, closes them, and reports the
