@@ -49,6 +49,9 @@ the variable ROSETTA_STORAGE_DURABILITY.`,
 				// less often saves CPU per message.
 				debug.SetGCPercent(cfg.GCPercent)
 			}
+			if os.Getenv("GOMEMLIMIT") == "" && cfg.MemoryLimit > 0 {
+				debug.SetMemoryLimit(int64(cfg.MemoryLimit))
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			a, err := app.New(ctx, cfg, log)

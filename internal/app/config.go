@@ -78,6 +78,7 @@ type Config struct {
 	Telemetry       TelemetryConfig `yaml:"telemetry"`
 	ShutdownTimeout time.Duration   `yaml:"shutdown_timeout" help:"how long a graceful shutdown may take"`
 	GCPercent       int             `yaml:"gc_percent" help:"Go garbage collector target (GOGC) set by rosetta serve; the GOGC environment variable wins when set"`
+	MemoryLimit     ByteSize        `yaml:"memory_limit" help:"soft limit on the Go heap (GOMEMLIMIT) set by rosetta serve: near it the collector runs more often, so request floods cannot grow the heap to gc_percent times what is live; 0: none; the GOMEMLIMIT environment variable wins when set"`
 
 	// Hooks inject faults in tests; never set from a file, the environment
 	// or flags.

@@ -12,18 +12,21 @@ import (
 // keeps the heap it grew to until enough new allocation triggers a
 // collection, which an idle broker never does — so after a burst of large
 // requests the node would sit on hundreds of MiB it no longer uses. Every
-// returnMemoryEvery, when no collection ran for that long (the node is
-// quiet) and more than returnMemoryOver bytes of heap are held, the heap
-// is collected and its free pages returned to the operating system.
+// returnMemoryCheck, once no collection ran for returnMemoryQuiet (the node
+// is quiet) and the heap holds more than returnMemorySlack beyond what is
+// live and beyond what the last return left, the heap is collected and its
+// free pages returned to the operating system.
 const (
-	returnMemoryEvery = 30 * time.Second
-	returnMemoryOver  = 128 << 20
+	returnMemoryCheck = 5 * time.Second
+	returnMemoryQuiet = 10 * time.Second
+	returnMemorySlack = 32 << 20
 )
 
 // returnMemory runs until ctx ends.
 func returnMemory(ctx context.Context, log *slog.Logger) {
-	t := time.NewTicker(returnMemoryEvery)
+	t := time.NewTicker(returnMemoryCheck)
 	defer t.Stop()
+	var leftHeld uint64 // what the last return left held
 	for {
 		select {
 		case <-ctx.Done():
@@ -33,13 +36,14 @@ func returnMemory(ctx context.Context, log *slog.Logger) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		held := ms.HeapSys - ms.HeapReleased
-		quiet := time.Since(time.Unix(0, int64(ms.LastGC))) >= returnMemoryEvery
-		if held < returnMemoryOver || !quiet {
+		quiet := time.Since(time.Unix(0, int64(ms.LastGC))) >= returnMemoryQuiet
+		if !quiet || held < ms.HeapAlloc+returnMemorySlack || held < leftHeld+returnMemorySlack {
 			continue
 		}
 		debug.FreeOSMemory()
 		var after runtime.MemStats
 		runtime.ReadMemStats(&after)
-		log.Info("returned idle memory to the system", "held_mib", held>>20, "now_mib", (after.HeapSys-after.HeapReleased)>>20)
+		leftHeld = after.HeapSys - after.HeapReleased
+		log.Info("returned idle memory to the system", "held_mib", held>>20, "now_mib", leftHeld>>20)
 	}
 }

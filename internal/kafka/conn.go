@@ -129,7 +129,9 @@ func (c *conn) read() {
 			c.log.Warn("closing connection: bad frame size", "size", size, "limit", c.s.opts.MaxFrameBytes)
 			return
 		}
-		if !c.s.budget.Acquire(int64(size), c.ctx.Done()) {
+		// Up to a MiB, the frame's budget is taken whole before it is read;
+		// a larger frame takes budget as its bytes arrive.
+		if size <= maxUpFrontFrame && !c.s.budget.Acquire(int64(size), c.ctx.Done()) {
 			return
 		}
 		task.RequestDeadline(c.nc, int(size), c.s.opts.FrameTimeout)
@@ -139,12 +141,28 @@ func (c *conn) read() {
 			pooled = true
 		}
 		var frame []byte
-		if pooled {
+		switch {
+		case size > maxUpFrontFrame:
+			// A frame larger than clients send by default (max.request.size
+			// is 1 MiB) grows as its bytes arrive: a peer announcing a huge
+			// frame and sending little of it costs, and holds of the
+			// budget, what it sent.
+			frame, err = task.ReadFrameWithin(r, int(size), c.s.budget, c.ctx.Done())
+			if err != nil {
+				return // (it holds nothing)
+			}
+			pooled = false
+		case pooled:
 			frame = c.s.frames.get(int(size))
-		} else {
+			_, err = io.ReadFull(r, frame)
+		default:
 			frame = make([]byte, size)
+			_, err = io.ReadFull(r, frame)
 		}
-		if _, err := io.ReadFull(r, frame); err != nil {
+		if err != nil {
+			if pooled {
+				c.s.frames.put(frame)
+			}
 			c.s.budget.Release(int64(size))
 			return
 		}
@@ -166,6 +184,10 @@ func (c *conn) read() {
 		}
 	}
 }
+
+// maxUpFrontFrame is the largest frame allocated whole before its bytes
+// arrive.
+const maxUpFrontFrame = 1 << 20
 
 // process runs handlers in request order.
 func (c *conn) process() {

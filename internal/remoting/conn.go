@@ -129,12 +129,8 @@ func (c *conn) read() {
 			c.log.Warn("closing connection: bad frame size", "size", size, "limit", c.s.opts.MaxFrameBytes)
 			return
 		}
-		if !c.s.opts.Budget.Acquire(int64(size), c.ctx.Done()) {
-			return
-		}
 		in, ok := c.readRequest(r, size)
 		if !ok {
-			c.s.opts.Budget.Release(int64(size))
 			return
 		}
 		if in.req == nil { // an answer to a server-initiated request
@@ -178,19 +174,21 @@ type inbound struct {
 	size int64
 }
 
-// readRequest reads and decodes a frame of size bytes (its budget already
-// taken); a response frame gives a nil request. false: the connection
-// must close.
+// readRequest reads and decodes a frame of size bytes, taking its budget
+// as the bytes arrive (held until the request is handled); a response
+// frame gives a nil request. false: the connection must close (holding
+// nothing).
 func (c *conn) readRequest(r *bufio.Reader, size int) (inbound, bool) {
 	if r.Buffered() < size {
 		task.RequestDeadline(c.nc, size, c.s.opts.FrameTimeout)
 	}
-	frame, err := task.ReadFrame(r, size)
+	frame, err := task.ReadFrameWithin(r, size, c.s.opts.Budget, c.ctx.Done())
 	if err != nil {
 		return inbound{}, false
 	}
 	req, err := protocol.Decode(frame)
 	if err != nil {
+		c.s.opts.Budget.Release(int64(size))
 		c.log.Warn("closing connection: malformed frame", "err", err)
 		return inbound{}, false
 	}

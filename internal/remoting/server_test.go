@@ -156,31 +156,62 @@ func TestSlowAndIdleConnectionsClosed(t *testing.T) {
 	closed(slow, "trickling")
 }
 
-// TestRequestBytesBudget: a frame is read only once its announced size fits
-// in the request byte budget: while a slow connection holds most of it, a
-// large request on another connection waits, and runs once the slow one
-// goes away.
+// TestRequestBytesBudget: request bytes held at once are bounded by the
+// budget, taken as a frame's bytes arrive: a connection that announces a
+// large frame and sends little of it does not hold back others, one that
+// sent most of the budget does until it goes away.
 func TestRequestBytesBudget(t *testing.T) {
-	addr := startServerWith(t, Options{MaxFrameBytes: 1 << 20, Budget: task.NewByteBudget(1 << 20)})
-	slow := dial(t, addr)
-	var hdr [4]byte
-	binary.BigEndian.PutUint32(hdr[:], 900<<10) // announces 900 KiB, sends 10 bytes
-	if _, err := slow.Write(append(hdr[:], make([]byte, 10)...)); err != nil {
-		t.Fatal(err)
+	budget := task.NewByteBudget(1 << 20)
+	addr := startServerWith(t, Options{MaxFrameBytes: 1 << 20, Budget: budget})
+	announce := func(sent int) net.Conn {
+		c := dial(t, addr)
+		var hdr [4]byte
+		binary.BigEndian.PutUint32(hdr[:], 900<<10) // announces 900 KiB
+		if _, err := c.Write(append(hdr[:], make([]byte, sent)...)); err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
-	big := dial(t, addr)
-	frame := protocol.AppendFrame(nil, &protocol.Command{Code: 1234, Opaque: 9, Body: make([]byte, 900<<10)})
-	if _, err := big.Write(frame); err != nil {
-		t.Fatal(err)
+	answered := func(c net.Conn, opaque int32, within time.Duration) bool {
+		t.Helper()
+		_ = c.SetReadDeadline(time.Now().Add(within))
+		var b [4]byte
+		if _, err := io.ReadFull(c, b[:]); err != nil {
+			return false
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		rest := make([]byte, binary.BigEndian.Uint32(b[:]))
+		if _, err := io.ReadFull(c, rest); err != nil {
+			t.Fatal(err)
+		}
+		cmd, err := protocol.Decode(rest)
+		if err != nil || cmd.Opaque != opaque {
+			t.Fatalf("answer %+v %v", cmd, err)
+		}
+		return true
 	}
-	_ = big.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-	var b [1]byte
-	if _, err := big.Read(b[:]); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("a request beyond the budget was answered: %v", err)
+	big := func(opaque int32) net.Conn {
+		c := dial(t, addr)
+		if _, err := c.Write(protocol.AppendFrame(nil, &protocol.Command{Code: 1234, Opaque: opaque, Body: make([]byte, 900<<10)})); err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
-	slow.Close()
-	_ = big.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if r := readCommand(t, big); r.Opaque != 9 {
-		t.Fatalf("answer %+v", r)
+	teaser := announce(10)
+	defer teaser.Close()
+	if !answered(big(7), 7, 10*time.Second) {
+		t.Fatal("a connection that announced a large frame and sent 10 bytes of it held back another's request")
+	}
+	heavy := announce(600 << 10)
+	for deadline := time.Now().Add(10 * time.Second); budget.Available() > 200<<10 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond) // until its bytes are read (and held)
+	}
+	waiting := big(9)
+	if answered(waiting, 9, 500*time.Millisecond) {
+		t.Fatal("a request beyond the budget was answered")
+	}
+	heavy.Close()
+	if !answered(waiting, 9, 10*time.Second) {
+		t.Fatal("the request was not answered once the budget was free")
 	}
 }

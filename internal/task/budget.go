@@ -49,3 +49,10 @@ func (b *ByteBudget) Release(n int64) {
 	b.mu.Unlock()
 	b.cond.Broadcast()
 }
+
+// Available reports the bytes free now.
+func (b *ByteBudget) Available() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.avail
+}

@@ -2,6 +2,7 @@ package task
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"time"
@@ -39,11 +40,48 @@ func RequestDeadline(nc net.Conn, size int, base time.Duration) {
 // than allocating the announced size up front: a peer that announces a
 // huge frame and sends little of it costs what it sent.
 func ReadFrame(r io.Reader, size int) ([]byte, error) {
-	buf := make([]byte, min(size, 64<<10))
+	return readFrame(r, size, func(int) bool { return true })
+}
+
+// ReadFrameWithin is ReadFrame holding budget for the frame's bytes as its
+// buffer grows: a peer that announces a huge frame and sends little of it
+// holds of the budget what it sent, not what it announced, so it cannot
+// starve other connections. On success size bytes are held (the caller
+// releases them once the request is handled); on failure none.
+func ReadFrameWithin(r io.Reader, size int, b *ByteBudget, done <-chan struct{}) ([]byte, error) {
+	held := 0
+	frame, err := readFrame(r, size, func(n int) bool {
+		if !b.Acquire(int64(n-held), done) {
+			return false
+		}
+		held = n
+		return true
+	})
+	if err != nil {
+		b.Release(int64(held))
+	}
+	return frame, err
+}
+
+// errNoBudget is a frame abandoned while waiting for budget.
+var errNoBudget = errors.New("connection closing while waiting for request budget")
+
+// readFrame reads size bytes into a buffer that grows as they arrive,
+// asking reserve before each size the buffer takes.
+func readFrame(r io.Reader, size int, reserve func(n int) bool) ([]byte, error) {
+	first := min(size, 64<<10)
+	if !reserve(first) {
+		return nil, errNoBudget
+	}
+	buf := make([]byte, first)
 	n := 0
 	for n < size {
 		if n == len(buf) {
-			grown := make([]byte, min(size, 2*len(buf)))
+			next := min(size, 2*len(buf))
+			if !reserve(next) {
+				return nil, errNoBudget
+			}
+			grown := make([]byte, next)
 			copy(grown, buf)
 			buf = grown
 		}
