@@ -19,7 +19,6 @@ const (
 	HeaderOriginMessageID  = "ORIGIN_MESSAGE_ID"
 	HeaderDLQOriginTopic   = "DLQ_ORIGIN_TOPIC"
 	HeaderDLQOriginMessage = "DLQ_ORIGIN_MESSAGE_ID"
-	headerUniqKey          = "UNIQ_KEY"
 )
 
 // RetryTopicPrefix starts the name of a group's retry topic.
@@ -74,7 +73,7 @@ func (b *Broker) DeadLetter(ctx context.Context, group string, origin *model.Top
 		return err
 	}
 	if origin != nil {
-		id, _ := m.Header(headerUniqKey)
+		id, _ := m.Header(HeaderUniqKey)
 		m.Headers = append(withoutHeaders(m.Headers, HeaderDLQOriginTopic, HeaderDLQOriginMessage),
 			model.Header{Key: HeaderDLQOriginTopic, Value: []byte(origin.Short())},
 			model.Header{Key: HeaderDLQOriginMessage, Value: id})

@@ -70,7 +70,7 @@ func (b *Broker) RecallTimer(ctx context.Context, topic model.TopicName, id stri
 			continue
 		}
 		dest, _ := m.Header(HeaderRealTopic)
-		uniq, _ := m.Header("UNIQ_KEY")
+		uniq, _ := m.Header(HeaderUniqKey)
 		if string(dest) == topic.String() && string(uniq) == id {
 			target, due = h.Offset, entryDue
 			break
