@@ -264,6 +264,33 @@ position over the reset.`,
 	return cmd
 }
 
+// printMembers prints a group's live members: Kafka members with their
+// assignment, RocketMQ consumers with their subscriptions.
+func printMembers(cmd *cobra.Command, d apiv1.GroupDetail) error {
+	w := cmd.OutOrStdout()
+	switch d.Type {
+	case "consumer":
+		fmt.Fprintf(w, "\nKIP-848 consumer group, %s, epoch %d\n", d.State, d.Generation)
+	case "classic":
+		fmt.Fprintf(w, "\nclassic group, %s, generation %d\n", d.State, d.Generation)
+	default:
+		fmt.Fprintln(w)
+	}
+	var rows [][]string
+	for _, m := range d.Members {
+		var assigned []string
+		for _, a := range m.Assignment {
+			qs := make([]string, len(a.Queues))
+			for i, q := range a.Queues {
+				qs[i] = strconv.Itoa(int(q))
+			}
+			assigned = append(assigned, a.Topic+" "+strings.Join(qs, ","))
+		}
+		rows = append(rows, []string{m.Protocol, m.ClientID, m.Host, m.MemberID, strings.Join(m.Subscriptions, "; "), strings.Join(assigned, "; ")})
+	}
+	return table(cmd, "PROTOCOL\tCLIENT\tHOST\tMEMBER\tSUBSCRIPTIONS\tASSIGNMENT", rows)
+}
+
 func messageCmd() *cobra.Command {
 	a := &adminClient{}
 	cmd := &cobra.Command{Use: "message", Short: "Browse, tail and find messages"}
