@@ -32,9 +32,11 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/produce"
 	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/broker/security"
+	"github.com/rosettamq/rosetta/internal/model"
 )
 
 func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
@@ -76,6 +78,9 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 					}
 					if s.opts.Quotas.Active() {
 						throttle = max(throttle, s.opts.Quotas.Charge(t.Name, rc.quotaUser(), rc.hdr.ClientID, quota.Produce, len(rp.Records)))
+					}
+					if s.broker.Traced(t, "") {
+						traceProduced(rc, t, rp.Partition, req.TransactionID, res.Stored)
 					}
 				}
 			}
@@ -138,3 +143,18 @@ type kafkaCodeError struct {
 }
 
 func (e *kafkaCodeError) Error() string { return e.msg }
+
+// traceProduced records a produced event per stored record of a traced
+// topic (found by place: Kafka records have no message id).
+func traceProduced(rc *reqCtx, t *broker.Topic, partition int32, txnID *string, stored []produce.Stored) {
+	ev := broker.TraceEvent{Kind: broker.TraceProduced, Protocol: "kafka", Client: rc.hdr.ClientID}
+	if txnID != nil {
+		ev.Group, ev.Detail = *txnID, "transactional"
+	}
+	b := rc.srv().broker
+	for _, st := range stored {
+		for i := range st.Count {
+			b.TraceMessage(t, partition, st.Base+model.QueueOffset(i), nil, ev)
+		}
+	}
+}

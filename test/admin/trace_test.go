@@ -4,6 +4,7 @@ package admin_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/rosettamq/rosetta/internal/apiv1"
 	"github.com/rosettamq/rosetta/internal/app/apptest"
@@ -130,6 +132,22 @@ func TestMessageTrace(t *testing.T) {
 	if len(byPlace.Events) < 2 || byPlace.Events[0].ID != id {
 		t.Errorf("by place: %+v", byPlace.Events)
 	}
+	// A Kafka record (found by its place), consumed by the RocketMQ group.
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.ClientID("kafka-tracer"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kcl.Close()
+	rec := &kgo.Record{Topic: "traced", Partition: 0, Value: []byte("from kafka")}
+	if err := kcl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	apptest.Eventually(t, 30*time.Second, "the Kafka record produced, then delivered to the RocketMQ consumer", func() bool {
+		var tr apiv1.MessageTrace
+		api(t, base, "GET", fmt.Sprintf("/api/v1/trace?topic=traced&queue=0&offset=%d", rec.Offset), nil, &tr)
+		return len(tr.Events) == 2 && tr.Events[0].Kind == "produced" && tr.Events[0].Protocol == "kafka" && tr.Events[0].Client == "kafka-tracer" &&
+			tr.Events[1].Kind == "delivered" && tr.Events[1].Group == "trace-cg"
+	})
 	if ks, _ := kinds(quiet); len(ks) != 0 {
 		t.Errorf("an untraced topic's message has events: %v", ks)
 	}

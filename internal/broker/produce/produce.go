@@ -83,7 +83,16 @@ type Result struct {
 	BaseOffset    model.QueueOffset // first offset written (or of the duplicate); -1 when none
 	LogAppendTime int64             // the append time on LogAppendTime topics, else -1
 	TraceParent   string            // the first record's traceparent header (FindTraceParents)
-	end           model.LogPos      // the log end of what was written (0: nothing to wait for)
+	// Stored are the batches this append stored (not retried duplicates,
+	// not timer records): their first offsets and record counts.
+	Stored []Stored
+	end    model.LogPos // the log end of what was written (0: nothing to wait for)
+}
+
+// Stored is a stored batch: its first offset and its record count.
+type Stored struct {
+	Base  model.QueueOffset
+	Count int
 }
 
 // WaitDurable waits until what the results wrote is durable under the
@@ -164,6 +173,9 @@ func (a *Appender) Append(ctx context.Context, t *broker.Topic, partition int32,
 	}
 	last := recs[len(recs)-1]
 	res.BaseOffset, res.end = recs[0].BaseOffset, last.Pos+model.LogPos(last.Size)
+	for i, r := range recs {
+		res.Stored = append(res.Stored, Stored{Base: r.BaseOffset, Count: int(hdrs[i].NumRecords)})
+	}
 	return res, nil
 }
 
@@ -234,6 +246,7 @@ func (a *Appender) appendIdempotent(ctx context.Context, t *broker.Topic, partit
 	for i, r := range toWrite {
 		h := toHdr[i]
 		st.Record(producers.Batch{Epoch: h.ProducerEpoch, FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), BaseOffset: r.BaseOffset}, r.StoreTime)
+		res.Stored = append(res.Stored, Stored{Base: r.BaseOffset, Count: int(h.NumRecords)})
 	}
 	res.BaseOffset = toWrite[0].BaseOffset
 	if dupOffset >= 0 {
