@@ -143,15 +143,18 @@ func (c *conn) read() {
 		var frame []byte
 		switch {
 		case size > maxUpFrontFrame:
-			// A frame larger than clients send by default (max.request.size
-			// is 1 MiB) grows as its bytes arrive: a peer announcing a huge
-			// frame and sending little of it costs, and holds of the
-			// budget, what it sent.
-			frame, err = task.ReadFrameWithin(r, int(size), c.s.budget, c.ctx.Done())
+			// A larger frame grows (doubling from a MiB) as its bytes
+			// arrive: a peer announcing a huge frame and sending little of
+			// it costs, and holds of the budget, what it sent. Produce
+			// frames grow through the pool.
+			bufs := task.FrameBuffers{First: maxUpFrontFrame}
+			if pooled {
+				bufs.Get, bufs.Put = c.s.frames.get, c.s.frames.put
+			}
+			frame, err = task.ReadFrameWithin(r, int(size), c.s.budget, c.ctx.Done(), bufs)
 			if err != nil {
 				return // (it holds nothing)
 			}
-			pooled = false
 		case pooled:
 			frame = c.s.frames.get(int(size))
 			_, err = io.ReadFull(r, frame)

@@ -182,7 +182,7 @@ func (c *conn) readRequest(r *bufio.Reader, size int) (inbound, bool) {
 	if r.Buffered() < size {
 		task.RequestDeadline(c.nc, size, c.s.opts.FrameTimeout)
 	}
-	frame, err := task.ReadFrameWithin(r, size, c.s.opts.Budget, c.ctx.Done())
+	frame, err := task.ReadFrameWithin(r, size, c.s.opts.Budget, c.ctx.Done(), task.FrameBuffers{})
 	if err != nil {
 		return inbound{}, false
 	}

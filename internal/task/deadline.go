@@ -40,7 +40,16 @@ func RequestDeadline(nc net.Conn, size int, base time.Duration) {
 // than allocating the announced size up front: a peer that announces a
 // huge frame and sends little of it costs what it sent.
 func ReadFrame(r io.Reader, size int) ([]byte, error) {
-	return readFrame(r, size, func(int) bool { return true })
+	return readFrame(r, size, func(int) bool { return true }, FrameBuffers{})
+}
+
+// FrameBuffers supplies the buffers a frame grows through: Get returns n
+// bytes (contents undefined), Put takes back one outgrown. Zero: new
+// buffers, outgrown ones left to the collector.
+type FrameBuffers struct {
+	First int // the first buffer's size (64 KiB when zero)
+	Get   func(n int) []byte
+	Put   func([]byte)
 }
 
 // ReadFrameWithin is ReadFrame holding budget for the frame's bytes as its
@@ -48,7 +57,7 @@ func ReadFrame(r io.Reader, size int) ([]byte, error) {
 // holds of the budget what it sent, not what it announced, so it cannot
 // starve other connections. On success size bytes are held (the caller
 // releases them once the request is handled); on failure none.
-func ReadFrameWithin(r io.Reader, size int, b *ByteBudget, done <-chan struct{}) ([]byte, error) {
+func ReadFrameWithin(r io.Reader, size int, b *ByteBudget, done <-chan struct{}, bufs FrameBuffers) ([]byte, error) {
 	held := 0
 	frame, err := readFrame(r, size, func(n int) bool {
 		if !b.Acquire(int64(n-held), done) {
@@ -56,7 +65,7 @@ func ReadFrameWithin(r io.Reader, size int, b *ByteBudget, done <-chan struct{})
 		}
 		held = n
 		return true
-	})
+	}, bufs)
 	if err != nil {
 		b.Release(int64(held))
 	}
@@ -66,23 +75,36 @@ func ReadFrameWithin(r io.Reader, size int, b *ByteBudget, done <-chan struct{})
 // errNoBudget is a frame abandoned while waiting for budget.
 var errNoBudget = errors.New("connection closing while waiting for request budget")
 
-// readFrame reads size bytes into a buffer that grows as they arrive,
-// asking reserve before each size the buffer takes.
-func readFrame(r io.Reader, size int, reserve func(n int) bool) ([]byte, error) {
-	first := min(size, 64<<10)
+// readFrame reads size bytes into a buffer that grows (doubling) as they
+// arrive, asking reserve before each size the buffer takes.
+func readFrame(r io.Reader, size int, reserve func(n int) bool, bufs FrameBuffers) ([]byte, error) {
+	get, put := bufs.Get, bufs.Put
+	if get == nil {
+		get = func(n int) []byte { return make([]byte, n) }
+	}
+	if put == nil {
+		put = func([]byte) {}
+	}
+	first := bufs.First
+	if first <= 0 {
+		first = 64 << 10
+	}
+	first = min(size, first)
 	if !reserve(first) {
 		return nil, errNoBudget
 	}
-	buf := make([]byte, first)
+	buf := get(first)
 	n := 0
 	for n < size {
 		if n == len(buf) {
 			next := min(size, 2*len(buf))
 			if !reserve(next) {
+				put(buf)
 				return nil, errNoBudget
 			}
-			grown := make([]byte, next)
+			grown := get(next)
 			copy(grown, buf)
+			put(buf)
 			buf = grown
 		}
 		m, err := r.Read(buf[n:])
@@ -91,6 +113,7 @@ func readFrame(r io.Reader, size int, reserve func(n int) bool) ([]byte, error) 
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
+			put(buf)
 			return nil, err
 		}
 	}
