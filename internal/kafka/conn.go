@@ -143,13 +143,13 @@ func (c *conn) read() {
 		var frame []byte
 		switch {
 		case size > maxUpFrontFrame:
-			// A larger frame grows (doubling from a MiB) as its bytes
+			// A larger frame grows (doubling) as its bytes
 			// arrive: a peer announcing a huge frame and sending little of
 			// it costs, and holds of the budget, what it sent. Produce
 			// frames grow through the pool.
-			bufs := task.FrameBuffers{First: maxUpFrontFrame}
-			if pooled {
-				bufs.Get, bufs.Put = c.s.frames.get, c.s.frames.put
+			var bufs task.FrameBuffers
+			if pooled { // from a MiB, as the up-front rule allows anyway
+				bufs = task.FrameBuffers{First: maxUpFrontFrame, Get: c.s.frames.get, Put: c.s.frames.put}
 			}
 			frame, err = task.ReadFrameWithin(r, int(size), c.s.budget, c.ctx.Done(), bufs)
 			if err != nil {
