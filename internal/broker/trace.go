@@ -131,6 +131,9 @@ func (b *Broker) Traced(t *Topic, id string) bool {
 // TraceMessage records an event of message m, stored (or about to be) at
 // offset of queue of t, when t and m are traced; ev names the rest.
 func (b *Broker) TraceMessage(t *Topic, queue int32, offset model.QueueOffset, m *model.Message, ev TraceEvent) {
+	if !b.Traced(t, "") && !strings.HasPrefix(t.Name.Topic, RetryTopicPrefix) {
+		return // (before reading headers: delivery paths call this per message)
+	}
 	id := ""
 	if m != nil {
 		if v, ok := m.Header(HeaderUniqKey); ok {
