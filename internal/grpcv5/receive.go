@@ -15,6 +15,7 @@ import (
 	"time"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"go.opentelemetry.io/otel/attribute"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/rosettamq/rosetta/internal/broker"
@@ -22,6 +23,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/pop"
 	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/telemetry"
 )
 
 // Receive limits, as RocketMQ's proxy applies them.
@@ -90,6 +92,7 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 		poll = min(poll, time.Until(dl)-500*time.Millisecond)
 	}
 	var got []pop.Delivery
+	received := time.Now()
 	found, err := s.broker.PollTopic(ctx, t, poll, func() (bool, error) {
 		var err error
 		got, err = s.pop.ReceiveLive(broker.WithTraceSource(ctx, "grpc", clientID(ctx)), group, queues, batch, invisible, cfg.ConsumeMessageOrderly, match)
@@ -106,7 +109,12 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 	}
 	client := clientID(ctx)
 	bytes := 0
+	var spanned telemetry.Delivered
 	for i := range got {
+		if s.opts.Tracer.Enabled() {
+			tp, _ := got[i].Message.Header(telemetry.HeaderTraceParent)
+			spanned.Add(tp)
+		}
 		if req.GetInvisibleDuration() == nil && req.GetAutoRenew() {
 			s.renew.add(client, group, got[i].Handle)
 		}
@@ -115,6 +123,11 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 		if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Message{Message: msg}}); err != nil {
 			return err
 		}
+	}
+	if s.opts.Tracer.Enabled() {
+		s.opts.Tracer.Deliver(ctx, "receive "+mq.GetTopic().GetName(), received, &spanned,
+			attribute.String("messaging.system", "rocketmq"), attribute.String("messaging.destination.name", mq.GetTopic().GetName()),
+			attribute.String("messaging.consumer.group.name", group))
 	}
 	// A namespace over its fetch rate: the call ends late, which paces the
 	// consumer's next receive.

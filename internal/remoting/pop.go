@@ -20,9 +20,12 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/rosettamq/rosetta/internal/broker/pop"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
+	"github.com/rosettamq/rosetta/internal/telemetry"
 )
 
 const propPopCK = "POP_CK"
@@ -116,6 +119,7 @@ func handlePopMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	cfg, _ := s.broker.GroupConfig(group)
 	order := req.Ext("order") == "true" || cfg.ConsumeMessageOrderly
 	var got []pop.Delivery
+	start := time.Now()
 	found, err := s.broker.PollTopic(rc.ctx, t, min(time.Duration(pollMs)*time.Millisecond, maxPopPoll), func() (bool, error) {
 		var err error
 		got, err = s.pop.ReceiveLive(rc.ctx, group, queues, max, time.Duration(invisibleMs)*time.Millisecond, order, filt.match)
@@ -146,6 +150,11 @@ func handlePopMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		m.Headers = append(m.Headers, model.Header{Key: propPopCK, Value: []byte(s.extraInfo(d.Handle, ckOffset[d.Queue], invisibleMs, ref.Index))})
 		m.ReconsumeTimes = d.Attempt - 1
 		body = protocol.AppendStoredV1(body, storedMessage(&m, rmqName(t.Name), ref.Index, d.Queue, d.Offset, d.StoreTime, rc.conn.store))
+	}
+	if s.opts.Tracer.Enabled() {
+		s.opts.Tracer.Deliver(rc.ctx, "pop "+req.Ext("topic"), start, deliveredOf(got),
+			attribute.String("messaging.system", "rocketmq"), attribute.String("messaging.destination.name", req.Ext("topic")),
+			attribute.String("messaging.consumer.group.name", group))
 	}
 	resp.Body = body
 	return resp
@@ -263,4 +272,14 @@ func handleBatchAck(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		s.log.Debug("batch ack named handles no longer current", "remote", rc.conn.remote, "count", stale)
 	}
 	return protocol.NewResponse(req, protocol.Success, "")
+}
+
+// deliveredOf describes POP deliveries for a delivery span.
+func deliveredOf(got []pop.Delivery) *telemetry.Delivered {
+	d := &telemetry.Delivered{}
+	for i := range got {
+		tp, _ := got[i].Message.Header(telemetry.HeaderTraceParent)
+		d.Add(tp)
+	}
+	return d
 }

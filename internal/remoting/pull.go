@@ -15,10 +15,13 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
+	"github.com/rosettamq/rosetta/internal/telemetry"
 )
 
 // Pull sysflag bits (PullSysFlag).
@@ -92,13 +95,23 @@ func handlePullMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 			return resp
 		case offset < int64(lso):
 			// Kafka records of open transactions wait; aborted ones never come.
+			readStart := time.Now()
+			var spanned *telemetry.Delivered
+			if s.opts.Tracer.Enabled() {
+				spanned = &telemetry.Delivered{}
+			}
 			body, next, err := s.readForPull(t, queueID, model.QueueOffset(offset), lso, maxMsgs, filter, store,
-				broker.TraceEvent{Kind: broker.TraceDelivered, Protocol: "remoting", Group: group, Client: rc.conn.remote})
+				broker.TraceEvent{Kind: broker.TraceDelivered, Protocol: "remoting", Group: group, Client: rc.conn.remote}, spanned)
 			if err != nil {
 				return errorResponse(req, err)
 			}
 			resp.SetExt("nextBeginOffset", strconv.FormatInt(int64(next), 10))
 			if len(body) > 0 {
+				if spanned != nil {
+					s.opts.Tracer.Deliver(rc.ctx, "pull "+topic, readStart, spanned,
+						attribute.String("messaging.system", "rocketmq"), attribute.String("messaging.destination.name", topic),
+						attribute.String("messaging.consumer.group.name", group), attribute.Int("messaging.destination.partition.id", int(queueID)))
+				}
 				resp.Body = body
 				return resp
 			}
@@ -121,8 +134,10 @@ func handlePullMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 
 // readForPull reads messages from offset and encodes those that pass
 // filter, recording a delivered event (delivered, its template) for each
-// traced one; it returns the body and the offset after what it read.
-func (s *Server) readForPull(t *topicRef, queueID int32, offset, stable model.QueueOffset, maxMsgs int, filter msgFilter, store string, delivered broker.TraceEvent) ([]byte, model.QueueOffset, error) {
+// traced one (and adding it to spanned, when not nil); it returns the body
+// and the offset after what it read.
+func (s *Server) readForPull(t *topicRef, queueID int32, offset, stable model.QueueOffset, maxMsgs int, filter msgFilter, store string,
+	delivered broker.TraceEvent, spanned *telemetry.Delivered) ([]byte, model.QueueOffset, error) {
 	res, err := s.broker.Read(t.Name, queueID, offset, broker.ReadOptions{MaxRecords: maxMsgs, MaxBytes: maxPullBytes,
 		SkipTag: tagSkipper(filter)})
 	if err != nil {
@@ -142,6 +157,10 @@ func (s *Server) readForPull(t *topicRef, queueID int32, offset, stable model.Qu
 		ev := delivered
 		ev.Attempt = m.ReconsumeTimes + 1
 		s.broker.TraceMessage(t, queueID, off, m, ev)
+		if spanned != nil {
+			tp, _ := m.Header(telemetry.HeaderTraceParent)
+			spanned.Add(tp)
+		}
 	}
 	for i := range res.Records {
 		r := &res.Records[i]

@@ -98,3 +98,42 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 	}
 	return t.provider.Shutdown(ctx)
 }
+
+// Delivered gathers what a delivery span says of the messages handed over:
+// how many, and the trace contexts they carry.
+type Delivered struct {
+	Count   int
+	parents []string
+}
+
+// Add counts one message, with its traceparent header (empty: none).
+func (d *Delivered) Add(traceparent []byte) {
+	d.Count++
+	if len(traceparent) > 0 {
+		d.parents = append(d.parents, string(traceparent))
+	}
+}
+
+// Deliver records a span for handing messages to a consumer (a pull, a POP,
+// a receive), begun at start and linked to the trace of every message that
+// carries a W3C traceparent (OpenTelemetry's messaging conventions link a
+// receive to the messages' creation contexts rather than parent it to one).
+func (t *Tracer) Deliver(ctx context.Context, name string, start time.Time, d *Delivered, attrs ...attribute.KeyValue) {
+	if t == nil || d.Count == 0 {
+		return
+	}
+	links := make([]trace.Link, 0, len(d.parents))
+	seen := map[trace.SpanID]bool{}
+	for _, p := range d.parents {
+		sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(),
+			propagation.MapCarrier{HeaderTraceParent: p}))
+		if sc.IsValid() && !seen[sc.SpanID()] {
+			seen[sc.SpanID()] = true
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	attrs = append(attrs, attribute.String("messaging.operation.type", "receive"), attribute.Int("messaging.batch.message_count", d.Count))
+	_, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start),
+		trace.WithLinks(links...), trace.WithAttributes(attrs...))
+	span.End()
+}

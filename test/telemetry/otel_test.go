@@ -65,6 +65,23 @@ func (c *collector) find(name, traceID, parent string) *tracepb.Span {
 	return nil
 }
 
+// linked returns the span named name that links to a span of traceID.
+func (c *collector) linked(name, traceID string) *tracepb.Span {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.spans {
+		if s.Name != name {
+			continue
+		}
+		for _, l := range s.Links {
+			if hex.EncodeToString(l.TraceId) == traceID {
+				return s
+			}
+		}
+	}
+	return nil
+}
+
 // newCollector starts a test collector until the test ends.
 func newCollector(t *testing.T) *collector {
 	c := &collector{}
