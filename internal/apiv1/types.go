@@ -131,7 +131,7 @@ type GroupDetail struct {
 
 // GroupMember is one live member of a consumer group.
 type GroupMember struct {
-	Protocol      string            `json:"protocol"` // kafka or rocketmq
+	Protocol      string            `json:"protocol"` // kafka, rocketmq (remoting) or rocketmq-grpc
 	MemberID      string            `json:"member_id,omitempty"`
 	InstanceID    string            `json:"instance_id,omitempty"`
 	ClientID      string            `json:"client_id"`

@@ -97,6 +97,19 @@ func remotingMembers(srv *remoting.Server) func(group string) []apiv1.GroupMembe
 	}
 }
 
+// grpcMembers describes a gRPC server's live consumers of a group as the
+// admin API shows members.
+func grpcMembers(srv *grpcv5.Server) func(group string) []apiv1.GroupMember {
+	return func(group string) []apiv1.GroupMember {
+		var out []apiv1.GroupMember
+		for _, c := range srv.Consumers(group) {
+			out = append(out, apiv1.GroupMember{Protocol: "rocketmq-grpc", ClientID: c.ClientID, Host: c.Address,
+				Client: fmt.Sprintf("%s %s, %s", c.Language, c.Version, c.ClientType), Subscriptions: c.Subscriptions})
+		}
+		return out
+	}
+}
+
 // close stops the stack (what of it was built), newest first.
 func (st *stack) close() error {
 	var errs []error
@@ -188,6 +201,7 @@ func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontE
 			ObserveRequest: a.metrics.RequestObserver("grpc"),
 			Logger:         a.log,
 		})
+		st.members.Add(admin.MemberSource{Members: grpcMembers(srv), Groups: srv.ConsumerGroups})
 		g.Go(func() error { return srv.Serve(ctx, fe.grpc) })
 	}
 }

@@ -7,6 +7,9 @@ package grpcv5
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
@@ -15,7 +18,8 @@ import (
 
 // client is one connected client.
 type client struct {
-	id string
+	id   string
+	addr string // the client's address
 
 	sendMu sync.Mutex // gRPC streams take one sender at a time
 	stream v2.MessagingService_TelemetryServer
@@ -77,6 +81,65 @@ func (r *registry) remove(c *client) {
 	if len(r.clients[c.id]) == 0 {
 		delete(r.clients, c.id)
 	}
+}
+
+// Consumer is a connected consumer as the admin API lists group members.
+type Consumer struct {
+	ClientID      string
+	Address       string
+	ClientType    string // SIMPLE_CONSUMER, PUSH_CONSUMER
+	Language      string
+	Version       string
+	Subscriptions []string // "topic expression" (type TAG or SQL92)
+}
+
+// consumers returns the clients whose settings subscribe group (every
+// group when group is empty), one entry per client id.
+func (r *registry) consumers(group string) map[string][]Consumer {
+	out := map[string][]Consumer{}
+	for _, c := range r.all() {
+		sub := c.getSettings().GetSubscription()
+		g := sub.GetGroup().GetName()
+		if sub == nil || g == "" || group != "" && g != group {
+			continue
+		}
+		dup := false
+		for _, have := range out[g] {
+			dup = dup || have.ClientID == c.id
+		}
+		if dup {
+			continue
+		}
+		st := c.getSettings()
+		cons := Consumer{ClientID: c.id, Address: c.addr, ClientType: st.GetClientType().String(),
+			Language: st.GetUserAgent().GetLanguage().String(), Version: st.GetUserAgent().GetVersion()}
+		for _, e := range sub.GetSubscriptions() {
+			expr := e.GetExpression().GetExpression()
+			if e.GetExpression().GetType() == v2.FilterType_SQL {
+				expr = "SQL92:" + expr
+			}
+			cons.Subscriptions = append(cons.Subscriptions, e.GetTopic().GetName()+" "+expr)
+		}
+		out[g] = append(out[g], cons)
+	}
+	return out
+}
+
+// Consumers lists the live RocketMQ 5 consumers of group, by client id.
+func (s *Server) Consumers(group string) []Consumer {
+	out := s.clients.consumers(group)[group]
+	for i := range out {
+		slices.Sort(out[i].Subscriptions)
+	}
+	slices.SortFunc(out, func(a, b Consumer) int { return strings.Compare(a.ClientID, b.ClientID) })
+	return out
+}
+
+// ConsumerGroups lists the groups with live RocketMQ 5 consumers.
+func (s *Server) ConsumerGroups() []string {
+	out := slices.Collect(maps.Keys(s.clients.consumers("")))
+	slices.Sort(out)
+	return out
 }
 
 // settings returns a client's latest settings (nil when unknown).

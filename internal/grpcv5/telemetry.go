@@ -13,6 +13,7 @@ import (
 	"time"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -25,6 +26,9 @@ const (
 // Telemetry serves one client's telemetry stream.
 func (s *Server) Telemetry(stream v2.MessagingService_TelemetryServer) error {
 	c := &client{id: clientID(stream.Context()), stream: stream}
+	if p, ok := peer.FromContext(stream.Context()); ok {
+		c.addr = p.Addr.String()
+	}
 	s.clients.add(c)
 	defer s.clients.remove(c)
 	for {

@@ -5,6 +5,7 @@ package admin_test
 import (
 	"context"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/rosettamq/rosetta/internal/apiv1"
@@ -21,7 +24,8 @@ import (
 
 // TestGroupMembers: the admin API shows each kind of group's live members —
 // a classic Kafka group and a KIP-848 one with their members' assignments,
-// RocketMQ push consumers with their subscriptions — including a group
+// RocketMQ push consumers and RocketMQ 5 simple consumers with their
+// subscriptions — including a group
 // that has committed nothing yet.
 func TestGroupMembers(t *testing.T) {
 	c := apptest.TestConfig(t.TempDir())
@@ -64,6 +68,20 @@ func TestGroupMembers(t *testing.T) {
 	}
 	defer pc.Shutdown()
 
+	os.Setenv("rocketmq.client.logRoot", t.TempDir())
+	os.Setenv("rocketmq.client.logLevel", "error")
+	rmq.ResetLogger()
+	sc, err := rmq.NewSimpleConsumer(&rmq.Config{Endpoint: n.GRPCAddr(), ConsumerGroup: "grpc-g", Credentials: &credentials.SessionCredentials{}},
+		rmq.WithSimpleAwaitDuration(time.Second),
+		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{"members": rmq.NewFilterExpressionWithType("a > 1", rmq.SQL92)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sc.GracefulStop()
+
 	describe := func(group string) apiv1.GroupDetail {
 		var d apiv1.GroupDetail
 		api(t, base, "GET", "/api/v1/groups/"+group, nil, &d)
@@ -102,6 +120,13 @@ func TestGroupMembers(t *testing.T) {
 	if d := describe("rmq-g"); !strings.Contains(d.Members[0].Client, "GO") || !strings.Contains(d.Members[0].Client, "CONSUME_PASSIVELY") {
 		t.Fatalf("RocketMQ member: %+v", d.Members[0])
 	}
+	apptest.Eventually(t, 30*time.Second, "the RocketMQ 5 consumer to show", func() bool {
+		d := describe("grpc-g")
+		return len(d.Members) == 1 && d.Members[0].Protocol == "rocketmq-grpc" && slices.Contains(d.Members[0].Subscriptions, "members SQL92:a > 1")
+	})
+	if d := describe("grpc-g"); !strings.Contains(d.Members[0].Client, "GOLANG") || !strings.Contains(d.Members[0].Client, "SIMPLE_CONSUMER") || d.Members[0].Host == "" {
+		t.Fatalf("RocketMQ 5 member: %+v", d.Members[0])
+	}
 	var list []apiv1.GroupSummary
 	if code := api(t, base, "GET", "/api/v1/groups", nil, &list); code != http.StatusOK {
 		t.Fatalf("list: %d", code)
@@ -110,7 +135,7 @@ func TestGroupMembers(t *testing.T) {
 	for _, g := range list {
 		got[g.Name] = g.Members
 	}
-	if got["classic-g"] != 1 || got["next-g"] != 1 || got["rmq-g"] != 1 {
+	if got["classic-g"] != 1 || got["next-g"] != 1 || got["rmq-g"] != 1 || got["grpc-g"] != 1 {
 		t.Fatalf("group list: %+v", list)
 	}
 	if code := api(t, base, "GET", "/api/v1/groups/nobody", nil, nil); code != http.StatusNotFound {

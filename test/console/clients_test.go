@@ -5,6 +5,7 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -23,8 +26,9 @@ import (
 func init() { rlog.SetLogLevel("error") }
 
 // TestConsoleWithClients: the console shows what real clients did — a
-// topic holding franz-go records and rocketmq-client-go messages, a KIP-848
-// group and a RocketMQ push consumer group with their live members, and a
+// topic holding franz-go records, rocketmq-client-go and RocketMQ 5 client
+// messages, a KIP-848 group, a RocketMQ push consumer group and a RocketMQ 5
+// simple consumer group with their live members, and a
 // RocketMQ message's traced life (produced over remoting, delivered to its
 // group).
 func TestConsoleWithClients(t *testing.T) {
@@ -85,10 +89,37 @@ func TestConsoleWithClients(t *testing.T) {
 	}
 	defer pc.Shutdown()
 
+	os.Setenv("rocketmq.client.logRoot", t.TempDir())
+	os.Setenv("rocketmq.client.logLevel", "error")
+	rmq.ResetLogger()
+	gp, err := rmq.NewProducer(&rmq.Config{Endpoint: n.GRPCAddr(), Credentials: &credentials.SessionCredentials{}}, rmq.WithTopics("payments"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer gp.GracefulStop()
+	gm := &rmq.Message{Topic: "payments", Body: []byte("grpc payment")}
+	gm.SetKeys("grpc-key-1")
+	if _, err := gp.Send(ctx, gm); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := rmq.NewSimpleConsumer(&rmq.Config{Endpoint: n.GRPCAddr(), ConsumerGroup: "refunds-sc", Credentials: &credentials.SessionCredentials{}},
+		rmq.WithSimpleAwaitDuration(time.Second), rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{"payments": rmq.SUB_ALL}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sc.GracefulStop()
+
 	br := openBrowser(t, exe, "clients")
 	br.do("groups", chromedp.Navigate(base+"/#/groups"))
 	groups := br.waitFor("audit-cg")
 	br.waitFor("ledger-848")
+	br.waitFor("refunds-sc")
 	br.shot("groups")
 	br.do("the KIP-848 group", chromedp.Navigate(base+"/#/groups/ledger-848"))
 	kafkaGroup := br.waitFor("ledger-app")
@@ -96,9 +127,13 @@ func TestConsoleWithClients(t *testing.T) {
 	br.do("the RocketMQ group", chromedp.Navigate(base+"/#/groups/audit-cg"))
 	rmqGroup := br.waitFor("rocketmq")
 	br.shot("rocketmq-group")
+	br.do("the RocketMQ 5 group", chromedp.Navigate(base+"/#/groups/refunds-sc"))
+	grpcGroup := br.waitFor("rocketmq-grpc")
+	br.shot("rocketmq5-group")
 	br.do("the topic", chromedp.Navigate(base+"/#/topics/payments"))
 	topic := br.waitFor("rocketmq payment")
 	br.waitFor("kafka payment 2")
+	br.waitFor("grpc payment")
 	br.shot("topic")
 	br.do("the RocketMQ message", chromedp.Click(chromedp.Search(`//span[contains(text(), 'rocketmq payment')]`)),
 		chromedp.WaitVisible(chromedp.CSS("#modal-body pre")))
@@ -108,7 +143,8 @@ func TestConsoleWithClients(t *testing.T) {
 		"groups":      {groups, "ledger-848", "audit-cg"},
 		"kafka group": {kafkaGroup, "KIP-848 consumer group", "ledger-app", "payments 0"},
 		"rmq group":   {rmqGroup, "audit-cg", "payments *", "chosen by the clients"},
-		"topic":       {topic, "kafka payment 0", "rocketmq payment"},
+		"grpc group":  {grpcGroup, "refunds-sc", "SIMPLE_CONSUMER", "any queue (POP)"},
+		"topic":       {topic, "kafka payment 0", "rocketmq payment", "grpc payment", "grpc-key-1"},
 		"detail":      {detail, res.MsgID, "produced", "remoting", "checkout-pg", "delivered", "audit-cg"},
 	} {
 		for _, want := range got[1:] {

@@ -276,7 +276,7 @@ async function groupDetail(view, name) {
       g.type === "consumer" ? "epoch " : "generation ", g.generation) : "",
     table([{ label: "protocol" }, { label: "client" }, { label: "host" }, { label: "member" }, { label: "subscriptions" }, { label: "assignment" }],
       g.members.map((m) => [m.protocol, m.client_id + (m.client ? " (" + m.client + ")" : ""), m.host || "", m.member_id || "",
-        (m.subscriptions || []).join(", "), (m.assignment || []).map((a) => a.topic + " " + a.queues.join(",")).join("; ") || (m.protocol === "rocketmq" ? "chosen by the clients" : "")])),
+        (m.subscriptions || []).join(", "), (m.assignment || []).map((a) => a.topic + " " + a.queues.join(",")).join("; ") || (m.protocol === "rocketmq" ? "chosen by the clients" : m.protocol === "rocketmq-grpc" ? "any queue (POP)" : "")])),
     h("h2", {}, "Reset offsets"),
     h("p", { class: "muted" }, "Stop the group's consumers first: a running member commits its own position over the reset."),
     h("div", { class: "toolbar" }, topic, to, val, h("button", { class: "secondary", onclick: () => reset(true) }, "Dry run"), h("button", { onclick: () => reset(false) }, "Reset")),
