@@ -47,6 +47,7 @@ type TraceEvent struct {
 	Client   string `json:"client,omitempty"`
 	Attempt  int32  `json:"attempt,omitempty"`
 	Detail   string `json:"detail,omitempty"`
+	Origin   string `json:"origin,omitempty"` // where a message without an id was first stored (topic@queue:offset)
 }
 
 // TopicCreate is the body of POST /api/v1/topics.

@@ -57,6 +57,10 @@ type TraceEvent struct {
 	Client   string `json:"client,omitempty"`   // client id or address
 	Attempt  int32  `json:"attempt,omitempty"`  // delivery attempt (1: the first)
 	Detail   string `json:"detail,omitempty"`
+	// Origin is where a message without an id was first stored
+	// ("topic@queue:offset"): events of its retried and dead-lettered
+	// copies are found through it.
+	Origin string `json:"origin,omitempty"`
 }
 
 // TopicConfigMessageTrace is the topic config that turns tracing on.
@@ -247,6 +251,9 @@ func traceKeys(ev TraceEvent) []string {
 	if ev.Offset >= 0 {
 		keys = append(keys, tracePlace(ev.Topic, ev.Queue, ev.Offset))
 	}
+	if ev.Origin != "" {
+		keys = append(keys, ev.Origin)
+	}
 	return keys
 }
 
@@ -344,6 +351,22 @@ func WithTraceSource(ctx context.Context, protocol, client string) context.Conte
 	return context.WithValue(ctx, traceSourceKey{}, TraceSource{Protocol: protocol, Client: client})
 }
 
+type traceOriginKey struct{}
+
+// WithTraceOrigin returns ctx naming where the message its work moves was
+// first stored (queue index of topic, offset): a message without an id
+// (a Kafka record) moved to a retry or dead-letter topic is traced under
+// that place.
+func WithTraceOrigin(ctx context.Context, topic model.TopicName, queue int32, offset model.QueueOffset) context.Context {
+	return context.WithValue(ctx, traceOriginKey{}, TracePlace(topic, queue, offset))
+}
+
+// TracePlace is the key of a message's place in its topic, for
+// TraceEvent.Origin.
+func TracePlace(topic model.TopicName, queue int32, offset model.QueueOffset) string {
+	return tracePlace(topic.Short(), queue, int64(offset))
+}
+
 func traceSource(ctx context.Context) TraceSource {
 	s, _ := ctx.Value(traceSourceKey{}).(TraceSource)
 	return s
@@ -397,6 +420,9 @@ func (b *Broker) traceMoved(ctx context.Context, origin *model.TopicName, dest *
 	}
 	src := traceSource(ctx)
 	ev.ID, ev.Topic, ev.Queue, ev.Offset = string(id), dest.Name.Short(), queue, int64(offset)
+	if len(id) == 0 {
+		ev.Origin, _ = ctx.Value(traceOriginKey{}).(string)
+	}
 	if ev.Protocol == "" {
 		ev.Protocol, ev.Client = src.Protocol, src.Client
 	}

@@ -192,7 +192,7 @@ func (s *Server) fetchOnce(rc *reqCtx, req *kmsg.FetchRequest) (*kmsg.FetchRespo
 			committed := req.IsolationLevel == 1
 			n, err := 0, s.checkPartitionEpoch(t.Name, rp.Partition, rp.CurrentLeaderEpoch)
 			if err == nil {
-				n, err = s.fetchPartition(t, rp.Partition, model.QueueOffset(rp.FetchOffset), budget, total == 0, committed, &pr)
+				n, err = s.fetchPartition(rc, t, rp.Partition, model.QueueOffset(rp.FetchOffset), budget, total == 0, committed, &pr)
 			}
 			if err != nil {
 				pr.ErrorCode = errorCode(err)
@@ -214,7 +214,7 @@ func (s *Server) fetchOnce(rc *reqCtx, req *kmsg.FetchRequest) (*kmsg.FetchRespo
 // fetchPartition fills pr with batches from offset, at most budget bytes
 // (but at least one batch when first is set); committed stops at the last
 // stable offset and lists the aborted transactions.
-func (s *Server) fetchPartition(t *broker.Topic, partition int32, offset model.QueueOffset, budget int, first, committed bool, pr *kmsg.FetchResponseTopicPartition) (int, error) {
+func (s *Server) fetchPartition(rc *reqCtx, t *broker.Topic, partition int32, offset model.QueueOffset, budget int, first, committed bool, pr *kmsg.FetchResponseTopicPartition) (int, error) {
 	if partition < 0 || int(partition) >= len(t.Queues) {
 		return 0, model.ErrUnknownQueue
 	}
@@ -259,6 +259,9 @@ func (s *Server) fetchPartition(t *broker.Topic, partition int32, offset model.Q
 	}
 	if out != nil {
 		pr.RecordBatches = out
+		if s.broker.Traced(t, "") {
+			s.traceFetched(rc, t, partition, offset, end, res.Records)
+		}
 	}
 	if committed && upTo > offset {
 		for _, a := range s.txnIndex.Aborted(queue, offset, upTo) {
@@ -269,6 +272,34 @@ func (s *Server) fetchPartition(t *broker.Topic, partition int32, offset model.Q
 		}
 	}
 	return len(out), nil
+}
+
+// traceFetched records a delivered event for each record of a traced topic
+// a fetch returns from offset (before end): Kafka fetches name no group, so
+// the event names the client; transaction markers and aborted batches are
+// not deliveries.
+func (s *Server) traceFetched(rc *reqCtx, t *broker.Topic, partition int32, offset, end model.QueueOffset, recs []broker.StoredRecord) {
+	ev := broker.TraceEvent{Kind: broker.TraceDelivered, Protocol: "kafka", Client: rc.hdr.ClientID, Attempt: 1, Detail: "fetch"}
+	queue := t.Queues[partition]
+	for i := range recs {
+		r := &recs[i]
+		if r.BaseOffset >= end {
+			return
+		}
+		switch r.Format {
+		case model.FormatMessage:
+			if m, err := broker.DecodeMessage(r.Payload); err == nil && r.BaseOffset >= offset {
+				s.broker.TraceMessage(t, partition, r.BaseOffset, &m, ev)
+			}
+		case model.FormatKafkaBatchV2:
+			if s.broker.HiddenKafkaBatch(queue, r) {
+				continue
+			}
+			for o := max(r.BaseOffset, offset); o < r.BaseOffset+model.QueueOffset(r.Count) && o < end; o++ {
+				s.broker.TraceMessage(t, partition, o, nil, ev)
+			}
+		}
+	}
 }
 
 // chargeFetch charges the bytes a fetch returns to each topic's fetch

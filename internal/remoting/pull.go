@@ -13,6 +13,7 @@ package remoting
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -146,6 +147,7 @@ func (s *Server) readForPull(t *topicRef, queueID int32, offset, stable model.Qu
 	defer res.Release()
 	var body []byte
 	next, n := offset, 0
+	retryTopic := strings.HasPrefix(t.Name.Topic, broker.RetryTopicPrefix)
 	emit := func(m *model.Message, off model.QueueOffset, storeTime int64) {
 		next = off + 1
 		n++
@@ -156,6 +158,9 @@ func (s *Server) readForPull(t *topicRef, queueID int32, offset, stable model.Qu
 		s.stats.got.Add(1)
 		ev := delivered
 		ev.Attempt = m.ReconsumeTimes + 1
+		if retryTopic {
+			ev.Origin = s.tracedOriginPlace(m)
+		}
 		s.broker.TraceMessage(t, queueID, off, m, ev)
 		if spanned != nil {
 			tp, _ := m.Header(telemetry.HeaderTraceParent)
@@ -205,6 +210,19 @@ func (s *Server) readForPull(t *topicRef, queueID int32, offset, stable model.Qu
 		next = max(next, res.NextOffset) // records skipped by tag after the last one read
 	}
 	return body, next, nil
+}
+
+// tracedOriginPlace is the place a retried copy without an id (a Kafka
+// record) was first stored, under which its trace events are found.
+func (s *Server) tracedOriginPlace(m *model.Message) string {
+	if _, ok := m.Header(broker.HeaderUniqKey); ok {
+		return ""
+	}
+	ref, off, ok := s.originOf(m)
+	if !ok {
+		return ""
+	}
+	return broker.TracePlace(ref.Topic.Name, ref.Index, off)
 }
 
 // storedMessage lays a message out as pull responses carry it.

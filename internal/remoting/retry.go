@@ -12,6 +12,7 @@ package remoting
 // broker's delay levels; see broker.AppendDelayed.
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/rosettamq/rosetta/internal/broker"
@@ -38,6 +39,7 @@ func handleConsumerSendMsgBack(rc *reqCtx, req *protocol.Command) *protocol.Comm
 		return protocol.NewResponse(req, protocol.SystemError, "look up message: "+err.Error())
 	}
 	m, topic := f.msg, rmqName(f.topic.Name)
+	ctx := s.traceOrigin(rc.ctx, f)
 	if _, ok := m.Header(propRetryTopic); !ok {
 		orig := req.Ext("originTopic")
 		if orig == "" {
@@ -61,17 +63,45 @@ func handleConsumerSendMsgBack(rc *reqCtx, req *protocol.Command) *protocol.Comm
 	times := m.ReconsumeTimes
 	m.ReconsumeTimes++
 	if times >= maxTimes || level < 0 {
-		err = s.broker.DeadLetter(rc.ctx, group, nil, m)
+		err = s.broker.DeadLetter(ctx, group, nil, m)
 	} else {
 		if level == 0 {
 			level = 3 + int(times)
 		}
-		err = s.broker.RetryLater(rc.ctx, group, m, level)
+		err = s.broker.RetryLater(ctx, group, m, level)
 	}
 	if err != nil {
 		return errorResponse(req, err)
 	}
 	return protocol.NewResponse(req, protocol.Success, "")
+}
+
+// traceOrigin names, for the trace of a message without an id (a Kafka
+// record) sent back, the place it was first stored: where f is, or — for a
+// copy in a retry topic — where its ORIGIN_MESSAGE_ID points.
+func (s *Server) traceOrigin(ctx context.Context, f *found) context.Context {
+	if _, ok := f.msg.Header(broker.HeaderUniqKey); ok {
+		return ctx
+	}
+	if _, ok := f.msg.Header(propRetryTopic); !ok {
+		return broker.WithTraceOrigin(ctx, f.topic.Name, f.index, f.offset)
+	}
+	if ref, off, ok := s.originOf(&f.msg); ok {
+		return broker.WithTraceOrigin(ctx, ref.Topic.Name, ref.Index, off)
+	}
+	return ctx
+}
+
+// originOf finds where a retried copy's original was stored, from its
+// ORIGIN_MESSAGE_ID (an offset message id).
+func (s *Server) originOf(m *model.Message) (broker.QueueRef, model.QueueOffset, bool) {
+	id, _ := m.Header(propOriginMsgID)
+	pos, err := protocol.ParseOffsetMessageID(string(id))
+	if err != nil {
+		return broker.QueueRef{}, 0, false
+	}
+	ref, err := s.broker.QueueByID(model.QueueID(pos >> 40))
+	return ref, model.QueueOffset(pos & (1<<40 - 1)), err == nil
 }
 
 // found is a message looked up by position.

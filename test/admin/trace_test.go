@@ -25,8 +25,9 @@ import (
 // TestMessageTrace: on a topic with message_trace on, a RocketMQ message's
 // life is recorded — produced by its producer, delivered to the consumer
 // group, sent back for a retry, delivered again — and read back by its
-// message id; a timer message's wait and firing too; a topic without the
-// switch records nothing.
+// message id; a timer message's wait and firing too; a Kafka record's
+// production and its fetches by Kafka and RocketMQ consumers; a topic
+// without the switch records nothing.
 func TestMessageTrace(t *testing.T) {
 	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
 	base := "http://" + n.HTTPAddr()
@@ -147,6 +148,39 @@ func TestMessageTrace(t *testing.T) {
 		api(t, base, "GET", fmt.Sprintf("/api/v1/trace?topic=traced&queue=0&offset=%d", rec.Offset), nil, &tr)
 		return len(tr.Events) == 2 && tr.Events[0].Kind == "produced" && tr.Events[0].Protocol == "kafka" && tr.Events[0].Client == "kafka-tracer" &&
 			tr.Events[1].Kind == "delivered" && tr.Events[1].Group == "trace-cg"
+	})
+	// A Kafka consumer's fetch of that record, and of the RocketMQ message
+	// (found by its id), are deliveries to that client.
+	fcl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.ClientID("kafka-reader"),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"traced": {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fcl.Close()
+	fetched := 0
+	for fetched <= int(rec.Offset) {
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		fs := fcl.PollFetches(fctx)
+		timedOut := fctx.Err() != nil
+		cancel()
+		if timedOut {
+			t.Fatalf("fetched %d records", fetched)
+		}
+		fetched += len(fs.Records())
+	}
+	fetchedBy := func(tr apiv1.MessageTrace) bool {
+		for _, e := range tr.Events {
+			if e.Kind == "delivered" && e.Protocol == "kafka" && e.Client == "kafka-reader" {
+				return true
+			}
+		}
+		return false
+	}
+	apptest.Eventually(t, 10*time.Second, "the Kafka fetches recorded as deliveries", func() bool {
+		var byOffset, byID apiv1.MessageTrace
+		api(t, base, "GET", fmt.Sprintf("/api/v1/trace?topic=traced&queue=0&offset=%d", rec.Offset), nil, &byOffset)
+		api(t, base, "GET", "/api/v1/trace?id="+url.QueryEscape(id), nil, &byID)
+		return fetchedBy(byOffset) && fetchedBy(byID)
 	})
 	if ks, _ := kinds(quiet); len(ks) != 0 {
 		t.Errorf("an untraced topic's message has events: %v", ks)

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,8 +26,9 @@ import (
 
 // TestConsoleRedriveAndReset: two operator flows through the console, each
 // checked by a real client. A RocketMQ push consumer gives up on a message
-// (it lands in the group's dead-letter topic); re-driven from the dead
-// letters page, the same group consumes it. A Kafka group that consumed
+// and on a Kafka record (both land in the group's dead-letter topic; the
+// Kafka record's broker-side trace follows it there); re-driven from the
+// dead letters page, the same group consumes the message. A Kafka group that consumed
 // its topic is reset by time on the group page; its consumer reads the
 // records again.
 func TestConsoleRedriveAndReset(t *testing.T) {
@@ -36,6 +39,7 @@ func TestConsoleRedriveAndReset(t *testing.T) {
 	base := "http://" + n.HTTPAddr()
 	ctx := context.Background()
 	before := time.Now().Add(-time.Second)
+	post(t, base+"/api/v1/topics", map[string]any{"name": "refunds", "queues": 1, "config": map[string]any{"message_trace": true}})
 
 	// A refund the consumer cannot handle yet: two attempts, then the DLQ.
 	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{n.RemotingAddr()})),
@@ -50,6 +54,16 @@ func TestConsoleRedriveAndReset(t *testing.T) {
 	if _, err := p.SendSync(ctx, primitive.NewMessage("refunds", []byte("refund 42")).WithKeys([]string{"refund-42"})); err != nil {
 		t.Fatal(err)
 	}
+	// And a Kafka record on the same topic, which the consumer fails too.
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.DefaultProduceTopic("ledger"), kgo.AllowAutoTopicCreation(), kgo.ClientID("refund-app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kcl.Close()
+	krec := &kgo.Record{Topic: "refunds", Value: []byte("kafka refund 7")}
+	if err := kcl.ProduceSync(ctx, krec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
 	var fixed atomic.Bool
 	handled := make(chan string, 16)
 	pc, err := rocketmq.NewPushConsumer(consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{n.RemotingAddr()})),
@@ -59,8 +73,10 @@ func TestConsoleRedriveAndReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := pc.Subscribe("refunds", consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		if !fixed.Load() {
-			return consumer.ConsumeRetryLater, nil
+		for _, m := range msgs {
+			if !fixed.Load() || string(m.Body) != "refund 42" {
+				return consumer.ConsumeRetryLater, nil
+			}
 		}
 		for _, m := range msgs {
 			handled <- string(m.Body)
@@ -73,24 +89,35 @@ func TestConsoleRedriveAndReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pc.Shutdown()
-	apptest.Eventually(t, 60*time.Second, "the refund in refunds-cg's dead letters", func() bool {
+	apptest.Eventually(t, 60*time.Second, "both refunds in refunds-cg's dead letters", func() bool {
 		var dl []apiv1.DeadLetterSummary
 		getJSON(t, base+"/api/v1/deadletters", &dl)
 		for _, d := range dl {
-			if d.Group == "refunds-cg" && d.Messages == 1 {
+			if d.Group == "refunds-cg" && d.Messages == 2 {
 				return true
 			}
 		}
 		return false
 	})
 	fixed.Store(true)
+	// The Kafka record's life, traced by the broker: produced over Kafka,
+	// delivered to the RocketMQ group, retried, delivered again,
+	// dead-lettered.
+	var life []string
+	apptest.Eventually(t, 10*time.Second, "the Kafka record's trace", func() bool {
+		var tr apiv1.MessageTrace
+		getJSON(t, fmt.Sprintf("%s/api/v1/trace?topic=refunds&queue=0&offset=%d", base, krec.Offset), &tr)
+		life = life[:0]
+		for _, e := range tr.Events {
+			life = append(life, e.Kind+"/"+e.Protocol)
+		}
+		return len(tr.Events) > 0 && tr.Events[len(tr.Events)-1].Kind == "dead-lettered"
+	})
+	if want := []string{"produced/kafka", "delivered/remoting", "retried/remoting", "delivered/remoting", "dead-lettered/remoting"}; !slices.Equal(life, want) {
+		t.Errorf("the Kafka record's trace: %v, want %v", life, want)
+	}
 
 	// A Kafka group that has read and committed its three records.
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.DefaultProduceTopic("ledger"), kgo.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kcl.Close()
 	for i := range 3 {
 		if err := kcl.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("entry %d", i))}).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -139,6 +166,18 @@ func TestConsoleRedriveAndReset(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("refunds-cg never consumed the re-driven message (page: %s)", redriven)
 	}
+
+	br.do("the topic", chromedp.Navigate(base+"/#/topics/refunds"))
+	br.do("the Kafka record", chromedp.Click(chromedp.Search(`//span[contains(text(), 'kafka refund 7')]`)),
+		chromedp.WaitVisible(chromedp.CSS("#modal-body pre")))
+	timeline := br.waitIn("modal-body", "dead-lettered")
+	br.shot("kafka-record-dead-lettered")
+	for _, want := range []string{"produced", "refund-app", "retried", "refunds-cg"} {
+		if !strings.Contains(timeline, want) {
+			t.Errorf("the Kafka record's timeline lacks %q:\n%s", want, timeline)
+		}
+	}
+	br.do("close it", chromedp.Click(chromedp.ID("modal-close")))
 
 	br.do("the Kafka group", chromedp.Navigate(base+"/#/groups/ledger-g"))
 	br.waitFor("total lag 0")

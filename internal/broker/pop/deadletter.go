@@ -45,6 +45,7 @@ func (e *Engine) DeadLetter(ctx context.Context, group string, d *Delivery) erro
 	}
 	m := d.Message
 	m.ReconsumeTimes = d.Attempt - 1
+	ctx = broker.WithTraceOrigin(ctx, ref.Topic.Name, ref.Index, d.Offset)
 	if err := e.b.DeadLetter(ctx, group, &ref.Topic.Name, m); err != nil {
 		return err
 	}
