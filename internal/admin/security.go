@@ -72,7 +72,7 @@ func (s Security) register(mux *http.ServeMux) {
 	}
 	sec := s.Service
 	mux.HandleFunc("GET /api/v1/users", s.guard(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, sec.Users())
+		writeJSON(w, nonNil(sec.Users()))
 	}))
 	// PUT {"password": "...", "iterations": 4096, "namespace": "tenant/ns"}:
 	// creates or updates a user (SCRAM credentials and the signing secret).
@@ -143,7 +143,7 @@ func (s Security) register(mux *http.ServeMux) {
 	}
 	q := s.Quotas
 	mux.HandleFunc("GET /api/v1/quotas", s.guard(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, quotaReport(q))
+		writeJSON(w, nonNil(quotaReport(q)))
 	}))
 	// PUT Limits to /api/v1/quotas/tenant/acme or
 	// /api/v1/quotas/namespace/acme/prod; all zero removes them.
@@ -161,7 +161,7 @@ func (s Security) register(mux *http.ServeMux) {
 	}))
 	// Tenants and namespaces with their limits and what they hold.
 	mux.HandleFunc("GET /api/v1/tenants", s.guard(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, quotaReport(q))
+		writeJSON(w, nonNil(quotaReport(q)))
 	}))
 }
 

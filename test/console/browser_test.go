@@ -84,6 +84,11 @@ func (br *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 // shot writes a screenshot of the page as name.png.
 func (br *browser) shot(name string) {
 	br.t.Helper()
+	// From the top: a page scrolled by a click would show the sticky
+	// header in the middle of the full-page picture.
+	if _, err := chromedp.Run(br.ctx, chromedp.Evaluate[int](`window.scrollTo(0, 0), 0`)); err != nil {
+		br.t.Fatalf("scroll before the screenshot of %s: %v", name, err)
+	}
 	png, err := chromedp.Run(br.ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		br.t.Fatalf("screenshot of %s: %v", name, err)

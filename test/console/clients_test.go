@@ -25,12 +25,24 @@ import (
 
 func init() { rlog.SetLogLevel("error") }
 
+// undecided is a transaction listener that never decides.
+type undecided struct{}
+
+func (undecided) ExecuteLocalTransaction(*primitive.Message) primitive.LocalTransactionState {
+	return primitive.UnkonwnState
+}
+
+func (undecided) CheckLocalTransaction(*primitive.MessageExt) primitive.LocalTransactionState {
+	return primitive.UnkonwnState
+}
+
 // TestConsoleWithClients: the console shows what real clients did — a
 // topic holding franz-go records, rocketmq-client-go and RocketMQ 5 client
 // messages, a KIP-848 group, a RocketMQ push consumer group and a RocketMQ 5
 // simple consumer group with their live members, and a
 // RocketMQ message's traced life (produced over remoting, delivered to its
-// group).
+// group), a franz-go transaction and a RocketMQ half message in doubt, and
+// a RocketMQ message waiting on a delay level.
 func TestConsoleWithClients(t *testing.T) {
 	exe := chromium(t)
 	c := apptest.TestConfig(t.TempDir())
@@ -115,6 +127,39 @@ func TestConsoleWithClients(t *testing.T) {
 	}
 	defer sc.GracefulStop()
 
+	// Work in doubt and waiting: a franz-go transaction left open, a
+	// RocketMQ transactional message its producer cannot decide, and a
+	// RocketMQ message on a delay level.
+	txc, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.DefaultProduceTopic("payments"), kgo.TransactionalID("settlement-txn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txc.Close()
+	if err := txc.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txc.ProduceSync(ctx, &kgo.Record{Value: []byte("settlement in doubt")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	tp, err := rocketmq.NewTransactionProducer(undecided{}, producer.WithNsResolver(primitive.NewPassthroughResolver([]string{n.RemotingAddr()})),
+		producer.WithGroupName("refund-txn-pg"), producer.WithInstanceName("console-txn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Shutdown()
+	half, err := tp.SendMessageInTransaction(ctx, primitive.NewMessage("payments", []byte("refund in doubt")).WithKeys([]string{"half-1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	delayed := primitive.NewMessage("payments", []byte("reminder")).WithTag("dunning").WithKeys([]string{"dunning-1"})
+	delayed.WithDelayTimeLevel(16) // 30 minutes
+	if _, err := p.SendSync(ctx, delayed); err != nil {
+		t.Fatal(err)
+	}
+
 	br := openBrowser(t, exe, "clients")
 	br.do("groups", chromedp.Navigate(base+"/#/groups"))
 	groups := br.waitFor("audit-cg")
@@ -139,7 +184,17 @@ func TestConsoleWithClients(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#modal-body pre")))
 	detail := br.waitIn("modal-body", "delivered")
 	br.shot("traced-message")
+	br.do("close it", chromedp.Click(chromedp.ID("modal-close")))
+	br.do("transactions", chromedp.Navigate(base+"/#/transactions"))
+	txns := br.waitFor("settlement-txn")
+	br.waitFor("refund-txn-pg")
+	br.shot("transactions")
+	br.do("timers", chromedp.Navigate(base+"/#/timers"))
+	timers := br.waitFor("dunning-1")
+	br.shot("timers")
 	for what, got := range map[string][]string{
+		"transactions": {txns, "settlement-txn", "payments-0", "refund-txn-pg", half.MsgID},
+		"timers":       {timers, "payments", "delay level 16", "dunning"},
 		"groups":      {groups, "ledger-848", "audit-cg"},
 		"kafka group": {kafkaGroup, "KIP-848 consumer group", "ledger-app", "payments 0"},
 		"rmq group":   {rmqGroup, "audit-cg", "payments *", "chosen by the clients"},

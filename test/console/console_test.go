@@ -5,6 +5,7 @@ package console_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/rosettamq/rosetta/internal/app/apptest"
 )
@@ -45,11 +48,14 @@ func post(t *testing.T, url string, body any) {
 }
 
 // TestConsolePages: overview, topics, a topic's queues and messages, a
-// message's detail, a group's lag, dead letters and search, each rendered
-// from the API without errors.
+// message's detail, a group's lag, dead letters and search, timers,
+// transactions, the cluster, users and ACLs, each rendered from the API
+// without errors; a user made in the console authenticates a Kafka client.
 func TestConsolePages(t *testing.T) {
 	exe := chromium(t)
-	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	cfg := apptest.TestConfig(t.TempDir())
+	cfg.Listen.KafkaListeners = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
+	n := apptest.StartTestNode(t, cfg)
 	base := "http://" + n.HTTPAddr()
 	post(t, base+"/api/v1/topics", map[string]any{"name": "orders", "queues": 2, "config": map[string]any{"message_trace": true}})
 	for i := 0; i < 3; i++ {
@@ -94,6 +100,35 @@ func TestConsolePages(t *testing.T) {
 	do("cluster", chromedp.Navigate(base+"/#/cluster"))
 	waitFor("Replication groups")
 	shot("cluster")
+	do("users and ACLs", chromedp.Navigate(base+"/#/security"), chromedp.WaitVisible(chromedp.CSS(`input[aria-label="user name"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[aria-label="user name"]`), "alice"),
+		chromedp.SendKeys(chromedp.CSS(`input[aria-label="password"]`), "alice-secret"),
+		chromedp.Click(chromedp.Search(`//button[text()='Create or set password']`)))
+	waitFor("Saved alice")
+	waitFor("SCRAM-SHA-256")
+	do("add an ACL", chromedp.SendKeys(chromedp.CSS(`input[aria-label="principal"]`), "User:alice"),
+		chromedp.SendKeys(chromedp.CSS(`input[aria-label="resource name"]`), "orders"),
+		chromedp.Click(chromedp.Search(`//button[text()='Add ACL']`)))
+	waitFor("Added the ACL")
+	security := waitFor("topic orders")
+	shot("security")
+	// The credential the console made works for a Kafka client.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.App.Addr("kafka/SASL_PLAINTEXT")), kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.Ping(context.Background()); err != nil {
+		t.Errorf("alice, made in the console, cannot authenticate: %v", err)
+	}
+	wrong, err := kgo.NewClient(kgo.SeedBrokers(n.App.Addr("kafka/SASL_PLAINTEXT")), kgo.SASL(scram.Auth{User: "alice", Pass: "guess"}.AsSha256Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wrong.Close()
+	if err := wrong.Ping(context.Background()); err == nil {
+		t.Error("a wrong password authenticates")
+	}
 	for what, got := range map[string][]string{
 		"overview": {overview, "topics", "total lag", "2"},
 		"topics":   {topics, "orders", "3"},
@@ -102,6 +137,7 @@ func TestConsolePages(t *testing.T) {
 		"group":    {group, "orders", "total lag 2"},
 		"search":   {search, "order-2"},
 		"timers":   {timers, "orders", "later", "timer"},
+		"security": {security, "alice", "SCRAM-SHA-512", "User:alice", "read", "allow"},
 	} {
 		for _, want := range got[1:] {
 			if !strings.Contains(got[0], want) {

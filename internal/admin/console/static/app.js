@@ -376,6 +376,47 @@ async function timers(view, topic) {
     list.more ? h("p", { class: "muted" }, "The first ", list.timers.length, " are shown; more are pending.") : "");
 }
 
+async function securityView(view) {
+  const [users, acls, quotas] = (await Promise.all([api("GET", "/api/v1/users"), api("GET", "/api/v1/acls"), api("GET", "/api/v1/quotas")])).map((l) => l || []);
+  const status = h("div");
+  const act = async (method, path, body, what) => {
+    try { await api(method, path, body); status.replaceChildren(h("div", { class: "notice" }, what, ": done.")); setTimeout(route, 800); } catch (err) { status.replaceChildren(errorBox(err)); }
+  };
+  const user = h("input", { placeholder: "user", "aria-label": "user name", required: true });
+  const password = h("input", { type: "password", placeholder: "password", "aria-label": "password", required: true });
+  const pick = (label, options) => h("select", { "aria-label": label }, options.map((v) => h("option", { value: v }, v)));
+  const principal = h("input", { placeholder: "User:alice", "aria-label": "principal", required: true });
+  const rtype = pick("resource type", ["topic", "group", "cluster", "transactional_id"]);
+  const rname = h("input", { placeholder: "resource name (* for all)", "aria-label": "resource name", required: true });
+  const pattern = pick("pattern", ["literal", "prefixed"]);
+  const op = pick("operation", ["read", "write", "create", "delete", "alter", "describe", "all"]);
+  const perm = pick("permission", ["allow", "deny"]);
+  const aclQuery = (b) => new URLSearchParams({ principal: b.principal, resourceType: b.resourceType, resourceName: b.resourceName,
+    patternType: b.patternType, operation: b.operation, permission: b.permission, host: b.host }).toString();
+  view.replaceChildren(h("h1", {}, "Users and ACLs"), status,
+    h("h2", {}, "Users"),
+    h("p", { class: "muted" }, "SCRAM and PLAIN credentials for Kafka, signing secrets for RocketMQ clients (their access key is the user name)."),
+    table([{ label: "user" }, { label: "mechanisms" }, { label: "namespace" }, { label: "" }],
+      users.map((u) => [u.name + (u.super ? " (super user)" : ""), (u.mechanisms || []).map((m) => m.mechanism + " ×" + m.iterations).join(", ") + (u.hasSecret ? (u.mechanisms && u.mechanisms.length ? ", " : "") + "RocketMQ secret" : ""),
+        u.namespace || "", h("button", { class: "danger", onclick: () => confirm("Delete user " + u.name + "?") && act("DELETE", "/api/v1/users/" + enc(u.name), undefined, "Deleted " + u.name) }, "Delete")])),
+    h("form", { class: "inline", onsubmit: (e) => { e.preventDefault(); act("PUT", "/api/v1/users/" + enc(user.value), { password: password.value }, "Saved " + user.value); } },
+      user, password, h("button", { type: "submit" }, "Create or set password")),
+    h("h2", {}, "ACLs"),
+    h("p", { class: "muted" }, "Checked only when security.authorization is on; every protocol and the admin API obey them."),
+    table([{ label: "principal" }, { label: "resource" }, { label: "pattern" }, { label: "operation" }, { label: "permission" }, { label: "host" }, { label: "" }],
+      acls.map((b) => [b.principal, b.resourceType + " " + b.resourceName, b.patternType, b.operation, b.permission, b.host,
+        h("button", { class: "danger", onclick: () => act("DELETE", "/api/v1/acls?" + aclQuery(b), undefined, "Removed the ACL") }, "Remove")])),
+    h("form", { class: "inline", onsubmit: (e) => { e.preventDefault();
+      act("POST", "/api/v1/acls", [{ principal: principal.value, resourceType: rtype.value, resourceName: rname.value, patternType: pattern.value,
+        operation: op.value, permission: perm.value, host: "*" }], "Added the ACL"); } },
+      principal, rtype, rname, pattern, op, perm, h("button", { type: "submit" }, "Add ACL")),
+    h("h2", {}, "Quotas"),
+    table([{ label: "entity" }, { label: "produce B/s", num: true }, { label: "fetch B/s", num: true }, { label: "storage" }, { label: "topics" }],
+      quotas.map((q) => [q.entity, fmtInt((q.limits || {}).produceBytesPerSecond), fmtInt((q.limits || {}).fetchBytesPerSecond),
+        fmtBytes(q.usage.storageBytes) + ((q.limits || {}).storageBytes ? " of " + fmtBytes(q.limits.storageBytes) : ""),
+        q.usage.topics + ((q.limits || {}).topics ? " of " + q.limits.topics : "")])));
+}
+
 async function clusterView(view) {
   let c;
   try { c = await api("GET", "/api/v1/cluster"); } catch (err) {
@@ -407,6 +448,7 @@ const routes = [
   [/^#\/transactions$/, "transactions", transactions],
   [/^#\/timers$/, "timers", timers],
   [/^#\/timers\/(.+)$/, "timers", timers],
+  [/^#\/security$/, "security", securityView],
   [/^#\/cluster$/, "cluster", clusterView],
 ];
 
