@@ -116,7 +116,8 @@ func (b *Broker) startTrace(ctx, bctx context.Context) error {
 }
 
 // Traced reports whether messages of t are traced, and of those the one
-// with id (an empty id: any of them).
+// with id — its unique id, or for a message without one the place it was
+// first stored (an empty id: any of them).
 func (b *Broker) Traced(t *Topic, id string) bool {
 	if b.trace == nil || t == nil || t.Name.Tenant == traceTopic.Tenant && t.Name.Namespace == traceTopic.Namespace {
 		return false
@@ -144,11 +145,27 @@ func (b *Broker) TraceMessage(t *Topic, queue int32, offset model.QueueOffset, m
 			id = string(v)
 		}
 	}
-	if !b.Traced(t, id) && !b.tracedOrigin(t, m, id) {
+	// A message without an id (a Kafka record) is sampled by the place it
+	// was first stored, so its events are kept or dropped together; an
+	// event of a message not at hand (m nil) is kept.
+	key := id
+	if key == "" && m != nil {
+		key = ev.Origin
+		if key == "" && offset >= 0 {
+			key = tracePlace(t.Name.Short(), queue, int64(offset))
+		}
+	}
+	if !b.Traced(t, key) && !b.tracedOrigin(t, m, key) {
 		return
 	}
 	ev.ID, ev.Topic, ev.Queue, ev.Offset = id, t.Name.Short(), queue, int64(offset)
 	b.recordTrace(ev)
+}
+
+// TraceRecord records an event of the record at offset of queue of t, a
+// message known to have no id (a Kafka record), when t and it are traced.
+func (b *Broker) TraceRecord(t *Topic, queue int32, offset model.QueueOffset, ev TraceEvent) {
+	b.TraceMessage(t, queue, offset, &model.Message{}, ev)
 }
 
 // tracedOrigin reports whether m, read from a group's retry topic t, came
@@ -415,14 +432,16 @@ func (b *Broker) traceMoved(ctx context.Context, origin *model.TopicName, dest *
 		return
 	}
 	id, _ := m.Header(HeaderUniqKey)
-	if !b.Traced(from, string(id)) {
+	key := string(id)
+	if len(id) == 0 {
+		ev.Origin, _ = ctx.Value(traceOriginKey{}).(string)
+		key = ev.Origin
+	}
+	if !b.Traced(from, key) {
 		return
 	}
 	src := traceSource(ctx)
 	ev.ID, ev.Topic, ev.Queue, ev.Offset = string(id), dest.Name.Short(), queue, int64(offset)
-	if len(id) == 0 {
-		ev.Origin, _ = ctx.Value(traceOriginKey{}).(string)
-	}
 	if ev.Protocol == "" {
 		ev.Protocol, ev.Client = src.Protocol, src.Client
 	}

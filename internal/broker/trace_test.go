@@ -79,3 +79,61 @@ func TestTraceSampleAndPlace(t *testing.T) {
 	tp, _ = f.b.Topic(name)
 	check()
 }
+
+// TestTraceSampleRecordsByPlace: records without an id (Kafka records) are
+// sampled by their place, so each one's events are all kept or all
+// dropped, and about the ratio of them are kept.
+func TestTraceSampleRecordsByPlace(t *testing.T) {
+	ctx := context.Background()
+	f := openWith(t, t.TempDir(), Options{AutoCreateTopics: true, TraceSample: 0.5})
+	defer f.close(t)
+	name, _ := model.ParseTopicName("records")
+	tp, err := f.b.CreateTopic(ctx, name, 1, TopicConfig{MessageTrace: TopicConfigMessageTrace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	offs, err := f.b.AppendMessages(ctx, name, 0, make([]model.Message, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range offs {
+		f.b.TraceRecord(tp, 0, off, TraceEvent{Kind: TraceProduced, Protocol: "kafka"})
+		f.b.TraceRecord(tp, 0, off, TraceEvent{Kind: TraceDelivered, Protocol: "kafka"})
+	}
+	want := 0
+	for _, off := range offs {
+		if f.b.Traced(tp, tracePlace("records", 0, int64(off))) {
+			want++
+		}
+	}
+	kept := 0
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		kept = 0
+		whole := true
+		for _, off := range offs {
+			evs, err := f.b.MessageTrace("", "records", 0, int64(off), 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch len(evs) {
+			case 2:
+				kept++
+			case 0:
+			default:
+				whole = false
+			}
+		}
+		if whole && kept == want && int64(2*want) == f.b.TraceStats().Recorded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("records not traced whole: %d kept, %+v", kept, f.b.TraceStats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if kept < n/4 || kept > 3*n/4 {
+		t.Fatalf("%d of %d records sampled at 0.5", kept, n)
+	}
+}

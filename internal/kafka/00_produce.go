@@ -154,7 +154,7 @@ func traceProduced(rc *reqCtx, t *broker.Topic, partition int32, txnID *string, 
 	b := rc.srv().broker
 	for _, st := range stored {
 		for i := range st.Count {
-			b.TraceMessage(t, partition, st.Base+model.QueueOffset(i), nil, ev)
+			b.TraceRecord(t, partition, st.Base+model.QueueOffset(i), ev)
 		}
 	}
 }

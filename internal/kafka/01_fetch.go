@@ -296,7 +296,7 @@ func (s *Server) traceFetched(rc *reqCtx, t *broker.Topic, partition int32, offs
 				continue
 			}
 			for o := max(r.BaseOffset, offset); o < r.BaseOffset+model.QueueOffset(r.Count) && o < end; o++ {
-				s.broker.TraceMessage(t, partition, o, nil, ev)
+				s.broker.TraceRecord(t, partition, o, ev)
 			}
 		}
 	}

@@ -34,7 +34,7 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-func post(t *testing.T, url string, body any) {
+func post(t testing.TB, url string, body any) {
 	t.Helper()
 	b, _ := json.Marshal(body)
 	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
