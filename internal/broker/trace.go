@@ -21,7 +21,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
@@ -125,12 +124,26 @@ func (b *Broker) Traced(t *Topic, id string) bool {
 	if !b.opts.TraceAll && t.Config.MessageTrace != TopicConfigMessageTrace {
 		return false
 	}
-	if s := b.opts.TraceSample; s > 0 && s < 1 && id != "" {
-		h := fnv.New32a()
-		h.Write([]byte(id))
-		return float64(h.Sum32())/float64(1<<32) < s
+	if id != "" {
+		return b.sampled(fnv32a(id))
 	}
 	return true
+}
+
+// sampled says whether the message whose id hashes to h is in the
+// configured sample.
+func (b *Broker) sampled(h uint32) bool {
+	s := b.opts.TraceSample
+	return s <= 0 || s >= 1 || float64(h)/float64(1<<32) < s
+}
+
+// fnv32a is FNV-1a of a string or bytes (the hash the sample is chosen by).
+func fnv32a[S string | []byte](s S) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint32(s[i])) * 16777619
+	}
+	return h
 }
 
 // TraceMessage records an event of message m, stored (or about to be) at
@@ -163,9 +176,19 @@ func (b *Broker) TraceMessage(t *Topic, queue int32, offset model.QueueOffset, m
 }
 
 // TraceRecord records an event of the record at offset of queue of t, a
-// message known to have no id (a Kafka record), when t and it are traced.
+// message known to have no id (a Kafka record), when t and it are traced:
+// sampled by its place, hashed without building the place's key (Kafka
+// paths call this per record).
 func (b *Broker) TraceRecord(t *Topic, queue int32, offset model.QueueOffset, ev TraceEvent) {
-	b.TraceMessage(t, queue, offset, &model.Message{}, ev)
+	if !b.Traced(t, "") {
+		return
+	}
+	var buf [128]byte
+	if !b.sampled(fnv32a(appendTracePlace(buf[:0], t.Name.Short(), queue, int64(offset)))) {
+		return
+	}
+	ev.Topic, ev.Queue, ev.Offset = t.Name.Short(), queue, int64(offset)
+	b.recordTrace(ev)
 }
 
 // tracedOrigin reports whether m, read from a group's retry topic t, came
@@ -275,7 +298,16 @@ func traceKeys(ev TraceEvent) []string {
 }
 
 func tracePlace(topic string, queue int32, offset int64) string {
-	return topic + "@" + strconv.Itoa(int(queue)) + ":" + strconv.FormatInt(offset, 10)
+	var buf [128]byte
+	return string(appendTracePlace(buf[:0], topic, queue, offset))
+}
+
+func appendTracePlace(b []byte, topic string, queue int32, offset int64) []byte {
+	b = append(b, topic...)
+	b = append(b, '@')
+	b = strconv.AppendInt(b, int64(queue), 10)
+	b = append(b, ':')
+	return strconv.AppendInt(b, offset, 10)
 }
 
 // MessageTrace returns the recorded events of the message with id (its
