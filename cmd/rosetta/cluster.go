@@ -46,7 +46,7 @@ type clusterView struct {
 
 func clusterCmd() *cobra.Command {
 	a := &adminClient{}
-	cmd := &cobra.Command{Use: "cluster", Short: "Show the cluster a node belongs to"}
+	cmd := &cobra.Command{Use: "cluster", Aliases: []string{"node"}, Short: "Show the node and the cluster it belongs to (also: rosetta node status)"}
 	a.flags(cmd)
 	var output string
 	status := &cobra.Command{Use: "status", Short: "Nodes, replication groups, leaders, terms and log indexes", Args: cobra.NoArgs,

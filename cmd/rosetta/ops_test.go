@@ -21,7 +21,7 @@ import (
 func run(t *testing.T, adminURL string, args ...string) (string, int) {
 	t.Helper()
 	root := &cobra.Command{Use: "rosetta", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(topicCmd(), groupCmd(), messageCmd(), dlqCmd(), timerCmd())
+	root.AddCommand(topicCmd(), groupCmd(), messageCmd(), dlqCmd(), timerCmd(), txnCmd(), clusterCmd(), userCmd(), aclCmd(), quotaCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 	usageErrors(root)
 	var out bytes.Buffer
@@ -191,5 +191,108 @@ func TestMessageTraceCommand(t *testing.T) {
 	})
 	if out, code := run(t, url, "message", "trace"); code != 2 {
 		t.Fatalf("trace without a message: %d %s", code, out)
+	}
+}
+
+// TestMoreCommands: rosetta group describe, txn, cluster (node) status,
+// user, acl and quota against a running node — tables where they have
+// them, JSON, and the exit status of what is not there.
+func TestMoreCommands(t *testing.T) {
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	url := "http://" + n.HTTPAddr()
+	ctx := context.Background()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.DefaultProduceTopic("ledger"), kgo.AllowAutoTopicCreation(),
+		kgo.TransactionalID("ledger-txn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("open")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run(t, url, "txn", "list"); code != 0 || !strings.Contains(out, "ledger-txn") || !strings.Contains(out, "Ongoing") {
+		t.Fatalf("txn list: %d %s", code, out)
+	}
+	var tx apiv1.Transactions
+	out, code := run(t, url, "txn", "list", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &tx); code != 0 || err != nil || len(tx.Kafka) != 1 || tx.Kafka[0].ID != "ledger-txn" {
+		t.Fatalf("txn list -o json: %d %v %s", code, err, out)
+	}
+	if out, code := run(t, url, "txn", "abort", "ledger-txn"); code != 0 {
+		t.Fatalf("txn abort: %d %s", code, out)
+	}
+	if out, code := run(t, url, "txn", "abort", "nobody"); code != 3 {
+		t.Fatalf("txn abort of an unknown id: %d %s", code, out)
+	}
+	if out, code := run(t, url, "txn", "commit", "987654"); code != 3 {
+		t.Fatalf("txn commit of no half message: %d %s", code, out)
+	}
+	if out, code := run(t, url, "txn", "rollback", "not-an-offset"); code != 2 {
+		t.Fatalf("txn rollback of a bad offset: %d %s", code, out)
+	}
+
+	if out, code := run(t, url, "group", "reset", "auditors", "--topic", "ledger", "--to", "earliest"); code != 0 {
+		t.Fatalf("group reset: %d %s", code, out)
+	}
+	if out, code := run(t, url, "group", "describe", "auditors"); code != 0 || !strings.Contains(out, "ledger") {
+		t.Fatalf("group describe: %d %s", code, out)
+	}
+	var gd apiv1.GroupDetail
+	out, code = run(t, url, "group", "describe", "auditors", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &gd); code != 0 || err != nil || gd.Name != "auditors" {
+		t.Fatalf("group describe -o json: %d %v %s", code, err, out)
+	}
+	if out, code := run(t, url, "group", "describe", "nobody"); code != 3 {
+		t.Fatalf("group describe of an unknown group: %d %s", code, out)
+	}
+
+	for _, cmd := range []string{"cluster", "node"} {
+		if out, code := run(t, url, cmd, "status"); code != 0 || !strings.Contains(out, "node") {
+			t.Fatalf("%s status: %d %s", cmd, code, out)
+		}
+		out, code := run(t, url, cmd, "status", "-o", "json")
+		var v map[string]any
+		if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil || v["self"] == nil {
+			t.Fatalf("%s status -o json: %d %v %s", cmd, code, err, out)
+		}
+	}
+
+	if out, code := run(t, url, "user", "set", "alice", "--password", "alice-secret"); code != 0 || !strings.Contains(out, "SCRAM-SHA-256") {
+		t.Fatalf("user set: %d %s", code, out)
+	}
+	if out, code := run(t, url, "user", "list"); code != 0 || !strings.Contains(out, `"alice"`) {
+		t.Fatalf("user list: %d %s", code, out)
+	}
+	if out, code := run(t, url, "acl", "add", "--principal", "User:alice", "--resource-type", "topic", "--resource-name", "ledger",
+		"--pattern", "literal", "--operation", "read", "--permission", "allow"); code != 0 {
+		t.Fatalf("acl add: %d %s", code, out)
+	}
+	if out, code := run(t, url, "acl", "list", "--principal", "User:alice"); code != 0 || !strings.Contains(out, `"resourceName": "ledger"`) {
+		t.Fatalf("acl list: %d %s", code, out)
+	}
+	if out, code := run(t, url, "acl", "add", "--principal", "User:alice", "--resource-type", "planet", "--resource-name", "x",
+		"--operation", "read", "--permission", "allow"); code == 0 {
+		t.Fatalf("acl add of a bad resource type: %d %s", code, out)
+	}
+	if out, code := run(t, url, "acl", "delete", "--principal", "User:alice"); code != 0 || !strings.Contains(out, "ledger") {
+		t.Fatalf("acl delete: %d %s", code, out)
+	}
+	if out, code := run(t, url, "quota", "set", "tenant", "public", "--topics", "100"); code != 0 {
+		t.Fatalf("quota set: %d %s", code, out)
+	}
+	if out, code := run(t, url, "quota", "list"); code != 0 || !strings.Contains(out, `"topics": 100`) {
+		t.Fatalf("quota list: %d %s", code, out)
+	}
+	if out, code := run(t, url, "quota", "delete", "tenant", "public"); code != 0 {
+		t.Fatalf("quota delete: %d %s", code, out)
+	}
+	if out, code := run(t, url, "user", "delete", "alice"); code != 0 {
+		t.Fatalf("user delete: %d %s", code, out)
+	}
+	if out, code := run(t, url, "user", "delete", "alice"); code != 3 {
+		t.Fatalf("user delete of nobody: %d %s", code, out)
 	}
 }
