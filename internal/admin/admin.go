@@ -98,7 +98,7 @@ func NewMetrics() *Metrics {
 // Handler returns the admin HTTP handler for b, the Kafka transaction
 // coordinator (nil: none) and the security state; cluster answers GET
 // /api/v1/cluster.
-func Handler(b *broker.Broker, txns *txn.Coordinator, m *Metrics, log *slog.Logger, sec Security, cluster func(context.Context) (ClusterStatus, error), members *Members) http.Handler {
+func Handler(b *broker.Broker, txns *txn.Coordinator, m *Metrics, log *slog.Logger, sec Security, cluster func(context.Context) (ClusterStatus, error), members *Members, hist *History) http.Handler {
 	m.Registry.MustRegister(newStorageCollector(b), newFlowCollector(b))
 	registerTxnMetrics(m.Registry, b)
 	m.Registry.MustRegister(
@@ -127,8 +127,8 @@ func Handler(b *broker.Broker, txns *txn.Coordinator, m *Metrics, log *slog.Logg
 	if cluster != nil {
 		mux.HandleFunc("GET /api/v1/cluster", sec.guard(clusterHandler(cluster)))
 	}
-	registerTopicAPI(mux, b, sec)
-	registerGroupAPI(mux, b, sec, members)
+	registerTopicAPI(mux, b, sec, hist)
+	registerGroupAPI(mux, b, sec, members, hist)
 	registerTraceAPI(mux, b, sec)
 	registerMessageAPI(mux, b, sec)
 	registerDeadLetterAPI(mux, b, sec)

@@ -16,7 +16,7 @@ import (
 // consumers — whatever protocol it speaks.
 
 func groupDetail(b *broker.Broker, group string) apiv1.GroupDetail {
-	d := apiv1.GroupDetail{Name: group, Offsets: []apiv1.GroupOffset{}, Members: []apiv1.GroupMember{}}
+	d := apiv1.GroupDetail{Name: group, Offsets: []apiv1.GroupOffset{}, Members: []apiv1.GroupMember{}, LagHistory: []apiv1.LagPoint{}}
 	for t, offs := range b.FetchAllOffsets(group) {
 		for i, c := range offs {
 			o := apiv1.GroupOffset{Topic: t.Name.Short(), Queue: i, Committed: int64(c.Offset), Metadata: c.Metadata, CommitTimeMs: c.CommitTime}
@@ -42,7 +42,7 @@ func knownGroups(b *broker.Broker, members *Members) []string {
 	return slices.Compact(all)
 }
 
-func registerGroupAPI(mux *http.ServeMux, b *broker.Broker, sec Security, members *Members) {
+func registerGroupAPI(mux *http.ServeMux, b *broker.Broker, sec Security, members *Members, hist *History) {
 	mux.HandleFunc("GET /api/v1/groups", sec.guard(func(w http.ResponseWriter, _ *http.Request) {
 		out := []apiv1.GroupSummary{}
 		for _, g := range knownGroups(b, members) {
@@ -52,7 +52,9 @@ func registerGroupAPI(mux *http.ServeMux, b *broker.Broker, sec Security, member
 			for _, o := range d.Offsets {
 				topics[o.Topic] = true
 			}
-			out = append(out, apiv1.GroupSummary{Name: g, Topics: len(topics), Lag: d.Lag, Members: len(d.Members), State: d.State})
+			rate, stuck := hist.GroupRate(g)
+			out = append(out, apiv1.GroupSummary{Name: g, Topics: len(topics), Lag: d.Lag, Members: len(d.Members), State: d.State,
+				ConsumedPerSec: rate, Stuck: stuck})
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 		writeJSON(w, out)
@@ -65,6 +67,7 @@ func registerGroupAPI(mux *http.ServeMux, b *broker.Broker, sec Security, member
 		}
 		d := groupDetail(b, group)
 		members.describe(b, &d)
+		d.LagHistory = hist.LagHistory(group)
 		writeJSON(w, d)
 	}))
 	// Reset a group's committed offsets. As with kafka-consumer-groups,

@@ -81,11 +81,12 @@ func topicSummary(b *broker.Broker, t *broker.Topic) (apiv1.TopicSummary, []apiv
 	return s, queues
 }
 
-func registerTopicAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
+func registerTopicAPI(mux *http.ServeMux, b *broker.Broker, sec Security, hist *History) {
 	mux.HandleFunc("GET /api/v1/topics", sec.guard(func(w http.ResponseWriter, r *http.Request) {
 		out := []apiv1.TopicSummary{}
 		for _, t := range b.Topics(r.URL.Query().Get("internal") == "true") {
 			s, _ := topicSummary(b, t)
+			s.MessagesPerSec = hist.TopicRate(t.FullName)
 			out = append(out, s)
 		}
 		writeJSON(w, out)

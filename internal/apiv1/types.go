@@ -76,6 +76,9 @@ type TopicSummary struct {
 	RetentionBytes int64  `json:"retention_bytes"` // per queue, effective; -1 unlimited
 	CreatedMs      int64  `json:"created_ms"`
 	Internal       bool   `json:"internal,omitempty"`
+	// MessagesPerSec is the rate messages arrived over the last minute
+	// (0 until the node has sampled twice).
+	MessagesPerSec float64 `json:"messages_per_sec"`
 }
 
 // QueueInfo is one queue of a topic (Kafka partition, RocketMQ queue id).
@@ -100,6 +103,17 @@ type GroupSummary struct {
 	Lag     int64  `json:"lag"`             // messages between the committed offsets and the ends
 	Members int    `json:"members"`         // live members
 	State   string `json:"state,omitempty"` // Kafka groups: the coordinator's state
+	// ConsumedPerSec is the rate its committed offsets advanced over the
+	// last minute; Stuck says it was behind for two minutes without
+	// committing anything.
+	ConsumedPerSec float64 `json:"consumed_per_sec"`
+	Stuck          bool    `json:"stuck,omitempty"`
+}
+
+// LagPoint is a group's lag at one time.
+type LagPoint struct {
+	TimeMs int64 `json:"time_ms"`
+	Lag    int64 `json:"lag"`
 }
 
 // GroupOffset is a group's position in one queue.
@@ -128,6 +142,8 @@ type GroupDetail struct {
 	// RocketMQ remoting consumers with their subscriptions (they assign
 	// queues among themselves).
 	Members []GroupMember `json:"members"`
+	// LagHistory is its lag sampled over the last minutes (every 10 s).
+	LagHistory []LagPoint `json:"lag_history"`
 }
 
 // GroupMember is one live member of a consumer group.

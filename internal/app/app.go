@@ -313,7 +313,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 	var httpSrv *http.Server
 	if httpL != nil {
 		admin.RegisterPopMetrics(a.metrics.Registry, st.pop)
-		httpSrv = &http.Server{Handler: admin.Handler(st.broker, st.txns, a.metrics, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterStatus, st.members), ReadHeaderTimeout: 10 * time.Second}
+		httpSrv = &http.Server{Handler: admin.Handler(st.broker, st.txns, a.metrics, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterStatus, st.members, st.history), ReadHeaderTimeout: 10 * time.Second}
 		g.Go(func() error {
 			if err := httpSrv.Serve(httpL); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("http: %w", err)

@@ -423,7 +423,7 @@ func (a *App) startTerm(ctx context.Context, routes []*route, handler *switchHan
 	}
 	m := a.metrics.Term()
 	admin.RegisterPopMetrics(m.Registry, st.pop)
-	handler.set(admin.Handler(st.broker, st.txns, m, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterStatus, st.members))
+	handler.set(admin.Handler(st.broker, st.txns, m, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterStatus, st.members, st.history))
 	_, tm := a.replica.group.Leader()
 	a.log.Info("leading: serving clients", "term", tm, "took", time.Since(start))
 	return &term{st: st, cancel: cancel, g: g, started: time.Now()}, nil

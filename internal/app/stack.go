@@ -33,6 +33,8 @@ type stack struct {
 	// members gathers live group members for the admin API (the Kafka
 	// coordinator's, and the front-ends' as they start).
 	members *admin.Members
+	// history samples rates and lag for the admin API and console.
+	history *admin.History
 }
 
 // newStack builds the broker core over the open engine and metadata.
@@ -81,6 +83,7 @@ func (a *App) newStack(ctx context.Context) (*stack, error) {
 		MinSessionTimeout: cfg.Broker.GroupMinSessionTimeout, MaxSessionTimeout: cfg.Broker.GroupMaxSessionTimeout,
 		ConsumerSessionTimeout: cfg.Broker.GroupConsumerSessionTimeout, ConsumerHeartbeatInterval: cfg.Broker.GroupConsumerHeartbeatInterval})
 	st.members = &admin.Members{Kafka: st.groups, ConsumerProtocol: kafka.DecodeConsumerProtocol}
+	st.history = admin.NewHistory(st.broker, 0)
 	return st, nil
 }
 
@@ -140,6 +143,7 @@ type frontEnds struct {
 // serve runs the protocol servers over st on fe until ctx ends.
 func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontEnds, budget *task.ByteBudget) {
 	g.Go(func() error { a.quotas.Run(ctx, st.broker); return nil })
+	g.Go(func() error { st.history.Run(ctx); return nil })
 	if len(fe.kafka) > 0 {
 		srv := kafka.NewServer(st.broker, st.groups, kafka.Options{
 			Tracer:             a.tracer,

@@ -41,6 +41,29 @@ async function api(method, path, body) {
 
 const enc = encodeURIComponent;
 const fmtInt = (n) => Number(n || 0).toLocaleString("en-US");
+const fmtRate = (r) => (r >= 100 ? fmtInt(Math.round(r)) : Number(r || 0).toFixed(r >= 10 ? 1 : 2)) + "/s";
+
+// lagChart draws a group's lag over time as an SVG line (no library).
+function lagChart(points) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 600 120");
+  svg.setAttribute("class", "chart");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", "lag over the last minutes");
+  if (points.length < 2) return h("p", { class: "muted" }, "The lag chart fills in as the node samples (every 10 s).");
+  const t0 = points[0].time_ms, t1 = points[points.length - 1].time_ms;
+  const top = Math.max(1, ...points.map((p) => p.lag));
+  const line = document.createElementNS(ns, "polyline");
+  line.setAttribute("points", points.map((p) => (10 + 580 * (p.time_ms - t0) / Math.max(1, t1 - t0)).toFixed(1) + "," + (110 - 100 * p.lag / top).toFixed(1)).join(" "));
+  svg.append(line);
+  const label = document.createElementNS(ns, "text");
+  label.setAttribute("x", "12");
+  label.setAttribute("y", "14");
+  label.textContent = "max " + fmtInt(top);
+  svg.append(label);
+  return svg;
+}
 function fmtBytes(n) {
   n = Number(n || 0);
   if (n < 1024) return n + " B";
@@ -88,14 +111,19 @@ async function overview(view) {
   const bytes = topics.reduce((a, t) => a + t.bytes, 0);
   const lag = groups.reduce((a, g) => a + g.lag, 0);
   const dead = dlq.reduce((a, d) => a + d.messages, 0);
+  const rateIn = topics.reduce((a, t) => a + (t.messages_per_sec || 0), 0);
+  const rateOut = groups.reduce((a, g) => a + (g.consumed_per_sec || 0), 0);
+  const stuck = groups.filter((g) => g.stuck);
   const card = (k, v) => h("div", { class: "card" }, h("div", { class: "v" }, v), h("div", { class: "k" }, k));
   const alerts = [];
   if (health.disk_full) alerts.push(h("div", { class: "error" }, "The disk guard refuses writes: free disk space (", fmtBytes(health.free_bytes), " free)."));
   if (dead > 0) alerts.push(h("div", { class: "notice" }, fmtInt(dead), " dead-lettered messages wait in ", dlq.length, " groups' dead-letter topics. ", h("a", { href: "#/dlq" }, "Dead letters")));
+  if (stuck.length > 0) alerts.push(h("div", { class: "notice" }, "Stuck consumers: ", stuck.map((g) => g.name).join(", "),
+    " — behind for two minutes without committing."));
   const lagging = groups.filter((g) => g.lag > 0).sort((a, b) => b.lag - a.lag).slice(0, 10);
   view.replaceChildren(
     h("h1", {}, "Overview"), ...alerts,
-    h("div", { class: "cards" }, card("topics", fmtInt(topics.length)), card("messages held", fmtInt(held)), card("bytes", fmtBytes(bytes)),
+    h("div", { class: "cards" }, card("messages in", fmtRate(rateIn)), card("consumed", fmtRate(rateOut)), card("topics", fmtInt(topics.length)), card("messages held", fmtInt(held)), card("bytes", fmtBytes(bytes)),
       card("consumer groups", fmtInt(groups.length)), card("total lag", fmtInt(lag)), card("dead letters", fmtInt(dead)),
       card("disk free", fmtBytes(health.free_bytes))),
     h("h2", {}, "Most lagging groups"),
@@ -116,8 +144,8 @@ async function topicList(view) {
     } catch (err) { status.replaceChildren(errorBox(err)); }
   } }, name, queues, h("button", { type: "submit" }, "Create topic"), status);
   view.replaceChildren(h("h1", {}, "Topics"), create,
-    table([{ label: "topic" }, { label: "queues", num: true }, { label: "messages", num: true }, { label: "bytes", num: true }, { label: "retention" }],
-      topics.map((t) => [t.name, t.queues, fmtInt(t.messages), fmtBytes(t.bytes), fmtMs(t.retention_ms)]),
+    table([{ label: "topic" }, { label: "queues", num: true }, { label: "messages", num: true }, { label: "in", num: true }, { label: "bytes", num: true }, { label: "retention" }],
+      topics.map((t) => [t.name, t.queues, fmtInt(t.messages), fmtRate(t.messages_per_sec), fmtBytes(t.bytes), fmtMs(t.retention_ms)]),
       (i) => { location.hash = "#/topics/" + enc(topics[i].name); }));
 }
 
@@ -243,8 +271,8 @@ async function groupList(view) {
   const groups = await api("GET", "/api/v1/groups");
   view.replaceChildren(h("h1", {}, "Consumer groups"),
     h("p", { class: "muted" }, "Every group that commits offsets or has live members: Kafka classic and KIP-848 groups, RocketMQ push and pull consumers."),
-    table([{ label: "group" }, { label: "state" }, { label: "members", num: true }, { label: "topics", num: true }, { label: "lag", num: true }],
-      groups.map((g) => [g.name, g.state || "", g.members, g.topics, fmtInt(g.lag)]), (i) => { location.hash = "#/groups/" + enc(groups[i].name); }));
+    table([{ label: "group" }, { label: "state" }, { label: "members", num: true }, { label: "topics", num: true }, { label: "lag", num: true }, { label: "consumed", num: true }],
+      groups.map((g) => [g.name, (g.state || "") + (g.stuck ? " (stuck)" : ""), g.members, g.topics, fmtInt(g.lag), fmtRate(g.consumed_per_sec)]), (i) => { location.hash = "#/groups/" + enc(groups[i].name); }));
 }
 
 async function groupDetail(view, name) {
@@ -267,7 +295,7 @@ async function groupDetail(view, name) {
       if (!dry) setTimeout(() => route(), 800);
     } catch (err) { result.replaceChildren(errorBox(err)); }
   };
-  view.replaceChildren(h("h1", {}, "Group ", name), h("p", { class: "muted" }, "total lag ", fmtInt(g.lag)),
+  view.replaceChildren(h("h1", {}, "Group ", name), h("p", { class: "muted" }, "total lag ", fmtInt(g.lag)), lagChart(g.lag_history || []),
     table([{ label: "topic" }, { label: "queue", num: true }, { label: "committed", num: true }, { label: "end", num: true }, { label: "lag", num: true }, { label: "" }, { label: "committed at" }],
       g.offsets.map((o) => [o.topic, o.queue, fmtInt(o.committed), fmtInt(o.end), fmtInt(o.lag),
         h("div", { class: "bar", title: o.lag + " behind" }, h("div", { style: "width:" + Math.round(100 * o.lag / maxLag) + "%" })), fmtTime(o.commit_time_ms)])),
