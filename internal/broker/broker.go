@@ -90,6 +90,12 @@ type Options struct {
 	TopicCreated     func(model.TopicName)
 	// Router locates queues (default: this node leads every queue).
 	Router route.Resolver
+	// Placement names the replication group this broker serves when a
+	// cluster spreads topics' queues over several: the broker sees each
+	// topic as the group's queues, numbered from 0 (one RocketMQ broker),
+	// and makes topics with that many queues in every group. Zero: one
+	// group holds every queue.
+	Placement route.Placement
 	Logger *slog.Logger
 	Now    func() time.Time
 }
@@ -200,7 +206,8 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 		start, _, _, err := engine.Offsets(q)
 		return start, err == nil
 	})
-	if err := b.loadTopics(ctx); err != nil {
+	topicsRev, err := b.loadTopics(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("load topics: %w", err)
 	}
 	if err := b.loadRequestModes(ctx); err != nil {
@@ -233,6 +240,14 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 		defer b.wg.Done()
 		b.watchBrokerConfigs(bctx, configsRev)
 	}()
+	if opts.Placement.Groups > 1 {
+		// The brokers of the other groups create, grow and delete topics too.
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			b.watchTopics(bctx, topicsRev)
+		}()
+	}
 	b.every(bctx, opts.RetentionInterval, "topic-retention", b.enforceTopicRetention)
 	b.every(bctx, opts.CompactionInterval, "compaction", b.compactTopics)
 	if err := b.startTrace(ctx, bctx); err != nil {
@@ -428,7 +443,10 @@ func (b *Broker) MessageRecord(q model.QueueID, m *model.Message) *storage.Recor
 func (b *Broker) EnsureInternalTopic(ctx context.Context, name model.TopicName, n int, cfg TopicConfig) (*Topic, error) {
 	t, err := b.Topic(name)
 	if errors.Is(err, model.ErrUnknownTopic) {
-		return b.createTopic(ctx, name, n, cfg, true)
+		t, err = b.createTopic(ctx, name, n, cfg, true)
+		if errors.Is(err, model.ErrTopicExists) { // made by another group's broker
+			t, err = b.Topic(name)
+		}
 	}
 	if err != nil || len(t.Queues) >= n {
 		return t, err

@@ -54,12 +54,7 @@ var ErrInvalidDelayLevel = errors.New("invalid delay level")
 // removed) keep draining with the last level's delay.
 func (b *Broker) startDelays(ctx context.Context, bctx context.Context) error {
 	levels := b.opts.DelayLevels
-	t, err := b.Topic(scheduleTopic)
-	if errors.Is(err, model.ErrUnknownTopic) {
-		t, err = b.createTopic(ctx, scheduleTopic, len(levels), TopicConfig{RetentionMs: -1}, true)
-	} else if err == nil && t.QueueCount() < len(levels) {
-		t, err = b.GrowTopic(ctx, scheduleTopic, len(levels))
-	}
+	t, err := b.EnsureInternalTopic(ctx, scheduleTopic, len(levels), TopicConfig{RetentionMs: -1})
 	if err != nil {
 		return fmt.Errorf("schedule topic: %w", err)
 	}

@@ -159,10 +159,7 @@ type halfStore struct {
 func (b *Broker) startHalfStore(ctx, bctx context.Context) error {
 	var qs [2]model.QueueID
 	for i, name := range []model.TopicName{halfTopic, opTopic} {
-		t, err := b.Topic(name)
-		if errors.Is(err, model.ErrUnknownTopic) {
-			t, err = b.createTopic(ctx, name, 1, TopicConfig{}, true)
-		}
+		t, err := b.EnsureInternalTopic(ctx, name, 1, TopicConfig{})
 		if err != nil {
 			return fmt.Errorf("transaction topic %s: %w", name.String(), err)
 		}

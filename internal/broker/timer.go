@@ -160,10 +160,7 @@ func TimerDeliverAt(m *model.Message, now time.Time) (int64, bool, error) {
 // and starts the delivery loop.
 func (b *Broker) startTimers(ctx, bctx context.Context) error {
 	retention := (b.opts.MaxTimerDelay + 24*time.Hour).Milliseconds()
-	t, err := b.Topic(timerTopic)
-	if errors.Is(err, model.ErrUnknownTopic) {
-		t, err = b.createTopic(ctx, timerTopic, 1, TopicConfig{RetentionMs: retention}, true)
-	}
+	t, err := b.EnsureInternalTopic(ctx, timerTopic, 1, TopicConfig{RetentionMs: retention})
 	if err != nil {
 		return fmt.Errorf("timer topic: %w", err)
 	}

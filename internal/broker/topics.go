@@ -64,11 +64,15 @@ func (c TopicConfig) Validate() error {
 }
 
 // Topic is a topic's metadata: its name, its queues (index i is Kafka
-// partition i and RocketMQ queue id i) and its configuration.
+// partition i and RocketMQ queue id i) and its configuration. When a
+// cluster spreads queues over several replication groups, Queues are the
+// broker's own (its group's, by route.Placement) and All every queue of
+// the topic; with one group they are the same.
 type Topic struct {
 	Name      model.TopicName `json:"-"`
 	FullName  string          `json:"name"`
-	Queues    []model.QueueID `json:"queues"`
+	Queues    []model.QueueID `json:"-"`
+	All       []model.QueueID `json:"queues"`
 	Config    TopicConfig     `json:"config"`
 	CreatedMs int64           `json:"created_ms"`
 	ID        [16]byte        `json:"id"` // stable UUID (Kafka topic id)
@@ -140,16 +144,24 @@ func (b *Broker) createTopic(ctx context.Context, name model.TopicName, n int, c
 			return nil, err
 		}
 	}
-	ids, err := b.allocateQueueIDs(ctx, n)
+	ids, err := b.allocateQueueIDs(ctx, b.opts.Placement.Total(n))
 	if err != nil {
 		return nil, err
 	}
-	if err := b.engine.CreateQueues(ctx, ids); err != nil {
+	t := &Topic{Name: name, FullName: name.String(), All: ids, Queues: b.opts.Placement.Select(ids), Config: cfg,
+		CreatedMs: b.opts.Now().UnixMilli(), Internal: internal}
+	if err := b.engine.CreateQueues(ctx, t.Queues); err != nil {
 		return nil, err
 	}
-	t := &Topic{Name: name, FullName: name.String(), Queues: ids, Config: cfg, CreatedMs: b.opts.Now().UnixMilli(), Internal: internal}
 	t.ID = newTopicID()
 	if err := b.saveTopicLocked(ctx, t, 0); err != nil {
+		// Another group's broker stored it first: take its version.
+		b.dropQueues(ctx, t.Queues)
+		if errors.Is(err, model.ErrTopicExists) {
+			if aerr := b.adoptStoredLocked(ctx, name); aerr != nil {
+				return nil, errors.Join(err, aerr)
+			}
+		}
 		return nil, err
 	}
 	b.log.Info("topic created", "topic", name.String(), "queues", n)
@@ -280,6 +292,23 @@ func (b *Broker) GrowTopic(ctx context.Context, name model.TopicName, n int) (*T
 func (b *Broker) growTopic(ctx context.Context, name model.TopicName, n int, internal bool) (*Topic, error) {
 	b.topicMu.Lock()
 	defer b.topicMu.Unlock()
+	for range 5 {
+		t, err := b.growTopicLocked(ctx, name, n, internal)
+		if !errors.Is(err, model.ErrTopicExists) {
+			return t, err
+		}
+		// Another group's broker changed it meanwhile: take its version.
+		if err := b.adoptStoredLocked(ctx, name); err != nil {
+			return nil, err
+		}
+		if t := b.topics[name]; t != nil && len(t.Queues) >= n && internal {
+			return t, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s changed while growing it", model.ErrTopicExists, name)
+}
+
+func (b *Broker) growTopicLocked(ctx context.Context, name model.TopicName, n int, internal bool) (*Topic, error) {
 	t, ok := b.topics[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", model.ErrUnknownTopic, name)
@@ -287,16 +316,25 @@ func (b *Broker) growTopic(ctx context.Context, name model.TopicName, n int, int
 	if n <= len(t.Queues) || n > b.opts.MaxQueuesPerTopic && !internal {
 		return nil, fmt.Errorf("%w: %s has %d queues, asked for %d", model.ErrInvalidQueueCount, name, len(t.Queues), n)
 	}
-	ids, err := b.allocateQueueIDs(ctx, n-len(t.Queues))
+	total := b.opts.Placement.Total(n)
+	if total <= len(t.All) {
+		total = len(t.All) + 1 // (a topic made with a count that is not a multiple of the groups)
+		for b.opts.Placement.Count(total) < n {
+			total++
+		}
+	}
+	ids, err := b.allocateQueueIDs(ctx, total-len(t.All))
 	if err != nil {
 		return nil, err
 	}
-	if err := b.engine.CreateQueues(ctx, ids); err != nil {
+	nt := *t
+	nt.All = append(append([]model.QueueID(nil), t.All...), ids...)
+	nt.Queues = b.opts.Placement.Select(nt.All)
+	if err := b.engine.CreateQueues(ctx, nt.Queues[len(t.Queues):]); err != nil {
 		return nil, err
 	}
-	nt := *t
-	nt.Queues = append(append([]model.QueueID(nil), t.Queues...), ids...)
 	if err := b.saveTopicLocked(ctx, &nt, t.revision); err != nil {
+		b.dropQueues(ctx, nt.Queues[len(t.Queues):])
 		return nil, err
 	}
 	return &nt, nil
@@ -335,41 +373,37 @@ func (b *Broker) QueueID(name model.TopicName, index int32) (model.QueueID, *Top
 
 // loadTopics reads every topic from the metadata store, and deletes storage
 // queues that no topic owns (left by a crash in the middle of a create).
-func (b *Broker) loadTopics(ctx context.Context) error {
-	kvs, err := b.meta.List(ctx, "topics/")
+func (b *Broker) loadTopics(ctx context.Context) (int64, error) {
+	kvs, rev, err := b.meta.ListRev(ctx, "topics/")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	b.topicMu.Lock()
 	defer b.topicMu.Unlock()
 	for _, kv := range kvs {
-		var t Topic
-		if err := json.Unmarshal(kv.Value, &t); err != nil {
-			return fmt.Errorf("topic %s: %w", kv.Key, err)
+		t, err := b.decodeTopic(kv)
+		if err != nil {
+			return 0, fmt.Errorf("topic %s: %w", kv.Key, err)
 		}
-		if t.Name, err = model.ParseTopicName(t.FullName); err != nil {
-			return fmt.Errorf("topic %s: %w", kv.Key, err)
-		}
-		t.revision = kv.Revision
 		if t.ID == ([16]byte{}) {
 			t.ID = newTopicID()
 		}
-		b.topics[t.Name] = &t
-		b.byID[t.ID] = &t
+		b.topics[t.Name] = t
+		b.byID[t.ID] = t
 		for i, id := range t.Queues {
-			b.byQueue[id] = QueueRef{Topic: &t, Index: int32(i)}
+			b.byQueue[id] = QueueRef{Topic: t, Index: int32(i)}
 		}
 		if err := b.engine.CreateQueues(ctx, t.Queues); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	for _, id := range b.engine.QueueIDs() {
 		if _, ok := b.byQueue[id]; !ok {
 			b.log.Warn("deleting storage queue that no topic owns", "queue", id)
 			if err := b.engine.DeleteQueue(ctx, id); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
-	return nil
+	return rev, nil
 }
