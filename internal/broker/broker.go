@@ -96,8 +96,8 @@ type Options struct {
 	// and makes topics with that many queues in every group. Zero: one
 	// group holds every queue.
 	Placement route.Placement
-	Logger *slog.Logger
-	Now    func() time.Time
+	Logger    *slog.Logger
+	Now       func() time.Time
 }
 
 // DefaultOptions returns the broker defaults.
