@@ -359,7 +359,12 @@ func decodeHello(r io.Reader) (model.NodeID, string, error) {
 }
 
 // readFrame reads one frame: its group and message (nil for a keepalive).
-func readFrame(r io.Reader) (model.GroupID, *pb.Message, error) {
+// maxKeptScratch bounds the frame buffer a reader keeps between frames.
+const maxKeptScratch = 8 << 20
+
+// readFrame reads one frame into scratch (kept for the next one: decoding
+// copies what the message keeps).
+func readFrame(r io.Reader, scratch *[]byte) (model.GroupID, *pb.Message, error) {
 	var head [frameHeader]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
 		return 0, nil, err
@@ -368,7 +373,14 @@ func readFrame(r io.Reader) (model.GroupID, *pb.Message, error) {
 	if n < 2 || n > maxFrame {
 		return 0, nil, fmt.Errorf("%w: raft frame of %d bytes", model.ErrCorruptRecord, n)
 	}
-	body := make([]byte, n-2)
+	body := (*scratch)[:0]
+	if cap(body) < int(n-2) {
+		body = make([]byte, n-2)
+		if n-2 <= maxKeptScratch {
+			*scratch = body
+		}
+	}
+	body = body[:n-2]
 	if _, err := io.ReadFull(r, body); err != nil {
 		return 0, nil, err
 	}
@@ -450,12 +462,19 @@ func (t *TCPTransport) drain(p *peer) {
 	}
 }
 
+// appendMessage encodes a message as a frame at the end of buf, straight
+// into buf (the writer's buffer is kept between writes: a message's
+// entries are copied once, into warm memory).
 func appendMessage(buf []byte, f frame) ([]byte, error) {
-	b, err := proto.Marshal(f.msg)
+	start := len(buf)
+	buf = append(buf, make([]byte, frameHeader)...)
+	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, f.msg)
 	if err != nil {
-		return buf, err
+		return buf[:start], err
 	}
-	return appendFrame(buf, f.group, b), nil
+	binary.BigEndian.PutUint32(buf[start:], uint32(len(buf)-start-4))
+	binary.BigEndian.PutUint16(buf[start+4:], uint16(f.group))
+	return buf, nil
 }
 
 func appendFrame(buf []byte, group model.GroupID, body []byte) []byte {
@@ -471,9 +490,10 @@ func appendFrame(buf []byte, group model.GroupID, body []byte) []byte {
 func (t *TCPTransport) readLoop(ctx context.Context, p *peer, conn net.Conn) {
 	defer p.dropConn(conn)
 	r := bufio.NewReaderSize(conn, 64<<10)
+	var scratch []byte
 	for ctx.Err() == nil {
 		_ = conn.SetReadDeadline(time.Now().Add(silentPeer))
-		group, m, err := readFrame(r)
+		group, m, err := readFrame(r, &scratch)
 		if err != nil {
 			if errors.Is(err, model.ErrCorruptRecord) {
 				t.log.Warn("bad frame from peer; dropping the connection", "peer", p.id, "err", err)
