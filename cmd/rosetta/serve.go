@@ -47,7 +47,7 @@ the variable ROSETTA_STORAGE_DURABILITY.`,
 				// The heap a broker keeps live is small (indexes are
 				// mapped files) while every request allocates: collecting
 				// less often saves CPU per message.
-				debug.SetGCPercent(cfg.GCPercent)
+				debug.SetGCPercent(cfg.GCTarget())
 			}
 			if os.Getenv("GOMEMLIMIT") == "" && cfg.MemoryLimit > 0 {
 				debug.SetMemoryLimit(int64(cfg.MemoryLimit))

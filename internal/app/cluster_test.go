@@ -104,3 +104,20 @@ func TestNodeOnEtcd(t *testing.T) {
 		t.Fatalf("nodes after the restart %+v", nodes)
 	}
 }
+
+// TestGCTarget: gc_percent 0 picks the node kind's collector target; a
+// set value wins.
+func TestGCTarget(t *testing.T) {
+	c := DefaultConfig()
+	if got := c.GCTarget(); got != 400 {
+		t.Fatalf("single node: %d", got)
+	}
+	c.Cluster.Members = "1=127.0.0.11,2=127.0.0.12,3=127.0.0.13"
+	if got := c.GCTarget(); got != 100 {
+		t.Fatalf("cluster member: %d", got)
+	}
+	c.GCPercent = 250
+	if got := c.GCTarget(); got != 250 {
+		t.Fatalf("set: %d", got)
+	}
+}

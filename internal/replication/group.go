@@ -522,6 +522,7 @@ func (g *Group) ready() {
 			case raft.LocalAppendThread:
 				if n := len(m.Entries); n > 0 {
 					g.raftLast = m.Entries[n-1].GetIndex()
+					g.store.recent.add(m.Entries)
 				}
 				g.work.push(storeWork{append: m})
 			case raft.LocalApplyThread:

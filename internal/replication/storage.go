@@ -24,6 +24,7 @@ type logStorage struct {
 	engine *storage.Engine
 	state  *stateFile
 	stable atomic.Uint64
+	recent recentEntries // on the Raft goroutine, as Entries is called
 }
 
 // InitialState returns the persisted hard state and membership.
@@ -41,6 +42,9 @@ func (s *logStorage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 	}
 	if first := s.firstIndex(); lo < first {
 		return nil, raft.ErrCompacted
+	}
+	if ents, ok := s.recent.get(lo, hi, maxSize); ok {
+		return ents, nil
 	}
 	max := int(min(maxSize, 1<<30))
 	ents, err := s.engine.Entries(model.Index(lo), model.Index(hi), max)
