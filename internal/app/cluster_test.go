@@ -108,7 +108,7 @@ func TestNodeOnEtcd(t *testing.T) {
 // TestGCTarget: gc_percent 0 picks the node kind's collector target; a
 // set value wins.
 func TestGCTarget(t *testing.T) {
-	c := DefaultConfig()
+	c := app.DefaultConfig()
 	if got := c.GCTarget(); got != 400 {
 		t.Fatalf("single node: %d", got)
 	}
