@@ -220,7 +220,8 @@ type ClusterConfig struct {
 	Members       string `yaml:"members" help:"the cluster's nodes as id=host,… (up to 5), e.g. 1=127.0.0.11,2=127.0.0.12,3=127.0.0.13: each runs an etcd member for the metadata (unless cluster.etcd_endpoints is set) and a replica of the commit log, replicated with Raft; every listener defaults to the node's own host"`
 	RaftPort      int    `yaml:"raft_port" help:"port of the replication transport on every member's host"`
 	EtcdPort      int    `yaml:"etcd_port" help:"client port of the embedded etcd member on every member's host (its peer port is the next one)"`
-	Secret        string `yaml:"secret" help:"shared secret the members authenticate one another's replication connections with (HMAC challenge); empty: none"`
+	Secret        string `yaml:"secret" secret:"true" help:"shared secret the members authenticate one another's replication connections with (each end answers the other's challenge with an HMAC); empty: none"`
+	TLS           bool   `yaml:"tls" help:"encrypt replication connections with TLS 1.3 (needs cluster.secret, whose proofs are bound to each TLS session, so no certificate authority is needed)"`
 	LeaderAck     bool   `yaml:"leader_ack" help:"answer Kafka acks=1 produces once the leader wrote them, before a majority has them (faster; a leader's failure can lose what it acknowledged); off: acks=1 waits for the commit like acks=all"`
 }
 
@@ -339,6 +340,8 @@ func (c Config) Validate() error {
 		return bad("broker.max_timer_delay must be positive")
 	case !validClusterName(c.Cluster.Name):
 		return bad("cluster.name %q: want letters, digits, '.', '_' or '-'", c.Cluster.Name)
+	case c.Cluster.TLS && c.Cluster.Secret == "":
+		return bad("cluster.tls needs cluster.secret (it authenticates the members)")
 	case c.Cluster.NodeID != 0 && c.Cluster.NodeID != c.NodeID:
 		return bad("cluster.node_id %d differs from node_id %d", c.Cluster.NodeID, c.NodeID)
 	case c.Cluster.Members != "" && (c.Cluster.RaftPort <= 0 || c.Cluster.RaftPort > 65535 || c.Cluster.EtcdPort <= 0 || c.Cluster.EtcdPort >= 65535):

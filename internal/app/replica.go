@@ -104,7 +104,7 @@ func (a *App) startReplica() error {
 		peers[id] = net.JoinHostPort(host, strconv.Itoa(a.cfg.Cluster.RaftPort))
 	}
 	t, err := replication.NewTCPTransport(replication.TCPConfig{Cluster: a.cfg.Cluster.Name, Node: r.self,
-		Listen: peers[r.self], Peers: peers, LocalHost: r.members[r.self], Secret: a.cfg.Cluster.Secret, Logger: a.log})
+		Listen: peers[r.self], Peers: peers, LocalHost: r.members[r.self], Secret: a.cfg.Cluster.Secret, TLS: a.cfg.Cluster.TLS, Logger: a.log})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -79,9 +80,10 @@ type testCluster struct {
 	net   *memNet
 	nodes map[model.NodeID]*replica
 	ids   []model.NodeID
-	// tcp: nodes talk over TCPTransport on loopback (addrs), not memNet.
-	tcp   bool
-	addrs map[model.NodeID]string
+	// tcp: nodes talk over TCPTransport on loopback (addrs), not memNet;
+	// tls: over TLS.
+	tcp, tls bool
+	addrs    map[model.NodeID]string
 }
 
 func newTestCluster(t *testing.T, n int) *testCluster { return newCluster(t, n, false) }
@@ -141,7 +143,7 @@ func (c *testCluster) start(id model.NodeID) {
 	var tr Transport = c.net.transport(id)
 	if c.tcp {
 		tt, err := NewTCPTransport(TCPConfig{Cluster: "test", Node: id, Listen: c.addrs[id], Peers: c.addrs, Secret: "shared",
-			Logger: testLogger().With("node", id)})
+			TLS: c.tls, Logger: testLogger().With("node", id)})
 		if err != nil {
 			c.t.Fatalf("transport of node %d: %v", id, err)
 		}
@@ -415,15 +417,24 @@ func TestRestartAll(t *testing.T) {
 }
 
 func TestOverTCP(t *testing.T) {
-	c := newCluster(t, 3, true)
-	l := c.leader()
-	want := produce(t, l, 0, 100)
-	c.converge(want)
-	c.stop(l.id)
-	want = append(want, produce(t, c.leader(l.id), 100, 50)...)
-	c.start(l.id)
-	c.converge(want)
-	c.sameLogs()
+	for _, tlsOn := range []bool{false, true} {
+		t.Run(fmt.Sprint("tls=", tlsOn), func(t *testing.T) {
+			c := newCluster(t, 3, true)
+			c.tls = tlsOn
+			for _, id := range c.ids { // again, with TLS as asked
+				c.stop(id)
+				c.start(id)
+			}
+			l := c.leader()
+			want := produce(t, l, 0, 100)
+			c.converge(want)
+			c.stop(l.id)
+			want = append(want, produce(t, c.leader(l.id), 100, 50)...)
+			c.start(l.id)
+			c.converge(want)
+			c.sameLogs()
+		})
+	}
 }
 
 // TestTransportSecret: a peer that cannot answer the cluster secret's
@@ -444,11 +455,71 @@ func TestTransportSecret(t *testing.T) {
 	if err := impostor.writeHello(c); err != nil {
 		t.Fatal(err)
 	}
-	if err := impostor.answerChallenge(c); err != nil {
+	if err := impostor.prove(c, 1); err != nil {
 		t.Fatal(err)
 	}
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Read(make([]byte, 1)); err == nil {
 		t.Fatal("a peer with the wrong secret was kept")
+	}
+}
+
+// TestTransportSecretBothWays: a dialing member refuses a listener that
+// cannot prove the cluster secret (it would otherwise send it Raft's
+// traffic); over TLS, a proof made for another session does not pass.
+func TestTransportSecretBothWays(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	tr, err := NewTCPTransport(TCPConfig{Cluster: "c", Node: 1, Listen: "127.0.0.1:0",
+		Peers: map[model.NodeID]string{1: "", 2: ln.Addr().String()}, Secret: "right"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	impostor := &TCPTransport{cfg: TCPConfig{Cluster: "c", Node: 2, Secret: "wrong"}}
+	if _, _, err := decodeHello(c); err != nil {
+		t.Fatal(err)
+	}
+	// It proves itself to us with the right secret ...
+	if err := impostor.verify(c, 1); err == nil {
+		t.Fatal("the member's proof passed under the wrong secret")
+	}
+	c.Close()
+	// ... a listener with the wrong secret gets its proof, answers
+	// wrongly, and is dropped.
+	c, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, _, err := decodeHello(c); err != nil {
+		t.Fatal(err)
+	}
+	nonce := make([]byte, 16)
+	if _, err := c.Write(nonce); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 32)); err != nil {
+		t.Fatal(err)
+	}
+	if err := impostor.prove(c, 2); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a listener with the wrong secret was kept")
+	}
+
+	// TLS without the secret is refused: nothing would authenticate.
+	if _, err := NewTCPTransport(TCPConfig{Cluster: "c", Node: 1, Listen: "127.0.0.1:0", TLS: true}); err == nil {
+		t.Fatal("TLS without a secret accepted")
 	}
 }

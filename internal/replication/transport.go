@@ -2,10 +2,8 @@ package replication
 
 import (
 	"bufio"
+	"crypto/tls"
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -35,6 +33,7 @@ type TCPTransport struct {
 	groups map[model.GroupID]*Group
 	peers  map[model.NodeID]*peer
 	ln     net.Listener
+	tls    *tls.Config // nil: plain TCP
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -48,10 +47,12 @@ type TCPConfig struct {
 	// the host outgoing connections are made from.
 	Listen   string
 	Listener net.Listener // instead of Listen: an open listener
-	// Secret, when set, authenticates peers: the accepting node sends a
-	// random challenge and the dialing node answers with its HMAC-SHA256
-	// under the secret, so a node without it cannot join the traffic.
+	// Secret, when set, authenticates peers: each end challenges the other
+	// to answer with an HMAC-SHA256 under the secret, so a node without it
+	// cannot join the traffic. TLS (which needs Secret) encrypts it, the
+	// answers bound to the TLS session (secure.go).
 	Secret    string
+	TLS       bool
 	Peers     map[model.NodeID]string
 	LocalHost string
 	Logger    *slog.Logger
@@ -96,6 +97,18 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 	}
 	t := &TCPTransport{cfg: cfg, log: cfg.Logger.With("component", "raft-transport"), groups: map[model.GroupID]*Group{},
 		peers: map[model.NodeID]*peer{}, ln: ln}
+	if cfg.TLS {
+		if cfg.Secret == "" {
+			ln.Close()
+			return nil, fmt.Errorf("%w: raft transport TLS needs the cluster secret (it authenticates the members)", model.ErrInvalidConfig)
+		}
+		cert, err := selfSignedCert()
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("raft transport certificate: %w", err)
+		}
+		t.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.cancel = cancel
 	for id, addr := range cfg.Peers {
@@ -212,16 +225,23 @@ func (t *TCPTransport) dialLoop(ctx context.Context, p *peer) {
 			}
 			continue
 		}
-		conn, err := d.DialContext(ctx, "tcp", p.addr)
+		raw, err := d.DialContext(ctx, "tcp", p.addr)
+		var conn net.Conn
+		if err == nil {
+			conn, err = t.secureClient(raw)
+		}
 		if err == nil {
 			err = t.writeHello(conn)
 		}
 		if err == nil && t.cfg.Secret != "" {
-			err = t.answerChallenge(conn)
+			// Prove this node to the peer, then have the peer prove itself.
+			if err = t.prove(conn, t.cfg.Node); err == nil {
+				err = t.verify(conn, p.id)
+			}
 		}
 		if err != nil {
-			if conn != nil {
-				conn.Close()
+			if raw != nil {
+				raw.Close()
 			}
 			t.log.Debug("dial peer", "peer", p.id, "addr", p.addr, "err", err)
 			select {
@@ -255,6 +275,13 @@ func (t *TCPTransport) acceptLoop(ctx context.Context) {
 		t.wg.Add(1)
 		go func() {
 			defer t.wg.Done()
+			raw := conn
+			conn, err := t.secureServer(raw)
+			if err != nil {
+				t.log.Warn("refused a peer connection", "remote", raw.RemoteAddr().String(), "err", err)
+				raw.Close()
+				return
+			}
 			id, err := t.readHello(conn)
 			if err != nil {
 				t.log.Warn("refused a peer connection", "remote", conn.RemoteAddr().String(), "err", err)
@@ -293,52 +320,14 @@ func (t *TCPTransport) readHello(c net.Conn) (model.NodeID, error) {
 		return 0, fmt.Errorf("unexpected peer node %d", id)
 	}
 	if t.cfg.Secret != "" {
-		if err := t.challenge(c, id); err != nil {
+		if err := t.verify(c, id); err != nil {
+			return 0, err
+		}
+		if err := t.prove(c, t.cfg.Node); err != nil {
 			return 0, err
 		}
 	}
 	return id, nil
-}
-
-// challenge sends a random nonce and checks the peer's answer.
-func (t *TCPTransport) challenge(c net.Conn, id model.NodeID) error {
-	nonce := make([]byte, 16)
-	if _, err := rand.Read(nonce); err != nil {
-		return err
-	}
-	_ = c.SetWriteDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write(nonce); err != nil {
-		return err
-	}
-	got := make([]byte, sha256.Size)
-	if _, err := io.ReadFull(c, got); err != nil {
-		return err
-	}
-	if !hmac.Equal(got, t.mac(nonce, id)) {
-		return fmt.Errorf("peer node %d failed the cluster secret challenge", id)
-	}
-	return nil
-}
-
-// answerChallenge answers the accepting peer's nonce.
-func (t *TCPTransport) answerChallenge(c net.Conn) error {
-	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	nonce := make([]byte, 16)
-	if _, err := io.ReadFull(c, nonce); err != nil {
-		return fmt.Errorf("cluster secret challenge: %w", err)
-	}
-	_ = c.SetReadDeadline(time.Time{})
-	_, err := c.Write(t.mac(nonce, t.cfg.Node))
-	return err
-}
-
-// mac is HMAC-SHA256(secret, nonce | node | cluster).
-func (t *TCPTransport) mac(nonce []byte, node model.NodeID) []byte {
-	m := hmac.New(sha256.New, []byte(t.cfg.Secret))
-	m.Write(nonce)
-	_ = binary.Write(m, binary.BigEndian, uint32(node))
-	m.Write([]byte(t.cfg.Cluster))
-	return m.Sum(nil)
 }
 
 // decodeHello reads a hello: the node and cluster name it names.

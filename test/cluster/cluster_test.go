@@ -59,6 +59,7 @@ func TestClusterChild(t *testing.T) {
 	cfg.Cluster.Members = os.Getenv(envMembers)
 	cfg.Cluster.EtcdEndpoints = os.Getenv(envEtcd)
 	cfg.Cluster.Secret = "test-secret"
+	cfg.Cluster.TLS = true
 	cfg.Cluster.EtcdPort, _ = strconv.Atoi(ports[1])
 	cfg.Cluster.RaftPort, _ = strconv.Atoi(ports[2])
 	cfg.Listen.Host = hosts[id-1]
