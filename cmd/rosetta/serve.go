@@ -66,6 +66,9 @@ the variable ROSETTA_STORAGE_DURABILITY.`,
 	for _, k := range app.Knobs() {
 		help := fmt.Sprintf("%s (env %s)", k.Help, k.Env)
 		cmd.Flags().String(k.Path, k.Get(&defaults), strings.TrimSpace(help))
+		if k.Bool {
+			cmd.Flags().Lookup(k.Path).NoOptDefVal = "true" // --cluster.tls alone turns it on
+		}
 	}
 	return cmd
 }

@@ -401,6 +401,7 @@ type Knob struct {
 	Env    string
 	Help   string
 	Secret bool // never printed
+	Bool   bool // a switch: its flag alone means true
 	field  func(c *Config) reflect.Value
 }
 
@@ -474,6 +475,7 @@ func Knobs() []Knob {
 				Env:    "ROSETTA_" + strings.ToUpper(strings.ReplaceAll(path, ".", "_")),
 				Help:   f.Tag.Get("help"),
 				Secret: f.Tag.Get("secret") == "true",
+				Bool:   f.Type.Kind() == reflect.Bool,
 				field:  func(c *Config) reflect.Value { return reflect.ValueOf(c).Elem().FieldByIndex(fi) },
 			})
 		}
