@@ -138,7 +138,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 			return nil, err
 		}
 	}
-	if a.meta, err = openMeta(ctx, cfg, a.etcdEndpoints(), log); err != nil {
+	if a.meta, err = openMeta(ctx, cfg, a.etcdEndpoints(), a.etcdTLS(), log); err != nil {
 		a.closeBase()
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,11 +19,29 @@ import (
 
 // openMeta opens the metadata store: the node's own (meta.db in the data
 // directory), or the cluster's etcd under /rosetta/<cluster.name>/.
-func openMeta(ctx context.Context, cfg Config, endpoints []string, log *slog.Logger) (meta.Store, error) {
+func openMeta(ctx context.Context, cfg Config, endpoints []string, tlsCfg *tls.Config, log *slog.Logger) (meta.Store, error) {
 	if len(endpoints) == 0 {
 		return meta.OpenBolt(filepath.Join(cfg.DataDir, "meta.db"))
 	}
-	return meta.OpenEtcd(ctx, meta.EtcdConfig{Endpoints: endpoints, Prefix: "/rosetta/" + cfg.Cluster.Name + "/", Logger: log})
+	return meta.OpenEtcd(ctx, meta.EtcdConfig{Endpoints: endpoints, Prefix: "/rosetta/" + cfg.Cluster.Name + "/", TLS: tlsCfg, Logger: log})
+}
+
+// etcdScheme is the scheme of the embedded etcd members' URLs: https with
+// cluster.tls (certificates from the cluster secret), http otherwise.
+func (a *App) etcdScheme() string {
+	if a.cfg.Cluster.TLS {
+		return "https"
+	}
+	return "http"
+}
+
+// etcdTLS is the etcd client's TLS (the members' embedded etcd with
+// cluster.tls), nil otherwise.
+func (a *App) etcdTLS() *tls.Config {
+	if a.replica == nil || a.replica.pki == nil {
+		return nil
+	}
+	return a.replica.pki.client
 }
 
 // etcdEndpoints are the client URLs of the cluster's etcd: cluster.etcd_endpoints,
@@ -39,7 +58,7 @@ func (a *App) etcdEndpoints() []string {
 	}
 	members, _ := a.cfg.Cluster.members()
 	for _, id := range sortedIDs(members) {
-		endpoints = append(endpoints, "http://"+net.JoinHostPort(members[id], strconv.Itoa(a.cfg.Cluster.EtcdPort)))
+		endpoints = append(endpoints, a.etcdScheme()+"://"+net.JoinHostPort(members[id], strconv.Itoa(a.cfg.Cluster.EtcdPort)))
 	}
 	return endpoints
 }

@@ -44,6 +44,7 @@ type replica struct {
 	transport *replication.TCPTransport
 	group     *replication.Group
 	relays    relaySet
+	pki       *clusterPKI // the embedded etcd's certificates (cluster.tls)
 }
 
 // replicated says whether the node is a member of a replicated cluster.
@@ -74,8 +75,14 @@ func (a *App) prepareReplica(ctx context.Context, sc *storage.Config) error {
 	if a.cfg.Cluster.EtcdEndpoints != "" {
 		return nil
 	}
+	scheme := a.etcdScheme()
+	if a.cfg.Cluster.TLS {
+		if r.pki, err = makeClusterPKI(filepath.Join(a.cfg.DataDir, "cluster-tls"), a.cfg.Cluster.Name, a.cfg.Cluster.Secret, members[r.self]); err != nil {
+			return err
+		}
+	}
 	peerURL := func(host string) string {
-		return "http://" + net.JoinHostPort(host, strconv.Itoa(a.cfg.Cluster.EtcdPort+1))
+		return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(a.cfg.Cluster.EtcdPort+1))
 	}
 	initial := map[string]string{}
 	for id, host := range members {
@@ -86,10 +93,13 @@ func (a *App) prepareReplica(ctx context.Context, sc *storage.Config) error {
 	r.etcd, err = etcdembed.StartEmbedded(ctx, etcdembed.EmbeddedConfig{
 		Name:           fmt.Sprintf("node-%d", r.self),
 		Dir:            filepath.Join(a.cfg.DataDir, "etcd"),
-		ClientURL:      "http://" + net.JoinHostPort(host, strconv.Itoa(a.cfg.Cluster.EtcdPort)),
+		ClientURL:      scheme + "://" + net.JoinHostPort(host, strconv.Itoa(a.cfg.Cluster.EtcdPort)),
 		PeerURL:        peerURL(host),
 		InitialCluster: initial,
 		ClusterToken:   a.cfg.Cluster.Name,
+		TLSCA:          r.pki.ca(),
+		TLSCert:        r.pki.cert(),
+		TLSKey:         r.pki.key(),
 		Logger:         a.log,
 	})
 	return err

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,6 +41,7 @@ type EtcdConfig struct {
 	Endpoints   []string
 	Prefix      string // every key is stored under it, e.g. "/rosetta/"
 	DialTimeout time.Duration
+	TLS         *tls.Config // nil: plain connections
 	Logger      *slog.Logger
 }
 
@@ -51,7 +53,7 @@ func OpenEtcd(ctx context.Context, c EtcdConfig) (*EtcdStore, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, DialTimeout: c.DialTimeout, Context: context.WithoutCancel(ctx),
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, DialTimeout: c.DialTimeout, Context: context.WithoutCancel(ctx), TLS: c.TLS,
 		AutoSyncInterval: time.Minute,
 		Logger:           ZapLogger(c.Logger.With("component", "etcd-client"))})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/rosettamq/rosetta/internal/meta"
@@ -29,7 +30,11 @@ type EmbeddedConfig struct {
 	// it is read only when the member starts with an empty directory.
 	InitialCluster map[string]string
 	ClusterToken   string
-	Logger         *slog.Logger
+	// TLSCA, TLSCert and TLSKey (PEM files), when set, make the member
+	// serve peers and clients over TLS and require their certificates be
+	// signed by TLSCA (its URLs are then https).
+	TLSCA, TLSCert, TLSKey string
+	Logger                 *slog.Logger
 	StartTimeout   time.Duration // 60 s when zero
 }
 
@@ -76,6 +81,10 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 		parts[i] = name + "=" + c.InitialCluster[name]
 	}
 	cfg.InitialCluster = strings.Join(parts, ",")
+	if c.TLSCA != "" {
+		info := transport.TLSInfo{CertFile: c.TLSCert, KeyFile: c.TLSKey, TrustedCAFile: c.TLSCA, ClientCertAuth: true}
+		cfg.PeerTLSInfo, cfg.ClientTLSInfo = info, info
+	}
 	cfg.InitialClusterToken = c.ClusterToken
 	cfg.ClusterState = embed.ClusterStateFlagNew
 	if _, err := os.Stat(filepath.Join(c.Dir, "member")); err == nil {
