@@ -35,7 +35,7 @@ type EmbeddedConfig struct {
 	// signed by TLSCA (its URLs are then https).
 	TLSCA, TLSCert, TLSKey string
 	Logger                 *slog.Logger
-	StartTimeout   time.Duration // 60 s when zero
+	StartTimeout           time.Duration // 60 s when zero
 }
 
 // Embedded is a running etcd member.
