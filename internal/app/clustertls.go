@@ -17,6 +17,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/rosettamq/rosetta/internal/model"
 )
 
 // clusterPKI is what the members' embedded etcd authenticates one another
@@ -118,4 +120,32 @@ func (p *clusterPKI) key() string {
 		return ""
 	}
 	return p.keyFile
+}
+
+// checkEtcdScheme refuses to start an embedded etcd member whose data was
+// made with the other scheme (cluster.tls changed after the cluster was
+// made: the members keep one another's peer URLs, so they would not find
+// one another), and records the scheme of a new member.
+func checkEtcdScheme(dir, scheme string) error {
+	path := filepath.Join(dir, "rosetta-url-scheme")
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if had := string(b); had != scheme {
+			return fmt.Errorf("%w: cluster.tls changed after the cluster was made (its etcd members use %s, this start %s): "+
+				"set it back, or make the cluster anew", model.ErrInvalidConfig, had, scheme)
+		}
+		return nil
+	case !os.IsNotExist(err):
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "member")); err == nil && scheme != "http" {
+		// A member made before the scheme was recorded used http.
+		return fmt.Errorf("%w: cluster.tls turned on for a cluster made without it: its etcd members use http; make the cluster anew",
+			model.ErrInvalidConfig)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(scheme), 0o644)
 }

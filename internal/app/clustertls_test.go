@@ -56,3 +56,29 @@ func TestClusterPKI(t *testing.T) {
 		t.Fatalf("key file mode: %v %v", fi.Mode(), err)
 	}
 }
+
+// TestEtcdScheme: a member's etcd scheme is recorded at its first start; a
+// later start with the other one is refused, as is TLS on a member made
+// before schemes were recorded.
+func TestEtcdScheme(t *testing.T) {
+	dir := t.TempDir()
+	if err := checkEtcdScheme(dir, "https"); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkEtcdScheme(dir, "https"); err != nil {
+		t.Fatalf("same scheme again: %v", err)
+	}
+	if err := checkEtcdScheme(dir, "http"); err == nil {
+		t.Fatal("a changed scheme was accepted")
+	}
+	old := t.TempDir()
+	if err := os.Mkdir(old+"/member", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkEtcdScheme(old, "https"); err == nil {
+		t.Fatal("TLS on an older http member was accepted")
+	}
+	if err := checkEtcdScheme(old, "http"); err != nil {
+		t.Fatalf("an older member staying on http: %v", err)
+	}
+}

@@ -89,6 +89,9 @@ func (a *App) prepareReplica(ctx context.Context, sc *storage.Config) error {
 		initial[fmt.Sprintf("node-%d", id)] = peerURL(host)
 	}
 	host := members[r.self]
+	if err := checkEtcdScheme(filepath.Join(a.cfg.DataDir, "etcd"), scheme); err != nil {
+		return err
+	}
 	a.log.Info("starting the embedded etcd member", "members", len(members))
 	r.etcd, err = etcdembed.StartEmbedded(ctx, etcdembed.EmbeddedConfig{
 		Name:           fmt.Sprintf("node-%d", r.self),
