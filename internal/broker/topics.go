@@ -185,13 +185,18 @@ func (b *Broker) saveTopicLocked(ctx context.Context, t *Topic, rev int64) error
 		return err
 	}
 	t.revision = nrev
+	b.indexTopicLocked(t)
+	b.topicsVersion.Add(1)
+	return nil
+}
+
+// indexTopicLocked makes t the topic of its name, id and queues.
+func (b *Broker) indexTopicLocked(t *Topic) {
 	b.topics[t.Name] = t
 	b.byID[t.ID] = t
-	b.topicsVersion.Add(1)
 	for i, id := range t.Queues {
 		b.byQueue[id] = QueueRef{Topic: t, Index: int32(i)}
 	}
-	return nil
 }
 
 // newTopicID returns a random version-4 UUID.
@@ -264,22 +269,13 @@ func (b *Broker) Topics(includeInternal bool) []*Topic {
 func (b *Broker) DeleteTopic(ctx context.Context, name model.TopicName) error {
 	b.topicMu.Lock()
 	defer b.topicMu.Unlock()
-	t, ok := b.topics[name]
-	if !ok {
+	if _, ok := b.topics[name]; !ok {
 		return fmt.Errorf("%w: %s", model.ErrUnknownTopic, name)
 	}
 	if _, err := b.meta.Txn(ctx, nil, []meta.Op{{Key: topicKey(name), Delete: true}}); err != nil {
 		return err
 	}
-	delete(b.topics, name)
-	delete(b.byID, t.ID)
-	b.topicsVersion.Add(1)
-	for _, id := range t.Queues {
-		delete(b.byQueue, id)
-		if err := b.engine.DeleteQueue(ctx, id); err != nil && !errors.Is(err, model.ErrUnknownQueue) {
-			b.log.Warn("delete queue", "topic", name.String(), "queue", id, "err", err)
-		}
-	}
+	b.forgetTopicLocked(ctx, name)
 	b.log.Info("topic deleted", "topic", name.String())
 	return nil
 }
@@ -388,11 +384,7 @@ func (b *Broker) loadTopics(ctx context.Context) (int64, error) {
 		if t.ID == ([16]byte{}) {
 			t.ID = newTopicID()
 		}
-		b.topics[t.Name] = t
-		b.byID[t.ID] = t
-		for i, id := range t.Queues {
-			b.byQueue[id] = QueueRef{Topic: t, Index: int32(i)}
-		}
+		b.indexTopicLocked(t)
 		if err := b.engine.CreateQueues(ctx, t.Queues); err != nil {
 			return 0, err
 		}

@@ -97,17 +97,13 @@ func (b *Broker) adoptTopicLocked(ctx context.Context, t *Topic) error {
 			return err
 		}
 	}
-	b.topics[t.Name] = t
-	b.byID[t.ID] = t
-	for i, id := range t.Queues {
-		b.byQueue[id] = QueueRef{Topic: t, Index: int32(i)}
-	}
+	b.indexTopicLocked(t)
 	b.topicsVersion.Add(1)
 	return nil
 }
 
-// forgetTopicLocked drops a topic another broker deleted, and this group's
-// queues of it.
+// forgetTopicLocked drops a deleted topic (by this broker or another
+// group's) and this group's queues of it.
 func (b *Broker) forgetTopicLocked(ctx context.Context, name model.TopicName) {
 	t, ok := b.topics[name]
 	if !ok {
