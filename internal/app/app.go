@@ -154,8 +154,22 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		a.closeBase()
 		return nil, err
 	}
+	if a.replica != nil {
+		g0 := a.replica.first()
+		g0.engine, g0.producers, g0.kafkaTxns = a.engine, a.producers, a.kafkaTxns
+		if err := a.openGroupEngines(sc); err != nil {
+			a.closeBase()
+			return nil, err
+		}
+	}
 	if len(a.etcdEndpoints()) > 0 {
 		if a.membership, err = a.joinCluster(ctx); err != nil {
+			a.closeBase()
+			return nil, err
+		}
+	}
+	if a.replicated() {
+		if err := a.checkGroups(ctx); err != nil {
 			a.closeBase()
 			return nil, err
 		}
@@ -176,7 +190,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		}
 		return a, nil
 	}
-	st, err := a.newStack(ctx)
+	st, err := a.newStack(ctx, a.singleParts())
 	if err != nil {
 		a.closeBase()
 		return nil, err
@@ -226,13 +240,16 @@ func (a *App) listen(name, addr string) (net.Listener, error) {
 }
 
 // endpoint is one opened listener: its name ("http", "kafka",
-// "kafka/<NAME>", "remoting", "grpc"), its TLS mode and ALPN protocols,
-// and for Kafka the listener it is.
+// "kafka/<NAME>", "remoting", "grpc"; "remoting/<g>" and "grpc/<g>" for
+// replication group g's), its kind (the name without the group), the group
+// it serves, its TLS mode and ALPN protocols, and for Kafka the listener it
+// is.
 type endpoint struct {
-	name, tls string
-	alpn      []string
-	raw       net.Listener
-	kafka     *kafka.Listener
+	name, kind, tls string
+	group           int
+	alpn            []string
+	raw             net.Listener
+	kafka           *kafka.Listener
 }
 
 // openEndpoints opens every configured listener, so a port in use fails
@@ -243,13 +260,13 @@ func (a *App) openEndpoints() ([]endpoint, error) {
 		return nil, err
 	}
 	eps := []endpoint{
-		{name: "http", tls: a.cfg.Listen.HTTPTLS, alpn: []string{"http/1.1"}},
-		{name: "remoting", tls: a.cfg.Listen.RemotingTLS},
-		{name: "grpc", tls: a.cfg.Listen.GRPCTLS, alpn: []string{"h2"}},
+		{name: "http", kind: "http", tls: a.cfg.Listen.HTTPTLS, alpn: []string{"http/1.1"}},
+		{name: "remoting", kind: "remoting", tls: a.cfg.Listen.RemotingTLS},
+		{name: "grpc", kind: "grpc", tls: a.cfg.Listen.GRPCTLS, alpn: []string{"h2"}},
 	}
 	addrs := []string{a.cfg.Listen.HTTP, a.cfg.Listen.Remoting, a.cfg.Listen.GRPC}
 	for _, k := range kafkaSpecs {
-		eps = append(eps, endpoint{name: k.name, tls: k.tls, kafka: &k.listener})
+		eps = append(eps, endpoint{name: k.name, kind: "kafka", tls: k.tls, kafka: &k.listener})
 		addrs = append(addrs, k.addr)
 	}
 	var opened []endpoint
@@ -266,6 +283,16 @@ func (a *App) openEndpoints() ([]endpoint, error) {
 		}
 		ep.raw = l
 		opened = append(opened, ep)
+	}
+	if a.replica != nil {
+		more, err := a.groupEndpoints(opened)
+		if err != nil {
+			for _, o := range append(opened, more...) {
+				o.raw.Close()
+			}
+			return nil, err
+		}
+		opened = append(opened, more...)
 	}
 	if len(kafkaSpecs) > 0 && kafkaSpecs[0].name != "kafka" {
 		a.mu.Lock()
@@ -407,6 +434,9 @@ func (a *App) closeBase() error {
 	}
 	if a.engine != nil {
 		step("storage", a.engine.Close)
+	}
+	if a.replica != nil {
+		step("group storage", a.replica.closeEngines)
 	}
 	if a.replica != nil {
 		step("etcd", func() error { a.replica.closeEtcd(); return nil })

@@ -123,11 +123,18 @@ func (a *App) clusterID() string {
 }
 
 // clusterStatus answers GET /api/v1/cluster: the live nodes (this one
-// alone without etcd) and the node's commit log as group 0.
+// alone without etcd) and the replication groups (the node's commit log as
+// group 0 without replicas).
 func (a *App) clusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 	self := model.NodeID(a.cfg.NodeID)
-	st := admin.ClusterStatus{ClusterID: a.clusterID(), Metadata: "local", Self: self,
-		Groups: []admin.GroupStatus{a.groupStatus()}}
+	st := admin.ClusterStatus{ClusterID: a.clusterID(), Metadata: "local", Self: self}
+	if a.replica == nil {
+		st.Groups = []admin.GroupStatus{a.groupStatus(nil)}
+	} else {
+		for _, gr := range a.replica.groups {
+			st.Groups = append(st.Groups, a.groupStatus(gr))
+		}
+	}
 	if a.membership == nil {
 		id := a.engine.Identity()
 		endpoints := map[string]string{}
@@ -150,22 +157,26 @@ func (a *App) clusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 	return st, nil
 }
 
-// groupStatus describes the node's commit log as group 0: led by this node
-// on its own, or the replica's view in a cluster.
-func (a *App) groupStatus() admin.GroupStatus {
+// groupStatus describes a group as this node's replica sees it, or (gr
+// nil) the node's own commit log as group 0, led by the node.
+func (a *App) groupStatus(gr *groupReplica) admin.GroupStatus {
 	self := model.NodeID(a.cfg.NodeID)
 	e := a.engine
+	if gr != nil {
+		e = gr.engine
+	}
 	ls := e.LogStats()
 	last := ls.NextIndex
 	if last > 0 {
 		last--
 	}
-	gs := admin.GroupStatus{ID: 0, Leader: self, Term: e.Term(), Role: "leader", FirstIndex: ls.FirstIndex, LastIndex: last,
+	gs := admin.GroupStatus{Leader: self, Term: e.Term(), Role: "leader", FirstIndex: ls.FirstIndex, LastIndex: last,
 		DurableIndex: e.DurableIndex(), CommitIndex: e.DurableIndex(), Replicas: []model.NodeID{self}}
-	if a.replica == nil {
+	if gr == nil {
 		return gs
 	}
-	st := a.replica.group.Status()
+	st := gr.raft.Status()
+	gs.ID = gr.id
 	gs.Leader, gs.Term, gs.Role, gs.CommitIndex = st.Leader, model.Term(st.Term), st.Role, e.CommitIndex()
 	gs.Replicas = sortedIDs(a.replica.members)
 	for _, p := range st.Replicas {

@@ -222,8 +222,15 @@ type ClusterConfig struct {
 	EtcdPort      int    `yaml:"etcd_port" help:"client port of the embedded etcd member on every member's host (its peer port is the next one)"`
 	Secret        string `yaml:"secret" secret:"true" help:"shared secret the members authenticate one another's replication connections with (each end answers the other's challenge with an HMAC); empty: none"`
 	TLS           bool   `yaml:"tls" help:"encrypt replication connections with TLS 1.3 (needs cluster.secret, whose proofs are bound to each TLS session, so no certificate authority is needed)"`
+	Groups        int    `yaml:"groups" help:"replication groups the queues spread over (queue i of a topic in group i mod groups), each led by one member and seen by RocketMQ clients as one broker (name <cluster.name>-<group>; group g's RocketMQ listeners on the remoting and gRPC ports + g); fixed when the cluster is made; 0 or 1: one group. More than one serves the RocketMQ protocols only for now: Kafka routing across groups is not built yet, so the Kafka listener must be off"`
 	LeaderAck     bool   `yaml:"leader_ack" help:"answer Kafka acks=1 produces once the leader wrote them, before a majority has them (faster; a leader's failure can lose what it acknowledged); off: acks=1 waits for the commit like acks=all"`
 }
+
+// maxGroups bounds cluster.groups.
+const maxGroups = 16
+
+// groups is the number of replication groups (at least one).
+func (c ClusterConfig) groups() int { return max(c.Groups, 1) }
 
 // maxMembers bounds clusters started from cluster.members (larger ones
 // use an external etcd).
@@ -346,6 +353,12 @@ func (c Config) Validate() error {
 		return bad("cluster.node_id %d differs from node_id %d", c.Cluster.NodeID, c.NodeID)
 	case c.Cluster.Members != "" && (c.Cluster.RaftPort <= 0 || c.Cluster.RaftPort > 65535 || c.Cluster.EtcdPort <= 0 || c.Cluster.EtcdPort >= 65535):
 		return bad("cluster.raft_port and cluster.etcd_port must be ports")
+	case c.Cluster.Groups < 0 || c.Cluster.Groups > maxGroups:
+		return bad("cluster.groups %d: want 1 to %d", c.Cluster.Groups, maxGroups)
+	case c.Cluster.Groups > 1 && c.Cluster.Members == "":
+		return bad("cluster.groups needs cluster.members (groups are replicated over the members)")
+	case c.Cluster.Groups > 1 && (c.Listen.Kafka != "" || c.Listen.KafkaListeners != ""):
+		return bad("cluster.groups above 1 serves the RocketMQ protocols only for now: turn the Kafka listener off (--listen.kafka \"\")")
 	case c.Broker.StateSnapshotInterval <= 0:
 		return bad("broker.state_snapshot_interval must be positive")
 	case c.Broker.TransactionTimeout <= 0 || c.Broker.TransactionCheckInterval <= 0 || c.Broker.TransactionCheckMax <= 0 || c.Broker.TransactionMaxTimeout <= 0:

@@ -13,7 +13,7 @@ import (
 
 // acceptRoute accepts a listener's connections for as long as the node
 // runs.
-func (a *App) acceptRoute(ctx context.Context, rt *route) error {
+func (a *App) acceptRoute(ctx context.Context, rt *listenerRoute) error {
 	stop := context.AfterFunc(ctx, func() { rt.ep.raw.Close() })
 	defer stop()
 	for {
@@ -35,7 +35,7 @@ func (a *App) acceptRoute(ctx context.Context, rt *route) error {
 // serveHere hands c to this node's term servers while it leads. Should
 // the term end before anything was answered on c, c moves to the next
 // leader (a relay) instead of closing.
-func (a *App) serveHere(ctx context.Context, c *clientConn, rt *route) bool {
+func (a *App) serveHere(ctx context.Context, c *clientConn, rt *listenerRoute) bool {
 	cl := rt.current.Load()
 	if cl == nil {
 		return false
@@ -66,14 +66,14 @@ const relayWait = 30 * time.Second
 // anything was answered on it.
 const maxMoves = 5
 
-// relay forwards a client connection to the leader's listener of the same
-// name (same port, the leader's host), opened from this node's address.
+// relay forwards a client connection to its group leader's listener of
+// the same name (same port, the leader's host), opened from this node's address.
 // While no leader is reachable it waits; if this node starts leading
 // meanwhile, its own servers take the connection. When the leader's end
 // goes away before anything was answered (leadership moved), the
 // connection moves to the next leader with its requests replayed.
-func (a *App) relay(ctx context.Context, c *clientConn, rt *route, moves int) {
-	r := a.replica
+func (a *App) relay(ctx context.Context, c *clientConn, rt *listenerRoute, moves int) {
+	r, gr := a.replica, rt.grp
 	_, port, err := net.SplitHostPort(rt.ep.raw.Addr().String())
 	if err != nil {
 		c.Conn.Close()
@@ -88,7 +88,7 @@ func (a *App) relay(ctx context.Context, c *clientConn, rt *route, moves int) {
 		if a.serveHere(ctx, c, rt) {
 			return
 		}
-		leader, term := r.group.Leader()
+		leader, term := gr.raft.Leader()
 		if leader != 0 && leader != r.self {
 			if up, err = d.DialContext(ctx, "tcp", net.JoinHostPort(r.members[leader], port)); err != nil {
 				a.log.Debug("relay to the leader", "listener", rt.ep.name, "leader", leader, "err", err)
@@ -104,8 +104,8 @@ func (a *App) relay(ctx context.Context, c *clientConn, rt *route, moves int) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	r.relays.add(c, up)
-	defer r.relays.remove(c)
+	gr.relays.add(c, up)
+	defer gr.relays.remove(c)
 	var wg sync.WaitGroup
 	clientGone := make(chan bool, 1) // false: the leader's end failed a write
 	upGone := make(chan struct{}, 1)
@@ -155,7 +155,7 @@ func (a *App) relay(ctx context.Context, c *clientConn, rt *route, moves int) {
 		// Only when leadership moved: a leader that closed the connection
 		// itself meant it. This node may learn of the move a little after
 		// the old leader's end went away.
-		moved := func() bool { leader, term := r.group.Leader(); return leader != dialedLeader || term != dialedTerm }
+		moved := func() bool { leader, term := gr.raft.Leader(); return leader != dialedLeader || term != dialedTerm }
 		for wait := time.Now().Add(3 * time.Second); !moved() && time.Now().Before(wait) && ctx.Err() == nil; {
 			time.Sleep(20 * time.Millisecond)
 		}

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// replicaCollector exports the replica's view of its group to Prometheus.
+// replicaCollector exports the replica's view of its groups to Prometheus.
 type replicaCollector struct {
 	r                                           *replica
 	leader, term, commit, applied, last, isLead *prometheus.Desc
@@ -38,7 +38,13 @@ func (c *replicaCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.r.group.Status()
+	for _, gr := range c.r.groups {
+		c.collect(ch, gr)
+	}
+}
+
+func (c *replicaCollector) collect(ch chan<- prometheus.Metric, gr *groupReplica) {
+	st := gr.raft.Status()
 	g := strconv.Itoa(int(st.Group))
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
@@ -53,7 +59,7 @@ func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
 		w = 1
 	}
 	gauge(c.isLead, w, g)
-	ch <- prometheus.MustNewConstMetric(c.changes, prometheus.CounterValue, float64(c.r.group.LeaderChanges()), g)
+	ch <- prometheus.MustNewConstMetric(c.changes, prometheus.CounterValue, float64(gr.raft.LeaderChanges()), g)
 	for _, p := range st.Replicas {
 		n := strconv.Itoa(int(p.Node))
 		gauge(c.lag, float64(p.Lag), g, n)

@@ -13,10 +13,14 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/pop"
+	"github.com/rosettamq/rosetta/internal/broker/producers"
+	"github.com/rosettamq/rosetta/internal/broker/route"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/grpcv5"
 	"github.com/rosettamq/rosetta/internal/kafka"
+	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/remoting"
+	"github.com/rosettamq/rosetta/internal/storage"
 	"github.com/rosettamq/rosetta/internal/task"
 )
 
@@ -26,6 +30,7 @@ import (
 // its group's leader (from the log alone, like a restart) and drops it
 // when leadership ends.
 type stack struct {
+	parts  stackParts
 	broker *broker.Broker
 	txns   *txn.Coordinator
 	pop    *pop.Engine
@@ -37,15 +42,42 @@ type stack struct {
 	history *admin.History
 }
 
-// newStack builds the broker core over the open engine and metadata.
-func (a *App) newStack(ctx context.Context) (*stack, error) {
+// stackParts is what a stack is built over: a replication group's engine
+// (the node's on a single node), the producer state checkpointed with it,
+// the group's share of the queues and its RocketMQ broker name.
+type stackParts struct {
+	group      model.GroupID
+	engine     *storage.Engine
+	producers  *producers.Manager
+	kafkaTxns  *producers.TxnIndex
+	placement  route.Placement
+	brokerName string // "": the front-ends' default
+}
+
+// singleParts are a single node's: its engine holds every queue.
+func (a *App) singleParts() stackParts {
+	return stackParts{engine: a.engine, producers: a.producers, kafkaTxns: a.kafkaTxns}
+}
+
+// groupParts are a cluster member's for one of its groups.
+func (a *App) groupParts(gr *groupReplica) stackParts {
+	return stackParts{group: gr.id, engine: gr.engine, producers: gr.producers, kafkaTxns: gr.kafkaTxns,
+		placement: gr.placement(a.cfg.Cluster.groups()), brokerName: a.groupBrokerName(gr.id)}
+}
+
+// newStack builds the broker core over an open engine and the metadata.
+func (a *App) newStack(ctx context.Context, parts stackParts) (*stack, error) {
 	cfg, log := a.cfg, a.log
 	delays, err := broker.ParseDelayLevels(cfg.Broker.DelayLevels)
 	if err != nil {
 		return nil, err
 	}
-	st := &stack{}
-	st.broker, err = broker.New(ctx, a.engine, a.meta, broker.Options{
+	if parts.group != 0 {
+		log = log.With("group", parts.group)
+	}
+	st := &stack{parts: parts}
+	st.broker, err = broker.New(ctx, parts.engine, a.meta, broker.Options{
+		Placement:         parts.placement,
 		CheckTopicCreate:  a.quotas.CheckTopicCreate,
 		TopicCreated:      a.quotas.TopicCreated,
 		DelayLevels:       delays,
@@ -58,7 +90,7 @@ func (a *App) newStack(ctx context.Context) (*stack, error) {
 		AutoCreateTopics:  cfg.Broker.AutoCreateTopics,
 		DefaultQueues:     cfg.Broker.DefaultQueues,
 		MaxQueuesPerTopic: cfg.Broker.MaxQueuesPerTopic,
-		KafkaTxns:         a.kafkaTxns,
+		KafkaTxns:         parts.kafkaTxns,
 		TraceAll:          cfg.Broker.MessageTraceAll,
 		TraceSample:       cfg.Broker.MessageTraceSample,
 		TraceRetention:    cfg.Broker.MessageTraceRetention,
@@ -69,7 +101,7 @@ func (a *App) newStack(ctx context.Context) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.txns, err = txn.New(ctx, st.broker, a.producers, a.kafkaTxns, txn.Options{
+	st.txns, err = txn.New(ctx, st.broker, parts.producers, parts.kafkaTxns, txn.Options{
 		MaxTimeout: cfg.Broker.TransactionMaxTimeout, SnapshotInterval: cfg.Broker.StateSnapshotInterval, Logger: log})
 	if err != nil {
 		st.close()
@@ -142,7 +174,10 @@ type frontEnds struct {
 
 // serve runs the protocol servers over st on fe until ctx ends.
 func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontEnds, budget *task.ByteBudget) {
-	g.Go(func() error { a.quotas.Run(ctx, st.broker); return nil })
+	if st.parts.group == 0 {
+		// Storage use is accounted from group 0's broker.
+		g.Go(func() error { a.quotas.Run(ctx, st.broker); return nil })
+	}
 	g.Go(func() error { st.history.Run(ctx); return nil })
 	if len(fe.kafka) > 0 {
 		srv := kafka.NewServer(st.broker, st.groups, kafka.Options{
@@ -157,7 +192,7 @@ func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontE
 			MaxFrameBytes:      int32(a.cfg.Limits.MaxFrameBytes),
 			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
 			MaxBytesInFlight:   int64(a.cfg.Limits.MaxBytesInFlight),
-			Producers:          a.producers,
+			Producers:          st.parts.producers,
 			Transactions:       st.txns,
 			Security:           a.security,
 			SASLMechanisms:     splitComma(a.cfg.Security.SASLMechanisms),
@@ -179,6 +214,8 @@ func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontE
 			Budget:             budget,
 			AdvertisedAddr:     a.cfg.Listen.RemotingAdvertised,
 			Advertise:          a.relayedAdvertise(),
+			BrokerName:         st.parts.brokerName,
+			Cluster:            a.brokerRoutes("remoting"),
 			MaxFrameBytes:      int32(min(int64(a.cfg.Limits.MaxFrameBytes), 1<<30)),
 			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
 			ReadLinger:         a.cfg.Listen.RemotingReadLinger,
@@ -197,6 +234,8 @@ func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontE
 		srv := grpcv5.NewServer(st.broker, grpcv5.Options{
 			Tracer:         a.tracer,
 			AdvertisedAddr: a.cfg.Listen.GRPCAdvertised,
+			BrokerName:     st.parts.brokerName,
+			Cluster:        a.grpcRoutes(),
 			Pop:            st.pop,
 			Security:       a.security,
 			Authentication: a.cfg.Security.GRPCAuthentication,

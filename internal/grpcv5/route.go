@@ -3,7 +3,10 @@ package grpcv5
 // QueryRoute, Heartbeat, QueryAssignment and NotifyClientTermination.
 // Routes list every queue of the topic as readable and writable at this
 // node, reached at the endpoints the client asked through (or the
-// advertised address), accepting every message type. A topic is created
+// advertised address), accepting every message type. In a cluster of
+// several replication groups (Options.Cluster) each group is a broker
+// holding its share of the queues (queue i of the topic in group i mod
+// groups), reached at its leader. A topic is created
 // on first route query while auto-creation is on, as remoting sends do.
 
 import (
@@ -15,6 +18,7 @@ import (
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/route"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -46,12 +50,40 @@ func (s *Server) routeTopic(ctx context.Context, r *v2.Resource) (*broker.Topic,
 	return t, err
 }
 
+// BrokerRoute is one broker of a cluster as routes name it: its name and
+// its leader's address ("" while none is known: its queues are left out).
+type BrokerRoute struct {
+	Name   string
+	Leader string
+}
+
 // queues lists a topic's queues as routes show them.
 func (s *Server) queues(r *v2.Resource, t *broker.Topic, asked *v2.Endpoints) []*v2.MessageQueue {
+	if s.opts.Cluster != nil {
+		return s.clusterQueues(r, t)
+	}
 	b := &v2.Broker{Name: s.opts.BrokerName, Id: 0, Endpoints: s.endpoints(asked)}
 	out := make([]*v2.MessageQueue, t.QueueCount())
 	for i := range out {
 		out[i] = &v2.MessageQueue{Topic: r, Id: int32(i), Permission: v2.Permission_READ_WRITE, Broker: b, AcceptMessageTypes: acceptTypes}
+	}
+	return out
+}
+
+// clusterQueues lists a topic's queues broker by broker, each numbered
+// within its broker.
+func (s *Server) clusterQueues(r *v2.Resource, t *broker.Topic) []*v2.MessageQueue {
+	brokers := s.opts.Cluster()
+	var out []*v2.MessageQueue
+	for g, br := range brokers {
+		if br.Leader == "" {
+			continue
+		}
+		b := &v2.Broker{Name: br.Name, Id: 0, Endpoints: addressEndpoints(br.Leader, nil)}
+		n := route.Placement{Group: model.GroupID(g), Groups: len(brokers)}.Count(len(t.All))
+		for i := range n {
+			out = append(out, &v2.MessageQueue{Topic: r, Id: int32(i), Permission: v2.Permission_READ_WRITE, Broker: b, AcceptMessageTypes: acceptTypes})
+		}
 	}
 	return out
 }
@@ -62,9 +94,15 @@ func (s *Server) endpoints(asked *v2.Endpoints) *v2.Endpoints {
 	if s.opts.AdvertisedAddr == "" {
 		return asked
 	}
-	host, port, err := net.SplitHostPort(s.opts.AdvertisedAddr)
+	return addressEndpoints(s.opts.AdvertisedAddr, asked)
+}
+
+// addressEndpoints are the endpoints of host:port (orElse when it is not
+// one).
+func addressEndpoints(addr string, orElse *v2.Endpoints) *v2.Endpoints {
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return asked
+		return orElse
 	}
 	p, _ := strconv.Atoi(port)
 	scheme := v2.AddressScheme_IPv4
@@ -86,8 +124,16 @@ func (s *Server) QueryAssignment(ctx context.Context, req *v2.QueryAssignmentReq
 	}
 	qs := s.queues(req.GetTopic(), t, req.GetEndpoints())
 	if !s.groupConfig(req.GetGroup()).ConsumeMessageOrderly {
-		q := qs[0]
-		qs = []*v2.MessageQueue{{Topic: q.Topic, Id: -1, Permission: q.Permission, Broker: q.Broker, AcceptMessageTypes: q.AcceptMessageTypes}}
+		// One assignment per broker, receiving from any of its queues.
+		var any []*v2.MessageQueue
+		seen := map[string]bool{}
+		for _, q := range qs {
+			if !seen[q.GetBroker().GetName()] {
+				seen[q.GetBroker().GetName()] = true
+				any = append(any, &v2.MessageQueue{Topic: q.Topic, Id: -1, Permission: q.Permission, Broker: q.Broker, AcceptMessageTypes: q.AcceptMessageTypes})
+			}
+		}
+		qs = any
 	}
 	out := make([]*v2.Assignment, len(qs))
 	for i, q := range qs {

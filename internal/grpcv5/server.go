@@ -32,6 +32,10 @@ type Options struct {
 	// client connected to.
 	AdvertisedAddr string
 	BrokerName     string
+	// Cluster, when set, lists the brokers of a cluster of several
+	// replication groups, by group, for routes (this server is one of
+	// them); nil: this broker is the only one.
+	Cluster func() []BrokerRoute
 	// Pop is the POP engine consumers receive through; nil: receiving is
 	// NOT_IMPLEMENTED.
 	Pop          *pop.Engine

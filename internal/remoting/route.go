@@ -1,9 +1,13 @@
 package remoting
 
 // Name-server requests: GET_ROUTEINFO_BY_TOPIC (105), GET_BROKER_CLUSTER_INFO
-// (106), GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206). This node is the only
-// broker: every route points back at the address the client used (or the
-// advertised one). TBW102, the topic producers fall back to for a topic
+// (106), GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206). On a single node (and a
+// cluster of one replication group) this broker is the only one: every
+// route points back at the address the client used (or the advertised
+// one). A cluster of several groups (Options.Cluster) answers one broker
+// per group, each holding its share of every topic's queues (queue i of
+// the topic in group i mod groups, route.Placement), at its leader (broker
+// id 0) and its other members (1..). TBW102, the topic producers fall back to for a topic
 // that does not exist yet, has a route while auto-creation is on; the send
 // then creates the topic. RMQ_SYS_TRACE_TOPIC, where clients with message
 // trace on send their trace records, exists from its first route query
@@ -14,9 +18,11 @@ package remoting
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/rosettamq/rosetta/internal/broker/quota"
+	"github.com/rosettamq/rosetta/internal/broker/route"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
@@ -53,17 +59,53 @@ type topicRouteData struct {
 	FilterServerTable map[string][]string `json:"filterServerTable"`
 }
 
-func (s *Server) brokerData(rc *reqCtx) brokerData {
-	return brokerData{Cluster: s.opts.ClusterName, BrokerName: s.opts.BrokerName,
-		BrokerAddrs: map[string]string{"0": rc.conn.store}}
+// BrokerRoute is one broker of a cluster as routes name it: its name and
+// its addresses by broker id (0: the leader, absent while none is known).
+type BrokerRoute struct {
+	Name  string
+	Addrs map[int64]string
+}
+
+// brokerDatas are the brokers routes name: this one alone, or the
+// cluster's.
+func (s *Server) brokerDatas(rc *reqCtx) []brokerData {
+	if s.opts.Cluster == nil {
+		return []brokerData{{Cluster: s.opts.ClusterName, BrokerName: s.opts.BrokerName,
+			BrokerAddrs: map[string]string{"0": rc.conn.store}}}
+	}
+	var out []brokerData
+	for _, b := range s.opts.Cluster() {
+		addrs := make(map[string]string, len(b.Addrs))
+		for id, a := range b.Addrs {
+			addrs[strconv.FormatInt(id, 10)] = a
+		}
+		out = append(out, brokerData{Cluster: s.opts.ClusterName, BrokerName: b.Name, BrokerAddrs: addrs})
+	}
+	return out
+}
+
+// queueDatas are a topic's queues per broker: total queues in all
+// (perBroker: each broker has that many, as for TBW102).
+func (s *Server) queueDatas(brokers []brokerData, total int, perBroker bool) []queueData {
+	out := make([]queueData, 0, len(brokers))
+	for g, b := range brokers {
+		n := total
+		if s.opts.Cluster != nil && !perBroker {
+			n = route.Placement{Group: model.GroupID(g), Groups: len(brokers)}.Count(total)
+		}
+		if n > 0 {
+			out = append(out, queueData{BrokerName: b.BrokerName, ReadQueueNums: n, WriteQueueNums: n, Perm: permReadWrite})
+		}
+	}
+	return out
 }
 
 func handleGetRouteInfo(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	s := rc.conn.s
 	topic := req.Ext("topic")
-	queues := 0
+	queues, perBroker := 0, false
 	if topic == autoCreateTopicKey && s.broker.AutoCreateTopics() {
-		queues = s.broker.DefaultQueues()
+		queues, perBroker = s.broker.DefaultQueues(), true
 	} else {
 		if strings.HasPrefix(topic, "%RETRY%") || topic == s.replyTopic() || topic == traceTopic {
 			// A group's retry topic (and the reply and trace topics) exists
@@ -77,12 +119,12 @@ func handleGetRouteInfo(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		if err != nil {
 			return errorResponse(req, err)
 		}
-		queues = t.QueueCount()
+		queues = len(t.All)
 	}
+	brokers := s.brokerDatas(rc)
 	route := topicRouteData{
-		QueueDatas: []queueData{{BrokerName: s.opts.BrokerName, ReadQueueNums: queues, WriteQueueNums: queues,
-			Perm: permReadWrite}},
-		BrokerDatas:       []brokerData{s.brokerData(rc)},
+		QueueDatas:        s.queueDatas(brokers, queues, perBroker),
+		BrokerDatas:       brokers,
 		FilterServerTable: map[string][]string{},
 	}
 	resp := protocol.NewResponse(req, protocol.Success, "")
@@ -92,10 +134,15 @@ func handleGetRouteInfo(rc *reqCtx, req *protocol.Command) *protocol.Command {
 
 func handleGetBrokerClusterInfo(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	s := rc.conn.s
-	bd := s.brokerData(rc)
+	table := map[string]brokerData{}
+	var names []string
+	for _, bd := range s.brokerDatas(rc) {
+		table[bd.BrokerName] = bd
+		names = append(names, bd.BrokerName)
+	}
 	body := map[string]any{
-		"brokerAddrTable":  map[string]brokerData{bd.BrokerName: bd},
-		"clusterAddrTable": map[string][]string{bd.Cluster: {bd.BrokerName}},
+		"brokerAddrTable":  table,
+		"clusterAddrTable": map[string][]string{s.opts.ClusterName: names},
 	}
 	resp := protocol.NewResponse(req, protocol.Success, "")
 	resp.Body, _ = json.Marshal(body)

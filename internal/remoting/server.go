@@ -35,8 +35,12 @@ type Options struct {
 	// Advertise, when set, may name another address for a connection
 	// (empty: its local address): a cluster member points clients that
 	// came through another member's relay back at that member.
-	Advertise          func(local, remote net.Addr) string
-	BrokerName         string
+	Advertise  func(local, remote net.Addr) string
+	BrokerName string
+	// Cluster, when set, lists the brokers of a cluster of several
+	// replication groups, by group, for routes (this server is one of
+	// them); nil: this broker is the only one.
+	Cluster            func() []BrokerRoute
 	ClusterName        string
 	MaxFrameBytes      int32 // default 16 MiB, as RocketMQ's frameMaxLength
 	MaxInflightPerConn int   // requests running at once per connection

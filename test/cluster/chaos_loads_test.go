@@ -218,6 +218,24 @@ type rocketLoad struct {
 	received  values
 	stopRecv  func()
 	lastError error
+	brokers   map[string]int // acknowledged sends by the broker (remoting) or endpoint (gRPC) that took them
+}
+
+// ackedBy counts an acknowledged send by the broker that took it.
+func (l *rocketLoad) ackedBy(broker string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.brokers == nil {
+		l.brokers = map[string]int{}
+	}
+	l.brokers[broker]++
+}
+
+// ackCount is how many sends were acknowledged so far.
+func (l *rocketLoad) ackCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
 }
 
 func (l *rocketLoad) sent(body string, err error) {
@@ -310,6 +328,9 @@ func startRemotingLoad(t *testing.T, c *cluster, topic string) *rocketLoad {
 			if err == nil && res.Status != primitive.SendOK {
 				err = fmt.Errorf("send status %d", res.Status)
 			}
+			if err == nil {
+				l.ackedBy(res.MessageQueue.BrokerName)
+			}
 			l.sent(body, err)
 		}
 	})
@@ -373,8 +394,12 @@ func startGRPCLoad(t *testing.T, c *cluster, topic string) *rocketLoad {
 			time.Sleep(10 * time.Millisecond)
 			body := fmt.Sprintf("g%07d", i)
 			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_, err := p.Send(sctx, &rmq.Message{Topic: topic, Body: []byte(body)})
+			rs, err := p.Send(sctx, &rmq.Message{Topic: topic, Body: []byte(body)})
 			cancel()
+			if err == nil && len(rs) > 0 && len(rs[0].Endpoints.GetAddresses()) > 0 {
+				a := rs[0].Endpoints.GetAddresses()[0]
+				l.ackedBy(fmt.Sprintf("%s:%d", a.GetHost(), a.GetPort()))
+			}
 			l.sent(body, err)
 		}
 	})

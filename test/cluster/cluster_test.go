@@ -39,9 +39,10 @@ import (
 const (
 	envDir     = "ROSETTA_CLUSTER_DIR"
 	envNode    = "ROSETTA_CLUSTER_NODE"
-	envPorts   = "ROSETTA_CLUSTER_PORTS" // kafka,etcd,raft,remoting,grpc
+	envPorts   = "ROSETTA_CLUSTER_PORTS" // kafka,etcd,raft,remoting,grpc,http
 	envMembers = "ROSETTA_CLUSTER_MEMBERS"
 	envEtcd    = "ROSETTA_CLUSTER_ETCD" // an external etcd instead of embedded members
+	envGroups  = "ROSETTA_CLUSTER_GROUPS"
 )
 
 var hosts = []string{"127.0.0.11", "127.0.0.12", "127.0.0.13"}
@@ -66,13 +67,19 @@ func TestClusterChild(t *testing.T) {
 	cfg.Listen.Kafka = ":" + ports[0]
 	cfg.Listen.Remoting, cfg.Listen.GRPC = ":"+ports[3], ":"+ports[4]
 	cfg.Listen.HTTP = ""
+	if g, _ := strconv.Atoi(os.Getenv(envGroups)); g > 1 {
+		// Several groups serve the RocketMQ protocols only (for now).
+		cfg.Cluster.Groups = g
+		cfg.Listen.Kafka = ""
+		cfg.Listen.HTTP = ":" + ports[5]
+	}
 	cfg.Storage.Durability = "sync"
 	cfg.Broker.GroupConsumerHeartbeatInterval = 250 * time.Millisecond
 	cfg.Broker.GroupConsumerSessionTimeout = 6 * time.Second
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
 	n := apptest.StartTestNode(t, cfg)
-	fmt.Printf("KAFKA_ADDR=%s\n", n.KafkaAddr())
+	fmt.Printf("READY KAFKA_ADDR=%s\n", n.KafkaAddr())
 	<-term    // or SIGKILL
 	n.Stop(t) // a graceful stop, as rosetta serve's on SIGTERM
 	os.Exit(0)
@@ -90,7 +97,7 @@ type member struct {
 
 type cluster struct {
 	t       *testing.T
-	ports   []int // kafka, etcd (and etcd+1), raft, remoting, grpc
+	ports   []int // kafka, etcd (and etcd+1), raft, remoting, grpc, http (remoting and grpc + g: group g's)
 	members []*member
 	env     []string // for every member
 }
@@ -104,7 +111,7 @@ func freePorts(t *testing.T, n int) []int {
 		p := 20000 + rand.IntN(12000)
 		ok := true
 		for _, h := range hosts {
-			for _, q := range []int{p, p + 1} {
+			for _, q := range []int{p, p + 1, p + 2, p + 3} { // etcd's peer port, groups' RocketMQ ports
 				l, err := net.Listen("tcp", net.JoinHostPort(h, strconv.Itoa(q)))
 				if err != nil {
 					ok = false
@@ -128,7 +135,7 @@ func newCluster(t *testing.T, env ...string) *cluster {
 		}
 		l.Close()
 	}
-	c := &cluster{t: t, ports: freePorts(t, 5), env: env}
+	c := &cluster{t: t, ports: freePorts(t, 6), env: env}
 	root := t.TempDir()
 	for i, h := range hosts {
 		c.members = append(c.members, &member{id: i + 1, dir: filepath.Join(root, fmt.Sprint("node", i+1)), host: h})
@@ -159,7 +166,7 @@ func (c *cluster) membersFlag() string {
 func (c *cluster) start(m *member) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterChild$", "-test.v=false")
 	cmd.Env = append(os.Environ(), envDir+"="+m.dir, envNode+"="+strconv.Itoa(m.id),
-		envPorts+"="+fmt.Sprintf("%d,%d,%d,%d,%d", c.ports[0], c.ports[1], c.ports[2], c.ports[3], c.ports[4]), envMembers+"="+c.membersFlag())
+		envPorts+"="+fmt.Sprintf("%d,%d,%d,%d,%d,%d", c.ports[0], c.ports[1], c.ports[2], c.ports[3], c.ports[4], c.ports[5]), envMembers+"="+c.membersFlag())
 	cmd.Env = append(cmd.Env, c.env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -173,7 +180,7 @@ func (c *cluster) start(m *member) {
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "KAFKA_ADDR="); ok {
+			if rest, ok := strings.CutPrefix(sc.Text(), "READY KAFKA_ADDR="); ok {
 				m.ready <- rest
 			}
 		}

@@ -1,0 +1,219 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/broker/producers"
+	"github.com/rosettamq/rosetta/internal/broker/route"
+	"github.com/rosettamq/rosetta/internal/grpcv5"
+	"github.com/rosettamq/rosetta/internal/meta"
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/remoting"
+	"github.com/rosettamq/rosetta/internal/replication"
+	"github.com/rosettamq/rosetta/internal/storage"
+)
+
+// groupReplica is the node's replica of one replication group and what
+// runs over it: the group's own engine (group 0's is the node's engine in
+// data_dir/storage, group g's in data_dir/groups/<g>), its Raft group, the
+// producer state checkpointed with its log and, while this node leads it,
+// its broker stack. One group is one RocketMQ broker: its queues are the
+// topics' queues route.Placement gives it.
+type groupReplica struct {
+	id        model.GroupID
+	engine    *storage.Engine
+	handoff   *replication.Handoff
+	raft      *replication.Group
+	producers *producers.Manager
+	kafkaTxns *producers.TxnIndex
+	// stack is the group's broker stack while this node leads it (group
+	// 0's is the App's stack).
+	stack  *atomic.Pointer[stack]
+	relays relaySet
+}
+
+// placement is the group's share of every topic's queues.
+func (gr *groupReplica) placement(groups int) route.Placement {
+	return route.Placement{Group: gr.id, Groups: groups}
+}
+
+// groupDir is where group g keeps its log and Raft state (group 0 in the
+// data directory itself, as a node of one group always did).
+func groupDir(dataDir string, g model.GroupID) string {
+	if g == 0 {
+		return dataDir
+	}
+	return filepath.Join(dataDir, "groups", strconv.Itoa(int(g)))
+}
+
+// groupBrokerName is the RocketMQ broker name of group g: the default one
+// on a cluster of one group (as a single node), <cluster name>-<g>
+// otherwise.
+func (a *App) groupBrokerName(g model.GroupID) string {
+	if a.cfg.Cluster.groups() == 1 {
+		return ""
+	}
+	return fmt.Sprintf("%s-%d", a.cfg.Cluster.Name, g)
+}
+
+// openGroupEngines opens the engines of groups 1.. (group 0's is the
+// node's engine, opened already), each with its own producer state.
+func (a *App) openGroupEngines(base storage.Config) error {
+	for _, gr := range a.replica.groups[1:] {
+		sc := base
+		sc.Dir = filepath.Join(groupDir(a.cfg.DataDir, gr.id), "storage")
+		sc.OnWritten = gr.handoff.Written
+		gr.producers = producers.New(a.meta, producers.Options{
+			Expiration: a.cfg.Broker.ProducerIDExpiration,
+			MaxStates:  a.cfg.Broker.MaxProducerStates,
+			Logger:     a.log,
+		})
+		gr.kafkaTxns = producers.NewTxnIndex()
+		sc.StateKeepers = []storage.StateKeeper{gr.producers, gr.kafkaTxns}
+		sc.Logger = a.log.With("group", gr.id)
+		e, err := storage.Open(sc)
+		if err != nil {
+			return fmt.Errorf("group %d storage: %w", gr.id, err)
+		}
+		gr.engine = e
+	}
+	return nil
+}
+
+// checkGroups keeps cluster.groups as the cluster was made with: the first
+// member to start records it in the metadata, and a member configured
+// otherwise refuses to start (queues would move between groups).
+func (a *App) checkGroups(ctx context.Context) error {
+	want := strconv.Itoa(a.cfg.Cluster.groups())
+	_, err := a.meta.Txn(ctx, []meta.Compare{{Key: groupsKey, Target: meta.CompareCreate}}, []meta.Op{{Key: groupsKey, Value: []byte(want)}})
+	if !errors.Is(err, meta.ErrConflict) {
+		return err
+	}
+	kv, err := a.meta.Get(ctx, groupsKey)
+	if err != nil {
+		return err
+	}
+	if string(kv.Value) != want {
+		return fmt.Errorf("%w: cluster.groups is %s but the cluster was made with %s groups (it cannot change)", model.ErrInvalidConfig, want, kv.Value)
+	}
+	return nil
+}
+
+// groupsKey holds the cluster's number of replication groups.
+const groupsKey = "cluster/groups"
+
+// groupPort is the port group g's RocketMQ listeners take on every
+// member: the listener's port + g.
+func groupPort(addr string, g model.GroupID) (int, bool) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, false
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p == 0 {
+		return 0, false
+	}
+	return p + int(g), true
+}
+
+// brokerRoutes describes every group as a RocketMQ broker to clients of
+// the listener on addr (group g's at the listener's port + g): its name
+// and, by broker id, the member leading it (0, absent while none does)
+// and its other members (1..). Nil on a cluster of one group, whose
+// clients keep the address they asked (see relayedAdvertise).
+func (a *App) brokerRoutes(listener string) func() []remoting.BrokerRoute {
+	r := a.replica
+	if r == nil || len(r.groups) == 1 {
+		return nil
+	}
+	return func() []remoting.BrokerRoute {
+		out := make([]remoting.BrokerRoute, len(r.groups))
+		for i, gr := range r.groups {
+			br := remoting.BrokerRoute{Name: a.groupBrokerName(gr.id), Addrs: map[int64]string{}}
+			port, ok := groupPort(a.Addr(listener), gr.id)
+			if !ok {
+				out[i] = br
+				continue
+			}
+			addr := func(id model.NodeID) string { return net.JoinHostPort(r.members[id], strconv.Itoa(port)) }
+			leader, _ := gr.raft.Leader()
+			if leader != 0 {
+				br.Addrs[0] = addr(leader)
+			}
+			next := int64(1)
+			for _, id := range sortedIDs(r.members) {
+				if id != leader {
+					br.Addrs[next] = addr(id)
+					next++
+				}
+			}
+			out[i] = br
+		}
+		return out
+	}
+}
+
+// grpcRoutes is brokerRoutes for the gRPC listeners.
+func (a *App) grpcRoutes() func() []grpcv5.BrokerRoute {
+	routes := a.brokerRoutes("grpc")
+	if routes == nil {
+		return nil
+	}
+	return func() []grpcv5.BrokerRoute {
+		rs := routes()
+		out := make([]grpcv5.BrokerRoute, len(rs))
+		for i, r := range rs {
+			out[i] = grpcv5.BrokerRoute{Name: r.Name, Leader: r.Addrs[0]}
+		}
+		return out
+	}
+}
+
+// balanceInterval is how often a leader checks whether its group's
+// preferred member should lead it instead.
+const balanceInterval = 2 * time.Second
+
+// preferredLeader is the member group g prefers as its leader, spreading
+// leaders over the members: the (g mod members)-th member by id.
+func (r *replica) preferredLeader(g model.GroupID) model.NodeID {
+	ids := sortedIDs(r.members)
+	return ids[int(g)%len(ids)]
+}
+
+// balance hands the group's leadership to its preferred member once that
+// member holds everything the group committed (with several groups; one
+// group stays where elections put it).
+func (a *App) balance(ctx context.Context, gr *groupReplica) {
+	r := a.replica
+	if len(r.groups) == 1 {
+		return
+	}
+	want := r.preferredLeader(gr.id)
+	st := gr.raft.Status()
+	if want == r.self || st.Leader != r.self || !st.Writable {
+		return
+	}
+	caughtUp := false
+	for _, p := range st.Replicas {
+		if p.Node == want && p.State == "replicate" && p.Match >= st.Commit {
+			caughtUp = true
+		}
+	}
+	if !caughtUp {
+		return
+	}
+	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := gr.raft.TransferLeadership(tctx, want); err != nil {
+		a.log.Debug("moving leadership to the preferred member", "group", gr.id, "to", want, "err", err)
+		return
+	}
+	a.log.Info("leadership moved to the group's preferred member", "group", gr.id, "to", want)
+}

@@ -1,0 +1,372 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rosettamq/rosetta/internal/admin"
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/task"
+)
+
+// listenerRoute hands a listener's connections to the term's servers while this
+// node leads the listener's group (the listener a stack serves), and
+// relays them to the group's leader otherwise.
+type listenerRoute struct {
+	ep      endpoint
+	grp     *groupReplica
+	current atomic.Pointer[connListener]
+}
+
+// runReplicated serves as a cluster member until ctx ends.
+func (a *App) runReplicated(ctx context.Context, ready func(), eps []endpoint) error {
+	r := a.replica
+	g, gctx := errgroup.WithContext(ctx)
+	a.runNode(gctx, g)
+	handler := &switchHandler{}
+	handler.set(admin.StandbyHandler(a.metrics, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterStatus, a.leaderHTTP))
+	var httpSrv *http.Server
+	routes := make([][]*listenerRoute, len(r.groups))
+	for _, ep := range eps {
+		if ep.name == "http" {
+			l, err := a.tlsListener(ep.name, ep.raw, ep.tls, ep.alpn...)
+			if err != nil {
+				return errors.Join(err, a.close())
+			}
+			httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+			g.Go(func() error {
+				if err := httpSrv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					return fmt.Errorf("http: %w", err)
+				}
+				return nil
+			})
+			continue
+		}
+		rt := &listenerRoute{ep: ep, grp: r.groups[ep.group]}
+		routes[ep.group] = append(routes[ep.group], rt)
+		g.Go(func() error { return a.acceptRoute(gctx, rt) })
+	}
+	// One request byte budget for every term's front-ends.
+	budget := task.NewByteBudget(int64(a.cfg.Limits.MaxBytesInFlight))
+	for i, gr := range r.groups {
+		h := handler
+		if i > 0 {
+			h = nil // the admin API follows group 0
+		}
+		g.Go(func() error { return a.leadLoop(gctx, gr, routes[i], h, budget) })
+	}
+	if ready != nil {
+		ready()
+	}
+	<-gctx.Done()
+	start := time.Now()
+	a.log.Info("shutting down")
+	a.handOffLeadership()
+	for _, rts := range routes {
+		for _, rt := range rts {
+			rt.ep.raw.Close()
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+	defer cancel()
+	if httpSrv != nil {
+		_ = httpSrv.Shutdown(sctx)
+	}
+	err := g.Wait()
+	a.log.Debug("servers stopped", "took", time.Since(start))
+	if cerr := a.close(); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	a.log.Info("stopped", "took", time.Since(start))
+	return err
+}
+
+// handOffLeadership moves the leadership of every group this node leads
+// to a caught-up replica before it stops, so clients fail over within a
+// round trip rather than an election timeout.
+func (a *App) handOffLeadership() {
+	var wg sync.WaitGroup
+	for _, gr := range a.replica.groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.handOffGroup(gr)
+		}()
+	}
+	wg.Wait()
+}
+
+// handOffGroup moves one group's leadership to its most caught-up replica
+// if this node leads it.
+func (a *App) handOffGroup(gr *groupReplica) {
+	r := a.replica
+	st := gr.raft.Status()
+	if st.Leader != r.self {
+		return
+	}
+	var to model.NodeID
+	best := uint64(0)
+	for _, p := range st.Replicas {
+		if p.Node != r.self && p.Match >= best {
+			to, best = p.Node, p.Match
+		}
+	}
+	if to == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := gr.raft.TransferLeadership(ctx, to); err != nil {
+		a.log.Warn("leadership hand-off", "group", gr.id, "to", to, "err", err)
+		return
+	}
+	a.log.Info("handed leadership off", "group", gr.id, "to", to)
+}
+
+// leadLoop builds a group's stack when the node's replica opens as its
+// leader and drops it when leadership ends. handler, for group 0, serves
+// the admin API.
+func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listenerRoute, handler *switchHandler, budget *task.ByteBudget) error {
+	var cur *term
+	var standby http.Handler
+	if handler != nil {
+		standby = handler.get()
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var retryAt, stepDownAt, balanceAt time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			if cur != nil {
+				a.endTerm(cur, gr, routes, handler, standby)
+			}
+			return nil
+		case <-tick.C:
+		}
+		leading := gr.raft.Writable()
+		if leading && gr.engine.DiskFull() && time.Now().After(stepDownAt) {
+			// A leader whose disk guard refuses writes would stall the
+			// group: a follower with room takes over.
+			a.log.Warn("disk guard refuses writes: handing leadership off", "group", gr.id)
+			a.handOffGroup(gr)
+			stepDownAt = time.Now().Add(10 * time.Second)
+			continue
+		}
+		switch {
+		case leading && cur == nil && time.Now().After(retryAt):
+			t, err := a.startTerm(ctx, gr, routes, handler, budget)
+			if err != nil {
+				a.log.Error("serving as leader failed; retrying", "group", gr.id, "err", err)
+				retryAt = time.Now().Add(time.Second)
+				continue
+			}
+			cur = t
+		case !leading && cur != nil:
+			a.endTerm(cur, gr, routes, handler, standby)
+			cur = nil
+		}
+		if leading && time.Now().After(balanceAt) {
+			balanceAt = time.Now().Add(balanceInterval)
+			a.balance(ctx, gr)
+		}
+		if err := gr.raft.Err(); err != nil {
+			return fmt.Errorf("replica of group %d: %w", gr.id, err)
+		}
+	}
+}
+
+// term is what serves clients during one leadership.
+type term struct {
+	st      *stack
+	cancel  context.CancelFunc
+	g       *errgroup.Group
+	started time.Time
+}
+
+// startTerm builds the group's broker from the log and starts the
+// protocol servers over its listeners.
+func (a *App) startTerm(ctx context.Context, gr *groupReplica, routes []*listenerRoute, handler *switchHandler, budget *task.ByteBudget) (*term, error) {
+	start := time.Now()
+	// State machines are rebuilt from the log alone: the checkpoint
+	// sections the engine opened with may predate records applied since.
+	gr.engine.DropOpenedSections()
+	tctx, cancel := context.WithCancel(ctx)
+	st, err := a.newStack(tctx, a.groupParts(gr))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	var fe frontEnds
+	var cls []*connListener
+	for _, rt := range routes {
+		cl := newConnListener(rt.ep.raw.Addr())
+		l, err := a.tlsListener(rt.ep.name, cl, rt.ep.tls, rt.ep.alpn...)
+		if err != nil {
+			cancel()
+			st.close()
+			return nil, err
+		}
+		switch {
+		case rt.ep.kind == "remoting":
+			fe.remoting = l
+		case rt.ep.kind == "grpc":
+			fe.grpc = l
+		case rt.ep.kafka != nil:
+			fe.kafka = append(fe.kafka, l)
+			fe.kafkaLis = append(fe.kafkaLis, *rt.ep.kafka)
+		}
+		cls = append(cls, cl)
+	}
+	g, gctx := errgroup.WithContext(tctx)
+	a.serve(gctx, g, st, fe, budget)
+	gr.stack.Store(st)
+	for i, rt := range routes {
+		rt.current.Store(cls[i])
+	}
+	if handler != nil {
+		m := a.metrics.Term()
+		admin.RegisterPopMetrics(m.Registry, st.pop)
+		handler.set(admin.Handler(st.broker, st.txns, m, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterStatus, st.members, st.history))
+	}
+	_, tm := gr.raft.Leader()
+	a.log.Info("leading: serving clients", "group", gr.id, "term", tm, "took", time.Since(start))
+	return &term{st: st, cancel: cancel, g: g, started: time.Now()}, nil
+}
+
+// endTerm stops serving: new connections relay again, the term's
+// connections close and its broker stops.
+func (a *App) endTerm(t *term, gr *groupReplica, routes []*listenerRoute, handler *switchHandler, standby http.Handler) {
+	for _, rt := range routes {
+		if cl := rt.current.Swap(nil); cl != nil {
+			cl.Close()
+		}
+	}
+	if handler != nil {
+		handler.set(standby)
+	}
+	gr.stack.Store(nil)
+	t.cancel()
+	if err := t.g.Wait(); err != nil {
+		a.log.Warn("servers of the ended term", "group", gr.id, "err", err)
+	}
+	if err := t.st.close(); err != nil {
+		a.log.Warn("closing the ended term's broker", "group", gr.id, "err", err)
+	}
+	// Checkpoints stop capturing the closed broker's state machines.
+	gr.engine.DropOpenedSections()
+	a.log.Info("no longer leading: relaying clients to the leader", "group", gr.id, "served", time.Since(t.started).Round(time.Millisecond))
+}
+
+// leaderHTTP is group 0's leader's admin address ("" while unknown).
+func (a *App) leaderHTTP() string {
+	_, host := a.replica.leaderHost()
+	if host == "" || a.cfg.Listen.HTTP == "" {
+		return ""
+	}
+	_, port, err := net.SplitHostPort(a.cfg.Listen.HTTP)
+	if err != nil {
+		return ""
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// switchHandler serves through whichever handler is current.
+type switchHandler struct{ h atomic.Pointer[http.Handler] }
+
+func (s *switchHandler) set(h http.Handler) { s.h.Store(&h) }
+func (s *switchHandler) get() http.Handler  { return *s.h.Load() }
+func (s *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.get().ServeHTTP(w, r)
+}
+
+// connListener is a net.Listener fed with connections another accept loop
+// took.
+type connListener struct {
+	addr   net.Addr
+	ch     chan net.Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+func newConnListener(addr net.Addr) *connListener {
+	return &connListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// deliver hands c to Accept; false once the listener is closed.
+func (l *connListener) deliver(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+// Accept returns the next delivered connection.
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops Accept and deliver.
+func (l *connListener) Close() error {
+	l.closed.Do(func() { close(l.done) })
+	return nil
+}
+
+// isClosed reports whether Close was called (the term ended).
+func (l *connListener) isClosed() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Addr is the real listener's address.
+func (l *connListener) Addr() net.Addr { return l.addr }
+
+// groupEndpoints opens the RocketMQ listeners of groups 1.. (group g's on
+// the remoting and gRPC ports + g, same host) beside the node's own.
+func (a *App) groupEndpoints(base []endpoint) ([]endpoint, error) {
+	var out []endpoint
+	for g := 1; g < a.cfg.Cluster.groups(); g++ {
+		for _, ep := range base {
+			if ep.kind != "remoting" && ep.kind != "grpc" {
+				continue
+			}
+			host, _, err := net.SplitHostPort(ep.raw.Addr().String())
+			if err != nil {
+				return out, err
+			}
+			port, ok := groupPort(ep.raw.Addr().String(), model.GroupID(g))
+			if !ok {
+				return out, fmt.Errorf("%s listener %s: no port for group %d", ep.name, ep.raw.Addr(), g)
+			}
+			name := ep.name + "/" + strconv.Itoa(g)
+			l, err := a.listen(name, net.JoinHostPort(host, strconv.Itoa(port)))
+			if err != nil {
+				return out, err
+			}
+			gep := ep
+			gep.name, gep.raw, gep.group = name, l, g
+			out = append(out, gep)
+		}
+	}
+	return out, nil
+}
