@@ -180,8 +180,8 @@ func (r *registry) connected() map[string]bool {
 
 // clientID is the x-mq-client-id of a call.
 func clientID(ctx context.Context) string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get("x-mq-client-id"); len(v) > 0 {
+	// One value, without the copy of every header FromIncomingContext makes.
+	if v := metadata.ValueFromIncomingContext(ctx, "x-mq-client-id"); len(v) > 0 {
 		return v[0]
 	}
 	return ""
