@@ -49,11 +49,15 @@ the variable ROSETTA_STORAGE_DURABILITY.`,
 				// less often saves CPU per message.
 				debug.SetGCPercent(cfg.GCTarget())
 			}
-			if os.Getenv("GOMEMLIMIT") == "" && cfg.MemoryLimit > 0 {
-				debug.SetMemoryLimit(int64(cfg.MemoryLimit))
-			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			switch {
+			case os.Getenv("GOMEMLIMIT") != "":
+			case cfg.MemoryLimit > 0:
+				debug.SetMemoryLimit(int64(cfg.MemoryLimit))
+			default:
+				go app.TrackMemoryLimit(ctx, log)
+			}
 			a, err := app.New(ctx, cfg, log)
 			if err != nil {
 				return err

@@ -78,7 +78,7 @@ type Config struct {
 	Telemetry       TelemetryConfig `yaml:"telemetry"`
 	ShutdownTimeout time.Duration   `yaml:"shutdown_timeout" help:"how long a graceful shutdown may take"`
 	GCPercent       int             `yaml:"gc_percent" help:"Go garbage collector target (GOGC) set by rosetta serve; 0: 400 on a single node (less collection per message), 100 on a cluster member (a leader's replication copies large batches, and a smaller heap keeps that memory warm); the GOGC environment variable wins when set"`
-	MemoryLimit     ByteSize        `yaml:"memory_limit" help:"soft limit on the Go heap (GOMEMLIMIT) set by rosetta serve: near it the collector runs more often, so request floods cannot grow the heap to gc_percent times what is live; 0: none; the GOMEMLIMIT environment variable wins when set"`
+	MemoryLimit     ByteSize        `yaml:"memory_limit" help:"soft limit on the Go heap (GOMEMLIMIT) set by rosetta serve: near it the collector runs more often, so request floods cannot grow the heap to gc_percent times what is live; 0: automatic, twice the live heap and at least the live heap + 128MiB, followed as the live heap changes; the GOMEMLIMIT environment variable wins when set (GOMEMLIMIT=off: none)"`
 
 	// Hooks inject faults in tests; never set from a file, the environment
 	// or flags.
@@ -575,8 +575,6 @@ func (l ListenConfig) withHost() ListenConfig {
 	return l
 }
 
-// topicRetention is the default topic retention: broker.retention, or the
-// deprecated storage.retention_time when that is set.
 // GCTarget is the Go garbage collector target to run with: gc_percent, or
 // when it is 0 the default for the node's kind (measured: a 3-member
 // cluster's Kafka produce of 1 KiB records costs its leader 10.6 CPU-s per
@@ -592,6 +590,8 @@ func (c Config) GCTarget() int {
 	return 400
 }
 
+// topicRetention is the default topic retention: broker.retention, or the
+// deprecated storage.retention_time when that is set.
 func (c Config) topicRetention() time.Duration {
 	if c.Storage.RetentionTime > 0 {
 		return c.Storage.RetentionTime

@@ -148,8 +148,11 @@ func (c *conn) read() {
 			// it costs, and holds of the budget, what it sent. Produce
 			// frames grow through the pool.
 			var bufs task.FrameBuffers
-			if pooled { // from a MiB, as the up-front rule allows anyway
-				bufs = task.FrameBuffers{First: maxUpFrontFrame, Get: c.s.frames.get, Put: c.s.frames.put}
+			if pooled {
+				// From what has arrived already (up to a MiB, as
+				// the up-front rule allows anyway), so a peer that
+				// announces a large produce and stops holds no more.
+				bufs = task.FrameBuffers{First: min(maxUpFrontFrame, max(minPooledFrame, r.Buffered())), Get: c.s.frames.get, Put: c.s.frames.put}
 			}
 			frame, err = task.ReadFrameWithin(r, int(size), c.s.budget, c.ctx.Done(), bufs)
 			if err != nil {

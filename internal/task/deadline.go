@@ -75,8 +75,16 @@ func ReadFrameWithin(r io.Reader, size int, b *ByteBudget, done <-chan struct{},
 // errNoBudget is a frame abandoned while waiting for budget.
 var errNoBudget = errors.New("connection closing while waiting for request budget")
 
+// peeker is a reader that can wait for bytes without taking them
+// (bufio.Reader).
+type peeker interface {
+	Peek(n int) ([]byte, error)
+}
+
 // readFrame reads size bytes into a buffer that grows (doubling) as they
-// arrive, asking reserve before each size the buffer takes.
+// arrive, asking reserve before each size the buffer takes. A full buffer
+// grows once more bytes have arrived (when r can tell), so a peer that
+// stops sending holds what it sent, not twice that.
 func readFrame(r io.Reader, size int, reserve func(n int) bool, bufs FrameBuffers) ([]byte, error) {
 	get, put := bufs.Get, bufs.Put
 	if get == nil {
@@ -95,8 +103,18 @@ func readFrame(r io.Reader, size int, reserve func(n int) bool, bufs FrameBuffer
 	}
 	buf := get(first)
 	n := 0
+	pk, canPeek := r.(peeker)
 	for n < size {
 		if n == len(buf) {
+			if canPeek {
+				if _, err := pk.Peek(1); err != nil {
+					put(buf)
+					if err == io.EOF {
+						err = io.ErrUnexpectedEOF
+					}
+					return nil, err
+				}
+			}
 			next := min(size, 2*len(buf))
 			if !reserve(next) {
 				put(buf)

@@ -1,12 +1,14 @@
 package task
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
 	"runtime"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 // TestReadFrame: a frame arriving in small pieces is read whole; one cut
@@ -31,5 +33,34 @@ func TestReadFrame(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
 		t.Fatalf("%d bytes allocated for an announced 64 MiB frame of 100 bytes", n)
+	}
+}
+
+// TestReadFrameHoldsWhatArrived: a peer that sends exactly a buffer's
+// worth of an announced frame and stops holds that buffer of the budget,
+// not the next, larger one.
+func TestReadFrameHoldsWhatArrived(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	budget := NewByteBudget(64 << 20)
+	done := make(chan struct{})
+	read := make(chan error, 1)
+	go func() {
+		_, err := ReadFrameWithin(bufio.NewReaderSize(pr, 64<<10), 64<<20, budget, done, FrameBuffers{})
+		read <- err
+	}()
+	if _, err := pw.Write(make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the reader waits for more
+	if held := 64<<20 - budget.Available(); held != 64<<10 {
+		t.Fatalf("holding %d bytes of the budget after 64 KiB arrived", held)
+	}
+	pw.CloseWithError(io.ErrClosedPipe)
+	if err := <-read; err == nil {
+		t.Fatal("a frame cut short was read")
+	}
+	if budget.Available() != 64<<20 {
+		t.Fatalf("budget not returned: %d", budget.Available())
 	}
 }
