@@ -92,6 +92,14 @@ func (a *App) openGroupEngines(base storage.Config) error {
 // otherwise refuses to start (queues would move between groups).
 func (a *App) checkGroups(ctx context.Context) error {
 	want := strconv.Itoa(a.cfg.Cluster.groups())
+	if _, err := a.meta.Get(ctx, groupsKey); errors.Is(err, meta.ErrNotFound) && want != "1" {
+		// A cluster made before groups were recorded has one.
+		if topics, err := a.meta.List(ctx, "topics/"); err != nil {
+			return err
+		} else if len(topics) > 0 {
+			return fmt.Errorf("%w: cluster.groups is %s but the cluster was made with one group (it cannot change)", model.ErrInvalidConfig, want)
+		}
+	}
 	_, err := a.meta.Txn(ctx, []meta.Compare{{Key: groupsKey, Target: meta.CompareCreate}}, []meta.Op{{Key: groupsKey, Value: []byte(want)}})
 	if !errors.Is(err, meta.ErrConflict) {
 		return err
