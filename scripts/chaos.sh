@@ -4,9 +4,12 @@
 # producers and a consumer group, rocketmq-client-go and RocketMQ 5 clients;
 # KILLS failures (default 20: SIGKILLs of leaders and followers, partitions,
 # graceful stops, rolling restarts); prints failover times and checks every
-# acknowledged record. Needs root for the iptables partitions.
+# acknowledged record. Then the same with three replication groups
+# (cluster.groups 3) under the RocketMQ clients: how long a failed member's
+# groups go without a leader. Needs root for the iptables partitions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KILLS=${KILLS:-20}
-ROSETTA_CLUSTER_CHAOS=$KILLS go test -count=1 -timeout 30m -run 'TestClusterChaos|TestClusterFailover' -v ./test/cluster/ 2>&1 |
+ROSETTA_CLUSTER_CHAOS=$KILLS ROSETTA_CLUSTER_GROUPS_CHAOS=$KILLS go test -count=1 -timeout 45m \
+  -run 'TestClusterChaos|TestClusterFailover|TestClusterGroupsChaos' -v ./test/cluster/ 2>&1 |
   grep -v 'component=etcd' | grep -E '^(---|PASS|FAIL|ok)|_test.go:'

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strconv"
 	"testing"
@@ -122,21 +123,140 @@ func TestClusterGroups(t *testing.T) {
 // status is the cluster as a live member's admin API shows it.
 func (c *cluster) status(ctx context.Context) (admin.ClusterStatus, bool) {
 	for _, m := range c.members {
-		if m.cmd == nil {
-			continue
-		}
-		var st admin.ClusterStatus
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(m.host, strconv.Itoa(c.ports[5]))+"/api/v1/cluster", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			continue
-		}
-		err = json.NewDecoder(resp.Body).Decode(&st)
-		resp.Body.Close()
-		if err == nil {
-			sort.Slice(st.Groups, func(i, j int) bool { return st.Groups[i].ID < st.Groups[j].ID })
+		if st, ok := c.statusFrom(ctx, m); ok {
 			return st, true
 		}
 	}
 	return admin.ClusterStatus{}, false
+}
+
+// statusFrom is the cluster as one member's admin API shows it.
+func (c *cluster) statusFrom(ctx context.Context, m *member) (admin.ClusterStatus, bool) {
+	if m.cmd == nil {
+		return admin.ClusterStatus{}, false
+	}
+	var st admin.ClusterStatus
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(m.host, strconv.Itoa(c.ports[5]))+"/api/v1/cluster", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st, false
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	sort.Slice(st.Groups, func(i, j int) bool { return st.Groups[i].ID < st.Groups[j].ID })
+	return st, err == nil
+}
+
+// TestClusterGroupsChaos (ROSETTA_CLUSTER_GROUPS_CHAOS=<events>,
+// scripts/chaos.sh): three members holding three replication groups under
+// rocketmq-client-go sync sends with a push consumer and RocketMQ 5 sends
+// with a SimpleConsumer, through SIGKILLs of a group's leader, a member cut
+// off with iptables, SIGTERMs and rolling restarts. It prints how long the
+// groups the failed member led went without a leader and checks that every
+// acknowledged message was received.
+func TestClusterGroupsChaos(t *testing.T) {
+	events, _ := strconv.Atoi(os.Getenv("ROSETTA_CLUSTER_GROUPS_CHAOS"))
+	if events <= 0 || os.Getenv(envDir) != "" {
+		t.Skip("set ROSETTA_CLUSTER_GROUPS_CHAOS to the number of failures")
+	}
+	quietRocketMQClients(t)
+	c := newCluster(t, envGroups+"=3")
+	ctx := context.Background()
+	spread := func() bool {
+		st, ok := c.status(ctx)
+		if !ok || len(st.Groups) != 3 {
+			return false
+		}
+		for _, g := range st.Groups {
+			if int(g.Leader) != int(g.ID)+1 {
+				return false
+			}
+		}
+		return true
+	}
+	apptest.Eventually(t, 60*time.Second, "group g led by member g+1", spread)
+	adm, err := rmqadmin.NewAdmin(rmqadmin.WithResolver(primitive.NewPassthroughResolver(c.addrs(3))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	if err := adm.CreateTopic(ctx, rmqadmin.WithTopicCreate("groups-chaos"), rmqadmin.WithBrokerAddrCreate(c.addrs(3)[0]),
+		rmqadmin.WithReadQueueNums(4), rmqadmin.WithWriteQueueNums(4)); err != nil {
+		t.Fatal(err)
+	}
+	rl := startRemotingLoad(t, c, "groups-chaos")
+	gl := startGRPCLoad(t, c, "groups-chaos-grpc")
+	apptest.Eventually(t, 30*time.Second, "sends acknowledged", func() bool { return rl.ackCount() > 100 && gl.ackCount() > 20 })
+
+	// ledElsewhere waits until, as the survivor sees it, every group is
+	// led by a member other than victim, and returns how long that took.
+	ledElsewhere := func(victim, survivor *member, at time.Time) time.Duration {
+		t.Helper()
+		apptest.Eventually(t, 45*time.Second, "the failed member's groups led elsewhere", func() bool {
+			st, ok := c.statusFrom(ctx, survivor)
+			if !ok || len(st.Groups) != 3 {
+				return false
+			}
+			for _, g := range st.Groups {
+				if g.Leader == 0 || int(g.Leader) == victim.id {
+					return false
+				}
+			}
+			return true
+		})
+		return time.Since(at)
+	}
+	var killTimes, cutTimes, stopTimes []time.Duration
+	for i := 0; i < events; i++ {
+		victim := c.member(i%3 + 1)
+		survivor := c.member((i+1)%3 + 1)
+		at := time.Now()
+		switch kind := i % 6; {
+		case kind == 1 || kind == 4: // cut off
+			cut := partition(t, victim.host, otherHosts(victim.host))
+			if cut == nil {
+				continue
+			}
+			d := ledElsewhere(victim, survivor, time.Now())
+			cutTimes = append(cutTimes, d)
+			t.Logf("event %d: member %d cut off: its group led elsewhere after %v", i+1, victim.id, d.Round(time.Millisecond))
+			time.Sleep(2 * time.Second)
+			cut()
+		case kind == 2: // a graceful stop, or a rolling restart
+			if i%12 == 8 {
+				t.Logf("event %d: rolling restart", i+1)
+				for _, m := range c.members {
+					c.stop(m)
+					c.start(m)
+					c.wait(m)
+					apptest.Eventually(t, 60*time.Second, "leaders spread again", spread)
+				}
+				continue
+			}
+			c.stop(victim)
+			d := ledElsewhere(victim, survivor, at)
+			stopTimes = append(stopTimes, d)
+			t.Logf("event %d: SIGTERM of member %d: its group led elsewhere after %v", i+1, victim.id, d.Round(time.Millisecond))
+			c.start(victim)
+			c.wait(victim)
+		default: // SIGKILL
+			c.kill(victim)
+			d := ledElsewhere(victim, survivor, at)
+			killTimes = append(killTimes, d)
+			t.Logf("event %d: SIGKILL of member %d: its group led elsewhere after %v", i+1, victim.id, d.Round(time.Millisecond))
+			c.start(victim)
+			c.wait(victim)
+		}
+		apptest.Eventually(t, 60*time.Second, "leaders spread again", spread)
+		time.Sleep(time.Second)
+	}
+	rl.stop()
+	gl.stop()
+	t.Logf("SIGKILLs: %s", distribution(killTimes))
+	t.Logf("cut off: %s", distribution(cutTimes))
+	t.Logf("graceful stops: %s", distribution(stopTimes))
+	rl.verify(t)
+	gl.verify(t)
 }

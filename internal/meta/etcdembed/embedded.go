@@ -118,5 +118,30 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 // Endpoint is the member's client URL.
 func (e *Embedded) Endpoint() string { return e.client }
 
-// Close stops the member.
-func (e *Embedded) Close() { e.once.Do(e.etcd.Close) }
+// Close stops the member: its server first (handing its etcd leadership to
+// another member and closing its store), then its listeners. Closing those
+// waits for the client streams other members' clients hold to it
+// (watches, lease keep-alives) for etcd's request timeout, 7 s, before
+// cutting them; Close waits for that at most closeWait and leaves the rest
+// to finish on its own (nothing of the member's data is open by then), so
+// a stopping node exits promptly.
+func (e *Embedded) Close() {
+	e.once.Do(func() {
+		if e.etcd.Server != nil {
+			e.etcd.Server.Stop()
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			e.etcd.Close()
+		}()
+		select {
+		case <-done:
+		case <-time.After(closeWait):
+		}
+	})
+}
+
+// closeWait bounds how long Close waits for the member's listeners to
+// close once its server has stopped.
+const closeWait = time.Second
