@@ -12,6 +12,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/broker/route"
+	"github.com/rosettamq/rosetta/internal/cluster"
 	"github.com/rosettamq/rosetta/internal/grpcv5"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
@@ -202,8 +203,9 @@ func (r *replica) preferredLeader(g model.GroupID) model.NodeID {
 }
 
 // balance hands the group's leadership to its preferred member once that
-// member holds everything the group committed (with several groups; one
-// group stays where elections put it).
+// member is registered (not stopping) and holds everything the group
+// committed (with several groups; one group stays where elections put
+// it).
 func (a *App) balance(ctx context.Context, gr *groupReplica) {
 	r := a.replica
 	if len(r.groups) == 1 {
@@ -225,6 +227,16 @@ func (a *App) balance(ctx context.Context, gr *groupReplica) {
 	}
 	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
+	if a.membership != nil {
+		nodes, err := cluster.Nodes(tctx, a.meta)
+		live := false
+		for _, n := range nodes {
+			live = live || n.ID == want
+		}
+		if err != nil || !live {
+			return
+		}
+	}
 	if err := gr.raft.TransferLeadership(tctx, want); err != nil {
 		a.log.Debug("moving leadership to the preferred member", "group", gr.id, "to", want, "err", err)
 		return

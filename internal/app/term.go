@@ -70,6 +70,7 @@ func (a *App) runReplicated(ctx context.Context, ready func(), eps []endpoint) e
 	<-gctx.Done()
 	start := time.Now()
 	a.log.Info("shutting down")
+	a.leaveEarly()
 	a.handOffLeadership()
 	for _, rts := range routes {
 		for _, rt := range rts {
@@ -88,6 +89,20 @@ func (a *App) runReplicated(ctx context.Context, ready func(), eps []endpoint) e
 	}
 	a.log.Info("stopped", "took", time.Since(start))
 	return err
+}
+
+// leaveEarly ends the node's registration before it hands its groups off,
+// so the members taking them over do not hand them back to it as their
+// preferred leader while it stops.
+func (a *App) leaveEarly() {
+	if a.membership == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := a.membership.Leave(ctx); err != nil {
+		a.log.Warn("leaving the cluster's registry", "err", err)
+	}
 }
 
 // handOffLeadership moves the leadership of every group this node leads
