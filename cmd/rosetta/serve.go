@@ -56,7 +56,13 @@ the variable ROSETTA_STORAGE_DURABILITY.`,
 			case cfg.MemoryLimit > 0:
 				debug.SetMemoryLimit(int64(cfg.MemoryLimit))
 			default:
-				go app.TrackMemoryLimit(ctx, log)
+				tctx, cancel := context.WithCancel(ctx)
+				tracked := make(chan struct{})
+				go func() {
+					defer close(tracked)
+					app.TrackMemoryLimit(tctx, log)
+				}()
+				defer func() { cancel(); <-tracked }()
 			}
 			a, err := app.New(ctx, cfg, log)
 			if err != nil {
