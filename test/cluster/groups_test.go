@@ -33,32 +33,13 @@ func TestClusterGroups(t *testing.T) {
 	c := newCluster(t, envGroups+"=3")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	spread := func() bool {
-		st, ok := c.status(ctx)
-		if !ok || len(st.Groups) != 3 {
-			return false
-		}
-		for _, g := range st.Groups {
-			if int(g.Leader) != int(g.ID)+1 {
-				return false
-			}
-		}
-		return true
-	}
+	spread := func() bool { return c.spread(ctx) }
 	start := time.Now()
 	apptest.Eventually(t, 60*time.Second, "group g led by member g+1", spread)
 	t.Logf("leaders spread %v after the start", time.Since(start).Round(time.Millisecond))
 
 	// A topic made through one broker has its queues in every group.
-	adm, err := rmqadmin.NewAdmin(rmqadmin.WithResolver(primitive.NewPassthroughResolver(c.addrs(3))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
-	if err := adm.CreateTopic(ctx, rmqadmin.WithTopicCreate("groups-remoting"), rmqadmin.WithBrokerAddrCreate(c.addrs(3)[0]),
-		rmqadmin.WithReadQueueNums(4), rmqadmin.WithWriteQueueNums(4)); err != nil {
-		t.Fatal(err)
-	}
+	adm := groupsAdmin(ctx, t, c, "groups-remoting")
 	rl := startRemotingLoad(t, c, "groups-remoting")
 	gl := startGRPCLoad(t, c, "groups-grpc")
 	waitAcks := func(what string, n int) {
@@ -120,6 +101,38 @@ func TestClusterGroups(t *testing.T) {
 	gl.verify(t)
 }
 
+// spread reports whether group g is led by member g+1 (each group by its
+// preferred member), as a live member sees it.
+func (c *cluster) spread(ctx context.Context) bool {
+	st, ok := c.status(ctx)
+	if !ok || len(st.Groups) != 3 {
+		return false
+	}
+	for _, g := range st.Groups {
+		if int(g.Leader) != int(g.ID)+1 {
+			return false
+		}
+	}
+	return true
+}
+
+// groupsAdmin is a rocketmq-client-go admin over the members' name servers,
+// closed with the test, after it made a topic of four queues per broker
+// through group 0's broker.
+func groupsAdmin(ctx context.Context, t *testing.T, c *cluster, topic string) rmqadmin.Admin {
+	t.Helper()
+	adm, err := rmqadmin.NewAdmin(rmqadmin.WithResolver(primitive.NewPassthroughResolver(c.addrs(3))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = adm.Close() })
+	if err := adm.CreateTopic(ctx, rmqadmin.WithTopicCreate(topic), rmqadmin.WithBrokerAddrCreate(c.addrs(3)[0]),
+		rmqadmin.WithReadQueueNums(4), rmqadmin.WithWriteQueueNums(4)); err != nil {
+		t.Fatal(err)
+	}
+	return adm
+}
+
 // status is the cluster as a live member's admin API shows it.
 func (c *cluster) status(ctx context.Context) (admin.ClusterStatus, bool) {
 	for _, m := range c.members {
@@ -164,28 +177,9 @@ func TestClusterGroupsChaos(t *testing.T) {
 	quietRocketMQClients(t)
 	c := newCluster(t, envGroups+"=3")
 	ctx := context.Background()
-	spread := func() bool {
-		st, ok := c.status(ctx)
-		if !ok || len(st.Groups) != 3 {
-			return false
-		}
-		for _, g := range st.Groups {
-			if int(g.Leader) != int(g.ID)+1 {
-				return false
-			}
-		}
-		return true
-	}
+	spread := func() bool { return c.spread(ctx) }
 	apptest.Eventually(t, 60*time.Second, "group g led by member g+1", spread)
-	adm, err := rmqadmin.NewAdmin(rmqadmin.WithResolver(primitive.NewPassthroughResolver(c.addrs(3))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
-	if err := adm.CreateTopic(ctx, rmqadmin.WithTopicCreate("groups-chaos"), rmqadmin.WithBrokerAddrCreate(c.addrs(3)[0]),
-		rmqadmin.WithReadQueueNums(4), rmqadmin.WithWriteQueueNums(4)); err != nil {
-		t.Fatal(err)
-	}
+	groupsAdmin(ctx, t, c, "groups-chaos")
 	rl := startRemotingLoad(t, c, "groups-chaos")
 	gl := startGRPCLoad(t, c, "groups-chaos-grpc")
 	apptest.Eventually(t, 30*time.Second, "sends acknowledged", func() bool { return rl.ackCount() > 100 && gl.ackCount() > 20 })
