@@ -197,46 +197,60 @@ func (a *App) kafkaCluster() func() *kafka.ClusterView {
 		return nil
 	}
 	hosts := map[int32]string{}
-	var voters []int32
-	for _, id := range sortedIDs(r.members) {
+	ids := sortedIDs(r.members)
+	for _, id := range ids {
 		hosts[int32(id)] = r.members[id]
-		voters = append(voters, int32(id))
+	}
+	// Each group's replicas start with its preferred leader (Kafka's
+	// preferred replica), the member it returns to.
+	replicas := make([][]int32, len(r.groups))
+	for g := range r.groups {
+		for i := range ids {
+			replicas[g] = append(replicas[g], int32(ids[(g+i)%len(ids)]))
+		}
 	}
 	return func() *kafka.ClusterView {
-		st := r.first().raft.Status()
-		v := &kafka.ClusterView{Hosts: hosts, Leader: int32(st.Leader), Replicas: voters}
-		if st.Leader == 0 {
-			v.Leader = -1
-		}
-		// In sync: the replicas the leader knows hold everything
-		// committed (within a small margin: a batch in flight).
-		for _, p := range st.Replicas {
-			if p.Lag <= 1024 {
-				v.ISR = append(v.ISR, int32(p.Node))
+		v := &kafka.ClusterView{Hosts: hosts, Groups: make([]kafka.GroupView, len(r.groups))}
+		for g, gr := range r.groups {
+			st := gr.raft.Status()
+			gv := kafka.GroupView{Leader: int32(st.Leader), Epoch: int32(gr.engine.LeaderEpoch()), Replicas: replicas[g]}
+			if st.Leader == 0 {
+				gv.Leader = -1
 			}
-		}
-		if len(v.ISR) == 0 {
-			v.ISR = []int32{int32(r.self)}
+			// In sync: the replicas the leader knows hold everything
+			// committed (within a small margin: a batch in flight).
+			for _, p := range st.Replicas {
+				if p.Lag <= 1024 {
+					gv.ISR = append(gv.ISR, int32(p.Node))
+				}
+			}
+			if len(gv.ISR) == 0 {
+				gv.ISR = []int32{int32(r.self)}
+			}
+			v.Groups[g] = gv
 		}
 		return v
 	}
 }
 
-// electLeader moves the group's leadership to a node (Kafka's preferred
+// electLeader moves a group's leadership to a node (Kafka's preferred
 // leader election); nil on a single node.
-func (a *App) electLeader() func(ctx context.Context, node int32) error {
+func (a *App) electLeader() func(ctx context.Context, group int, node int32) error {
 	r := a.replica
 	if r == nil {
 		return nil
 	}
-	return func(ctx context.Context, node int32) error {
+	return func(ctx context.Context, group int, node int32) error {
 		if _, ok := r.members[model.NodeID(node)]; !ok {
 			return fmt.Errorf("no member %d", node)
 		}
-		if err := r.first().raft.TransferLeadership(ctx, model.NodeID(node)); err != nil {
+		if group < 0 || group >= len(r.groups) {
+			return fmt.Errorf("no group %d", group)
+		}
+		if err := r.groups[group].raft.TransferLeadership(ctx, model.NodeID(node)); err != nil {
 			return err
 		}
-		a.log.Info("leadership moved by a preferred leader election", "to", node)
+		a.log.Info("leadership moved by a preferred leader election", "group", group, "to", node)
 		return nil
 	}
 }

@@ -119,6 +119,31 @@ func (a *App) newStack(ctx context.Context, parts stackParts) (*stack, error) {
 	return st, nil
 }
 
+// kafkaOptions are the Kafka front-end's settings.
+func (a *App) kafkaOptions(budget *task.ByteBudget) kafka.Options {
+	return kafka.Options{
+		Tracer:             a.tracer,
+		Budget:             budget,
+		NodeID:             int32(a.cfg.NodeID),
+		AdvertisedAddr:     a.cfg.Listen.KafkaAdvertised,
+		ClusterID:          a.clusterID(),
+		Cluster:            a.kafkaCluster(),
+		Elect:              a.electLeader(),
+		LeaderAck:          a.cfg.Cluster.LeaderAck,
+		MaxFrameBytes:      int32(a.cfg.Limits.MaxFrameBytes),
+		MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
+		MaxBytesInFlight:   int64(a.cfg.Limits.MaxBytesInFlight),
+		Security:           a.security,
+		SASLMechanisms:     splitComma(a.cfg.Security.SASLMechanisms),
+		MaxReauth:          a.cfg.Security.MaxReauth,
+		AuthTimeout:        a.cfg.Security.AuthTimeout,
+		Guard:              a.guard,
+		Quotas:             a.quotas,
+		ObserveRequest:     a.metrics.RequestObserver("kafka"),
+		Logger:             a.log,
+	}
+}
+
 // remotingMembers describes a remoting server's live consumers of a group
 // as the admin API shows members.
 func remotingMembers(srv *remoting.Server) func(group string) []apiv1.GroupMember {
@@ -180,29 +205,8 @@ func (a *App) serve(ctx context.Context, g *errgroup.Group, st *stack, fe frontE
 	}
 	g.Go(func() error { st.history.Run(ctx); return nil })
 	if len(fe.kafka) > 0 {
-		srv := kafka.NewServer(st.broker, st.groups, kafka.Options{
-			Tracer:             a.tracer,
-			Budget:             budget,
-			NodeID:             int32(a.cfg.NodeID),
-			AdvertisedAddr:     a.cfg.Listen.KafkaAdvertised,
-			ClusterID:          a.clusterID(),
-			Cluster:            a.kafkaCluster(),
-			Elect:              a.electLeader(),
-			LeaderAck:          a.cfg.Cluster.LeaderAck,
-			MaxFrameBytes:      int32(a.cfg.Limits.MaxFrameBytes),
-			MaxInflightPerConn: a.cfg.Limits.MaxInflightPerConn,
-			MaxBytesInFlight:   int64(a.cfg.Limits.MaxBytesInFlight),
-			Producers:          st.parts.producers,
-			Transactions:       st.txns,
-			Security:           a.security,
-			SASLMechanisms:     splitComma(a.cfg.Security.SASLMechanisms),
-			MaxReauth:          a.cfg.Security.MaxReauth,
-			AuthTimeout:        a.cfg.Security.AuthTimeout,
-			Guard:              a.guard,
-			Quotas:             a.quotas,
-			ObserveRequest:     a.metrics.RequestObserver("kafka"),
-			Logger:             a.log,
-		})
+		srv := kafka.NewSingle(kafka.Backend{Broker: st.broker, Groups: st.groups, Producers: st.parts.producers, Transactions: st.txns},
+			a.kafkaOptions(budget))
 		for i, l := range fe.kafka {
 			lis := fe.kafkaLis[i]
 			g.Go(func() error { return srv.ServeListener(ctx, l, lis) })

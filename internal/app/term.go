@@ -36,6 +36,7 @@ func (a *App) runReplicated(ctx context.Context, ready func(), eps []endpoint) e
 	handler.set(admin.StandbyHandler(a.metrics, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterStatus, a.leaderHTTP))
 	var httpSrv *http.Server
 	routes := make([][]*listenerRoute, len(r.groups))
+	var kafkaRoutes []*listenerRoute
 	for _, ep := range eps {
 		if ep.name == "http" {
 			l, err := a.tlsListener(ep.name, ep.raw, ep.tls, ep.alpn...)
@@ -52,17 +53,23 @@ func (a *App) runReplicated(ctx context.Context, ready func(), eps []endpoint) e
 			continue
 		}
 		rt := &listenerRoute{ep: ep, grp: r.groups[ep.group]}
-		routes[ep.group] = append(routes[ep.group], rt)
+		if ep.kafka != nil {
+			// One Kafka server answers for every group this member leads.
+			kafkaRoutes = append(kafkaRoutes, rt)
+		} else {
+			routes[ep.group] = append(routes[ep.group], rt)
+		}
 		g.Go(func() error { return a.acceptRoute(gctx, rt) })
 	}
 	// One request byte budget for every term's front-ends.
 	budget := task.NewByteBudget(int64(a.cfg.Limits.MaxBytesInFlight))
+	front := a.newKafkaFront(gctx, kafkaRoutes, budget)
 	for i, gr := range r.groups {
 		h := handler
 		if i > 0 {
 			h = nil // the admin API follows group 0
 		}
-		g.Go(func() error { return a.leadLoop(gctx, gr, routes[i], h, budget) })
+		g.Go(func() error { return a.leadLoop(gctx, gr, routes[i], front, h, budget) })
 	}
 	if ready != nil {
 		ready()
@@ -72,7 +79,7 @@ func (a *App) runReplicated(ctx context.Context, ready func(), eps []endpoint) e
 	a.log.Info("shutting down")
 	a.leaveEarly()
 	a.handOffLeadership()
-	for _, rts := range routes {
+	for _, rts := range append(routes, kafkaRoutes) {
 		for _, rt := range rts {
 			rt.ep.raw.Close()
 		}
@@ -150,7 +157,7 @@ func (a *App) handOffGroup(gr *groupReplica) {
 // leadLoop builds a group's stack when the node's replica opens as its
 // leader and drops it when leadership ends. handler, for group 0, serves
 // the admin API.
-func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listenerRoute, handler *switchHandler, budget *task.ByteBudget) error {
+func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listenerRoute, front *kafkaFront, handler *switchHandler, budget *task.ByteBudget) error {
 	var cur *term
 	var standby http.Handler
 	if handler != nil {
@@ -163,7 +170,7 @@ func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listener
 		select {
 		case <-ctx.Done():
 			if cur != nil {
-				a.endTerm(cur, gr, routes, handler, standby)
+				a.endTerm(cur, gr, routes, front, handler, standby)
 			}
 			return nil
 		case <-tick.C:
@@ -179,7 +186,7 @@ func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listener
 		}
 		switch {
 		case leading && cur == nil && time.Now().After(retryAt):
-			t, err := a.startTerm(ctx, gr, routes, handler, budget)
+			t, err := a.startTerm(ctx, gr, routes, front, handler, budget)
 			if err != nil {
 				a.log.Error("serving as leader failed; retrying", "group", gr.id, "err", err)
 				retryAt = time.Now().Add(time.Second)
@@ -187,7 +194,7 @@ func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listener
 			}
 			cur = t
 		case !leading && cur != nil:
-			a.endTerm(cur, gr, routes, handler, standby)
+			a.endTerm(cur, gr, routes, front, handler, standby)
 			cur = nil
 		}
 		if leading && time.Now().After(balanceAt) {
@@ -210,7 +217,7 @@ type term struct {
 
 // startTerm builds the group's broker from the log and starts the
 // protocol servers over its listeners.
-func (a *App) startTerm(ctx context.Context, gr *groupReplica, routes []*listenerRoute, handler *switchHandler, budget *task.ByteBudget) (*term, error) {
+func (a *App) startTerm(ctx context.Context, gr *groupReplica, routes []*listenerRoute, front *kafkaFront, handler *switchHandler, budget *task.ByteBudget) (*term, error) {
 	start := time.Now()
 	// State machines are rebuilt from the log alone: the checkpoint
 	// sections the engine opened with may predate records applied since.
@@ -244,6 +251,12 @@ func (a *App) startTerm(ctx context.Context, gr *groupReplica, routes []*listene
 	}
 	g, gctx := errgroup.WithContext(tctx)
 	a.serve(gctx, g, st, fe, budget)
+	if err := front.attach(int(gr.id), st); err != nil {
+		cancel()
+		_ = g.Wait()
+		st.close()
+		return nil, err
+	}
 	gr.stack.Store(st)
 	for i, rt := range routes {
 		rt.current.Store(cls[i])
@@ -260,7 +273,8 @@ func (a *App) startTerm(ctx context.Context, gr *groupReplica, routes []*listene
 
 // endTerm stops serving: new connections relay again, the term's
 // connections close and its broker stops.
-func (a *App) endTerm(t *term, gr *groupReplica, routes []*listenerRoute, handler *switchHandler, standby http.Handler) {
+func (a *App) endTerm(t *term, gr *groupReplica, routes []*listenerRoute, front *kafkaFront, handler *switchHandler, standby http.Handler) {
+	front.detach(int(gr.id))
 	for _, rt := range routes {
 		if cl := rt.current.Swap(nil); cl != nil {
 			cl.Close()

@@ -268,3 +268,22 @@ func (b *Broker) DeleteOffsets(ctx context.Context, group string, name model.Top
 
 // OffsetGroups lists the groups with committed offsets.
 func (b *Broker) OffsetGroups() []string { return b.offsets.groupNames() }
+
+// CommitQueueOffsets durably records a group's offsets by queue id (each
+// commit's Queue), for queues of any replication group: a Kafka group's
+// coordinator keeps the group's offsets for the whole of every topic.
+func (b *Broker) CommitQueueOffsets(ctx context.Context, group string, commits []OffsetCommit) error {
+	return b.offsets.write(ctx, opCommitEpochs, group, commits, b.opts.Now().UnixMilli(), storage.AppendOptions{})
+}
+
+// GroupQueueOffsets returns a group's committed offsets by queue id.
+func (b *Broker) GroupQueueOffsets(group string) map[model.QueueID]Committed { return b.offsets.fetch(group) }
+
+// DeleteQueueOffsets forgets a group's offsets of some queues.
+func (b *Broker) DeleteQueueOffsets(ctx context.Context, group string, queues []model.QueueID) error {
+	commits := make([]OffsetCommit, len(queues))
+	for i, q := range queues {
+		commits[i] = OffsetCommit{Queue: q}
+	}
+	return b.offsets.write(ctx, opDeleteOffsets, group, commits, b.opts.Now().UnixMilli(), storage.AppendOptions{})
+}

@@ -45,6 +45,7 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 	s := rc.srv()
 	start := time.Now()
 	var written []produce.Result
+	var writers []*produce.Appender // the appender of each written result
 	var throttle time.Duration
 	txnDenied := req.TransactionID != nil && !rc.allowedTxnID(*req.TransactionID, security.OpWrite)
 	for _, rt := range req.Topics {
@@ -63,11 +64,16 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 			pr := kmsg.NewProduceResponseTopicPartition()
 			pr.Partition, pr.BaseOffset, pr.LogAppendTime, pr.LogStartOffset = rp.Partition, -1, -1, -1
 			err := nerr
+			var pp part
+			if err == nil {
+				pp, err = s.partition(t, rp.Partition)
+			}
 			if err == nil {
 				var res produce.Result
-				if res, err = s.produce.Append(rc.ctx(), t, rp.Partition, rp.Records); err == nil {
+				if res, err = pp.be.produce.Append(rc.ctx(), pp.topic, pp.index, rp.Records, deref(req.TransactionID)); err == nil {
 					pr.BaseOffset, pr.LogAppendTime = int64(res.BaseOffset), res.LogAppendTime
 					written = append(written, res)
+					writers = append(writers, pp.be.produce)
 					if s.opts.Tracer.Enabled() {
 						s.opts.Tracer.Start(rc.ctx(), "produce "+rt.Topic, res.TraceParent, trace.SpanKindServer, start,
 							attribute.String("messaging.system", "kafka"), attribute.String("messaging.operation.type", "send"),
@@ -79,8 +85,8 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 					if s.opts.Quotas.Active() {
 						throttle = max(throttle, s.opts.Quotas.Charge(t.Name, rc.quotaUser(), rc.hdr.ClientID, quota.Produce, len(rp.Records)))
 					}
-					if s.broker.Traced(t, "") {
-						traceProduced(rc, t, rp.Partition, req.TransactionID, res.Stored)
+					if pp.be.broker.Traced(t, "") {
+						traceProduced(rc, pp, req.TransactionID, res.Stored)
 					}
 				}
 			}
@@ -121,7 +127,7 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 		r.await = func() {
 			ctx, cancel := context.WithTimeout(rc.ctx(), max(timeout, time.Second))
 			defer cancel()
-			if err := s.produce.WaitDurable(ctx, written...); err != nil {
+			if err := waitDurable(ctx, written, writers); err != nil {
 				code := errorCode(err)
 				for i := range resp.Topics {
 					for j := range resp.Topics[i].Partitions {
@@ -146,15 +152,37 @@ func (e *kafkaCodeError) Error() string { return e.msg }
 
 // traceProduced records a produced event per stored record of a traced
 // topic (found by place: Kafka records have no message id).
-func traceProduced(rc *reqCtx, t *broker.Topic, partition int32, txnID *string, stored []produce.Stored) {
+func traceProduced(rc *reqCtx, pp part, txnID *string, stored []produce.Stored) {
 	ev := broker.TraceEvent{Kind: broker.TraceProduced, Protocol: "kafka", Client: rc.hdr.ClientID}
 	if txnID != nil {
 		ev.Group, ev.Detail = *txnID, "transactional"
 	}
-	b := rc.srv().broker
 	for _, st := range stored {
 		for i := range st.Count {
-			b.TraceRecord(t, partition, st.Base+model.QueueOffset(i), ev)
+			pp.be.broker.TraceRecord(pp.topic, pp.index, st.Base+model.QueueOffset(i), ev)
 		}
 	}
+}
+
+// waitDurable waits until every written result is durable (committed, in
+// a cluster), each by the appender of its group.
+func waitDurable(ctx context.Context, written []produce.Result, writers []*produce.Appender) error {
+	if len(writers) > 0 && allSame(writers) {
+		return writers[0].WaitDurable(ctx, written...)
+	}
+	for i, w := range writers {
+		if err := w.WaitDurable(ctx, written[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func allSame[T comparable](xs []T) bool {
+	for _, x := range xs[1:] {
+		if x != xs[0] {
+			return false
+		}
+	}
+	return true
 }

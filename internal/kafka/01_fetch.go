@@ -116,7 +116,7 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) reply {
 	// appends wake the wait, which counts bytes from the index, and the
 	// records are read once, at the end.
 	ctx, cancel := context.WithTimeout(rc.waitCtx(), min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait))
-	_ = s.broker.WaitBytes(ctx, watches, int(req.MinBytes))
+	waitBytes(ctx, watches, int(req.MinBytes))
 	cancel()
 	if rc.ctx().Err() == nil {
 		resp, _, _ = s.fetchOnce(rc, work)
@@ -141,7 +141,7 @@ func (s *Server) resolveTopicIDs(h home, req *kmsg.FetchRequest) {
 
 // topicNameForID maps a topic id to its Kafka name ("" if unknown).
 func (s *Server) topicNameForID(h home, id [16]byte) string {
-	t, err := s.broker.TopicByID(id)
+	t, err := s.cat().TopicByID(id)
 	if err != nil {
 		return ""
 	}
@@ -150,14 +150,14 @@ func (s *Server) topicNameForID(h home, id [16]byte) string {
 
 // fetchOnce reads every requested partition once. It returns the response,
 // the bytes it holds and the positions to wait on for more.
-func (s *Server) fetchOnce(rc *reqCtx, req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []broker.Watch) {
+func (s *Server) fetchOnce(rc *reqCtx, req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []groupWatch) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	maxBytes := int(req.MaxBytes)
 	if req.Version < 3 || maxBytes <= 0 {
 		maxBytes = 1 << 30
 	}
 	total := 0
-	var watches []broker.Watch
+	var watches []groupWatch
 	for _, rt := range req.Topics {
 		tr := kmsg.NewFetchResponseTopic()
 		tr.Topic = rt.Topic
@@ -190,9 +190,13 @@ func (s *Server) fetchOnce(rc *reqCtx, req *kmsg.FetchRequest) (*kmsg.FetchRespo
 				budget = 0
 			}
 			committed := req.IsolationLevel == 1
-			n, err := 0, s.checkPartitionEpoch(t.Name, rp.Partition, rp.CurrentLeaderEpoch)
+			n := 0
+			pp, err := s.partition(t, rp.Partition)
 			if err == nil {
-				n, err = s.fetchPartition(rc, t, rp.Partition, model.QueueOffset(rp.FetchOffset), budget, total == 0, committed, &pr)
+				err = checkPartitionEpoch(pp, rp.CurrentLeaderEpoch)
+			}
+			if err == nil {
+				n, err = s.fetchPartition(rc, pp, model.QueueOffset(rp.FetchOffset), budget, total == 0, committed, &pr)
 			}
 			if err != nil {
 				pr.ErrorCode = errorCode(err)
@@ -200,8 +204,8 @@ func (s *Server) fetchOnce(rc *reqCtx, req *kmsg.FetchRequest) (*kmsg.FetchRespo
 					pr.CurrentLeader.LeaderID, pr.CurrentLeader.LeaderEpoch = leader, epoch
 				}
 			} else {
-				watches = append(watches, broker.Watch{Topic: t.Name, Index: rp.Partition,
-					Offset: model.QueueOffset(rp.FetchOffset), MaxBytes: int(rp.PartitionMaxBytes), Stable: committed})
+				watches = append(watches, groupWatch{pp.be, broker.Watch{Topic: t.Name, Index: pp.index,
+					Offset: model.QueueOffset(rp.FetchOffset), MaxBytes: int(rp.PartitionMaxBytes), Stable: committed}})
 			}
 			total += n
 			tr.Partitions = append(tr.Partitions, pr)
@@ -214,16 +218,13 @@ func (s *Server) fetchOnce(rc *reqCtx, req *kmsg.FetchRequest) (*kmsg.FetchRespo
 // fetchPartition fills pr with batches from offset, at most budget bytes
 // (but at least one batch when first is set); committed stops at the last
 // stable offset and lists the aborted transactions.
-func (s *Server) fetchPartition(rc *reqCtx, t *broker.Topic, partition int32, offset model.QueueOffset, budget int, first, committed bool, pr *kmsg.FetchResponseTopicPartition) (int, error) {
-	if partition < 0 || int(partition) >= len(t.Queues) {
-		return 0, model.ErrUnknownQueue
-	}
-	start, hw, _, err := s.broker.Offsets(t.Name, partition)
+func (s *Server) fetchPartition(rc *reqCtx, pp part, offset model.QueueOffset, budget int, first, committed bool, pr *kmsg.FetchResponseTopicPartition) (int, error) {
+	b, t, partition, queue := pp.be.broker, pp.topic, pp.index, pp.queue
+	start, hw, _, err := b.Offsets(t.Name, partition)
 	if err != nil {
 		return 0, err
 	}
-	queue := t.Queues[partition]
-	lso := s.txnIndex.LastStable(queue, hw)
+	lso := pp.be.txnIndex.LastStable(queue, hw)
 	pr.HighWatermark, pr.LastStableOffset, pr.LogStartOffset = int64(hw), int64(lso), int64(start)
 	if offset < start || offset > hw {
 		return 0, model.ErrOffsetOutOfRange
@@ -240,7 +241,7 @@ func (s *Server) fetchPartition(rc *reqCtx, t *broker.Topic, partition int32, of
 	if first && readMax <= 0 {
 		readMax = 1
 	}
-	res, err := s.broker.Read(t.Name, partition, offset, broker.ReadOptions{MaxBytes: readMax})
+	res, err := b.Read(t.Name, partition, offset, broker.ReadOptions{MaxBytes: readMax})
 	if err != nil {
 		return 0, err
 	}
@@ -259,12 +260,12 @@ func (s *Server) fetchPartition(rc *reqCtx, t *broker.Topic, partition int32, of
 	}
 	if out != nil {
 		pr.RecordBatches = out
-		if s.broker.Traced(t, "") {
-			s.traceFetched(rc, t, partition, offset, end, res.Records)
+		if b.Traced(t, "") {
+			traceFetched(rc, pp, offset, end, res.Records)
 		}
 	}
 	if committed && upTo > offset {
-		for _, a := range s.txnIndex.Aborted(queue, offset, upTo) {
+		for _, a := range pp.be.txnIndex.Aborted(queue, offset, upTo) {
 			aborted := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
 			aborted.ProducerID = a.ProducerID
 			aborted.FirstOffset = int64(a.FirstOffset)
@@ -278,9 +279,9 @@ func (s *Server) fetchPartition(rc *reqCtx, t *broker.Topic, partition int32, of
 // a fetch returns from offset (before end): Kafka fetches name no group, so
 // the event names the client; transaction markers and aborted batches are
 // not deliveries.
-func (s *Server) traceFetched(rc *reqCtx, t *broker.Topic, partition int32, offset, end model.QueueOffset, recs []broker.StoredRecord) {
+func traceFetched(rc *reqCtx, pp part, offset, end model.QueueOffset, recs []broker.StoredRecord) {
 	ev := broker.TraceEvent{Kind: broker.TraceDelivered, Protocol: "kafka", Client: rc.hdr.ClientID, Attempt: 1, Detail: "fetch"}
-	queue := t.Queues[partition]
+	b, t, partition, queue := pp.be.broker, pp.topic, pp.index, pp.queue
 	for i := range recs {
 		r := &recs[i]
 		if r.BaseOffset >= end {
@@ -289,16 +290,53 @@ func (s *Server) traceFetched(rc *reqCtx, t *broker.Topic, partition int32, offs
 		switch r.Format {
 		case model.FormatMessage:
 			if m, err := broker.DecodeMessage(r.Payload); err == nil && r.BaseOffset >= offset {
-				s.broker.TraceMessage(t, partition, r.BaseOffset, &m, ev)
+				b.TraceMessage(t, partition, r.BaseOffset, &m, ev)
 			}
 		case model.FormatKafkaBatchV2:
-			if s.broker.HiddenKafkaBatch(queue, r) {
+			if b.HiddenKafkaBatch(queue, r) {
 				continue
 			}
 			for o := max(r.BaseOffset, offset); o < r.BaseOffset+model.QueueOffset(r.Count) && o < end; o++ {
-				s.broker.TraceRecord(t, partition, o, ev)
+				b.TraceRecord(t, partition, o, ev)
 			}
 		}
+	}
+}
+
+// groupWatch is a fetched partition to wait on, by the backend serving it.
+type groupWatch struct {
+	be *backend
+	w  broker.Watch // by the backend's own view of the topic
+}
+
+// waitBytes parks until minBytes are visible across the watched
+// partitions of one group, or ctx ends. When a fetch spans the groups of
+// several backends each waits on its own, and the first to have enough
+// ends the wait (clients ask for one byte, so that is any data).
+func waitBytes(ctx context.Context, watches []groupWatch, minBytes int) {
+	byBackend := map[*backend][]broker.Watch{}
+	for _, gw := range watches {
+		byBackend[gw.be] = append(byBackend[gw.be], gw.w)
+	}
+	if len(byBackend) == 1 {
+		for be, ws := range byBackend {
+			_ = be.broker.WaitBytes(ctx, ws, minBytes)
+		}
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{}, len(byBackend))
+	for be, ws := range byBackend {
+		go func() {
+			_ = be.broker.WaitBytes(ctx, ws, minBytes)
+			done <- struct{}{}
+		}()
+	}
+	<-done
+	cancel()
+	for range len(byBackend) - 1 {
+		<-done
 	}
 }
 
@@ -319,7 +357,7 @@ func (s *Server) chargeFetch(rc *reqCtx, resp *kmsg.FetchResponse) time.Duration
 		}
 		t, err := rc.lookupTopic(tr.Topic)
 		if tr.Topic == "" {
-			t, err = s.broker.TopicByID(tr.TopicID)
+			t, err = s.cat().TopicByID(tr.TopicID)
 		}
 		if err == nil {
 			throttle = max(throttle, s.opts.Quotas.Charge(t.Name, rc.quotaUser(), rc.hdr.ClientID, quota.Fetch, n))

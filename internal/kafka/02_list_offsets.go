@@ -39,12 +39,12 @@ func handleListOffsets(rc *reqCtx, kreq kmsg.Request) reply {
 			pr.LeaderEpoch = -1
 			if nerr != nil {
 				pr.ErrorCode = errorCode(nerr)
-			} else if off, ts, err := s.listOffset(t, rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp, req.IsolationLevel == 1); err != nil {
+			} else if pp, off, ts, err := s.listOffset(t, rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp, req.IsolationLevel == 1); err != nil {
 				pr.ErrorCode = errorCode(err)
 			} else {
 				pr.Offset, pr.Timestamp = int64(off), ts
 				if off >= 0 {
-					epoch, _ := s.broker.EpochAt(t.Name, rp.Partition, off)
+					epoch, _ := pp.be.broker.EpochAt(pp.topic.Name, pp.index, off)
 					pr.LeaderEpoch = int32(epoch)
 				}
 				if req.Version == 0 {
@@ -58,32 +58,37 @@ func handleListOffsets(rc *reqCtx, kreq kmsg.Request) reply {
 	return reply{resp: resp}
 }
 
-func (s *Server) listOffset(t *broker.Topic, partition, currentEpoch int32, ts int64, committed bool) (model.QueueOffset, int64, error) {
-	start, hw, _, err := s.broker.Offsets(t.Name, partition)
+func (s *Server) listOffset(t *broker.Topic, partition, currentEpoch int32, ts int64, committed bool) (part, model.QueueOffset, int64, error) {
+	pp, err := s.partition(t, partition)
 	if err != nil {
-		return 0, -1, err
+		return pp, 0, -1, err
 	}
-	if err := s.checkPartitionEpoch(t.Name, partition, currentEpoch); err != nil {
-		return 0, -1, err
+	b, name, idx := pp.be.broker, pp.topic.Name, pp.index
+	start, hw, _, err := b.Offsets(name, idx)
+	if err != nil {
+		return pp, 0, -1, err
+	}
+	if err := checkPartitionEpoch(pp, currentEpoch); err != nil {
+		return pp, 0, -1, err
 	}
 	if committed {
-		hw = s.txnIndex.LastStable(t.Queues[partition], hw)
+		hw = pp.be.txnIndex.LastStable(pp.queue, hw)
 	}
 	switch ts {
 	case -2:
-		return start, -1, nil
+		return pp, start, -1, nil
 	case -1:
-		return hw, -1, nil
+		return pp, hw, -1, nil
 	case -3:
-		off, maxTS, err := s.broker.OffsetOfMaxTimestamp(t.Name, partition)
-		return off, maxTS, err
+		off, maxTS, err := b.OffsetOfMaxTimestamp(name, idx)
+		return pp, off, maxTS, err
 	}
-	off, found, err := s.broker.OffsetForTime(t.Name, partition, ts)
+	off, found, err := b.OffsetForTime(name, idx, ts)
 	if err != nil {
-		return 0, -1, err
+		return pp, 0, -1, err
 	}
 	if off >= hw || found < 0 {
-		return -1, -1, nil
+		return pp, -1, -1, nil
 	}
-	return off, found, nil
+	return pp, off, found, nil
 }

@@ -38,7 +38,10 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 	}
 	resp.ClusterID = strp(s.opts.ClusterID)
 	resp.ControllerID = s.controller()
-	replicas, isr := s.replicasOf()
+	views := make([]GroupView, s.groupCount())
+	for g := range views {
+		views[g] = s.groupView(g)
+	}
 
 	var topics []*broker.Topic
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
@@ -72,14 +75,14 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 			var t *broker.Topic
 			if autoCreate && !rc.allowedCreateTopic(*rt.Topic) {
 				// Not allowed to create: a missing topic is refused as Kafka does.
-				if t, err = s.broker.Topic(name); err != nil {
+				if t, err = s.cat().Topic(name); err != nil {
 					resp.Topics = append(resp.Topics, metadataTopicError(kerr.TopicAuthorizationFailed.Code, rt.Topic, [16]byte{}))
 					continue
 				}
 			} else if autoCreate {
-				t, err = s.broker.EnsureTopic(rc.ctx(), name)
+				t, err = s.cat().EnsureTopic(rc.ctx(), name)
 			} else {
-				t, err = s.broker.Topic(name)
+				t, err = s.cat().Topic(name)
 			}
 			if err != nil {
 				code := errorCode(err)
@@ -98,15 +101,20 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 		mt.TopicID = topicID(t)
 		mt.IsInternal = t.Internal
 		mt.AuthorizedOperations = -2147483648
-		for i := range t.Queues {
+		for i := range t.All {
 			mp := kmsg.NewMetadataResponseTopicPartition()
 			mp.Partition = int32(i)
-			loc, err := s.broker.Locate(t.Name, int32(i))
-			mp.Leader, mp.LeaderEpoch, mp.ErrorCode = int32(loc.Leader), int32(loc.Epoch), errorCode(err)
-			if err == nil && loc.Leader < 0 {
+			v := views[i%len(views)]
+			mp.Leader, mp.LeaderEpoch = v.Leader, v.Epoch
+			if pp, err := s.partition(t, int32(i)); err == nil {
+				// Served here: the partition's own epoch.
+				loc, err := pp.be.broker.Locate(pp.topic.Name, pp.index)
+				mp.Leader, mp.LeaderEpoch, mp.ErrorCode = int32(loc.Leader), int32(loc.Epoch), errorCode(err)
+			}
+			if mp.ErrorCode == 0 && mp.Leader < 0 {
 				mp.ErrorCode = kerr.LeaderNotAvailable.Code
 			}
-			mp.Replicas, mp.ISR = replicas, isr
+			mp.Replicas, mp.ISR = v.Replicas, v.ISR
 			mt.Partitions = append(mt.Partitions, mp)
 		}
 		resp.Topics = append(resp.Topics, mt)
@@ -125,8 +133,8 @@ func metadataTopicError(code int16, topic *string, id [16]byte) kmsg.MetadataRes
 // kafkaTopics lists every topic a Kafka client may see: the user topics and
 // Kafka's own internal ones (__consumer_offsets, __transaction_state).
 func (s *Server) kafkaTopics() []*broker.Topic {
-	topics := append(s.broker.Topics(false), s.broker.OffsetsTopic())
-	if t, err := s.broker.Topic(txn.StateTopic); err == nil {
+	topics := append(s.cat().Topics(false), s.cat().OffsetsTopic())
+	if t, err := s.cat().Topic(txn.StateTopic); err == nil {
 		topics = append(topics, t)
 	}
 	return topics

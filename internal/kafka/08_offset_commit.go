@@ -34,9 +34,12 @@ func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 			parts = append(parts, tp)
 		}
 	}
-	gerr := s.groups.CheckCommit(req.Group, req.MemberID, deref(req.InstanceID), req.Generation, parts)
-	if req.Version == 0 || (req.Generation < 0 && req.MemberID == "") {
-		gerr = nil
+	be, gerr := s.coordinator(req.Group)
+	if gerr == nil {
+		gerr = be.groups.CheckCommit(req.Group, req.MemberID, deref(req.InstanceID), req.Generation, parts)
+		if req.Version == 0 || (req.Generation < 0 && req.MemberID == "") {
+			gerr = nil
+		}
 	}
 	if !rc.allowedGroup(req.Group, security.OpRead) {
 		gerr = errGroupAuthorization
@@ -52,7 +55,7 @@ func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 		if err == nil {
 			var name model.TopicName
 			if name, err = rc.topicName(rt.Topic); err == nil {
-				t, err = s.broker.Topic(name)
+				t, err = s.cat().Topic(name)
 			}
 		}
 		commits := map[int32]broker.OffsetCommit{}
@@ -61,14 +64,14 @@ func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 			switch {
 			case err != nil:
 				perPartition[rp.Partition] = err
-			case rp.Partition < 0 || int(rp.Partition) >= len(t.Queues):
+			case rp.Partition < 0 || int(rp.Partition) >= len(t.All):
 				perPartition[rp.Partition] = model.ErrUnknownQueue
 			default:
 				commits[rp.Partition] = broker.OffsetCommit{Offset: model.QueueOffset(rp.Offset), Metadata: deref(rp.Metadata), LeaderEpoch: model.Epoch(rp.LeaderEpoch)}
 			}
 		}
 		if len(commits) > 0 {
-			if cerr := s.broker.CommitOffsets(rc.ctx(), req.Group, t.Name, commits); cerr != nil {
+			if cerr := commitOffsets(rc.ctx(), be, req.Group, t, commits); cerr != nil {
 				for p := range commits {
 					perPartition[p] = cerr
 				}

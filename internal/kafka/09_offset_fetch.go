@@ -32,13 +32,13 @@ type fetchedPartition struct {
 }
 
 // fetchGroupOffsets answers one group's topics (nil: all committed).
-func (s *Server) fetchGroupOffsets(h home, group string, topics map[string][]int32, all, requireStable bool) map[string][]fetchedPartition {
+func (s *Server) fetchGroupOffsets(be *backend, h home, group string, topics map[string][]int32, all, requireStable bool) map[string][]fetchedPartition {
 	out := map[string][]fetchedPartition{}
 	unstable := func(t *broker.Topic, p int32) bool {
-		return requireStable && s.txns != nil && p >= 0 && int(p) < len(t.Queues) && s.txns.HasPendingOffsets(group, t.Queues[p])
+		return requireStable && p >= 0 && int(p) < len(t.All) && s.pendingTxnOffsets(group, t.All[p])
 	}
 	if all {
-		for t, parts := range s.broker.FetchAllOffsets(group) {
+		for t, parts := range s.allCommitted(be, group) {
 			name := kafkaName(h, t)
 			for p, c := range parts {
 				md := c.Metadata
@@ -54,10 +54,12 @@ func (s *Server) fetchGroupOffsets(h home, group string, topics map[string][]int
 	for topic, parts := range topics {
 		name, err := s.topicName(h, topic)
 		var committed map[int32]broker.Committed
+		var t *broker.Topic
 		if err == nil {
-			committed, err = s.broker.FetchOffsets(group, name)
+			if t, err = s.cat().Topic(name); err == nil {
+				committed = committedOf(be, group, t)
+			}
 		}
-		t, _ := s.broker.Topic(name)
 		for _, p := range parts {
 			fp := fetchedPartition{partition: p, offset: -1, epoch: -1}
 			if err != nil && !isUnknownTopic(err) {
@@ -91,12 +93,16 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) reply {
 				resp.Groups = append(resp.Groups, rg)
 				continue
 			}
-			if err := s.groups.CheckOffsetFetch(g.Group, deref(g.MemberID), g.MemberEpoch); err != nil {
+			be, err := s.coordinator(g.Group)
+			if err == nil {
+				err = be.groups.CheckOffsetFetch(g.Group, deref(g.MemberID), g.MemberEpoch)
+			}
+			if err != nil {
 				rg.ErrorCode = errorCode(err)
 				resp.Groups = append(resp.Groups, rg)
 				continue
 			}
-			for topic, parts := range rc.authorizedOffsets(s.fetchGroupOffsets(rc.conn.home, g.Group, topics, g.Topics == nil, req.RequireStable), g.Topics == nil) {
+			for topic, parts := range rc.authorizedOffsets(s.fetchGroupOffsets(be, rc.conn.home, g.Group, topics, g.Topics == nil, req.RequireStable), g.Topics == nil) {
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
 				rt.Topic = topic
 				for _, p := range parts {
@@ -119,8 +125,13 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) reply {
 	for _, t := range req.Topics {
 		topics[t.Topic] = t.Partitions
 	}
+	be, err := s.coordinator(req.Group)
+	if err != nil {
+		resp.ErrorCode = errorCode(err)
+		return reply{resp: resp}
+	}
 	all := req.Topics == nil && req.Version >= 2
-	for topic, parts := range rc.authorizedOffsets(s.fetchGroupOffsets(rc.conn.home, req.Group, topics, all, req.RequireStable), all) {
+	for topic, parts := range rc.authorizedOffsets(s.fetchGroupOffsets(be, rc.conn.home, req.Group, topics, all, req.RequireStable), all) {
 		rt := kmsg.NewOffsetFetchResponseTopic()
 		rt.Topic = topic
 		for _, p := range parts {

@@ -26,7 +26,7 @@ func handleFindCoordinator(rc *reqCtx, kreq kmsg.Request) reply {
 		case req.CoordinatorType == 1 && !rc.allowedTxnID(key, security.OpDescribe):
 			return kerr.TransactionalIDAuthorizationFailed.Code
 		case req.CoordinatorType == 0:
-			if loc, _ := s.broker.GroupCoordinator(key); loc.Leader < 0 {
+			if loc, _ := s.cat().GroupCoordinator(key); loc.Leader < 0 {
 				return kerr.CoordinatorNotAvailable.Code
 			} else if !loc.Local {
 				return kerr.NotCoordinator.Code // another node's: clients ask again (a cluster answers its address)

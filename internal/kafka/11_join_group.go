@@ -41,7 +41,11 @@ func handleJoinGroup(rc *reqCtx, kreq kmsg.Request) reply {
 	for _, p := range req.Protocols {
 		jr.Protocols = append(jr.Protocols, groups.Protocol{Name: p.Name, Metadata: p.Metadata})
 	}
-	res, err := rc.srv().groups.Join(rc.ctx(), jr)
+	be, err := rc.srv().coordinator(req.Group)
+	var res groups.JoinResult
+	if err == nil {
+		res, err = be.groups.Join(rc.ctx(), jr)
+	}
 	resp.Generation = -1
 	if err != nil {
 		resp.ErrorCode = errorCode(err)

@@ -19,6 +19,10 @@ func handleHeartbeat(rc *reqCtx, kreq kmsg.Request) reply {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}
 	}
-	resp.ErrorCode = errorCode(rc.srv().groups.Heartbeat(req.Group, req.MemberID, deref(req.InstanceID), req.Generation))
+	be, err := rc.srv().coordinator(req.Group)
+	if err == nil {
+		err = be.groups.Heartbeat(req.Group, req.MemberID, deref(req.InstanceID), req.Generation)
+	}
+	resp.ErrorCode = errorCode(err)
 	return reply{resp: resp}
 }

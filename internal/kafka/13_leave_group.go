@@ -20,8 +20,13 @@ func handleLeaveGroup(rc *reqCtx, kreq kmsg.Request) reply {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}
 	}
+	be, err := rc.srv().coordinator(req.Group)
+	if err != nil {
+		resp.ErrorCode = errorCode(err)
+		return reply{resp: resp}
+	}
 	if req.Version < 3 {
-		errs := rc.srv().groups.Leave(req.Group, []groups.LeaveMember{{MemberID: req.MemberID}})
+		errs := be.groups.Leave(req.Group, []groups.LeaveMember{{MemberID: req.MemberID}})
 		resp.ErrorCode = errorCode(errs[0])
 		return reply{resp: resp}
 	}
@@ -29,7 +34,7 @@ func handleLeaveGroup(rc *reqCtx, kreq kmsg.Request) reply {
 	for i, m := range req.Members {
 		leaving[i] = groups.LeaveMember{MemberID: m.MemberID, InstanceID: deref(m.InstanceID)}
 	}
-	errs := rc.srv().groups.Leave(req.Group, leaving)
+	errs := be.groups.Leave(req.Group, leaving)
 	for i, m := range req.Members {
 		member := kmsg.NewLeaveGroupResponseMember()
 		member.MemberID = m.MemberID

@@ -23,7 +23,12 @@ func handleSyncGroup(rc *reqCtx, kreq kmsg.Request) reply {
 	for _, a := range req.GroupAssignment {
 		assignments[a.MemberID] = a.MemberAssignment
 	}
-	a, proto, err := rc.srv().groups.Sync(rc.ctx(), req.Group, req.MemberID, deref(req.InstanceID), req.Generation, assignments)
+	be, err := rc.srv().coordinator(req.Group)
+	if err != nil {
+		resp.ErrorCode = errorCode(err)
+		return reply{resp: resp}
+	}
+	a, proto, err := be.groups.Sync(rc.ctx(), req.Group, req.MemberID, deref(req.InstanceID), req.Generation, assignments)
 	resp.ErrorCode = errorCode(err)
 	resp.MemberAssignment = a
 	if err == nil {

@@ -31,8 +31,17 @@ func handleDescribeGroups(rc *reqCtx, kreq kmsg.Request) reply {
 			resp.Groups = append(resp.Groups, denied)
 			continue
 		}
-		d := rc.srv().groups.Describe(id)
-		if d.State == groups.Dead && d.Type == "" && len(rc.srv().broker.FetchAllOffsets(id)) > 0 {
+		be, err := rc.srv().coordinator(id)
+		if err != nil {
+			g := kmsg.NewDescribeGroupsResponseGroup()
+			g.Group = id
+			g.ErrorCode = errorCode(err)
+			g.AuthorizedOperations = -2147483648
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
+		d := be.groups.Describe(id)
+		if d.State == groups.Dead && d.Type == "" && len(be.broker.GroupQueueOffsets(id)) > 0 {
 			d.State = groups.Empty // a group known only by its committed offsets, as ListGroups shows it
 		}
 		g := kmsg.NewDescribeGroupsResponseGroup()

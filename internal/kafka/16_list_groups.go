@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
@@ -37,7 +38,11 @@ func handleListGroups(rc *reqCtx, kreq kmsg.Request) reply {
 		return match(req.StatesFilter, state) && match(req.TypesFilter, typ) &&
 			(everyGroup || rc.allowedGroup(group, security.OpDescribe))
 	}
-	for _, d := range rc.srv().groups.List() {
+	var listed []groups.Description
+	for _, be := range rc.srv().attached() {
+		listed = append(listed, be.groups.List()...)
+	}
+	for _, d := range listed {
 		seen[d.Group] = true
 		if want(d.Group, string(d.State), d.Type) {
 			lg := kmsg.NewListGroupsResponseGroup()
@@ -48,7 +53,7 @@ func handleListGroups(rc *reqCtx, kreq kmsg.Request) reply {
 			resp.Groups = append(resp.Groups, lg)
 		}
 	}
-	for _, g := range rc.srv().broker.OffsetGroups() {
+	for _, g := range rc.srv().offsetGroups() {
 		if !seen[g] && want(g, "Empty", "classic") {
 			lg := kmsg.NewListGroupsResponseGroup()
 			lg.Group = g

@@ -29,7 +29,7 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	s := rc.srv()
-	replicas, _ := s.replicasOf()
+	replicas := s.groupView(0).Replicas
 	seen := map[string]int{}
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
@@ -54,7 +54,7 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 			n = len(rt.ReplicaAssignment)
 		}
 		if n == -1 {
-			n = s.broker.DefaultQueues()
+			n = s.cat().DefaultQueues()
 		}
 		var cfg broker.TopicConfig
 		var err error
@@ -79,12 +79,12 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 		case err == nil && cfg.Validate() != nil:
 			err = cfg.Validate()
 		case err == nil && req.ValidateOnly:
-			if _, terr := s.broker.Topic(name); terr == nil {
+			if _, terr := s.cat().Topic(name); terr == nil {
 				tr.ErrorCode = kerr.TopicAlreadyExists.Code
 			}
 		case err == nil:
 			var t *broker.Topic
-			if t, err = s.broker.CreateTopic(rc.ctx(), name, n, cfg); err == nil {
+			if t, err = s.cat().CreateTopic(rc.ctx(), name, n, cfg); err == nil {
 				tr.TopicID = topicID(t)
 			}
 		}
@@ -94,7 +94,7 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 		if tr.ErrorCode == 0 {
 			tr.NumPartitions, tr.ReplicationFactor = int32(n), int16(len(replicas))
-			for _, dc := range describeTopicConfig(&cfg, brokerTopicDefaults(s.broker)) {
+			for _, dc := range describeTopicConfig(&cfg, brokerTopicDefaults(s.cat())) {
 				v := dc.value
 				tc := kmsg.NewCreateTopicsResponseTopicConfig()
 				tc.Name = dc.name

@@ -36,7 +36,7 @@ func handleDeleteTopics(rc *reqCtx, kreq kmsg.Request) reply {
 		r.Topic = tg.name
 		r.TopicID = tg.id
 		if tg.name == nil {
-			if t, err := s.broker.TopicByID(tg.id); err == nil {
+			if t, err := s.cat().TopicByID(tg.id); err == nil {
 				r.Topic = strp(rc.kafkaName(t))
 			}
 			if r.Topic == nil {
@@ -50,7 +50,7 @@ func handleDeleteTopics(rc *reqCtx, kreq kmsg.Request) reply {
 			err = errTopicAuthorization
 		}
 		if err == nil {
-			err = s.broker.DeleteTopic(rc.ctx(), name)
+			err = s.cat().DeleteTopic(rc.ctx(), name)
 		}
 		r.ErrorCode = errorCode(err)
 		resp.Topics = append(resp.Topics, r)

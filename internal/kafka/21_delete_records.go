@@ -31,7 +31,11 @@ func handleDeleteRecords(rc *reqCtx, kreq kmsg.Request) reply {
 			err := nerr
 			if err == nil {
 				var hw model.QueueOffset
-				if _, hw, _, err = s.broker.Offsets(name, rp.Partition); err == nil {
+				var pp part
+				if pp, err = s.partitionOf(name, rp.Partition); err == nil {
+					_, hw, _, err = pp.be.broker.Offsets(pp.topic.Name, pp.index)
+				}
+				if err == nil {
 					off := model.QueueOffset(rp.Offset)
 					if rp.Offset == -1 {
 						off = hw
@@ -40,7 +44,7 @@ func handleDeleteRecords(rc *reqCtx, kreq kmsg.Request) reply {
 						err = model.ErrOffsetOutOfRange
 					} else {
 						var start model.QueueOffset
-						start, err = s.broker.SetStartOffset(name, rp.Partition, off)
+						start, err = pp.be.broker.SetStartOffset(pp.topic.Name, pp.index, off)
 						pr.LowWatermark = int64(start)
 					}
 				}

@@ -33,11 +33,12 @@ func handleInitProducerID(rc *reqCtx, kreq kmsg.Request) reply {
 			resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 			return reply{resp: resp}
 		}
-		if s.txns == nil {
-			resp.ErrorCode = errorCode(errNoTxnCoordinator)
+		txns, err := s.txnCoordinator(*req.TransactionalID)
+		if err != nil {
+			resp.ErrorCode = errorCode(err)
 			return reply{resp: resp}
 		}
-		pid, epoch, err := s.txns.InitProducerID(rc.ctx(), *req.TransactionalID,
+		pid, epoch, err := txns.InitProducerID(rc.ctx(), *req.TransactionalID,
 			time.Duration(req.TransactionTimeoutMillis)*time.Millisecond, reqPID, reqEpoch)
 		if err != nil {
 			rc.conn.log.Debug("init producer id refused", "transactional_id", *req.TransactionalID, "err", err)
@@ -57,7 +58,12 @@ func handleInitProducerID(rc *reqCtx, kreq kmsg.Request) reply {
 		resp.ProducerID, resp.ProducerEpoch = reqPID, reqEpoch+1
 		return reply{resp: resp}
 	}
-	id, err := s.producers.NewProducerID(rc.ctx())
+	be := s.any()
+	if be == nil {
+		resp.ErrorCode = errorCode(errNoBackend)
+		return reply{resp: resp}
+	}
+	id, err := be.producers.NewProducerID(rc.ctx())
 	if err != nil {
 		resp.ErrorCode = errorCode(err)
 		return reply{resp: resp}

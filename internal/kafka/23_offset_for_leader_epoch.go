@@ -36,11 +36,14 @@ func handleOffsetForLeaderEpoch(rc *reqCtx, kreq kmsg.Request) reply {
 			case nerr != nil:
 				pr.ErrorCode = errorCode(nerr)
 			default:
-				err := s.checkPartitionEpoch(name, rp.Partition, rp.CurrentLeaderEpoch)
+				pp, err := s.partitionOf(name, rp.Partition)
+				if err == nil {
+					err = checkPartitionEpoch(pp, rp.CurrentLeaderEpoch)
+				}
 				var epoch model.Epoch
 				var end model.QueueOffset
 				if err == nil {
-					epoch, end, err = s.broker.EndOffsetForEpoch(name, rp.Partition, model.Epoch(rp.LeaderEpoch))
+					epoch, end, err = pp.be.broker.EndOffsetForEpoch(pp.topic.Name, pp.index, model.Epoch(rp.LeaderEpoch))
 				}
 				pr.ErrorCode = errorCode(err)
 				if err == nil {

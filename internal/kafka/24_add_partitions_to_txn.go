@@ -38,12 +38,12 @@ func handleAddPartitionsToTxn(rc *reqCtx, kreq kmsg.Request) reply {
 				code = kerr.TopicAuthorizationFailed.Code
 			case err != nil:
 				code = errorCode(err)
-			case p < 0 || int(p) >= len(t.Queues):
+			case p < 0 || int(p) >= len(t.All):
 				code = kerr.UnknownTopicOrPartition.Code
 			case t.Internal:
 				code = kerr.TopicAuthorizationFailed.Code
 			default:
-				parts = append(parts, txn.Partition{Topic: t.Name, Index: p, Queue: t.Queues[p]})
+				parts = append(parts, txn.Partition{Topic: t.Name, Index: p, Queue: t.All[p]})
 				continue
 			}
 			if bad[rt.Topic] == nil {
@@ -52,12 +52,9 @@ func handleAddPartitionsToTxn(rc *reqCtx, kreq kmsg.Request) reply {
 			bad[rt.Topic][p] = code
 		}
 	}
-	var err error
-	switch {
-	case s.txns == nil:
-		err = errNoTxnCoordinator
-	case len(bad) == 0:
-		err = s.txns.AddPartitions(rc.ctx(), req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts)
+	txns, err := s.txnCoordinator(req.TransactionalID)
+	if err == nil && len(bad) == 0 {
+		err = txns.AddPartitions(rc.ctx(), req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts)
 	}
 	if err != nil {
 		rc.conn.log.Debug("add partitions to transaction refused", "transactional_id", req.TransactionalID, "err", err)

@@ -15,14 +15,14 @@ func handleAddOffsetsToTxn(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.AddOffsetsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 	s := rc.srv()
-	err := error(errNoTxnCoordinator)
+	txns, err := s.txnCoordinator(req.TransactionalID)
 	switch {
 	case !rc.allowedTxnID(req.TransactionalID, security.OpWrite):
 		err = errTxnIDAuthorization
 	case !rc.allowedGroup(req.Group, security.OpRead):
 		err = errGroupAuthorization
-	case s.txns != nil:
-		err = s.txns.AddOffsets(rc.ctx(), req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
+	case err == nil:
+		err = txns.AddOffsets(rc.ctx(), req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
 	}
 	resp.ErrorCode = errorCode(err)
 	return reply{resp: resp}

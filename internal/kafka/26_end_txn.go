@@ -22,12 +22,12 @@ func handleEndTxn(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 	s := rc.srv()
-	err := error(errNoTxnCoordinator)
+	txns, err := s.txnCoordinator(req.TransactionalID)
 	switch {
 	case !rc.allowedTxnID(req.TransactionalID, security.OpWrite):
 		err = errTxnIDAuthorization
-	case s.txns != nil:
-		err = s.txns.EndTxn(rc.ctx(), req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit)
+	case err == nil:
+		err = txns.EndTxn(rc.ctx(), req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit)
 	}
 	if err != nil {
 		rc.conn.log.Debug("end transaction refused", "transactional_id", req.TransactionalID, "commit", req.Commit, "err", err)

@@ -11,6 +11,8 @@ package kafka
 // OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT.
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker/groups"
@@ -45,11 +47,11 @@ func handleTxnOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 			switch {
 			case err != nil:
 				fail(rt.Topic, rp.Partition, err)
-			case rp.Partition < 0 || int(rp.Partition) >= len(t.Queues):
+			case rp.Partition < 0 || int(rp.Partition) >= len(t.All):
 				fail(rt.Topic, rp.Partition, model.ErrUnknownQueue)
 			default:
 				tp.Partitions = append(tp.Partitions, rp.Partition)
-				offsets = append(offsets, txn.PendingOffset{Partition: txn.Partition{Topic: t.Name, Index: rp.Partition, Queue: t.Queues[rp.Partition]},
+				offsets = append(offsets, txn.PendingOffset{Partition: txn.Partition{Topic: t.Name, Index: rp.Partition, Queue: t.All[rp.Partition]},
 					Offset: model.QueueOffset(rp.Offset), Metadata: deref(rp.Metadata), LeaderEpoch: model.Epoch(rp.LeaderEpoch)})
 			}
 		}
@@ -63,15 +65,16 @@ func handleTxnOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 		err, perPartition = errTxnIDAuthorization, nil
 	case !rc.allowedGroup(req.Group, security.OpRead):
 		err, perPartition = errGroupAuthorization, nil
-	case req.Version >= 3 && (req.Generation >= 0 || req.MemberID != ""):
-		err = s.groups.CheckCommit(req.Group, req.MemberID, deref(req.InstanceID), req.Generation, parts)
+	default:
+		// Sent to the group's coordinator, which checks the member;
+		// the offsets wait in the transaction's coordinator.
+		var be *backend
+		if be, err = s.coordinator(req.Group); err == nil && req.Version >= 3 && (req.Generation >= 0 || req.MemberID != "") {
+			err = be.groups.CheckCommit(req.Group, req.MemberID, deref(req.InstanceID), req.Generation, parts)
+		}
 	}
-	switch {
-	case err != nil:
-	case s.txns == nil:
-		err = errNoTxnCoordinator
-	case len(offsets) > 0:
-		err = s.txns.CommitOffsets(rc.ctx(), req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, offsets)
+	if err == nil && len(offsets) > 0 {
+		err = s.pendTxnOffsets(rc.ctx(), req, offsets)
 	}
 	for _, rt := range req.Topics {
 		tr := kmsg.NewTxnOffsetCommitResponseTopic()
@@ -89,4 +92,20 @@ func handleTxnOffsetCommit(rc *reqCtx, kreq kmsg.Request) reply {
 		resp.Topics = append(resp.Topics, tr)
 	}
 	return reply{resp: resp}
+}
+
+// pendTxnOffsets hands a transaction's offsets to its coordinator, here or
+// on the member leading its group.
+func (s *Server) pendTxnOffsets(ctx context.Context, req *kmsg.TxnOffsetCommitRequest, offsets []txn.PendingOffset) error {
+	g := s.coordinatorGroup(req.TransactionalID)
+	if be := (*s.be.cur.Load())[g]; be != nil {
+		if be.txns == nil {
+			return errNoTxnCoordinator
+		}
+		return be.txns.CommitOffsets(ctx, req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, offsets)
+	}
+	if s.opts.Remote == nil {
+		return errNotCoordinator
+	}
+	return s.opts.Remote.TxnOffsetCommit(ctx, g, req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, offsets)
 }

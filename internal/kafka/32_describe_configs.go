@@ -35,10 +35,10 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 				err = errTopicAuthorization
 			}
 			if err == nil {
-				t, terr := s.broker.Topic(name)
+				t, terr := s.cat().Topic(name)
 				if terr == nil {
 					cfg := t.Config
-					entries = describeTopicConfig(&cfg, brokerTopicDefaults(s.broker))
+					entries = describeTopicConfig(&cfg, brokerTopicDefaults(s.cat()))
 				}
 				err = terr
 			}

@@ -76,7 +76,7 @@ func (s *Server) alterTopicConfig(rc *reqCtx, topic string, validateOnly bool, c
 	if err != nil {
 		return err
 	}
-	t, err := s.broker.Topic(name)
+	t, err := s.cat().Topic(name)
 	if err != nil {
 		return err
 	}
@@ -97,6 +97,6 @@ func (s *Server) alterTopicConfig(rc *reqCtx, topic string, validateOnly bool, c
 	if validateOnly {
 		return nil
 	}
-	_, err = s.broker.UpdateTopicConfig(rc.ctx(), name, cfg)
+	_, err = s.cat().UpdateTopicConfig(rc.ctx(), name, cfg)
 	return err
 }

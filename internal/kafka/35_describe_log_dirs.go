@@ -10,6 +10,7 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"sort"
 
 	"github.com/rosettamq/rosetta/internal/broker/security"
 )
@@ -23,10 +24,10 @@ func handleDescribeLogDirs(rc *reqCtx, kreq kmsg.Request) reply {
 		return reply{resp: resp}
 	}
 	dir := kmsg.NewDescribeLogDirsResponseDir()
-	dir.Dir = s.broker.DataDir()
+	dir.Dir = s.cat().DataDir()
 	dir.TotalBytes = -1
 	dir.UsableBytes = -1
-	if total, free, err := s.broker.DiskSpace(); err == nil {
+	if total, free, err := s.cat().DiskSpace(); err == nil {
 		dir.TotalBytes, dir.UsableBytes = total, free
 	}
 	wanted := map[string]map[int32]bool{}
@@ -36,23 +37,34 @@ func handleDescribeLogDirs(rc *reqCtx, kreq kmsg.Request) reply {
 			wanted[t.Topic][p] = true
 		}
 	}
-	for _, t := range s.broker.Topics(false) {
+	for _, t := range s.cat().Topics(false) {
 		name := rc.kafkaName(t)
 		if req.Topics != nil && wanted[name] == nil {
 			continue
 		}
 		dt := kmsg.NewDescribeLogDirsResponseDirTopic()
 		dt.Topic = name
-		_, sizes := s.broker.TopicBytes(t)
-		for i := range t.Queues {
-			if req.Topics != nil && !wanted[name][int32(i)] {
+		// The partitions of the groups this node serves, by their
+		// number in the whole topic.
+		n := int32(s.groupCount())
+		for _, be := range s.attached() {
+			bt, err := be.broker.Topic(t.Name)
+			if err != nil {
 				continue
 			}
-			part := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
-			part.Partition = int32(i)
-			part.Size = sizes[i]
-			dt.Partitions = append(dt.Partitions, part)
+			_, sizes := be.broker.TopicBytes(bt)
+			for i := range bt.Queues {
+				p := int32(i)*n + int32(be.group)
+				if req.Topics != nil && !wanted[name][p] {
+					continue
+				}
+				part := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
+				part.Partition = p
+				part.Size = sizes[i]
+				dt.Partitions = append(dt.Partitions, part)
+			}
 		}
+		sort.Slice(dt.Partitions, func(i, j int) bool { return dt.Partitions[i].Partition < dt.Partitions[j].Partition })
 		dir.Topics = append(dir.Topics, dt)
 	}
 	resp.Dirs = append(resp.Dirs, dir)

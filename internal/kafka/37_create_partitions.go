@@ -25,7 +25,7 @@ func handleCreatePartitions(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 		if err == nil {
 			if req.ValidateOnly {
-				t, terr := s.broker.Topic(name)
+				t, terr := s.cat().Topic(name)
 				switch {
 				case terr != nil:
 					err = terr
@@ -33,7 +33,7 @@ func handleCreatePartitions(rc *reqCtx, kreq kmsg.Request) reply {
 					err = errInvalidPartitions
 				}
 			} else {
-				_, err = s.broker.GrowTopic(rc.ctx(), name, int(rt.Count))
+				_, err = s.cat().GrowTopic(rc.ctx(), name, int(rt.Count))
 			}
 		}
 		r.ErrorCode = errorCode(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
@@ -16,25 +17,21 @@ func handleDeleteGroups(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.DeleteGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	s := rc.srv()
-	known := map[string]bool{}
-	for _, g := range s.broker.OffsetGroups() {
-		known[g] = true
-	}
-	for _, d := range s.groups.List() {
-		known[d.Group] = true
-	}
 	for _, id := range req.Groups {
 		r := kmsg.NewDeleteGroupsResponseGroup()
 		r.Group = id
+		be, cerr := s.coordinator(id)
 		switch {
 		case !rc.allowedGroup(id, security.OpDelete):
 			r.ErrorCode = kerr.GroupAuthorizationFailed.Code
-		case !known[id]:
+		case cerr != nil:
+			r.ErrorCode = errorCode(cerr)
+		case len(be.broker.GroupQueueOffsets(id)) == 0 && be.groups.Describe(id).State == groups.Dead:
 			r.ErrorCode = kerr.GroupIDNotFound.Code
 		default:
-			err := s.groups.Delete(id)
+			err := be.groups.Delete(id)
 			if err == nil {
-				err = s.broker.DeleteGroupOffsets(rc.ctx(), id)
+				err = be.broker.DeleteGroupOffsets(rc.ctx(), id)
 			}
 			r.ErrorCode = errorCode(err)
 		}

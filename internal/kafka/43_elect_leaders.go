@@ -33,16 +33,31 @@ func handleElectLeaders(rc *reqCtx, kreq kmsg.Request) reply {
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return reply{resp: resp}
 	}
-	outcome := rc.conn.s.electPreferred(rc.ctx(), req)
+	s := rc.conn.s
+	// One election per replication group, run once whichever partitions
+	// of it are named.
+	outcomes := map[int]int16{}
+	outcome := func(g int) int16 {
+		if code, ok := outcomes[g]; ok {
+			return code
+		}
+		code := s.electPreferred(rc.ctx(), req, g)
+		outcomes[g] = code
+		return code
+	}
 	topics := req.Topics
-	if topics == nil && outcome != kerr.ElectionNotNeeded.Code {
-		for _, t := range rc.conn.s.broker.Topics(false) {
+	if topics == nil {
+		for _, t := range s.cat().Topics(false) {
 			rt := kmsg.NewElectLeadersRequestTopic()
 			rt.Topic = t.Name.Short()
-			for i := range t.Queues {
-				rt.Partitions = append(rt.Partitions, int32(i))
+			for i := range t.All {
+				if outcome(i%s.groupCount()) != kerr.ElectionNotNeeded.Code {
+					rt.Partitions = append(rt.Partitions, int32(i))
+				}
 			}
-			topics = append(topics, rt)
+			if len(rt.Partitions) > 0 {
+				topics = append(topics, rt)
+			}
 		}
 	}
 	for _, rt := range topics {
@@ -52,9 +67,10 @@ func handleElectLeaders(rc *reqCtx, kreq kmsg.Request) reply {
 		for _, p := range rt.Partitions {
 			pr := kmsg.NewElectLeadersResponseTopicPartition()
 			pr.Partition = p
-			pr.ErrorCode = outcome
-			if err != nil || p < 0 || int(p) >= len(t.Queues) {
+			if err != nil || p < 0 || int(p) >= len(t.All) {
 				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			} else {
+				pr.ErrorCode = outcome(int(p) % s.groupCount())
 			}
 			tr.Partitions = append(tr.Partitions, pr)
 		}
@@ -63,12 +79,15 @@ func handleElectLeaders(rc *reqCtx, kreq kmsg.Request) reply {
 	return reply{resp: resp}
 }
 
-// electPreferred runs the election req asks for once, for the one group
-// holding every partition, and returns the error code every partition
-// answers with (0: leadership moved to the preferred replica).
-func (s *Server) electPreferred(ctx context.Context, req *kmsg.ElectLeadersRequest) int16 {
-	v := s.clusterView()
-	if v == nil || len(v.Replicas) == 0 {
+// electPreferred runs the election req asks for for one replication group
+// and returns the error code its partitions answer with (0: leadership
+// moved to the preferred replica, the group's first).
+func (s *Server) electPreferred(ctx context.Context, req *kmsg.ElectLeadersRequest, group int) int16 {
+	if s.clusterView() == nil {
+		return kerr.ElectionNotNeeded.Code
+	}
+	v := s.groupView(group)
+	if len(v.Replicas) == 0 {
 		return kerr.ElectionNotNeeded.Code
 	}
 	if req.ElectionType == 1 { // unclean
@@ -90,7 +109,7 @@ func (s *Server) electPreferred(ctx context.Context, req *kmsg.ElectLeadersReque
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	if err := s.opts.Elect(ctx, preferred); err != nil {
+	if err := s.opts.Elect(ctx, group, preferred); err != nil {
 		if ctx.Err() != nil {
 			return kerr.RequestTimedOut.Code
 		}

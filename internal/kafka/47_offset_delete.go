@@ -21,14 +21,19 @@ func handleOffsetDelete(rc *reqCtx, kreq kmsg.Request) reply {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return reply{resp: resp}
 	}
-	if d := s.groups.Describe(req.Group); len(d.Members) > 0 {
+	be, err := s.coordinator(req.Group)
+	if err != nil {
+		resp.ErrorCode = errorCode(err)
+		return reply{resp: resp}
+	}
+	if d := be.groups.Describe(req.Group); len(d.Members) > 0 {
 		resp.ErrorCode = kerr.NonEmptyGroup.Code
 		return reply{resp: resp}
 	}
 	for _, rt := range req.Topics {
 		tr := kmsg.NewOffsetDeleteResponseTopic()
 		tr.Topic = rt.Topic
-		name, err := rc.topicName(rt.Topic)
+		t, err := rc.lookupTopic(rt.Topic)
 		if !rc.allowedTopic(rt.Topic, security.OpRead) {
 			err = errTopicAuthorization
 		}
@@ -37,7 +42,7 @@ func handleOffsetDelete(rc *reqCtx, kreq kmsg.Request) reply {
 			parts = append(parts, p.Partition)
 		}
 		if err == nil {
-			err = s.broker.DeleteOffsets(rc.ctx(), req.Group, name, parts)
+			err = deleteOffsets(rc.ctx(), be, req.Group, t, parts)
 		}
 		for _, p := range rt.Partitions {
 			part := kmsg.NewOffsetDeleteResponseTopicPartition()

@@ -30,12 +30,17 @@ func handleDescribeProducers(rc *reqCtx, kreq kmsg.Request) reply {
 			switch {
 			case nerr != nil:
 				pr.ErrorCode = errorCode(nerr)
-			case p < 0 || int(p) >= len(t.Queues):
+			case p < 0 || int(p) >= len(t.All):
 				pr.ErrorCode = errorCode(errUnknownPartition)
 			default:
-				for pid, b := range s.producers.Describe(t.Queues[p]) {
+				pp, err := s.partition(t, p)
+				if err != nil {
+					pr.ErrorCode = errorCode(err)
+					break
+				}
+				for pid, b := range pp.be.producers.Describe(pp.queue) {
 					txnStart := int64(-1)
-					if first, ok := s.txnIndex.OpenFirst(t.Queues[p], pid); ok {
+					if first, ok := pp.be.txnIndex.OpenFirst(pp.queue, pid); ok {
 						txnStart = int64(first)
 					}
 					ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()

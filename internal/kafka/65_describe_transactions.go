@@ -28,12 +28,11 @@ func handleDescribeTransactions(rc *reqCtx, kreq kmsg.Request) reply {
 			resp.TransactionStates = append(resp.TransactionStates, ts)
 			continue
 		}
-		if s.txns == nil {
-			ts.ErrorCode = errorCode(errNoTxnCoordinator)
-			resp.TransactionStates = append(resp.TransactionStates, ts)
-			continue
+		txns, err := s.txnCoordinator(id)
+		var st txn.Status
+		if err == nil {
+			st, err = txns.Describe(id)
 		}
-		st, err := s.txns.Describe(id)
 		if err != nil {
 			ts.ErrorCode = errorCode(err)
 			resp.TransactionStates = append(resp.TransactionStates, ts)
@@ -52,7 +51,7 @@ func (s *Server) txnTopics(h home, parts []txn.Partition) []kmsg.DescribeTransac
 	byTopic := map[string][]int32{}
 	for _, p := range parts {
 		name := p.Topic.Short()
-		if t, err := s.broker.Topic(p.Topic); err == nil {
+		if t, err := s.cat().Topic(p.Topic); err == nil {
 			name = kafkaName(h, t)
 		}
 		byTopic[name] = append(byTopic[name], p.Index)

@@ -15,10 +15,6 @@ func handleListTransactions(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.ListTransactionsRequest)
 	resp := req.ResponseKind().(*kmsg.ListTransactionsResponse)
 	s := rc.srv()
-	if s.txns == nil {
-		resp.ErrorCode = errorCode(errNoTxnCoordinator)
-		return reply{resp: resp}
-	}
 	var states []txn.State
 	for _, f := range req.StateFilters {
 		if st, ok := txn.ParseState(f); ok {
@@ -30,8 +26,20 @@ func handleListTransactions(rc *reqCtx, kreq kmsg.Request) reply {
 	if len(req.StateFilters) > 0 && len(states) == 0 {
 		return reply{resp: resp}
 	}
-	now := s.broker.Now().UnixMilli()
-	for _, st := range s.txns.List(states, req.ProducerIDFilters) {
+	now := s.cat().Now().UnixMilli()
+	// The transactional ids this node coordinates (kadm asks every broker).
+	var listed []txn.Status
+	for _, be := range s.attached() {
+		if be.txns == nil {
+			continue
+		}
+		for _, st := range be.txns.List(states, req.ProducerIDFilters) {
+			if s.coordinatorGroup(st.ID) == be.group {
+				listed = append(listed, st)
+			}
+		}
+	}
+	for _, st := range listed {
 		if req.DurationFilterMillis >= 0 && req.Version >= 1 && (st.StartMs < 0 || now-st.StartMs < req.DurationFilterMillis) {
 			continue
 		}

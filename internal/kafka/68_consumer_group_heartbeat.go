@@ -65,7 +65,11 @@ func handleConsumerGroupHeartbeat(rc *reqCtx, kreq kmsg.Request) reply {
 			h.Owned = append(h.Owned, groups.TopicPartitions{Topic: t.TopicID, Partitions: t.Partitions})
 		}
 	}
-	res, err := s.groups.ConsumerGroupHeartbeat(groupTopics{s, rc.conn.home}, h)
+	be, err := s.coordinator(req.Group)
+	var res groups.ConsumerHeartbeatResult
+	if err == nil {
+		res, err = be.groups.ConsumerGroupHeartbeat(groupTopics{s, rc.conn.home}, h)
+	}
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
 		rc.conn.log.Debug("consumer group heartbeat refused", "group", req.Group, "member", req.MemberID, "err", err)

@@ -29,7 +29,11 @@ func handleConsumerGroupDescribe(rc *reqCtx, kreq kmsg.Request) reply {
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}
-		d, err := s.groups.DescribeConsumerGroup(id)
+		be, err := s.coordinator(id)
+		var d groups.ConsumerDescription
+		if err == nil {
+			d, err = be.groups.DescribeConsumerGroup(id)
+		}
 		if err != nil {
 			g.ErrorCode, g.ErrorMessage = errorCode(err), errorMessage(err)
 			resp.Groups = append(resp.Groups, g)
@@ -71,7 +75,7 @@ func (s *Server) describedAssignment(h home, tps []groups.TopicPartitions) kmsg.
 	a.TopicPartitions = []kmsg.AssignmentTopicPartition{}
 	for _, tp := range tps {
 		name := ""
-		if t, err := s.broker.TopicByID(tp.Topic); err == nil {
+		if t, err := s.cat().TopicByID(tp.Topic); err == nil {
 			name = kafkaName(h, t)
 		}
 		part := kmsg.NewAssignmentTopicPartition()

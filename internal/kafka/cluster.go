@@ -8,8 +8,16 @@ import "sort"
 // listener's port), which node leads (and coordinates), and the replicas
 // of every partition with the ones in sync.
 type ClusterView struct {
-	Hosts    map[int32]string
+	Hosts map[int32]string
+	// Groups describes each replication group (partition p belongs to
+	// group p mod len(Groups)).
+	Groups []GroupView
+}
+
+// GroupView is one replication group as Kafka clients see its partitions.
+type GroupView struct {
 	Leader   int32 // -1 while unknown
+	Epoch    int32 // the leader's epoch as this member knows it
 	Replicas []int32
 	ISR      []int32
 }
@@ -51,18 +59,27 @@ func (s *Server) brokers(c *conn) []brokerAddr {
 	return out
 }
 
-// controller is the node clients are told is the controller.
+// controller is the node clients are told is the controller: group 0's
+// leader.
 func (s *Server) controller() int32 {
-	if v := s.clusterView(); v != nil && v.Leader > 0 {
-		return v.Leader
+	if v := s.clusterView(); v != nil && len(v.Groups) > 0 && v.Groups[0].Leader > 0 {
+		return v.Groups[0].Leader
 	}
 	return s.opts.NodeID
 }
 
-// replicasOf returns a partition's replicas and in-sync replicas.
-func (s *Server) replicasOf() (replicas, isr []int32) {
-	if v := s.clusterView(); v != nil {
-		return v.Replicas, v.ISR
+// groupView returns a replication group's view (this node alone on a
+// single node).
+func (s *Server) groupView(g int) GroupView {
+	if v := s.clusterView(); v != nil && g < len(v.Groups) {
+		return v.Groups[g]
 	}
-	return []int32{s.opts.NodeID}, []int32{s.opts.NodeID}
+	self := []int32{s.opts.NodeID}
+	return GroupView{Leader: s.opts.NodeID, Epoch: -1, Replicas: self, ISR: self}
+}
+
+// groupLeader returns a group's leader and epoch (-1 while unknown).
+func (s *Server) groupLeader(g int) (leader, epoch int32) {
+	v := s.groupView(g)
+	return v.Leader, v.Epoch
 }

@@ -197,7 +197,7 @@ func (s *Server) alterBrokerConfigs(rc *reqCtx, resource string, validateOnly bo
 	if err := s.brokerResource(resource); err != nil {
 		return err
 	}
-	cfg := s.broker.BrokerConfigs(resource)
+	cfg := s.cat().BrokerConfigs(resource)
 	if cfg == nil {
 		cfg = map[string]string{}
 	}
@@ -210,7 +210,7 @@ func (s *Server) alterBrokerConfigs(rc *reqCtx, resource string, validateOnly bo
 	if validateOnly {
 		return nil
 	}
-	return s.broker.SetBrokerConfigs(rc.ctx(), resource, cfg)
+	return s.cat().SetBrokerConfigs(rc.ctx(), resource, cfg)
 }
 
 // brokerListValue is the list a broker config APPEND or SUBTRACT starts
@@ -220,7 +220,7 @@ func (s *Server) brokerListValue(resource string, cur map[string]string, name st
 		return v
 	}
 	if resource != "" {
-		if v, _, ok := s.broker.DynamicBrokerConfig(model.NodeID(s.opts.NodeID), name); ok {
+		if v, _, ok := s.cat().DynamicBrokerConfig(model.NodeID(s.opts.NodeID), name); ok {
 			return v
 		}
 	}
@@ -245,7 +245,7 @@ func (s *Server) describeBrokerConfigs(resource string, names []string, synonyms
 		return e
 	}
 	var out []kmsg.DescribeConfigsResponseResourceConfig
-	defaults := s.broker.BrokerConfigs("")
+	defaults := s.cat().BrokerConfigs("")
 	if resource == "" {
 		for _, name := range sortedKeys(defaults) {
 			if want(name) {
@@ -254,17 +254,17 @@ func (s *Server) describeBrokerConfigs(resource string, names []string, synonyms
 		}
 		return out
 	}
-	retention, bytes := s.broker.StaticRetentionDefaults()
+	retention, bytes := s.cat().StaticRetentionDefaults()
 	static := map[string]string{
 		"broker.id":                  strconv.Itoa(int(s.opts.NodeID)),
 		"message.max.bytes":          strconv.Itoa(int(s.opts.MaxFrameBytes)),
-		"num.partitions":             strconv.Itoa(s.broker.DefaultQueues()),
-		"auto.create.topics.enable":  strconv.FormatBool(s.broker.AutoCreateTopics()),
+		"num.partitions":             strconv.Itoa(s.cat().DefaultQueues()),
+		"auto.create.topics.enable":  strconv.FormatBool(s.cat().AutoCreateTopics()),
 		"default.replication.factor": "1",
 	}
 	staticTypes := map[string]kmsg.ConfigType{"broker.id": kmsg.ConfigTypeInt, "message.max.bytes": kmsg.ConfigTypeInt,
 		"num.partitions": kmsg.ConfigTypeInt, "auto.create.topics.enable": kmsg.ConfigTypeBoolean, "default.replication.factor": kmsg.ConfigTypeShort}
-	own := s.broker.BrokerConfigs(resource)
+	own := s.cat().BrokerConfigs(resource)
 	seen := map[string]bool{}
 	add := func(name string, ctype kmsg.ConfigType) {
 		if seen[name] || !want(name) {

@@ -20,7 +20,7 @@ import (
 func TestParkedFetchEndsWithItsClient(t *testing.T) {
 	s := fuzzServer(t)
 	name, _ := model.ParseTopicName("idle")
-	if _, err := s.broker.CreateTopic(context.Background(), name, 1, broker.TopicConfig{}); err != nil {
+	if _, err := s.cat().CreateTopic(context.Background(), name, 1, broker.TopicConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	client, server := net.Pipe()

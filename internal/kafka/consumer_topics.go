@@ -13,7 +13,7 @@ type groupTopics struct {
 }
 
 func (g groupTopics) meta(t *broker.Topic) groups.TopicMeta {
-	return groups.TopicMeta{ID: topicID(t), Name: kafkaName(g.h, t), Partitions: int32(len(t.Queues))}
+	return groups.TopicMeta{ID: topicID(t), Name: kafkaName(g.h, t), Partitions: int32(len(t.All))}
 }
 
 func (g groupTopics) ByName(name string) (groups.TopicMeta, bool) {
@@ -25,7 +25,7 @@ func (g groupTopics) ByName(name string) (groups.TopicMeta, bool) {
 }
 
 func (g groupTopics) ByID(id groups.TopicID) (groups.TopicMeta, bool) {
-	t, err := g.s.broker.TopicByID(id)
+	t, err := g.s.cat().TopicByID(id)
 	if err != nil {
 		return groups.TopicMeta{}, false
 	}
@@ -44,4 +44,4 @@ func (g groupTopics) All() []groups.TopicMeta {
 	return out
 }
 
-func (g groupTopics) Version() uint64 { return g.s.broker.TopicsVersion() }
+func (g groupTopics) Version() uint64 { return g.s.cat().TopicsVersion() }

@@ -37,7 +37,7 @@ func testServer(t testing.TB, opts Options) *Server {
 	}
 	g := groups.New(groups.Options{})
 	t.Cleanup(func() { g.Close(); b.Close(); m.Close(); e.Close() })
-	return NewServer(b, g, opts)
+	return NewSingle(Backend{Broker: b, Groups: g}, opts)
 }
 
 // FuzzDispatch decodes arbitrary bodies for every supported API key and

@@ -25,8 +25,8 @@ func currentLeader(err error) (leader, epoch int32, ok bool) {
 
 // checkPartitionEpoch validates a request's current leader epoch for one
 // partition.
-func (s *Server) checkPartitionEpoch(name model.TopicName, partition, client int32) error {
-	current, err := s.broker.LeaderEpoch(name, partition)
+func checkPartitionEpoch(pp part, client int32) error {
+	current, err := pp.be.broker.LeaderEpoch(pp.topic.Name, pp.index)
 	if err != nil {
 		return err
 	}

@@ -8,14 +8,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rosettamq/rosetta/internal/broker"
-	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
-	"github.com/rosettamq/rosetta/internal/broker/produce"
-	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/broker/security"
-	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/task"
 	"github.com/rosettamq/rosetta/internal/telemetry"
 )
@@ -36,9 +31,10 @@ type Options struct {
 	// LeaderAck, in a cluster, answers acks=1 produces once the leader
 	// wrote them; otherwise they wait for the commit, as acks=all does.
 	LeaderAck bool
-	// Elect, in a cluster, moves leadership to node (ElectLeaders with
-	// the preferred replica) and returns once it moved or failed.
-	Elect              func(ctx context.Context, node int32) error
+	// Elect, in a cluster, moves a replication group's leadership to node
+	// (ElectLeaders with the preferred replica) and returns once it moved
+	// or failed.
+	Elect              func(ctx context.Context, group int, node int32) error
 	ClusterID          string
 	MaxFrameBytes      int32
 	MaxInflightPerConn int
@@ -46,12 +42,14 @@ type Options struct {
 	// Budget, when set, is the request byte budget shared with other
 	// front-ends (MaxBytesInFlight is then unused).
 	Budget *task.ByteBudget
-	// Producers holds idempotent-producer state; the composition root makes
-	// it a storage state keeper so it survives crashes. Nil: in memory only.
-	Producers *producers.Manager
-	// Transactions is the transaction coordinator; nil: transactional
-	// requests get COORDINATOR_NOT_AVAILABLE.
-	Transactions *txn.Coordinator
+	// Groups is the number of replication groups a topic's partitions
+	// spread over (partition p in group p mod Groups); 0 or 1: one, a
+	// single node's. Each group's stack is attached while this node leads
+	// it (Attach).
+	Groups int
+	// Remote reaches the transaction coordinators of groups another
+	// member leads (nil: a single node, or one group).
+	Remote Remote
 	// Security authenticates SASL listeners and authorizes requests; nil:
 	// no SASL, everything allowed.
 	Security *security.Service
@@ -78,22 +76,18 @@ const drainGrace = 2 * time.Second
 
 // Server is the Kafka listener.
 type Server struct {
-	opts      Options
-	log       *slog.Logger
-	broker    *broker.Broker
-	groups    *groups.Coordinator
-	producers *producers.Manager
-	txns      *txn.Coordinator
-	txnIndex  *producers.TxnIndex
-	batches   *kbatch.Reader // decodes batches of compacted topics
-	produce   *produce.Appender
-	budget    *task.ByteBudget
-	sessions  *fetchSessions
-	frames    framePool
+	opts     Options
+	log      *slog.Logger
+	be       backends
+	batches  *kbatch.Reader // decodes batches of compacted topics
+	budget   *task.ByteBudget
+	sessions *fetchSessions
+	frames   framePool
 }
 
-// NewServer builds the front-end over a broker and a group coordinator.
-func NewServer(b *broker.Broker, g *groups.Coordinator, opts Options) *Server {
+// NewServer builds the front-end; it serves the groups attached to it
+// (Attach). NewSingle builds a single node's.
+func NewServer(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -119,24 +113,20 @@ func NewServer(b *broker.Broker, g *groups.Coordinator, opts Options) *Server {
 		opts.Budget = task.NewByteBudget(opts.MaxBytesInFlight)
 	}
 	s := &Server{
-		opts: opts, log: opts.Logger.With("proto", "kafka"), broker: b, groups: g,
+		opts: opts, log: opts.Logger.With("proto", "kafka"),
 		budget: opts.Budget, sessions: newFetchSessions(),
 		batches: kbatch.NewReader(int(opts.MaxFrameBytes) * 4),
 	}
-	s.producers = opts.Producers
-	s.txns = opts.Transactions
-	s.txnIndex = b.KafkaTxns()
-	if s.producers == nil {
-		s.producers = producers.New(b.Meta(), producers.Options{Logger: opts.Logger})
-	}
-	var verifier produce.Verifier
-	if s.txns != nil {
-		verifier = s.txns
-	}
-	s.produce = produce.New(b, s.producers, s.txnIndex, verifier, s.batches)
-	if opts.Tracer.Enabled() {
-		s.produce.FindTraceParents()
-	}
+	none := make(backendSet, s.groupCount())
+	s.be.cur.Store(&none)
+	return s
+}
+
+// NewSingle builds a single node's front-end over its one stack.
+func NewSingle(be Backend, opts Options) *Server {
+	opts.Groups = 1
+	s := NewServer(opts)
+	s.Attach(0, be)
 	return s
 }
 

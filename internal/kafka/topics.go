@@ -45,7 +45,7 @@ func parseHome(s string) (home, bool) {
 func (s *Server) topicName(h home, name string) (model.TopicName, error) {
 	switch name {
 	case consumerOffsetsName:
-		return s.broker.OffsetsTopic().Name, nil
+		return s.cat().OffsetsTopic().Name, nil
 	case transactionStateName:
 		return txn.StateTopic, nil
 	}
@@ -72,7 +72,7 @@ func (s *Server) changeableTopicName(h home, name string) (model.TopicName, erro
 	if err != nil {
 		return n, err
 	}
-	if t, terr := s.broker.Topic(n); terr == nil && t.Internal {
+	if t, terr := s.cat().Topic(n); terr == nil && t.Internal {
 		return n, errInternalTopic
 	}
 	return n, nil
@@ -93,7 +93,7 @@ func (s *Server) lookupTopic(h home, name string) (*broker.Topic, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.broker.Topic(n)
+	return s.cat().Topic(n)
 }
 
 // kafkaName is the name Kafka clients of a home namespace see: the

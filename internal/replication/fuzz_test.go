@@ -23,12 +23,13 @@ func FuzzReadFrame(f *testing.F) {
 	enc, _ := appendMessage(nil, frame{group: 2, msg: m})
 	f.Add(append(enc, enc...))
 	f.Add(appendFrame(nil, keepaliveGroup, nil))
+	f.Add(appendFrame(nil, callGroup, encodeCall(callRequest, 3, 1, []byte("x"))))
 	f.Add([]byte{0, 0, 0, 1, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := bytes.NewReader(data)
 		var scratch []byte
 		for {
-			_, msg, err := readFrame(r, &scratch)
+			_, msg, _, err := readFrame(r, &scratch)
 			if err != nil {
 				return
 			}
@@ -99,7 +100,7 @@ func TestFramesRoundTrip(t *testing.T) {
 	var scratch []byte
 	var got []*pb.Message
 	for range sent {
-		g, m, err := readFrame(r, &scratch)
+		g, m, _, err := readFrame(r, &scratch)
 		if err != nil || g != 7 {
 			t.Fatalf("frame: group %d, %v", g, err)
 		}

@@ -36,6 +36,7 @@ type TCPTransport struct {
 	tls    *tls.Config // nil: plain TCP
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	calls  calls
 }
 
 // TCPConfig configures a TCPTransport.
@@ -81,6 +82,7 @@ type peer struct {
 type frame struct {
 	group model.GroupID
 	msg   *pb.Message
+	raw   []byte // instead of msg: a call frame's body
 }
 
 // NewTCPTransport listens on cfg.Listen and starts connecting to peers.
@@ -160,7 +162,7 @@ func (t *TCPTransport) Send(group model.GroupID, msgs []*pb.Message) {
 			continue
 		}
 		select {
-		case p.sendCh <- frame{group, m}:
+		case p.sendCh <- frame{group: group, msg: m}:
 		default:
 			t.unreachable(p.id)
 		}
@@ -352,15 +354,16 @@ func decodeHello(r io.Reader) (model.NodeID, string, error) {
 const maxKeptScratch = 8 << 20
 
 // readFrame reads one frame into scratch (kept for the next one: decoding
-// copies what the message keeps).
-func readFrame(r io.Reader, scratch *[]byte) (model.GroupID, *pb.Message, error) {
+// copies what the message keeps). A call frame's body comes back copied,
+// with no message.
+func readFrame(r io.Reader, scratch *[]byte) (model.GroupID, *pb.Message, []byte, error) {
 	var head [frameHeader]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	n := binary.BigEndian.Uint32(head[:])
 	if n < 2 || n > maxFrame {
-		return 0, nil, fmt.Errorf("%w: raft frame of %d bytes", model.ErrCorruptRecord, n)
+		return 0, nil, nil, fmt.Errorf("%w: raft frame of %d bytes", model.ErrCorruptRecord, n)
 	}
 	body := (*scratch)[:0]
 	if cap(body) < int(n-2) {
@@ -371,17 +374,23 @@ func readFrame(r io.Reader, scratch *[]byte) (model.GroupID, *pb.Message, error)
 	}
 	body = body[:n-2]
 	if _, err := io.ReadFull(r, body); err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	group := model.GroupID(binary.BigEndian.Uint16(head[4:]))
-	if group == keepaliveGroup {
-		return group, nil, nil
+	switch group {
+	case keepaliveGroup:
+		return group, nil, nil, nil
+	case callGroup:
+		if len(body) > maxCallBytes+callHeader {
+			return 0, nil, nil, fmt.Errorf("%w: call frame of %d bytes", model.ErrCorruptRecord, len(body))
+		}
+		return group, nil, append([]byte(nil), body...), nil
 	}
 	m := &pb.Message{}
 	if err := proto.Unmarshal(body, m); err != nil {
-		return 0, nil, fmt.Errorf("%w: raft message: %w", model.ErrCorruptRecord, err)
+		return 0, nil, nil, fmt.Errorf("%w: raft message: %w", model.ErrCorruptRecord, err)
 	}
-	return group, m, nil
+	return group, m, nil, nil
 }
 
 // writeLoop sends a peer's queued messages, batching what is queued into
@@ -455,6 +464,9 @@ func (t *TCPTransport) drain(p *peer) {
 // into buf (the writer's buffer is kept between writes: a message's
 // entries are copied once, into warm memory).
 func appendMessage(buf []byte, f frame) ([]byte, error) {
+	if f.msg == nil {
+		return appendFrame(buf, f.group, f.raw), nil
+	}
 	start := len(buf)
 	buf = append(buf, make([]byte, frameHeader)...)
 	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, f.msg)
@@ -482,7 +494,10 @@ func (t *TCPTransport) readLoop(ctx context.Context, p *peer, conn net.Conn) {
 	var scratch []byte
 	for ctx.Err() == nil {
 		_ = conn.SetReadDeadline(time.Now().Add(silentPeer))
-		group, m, err := readFrame(r, &scratch)
+		group, m, call, err := readFrame(r, &scratch)
+		if err == nil && group == callGroup {
+			err = t.deliverCall(ctx, p, call)
+		}
 		if err != nil {
 			if errors.Is(err, model.ErrCorruptRecord) {
 				t.log.Warn("bad frame from peer; dropping the connection", "peer", p.id, "err", err)
@@ -492,7 +507,7 @@ func (t *TCPTransport) readLoop(ctx context.Context, p *peer, conn net.Conn) {
 			return
 		}
 		if m == nil {
-			continue // keepalive
+			continue // keepalive or call
 		}
 		if model.NodeID(m.GetFrom()) != p.id {
 			t.log.Warn("raft message with a forged sender", "peer", p.id, "from", m.GetFrom())

@@ -52,9 +52,10 @@ type RecordErrors struct {
 func (e *RecordErrors) Error() string { return e.Msg }
 
 // Verifier checks a transactional batch against the transaction
-// coordinator: producer pid at epoch has queue in its open transaction.
+// coordinator of its transactional id: producer pid at epoch has queue in
+// its open transaction.
 type Verifier interface {
-	Verify(pid int64, epoch int16, queue model.QueueID) error
+	Verify(ctx context.Context, txnID string, pid int64, epoch int16, queue model.QueueID) error
 }
 
 // Appender appends Kafka batches.
@@ -109,9 +110,9 @@ func (a *Appender) WaitDurable(ctx context.Context, results ...Result) error {
 }
 
 // Append appends the record batches of one request to a topic's partition;
-// records is the request's record set. The caller checks authorization and
-// quotas.
-func (a *Appender) Append(ctx context.Context, t *broker.Topic, partition int32, records []byte) (Result, error) {
+// records is the request's record set, txnID its transactional id ("" for
+// none). The caller checks authorization and quotas.
+func (a *Appender) Append(ctx context.Context, t *broker.Topic, partition int32, records []byte, txnID string) (Result, error) {
 	res := Result{BaseOffset: -1, LogAppendTime: -1}
 	if partition < 0 || int(partition) >= len(t.Queues) {
 		return res, model.ErrUnknownQueue
@@ -166,7 +167,7 @@ func (a *Appender) Append(ctx context.Context, t *broker.Topic, partition int32,
 		res.BaseOffset, err = a.appendTimers(ctx, t, partition, batches, hdrs)
 		return res, err
 	case hdrs[0].ProducerID >= 0:
-		return a.appendIdempotent(ctx, t, partition, recs, hdrs, res)
+		return a.appendIdempotent(ctx, t, partition, recs, hdrs, txnID, res)
 	}
 	if err := a.b.Append(ctx, t.Name, partition, recs, broker.AppendOptions{NoWait: true}); err != nil {
 		return res, err
@@ -182,14 +183,14 @@ func (a *Appender) Append(ctx context.Context, t *broker.Topic, partition int32,
 // appendIdempotent checks each batch's sequence against the producer's
 // state, skips retried duplicates, and records what it wrote.
 func (a *Appender) appendIdempotent(ctx context.Context, t *broker.Topic, partition int32, recs []*broker.Record,
-	hdrs []kbatch.Header, res Result) (Result, error) {
+	hdrs []kbatch.Header, txnID string, res Result) (Result, error) {
 	queue := t.Queues[partition]
 	pid := hdrs[0].ProducerID
 	if hdrs[0].Attributes&kbatch.AttrTransactional != 0 {
 		if a.txns == nil {
 			return res, ErrNoCoordinator
 		}
-		if err := a.txns.Verify(pid, hdrs[0].ProducerEpoch, queue); err != nil {
+		if err := a.txns.Verify(ctx, txnID, pid, hdrs[0].ProducerEpoch, queue); err != nil {
 			return res, err
 		}
 	}

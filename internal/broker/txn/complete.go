@@ -42,7 +42,31 @@ func (c *Coordinator) end(ctx context.Context, t *txn, commit bool, markerEpoch 
 		return err
 	}
 	c.markersWritten(&next, markers, commit)
+	if err := c.remoteMarkers(ctx, &next, commit); err != nil {
+		return err // decided: the sweep completes it
+	}
 	return c.finish(ctx, t)
+}
+
+// remoteMarkers writes a prepared transaction's markers into the partitions
+// other replication groups hold.
+func (c *Coordinator) remoteMarkers(ctx context.Context, st *Status, commit bool) error {
+	if c.opts.Peers == nil {
+		return nil
+	}
+	var remote []Partition
+	for _, p := range st.Partitions {
+		if c.opts.Peers.Remote(p) {
+			remote = append(remote, p)
+		}
+	}
+	if len(remote) == 0 {
+		return nil
+	}
+	if err := c.opts.Peers.WriteMarkers(ctx, remote, st.PID, st.Epoch, commit); err != nil {
+		return fmt.Errorf("markers of transaction %s in other groups: %w", st.ID, err)
+	}
+	return nil
 }
 
 // markers builds the markers of a prepared transaction.
@@ -50,6 +74,9 @@ func (c *Coordinator) markers(st *Status, commit bool) []*storage.Record {
 	now := c.now()
 	out := make([]*storage.Record, 0, len(st.Partitions))
 	for _, p := range st.Partitions {
+		if c.opts.Peers != nil && c.opts.Peers.Remote(p) {
+			continue // written by remoteMarkers
+		}
 		if _, _, _, err := c.engine.Offsets(p.Queue); err != nil {
 			continue // the topic was deleted
 		}
@@ -79,6 +106,9 @@ func (c *Coordinator) complete(ctx context.Context, t *txn) error {
 		}
 	}
 	c.markersWritten(&st, markers, commit)
+	if err := c.remoteMarkers(ctx, &st, commit); err != nil {
+		return err
+	}
 	return c.finish(ctx, t)
 }
 
@@ -87,7 +117,17 @@ func (c *Coordinator) complete(ctx context.Context, t *txn) error {
 func (c *Coordinator) finish(ctx context.Context, t *txn) error {
 	st := c.status(t)
 	commit := st.State == StatePrepareCommit
-	if commit && len(st.Offsets) > 0 {
+	if commit && len(st.Offsets) > 0 && c.opts.Peers != nil {
+		byGroup := map[string][]PendingOffset{}
+		for _, o := range st.Offsets {
+			byGroup[o.Group] = append(byGroup[o.Group], o)
+		}
+		for group, offs := range byGroup {
+			if err := c.opts.Peers.CommitOffsets(ctx, group, offs); err != nil {
+				return fmt.Errorf("commit transactional offsets of %s: %w", group, err)
+			}
+		}
+	} else if commit && len(st.Offsets) > 0 {
 		type groupTopic struct {
 			group string
 			topic model.TopicName
@@ -202,10 +242,13 @@ func (c *Coordinator) recover(ctx context.Context) error {
 		for pid := range c.index.Open(q) {
 			c.mu.RLock()
 			a := c.active[pid]
-			epoch := c.epochs[pid]
+			epoch, known := c.epochs[pid]
 			c.mu.RUnlock()
 			if a != nil && a.queues[q] {
 				continue
+			}
+			if !known && c.opts.Peers != nil {
+				continue // coordinated in another replication group
 			}
 			c.log.Warn("aborting a transaction the log has open but no coordinator state knows", "queue", q, "pid", pid)
 			hanging = append(hanging, markerRecord(q, pid, epoch, false, now))

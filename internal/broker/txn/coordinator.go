@@ -123,8 +123,26 @@ type Options struct {
 	// SnapshotInterval is how often the state queues are checked for a
 	// snapshot record (30 s).
 	SnapshotInterval time.Duration
-	Logger           *slog.Logger
-	Now              func() time.Time
+	// Peers, in a cluster of several replication groups, reaches the
+	// partitions and consumer groups other groups hold; nil: this
+	// coordinator's broker holds them all.
+	Peers  Peers
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Peers is what a transaction coordinator needs of the other replication
+// groups of a cluster. Both calls are idempotent: an interrupted end is
+// completed by calling them again.
+type Peers interface {
+	// Remote says whether a partition is another group's.
+	Remote(p Partition) bool
+	// WriteMarkers writes a transaction's commit or abort markers into
+	// partitions of other groups.
+	WriteMarkers(ctx context.Context, parts []Partition, pid int64, epoch int16, commit bool) error
+	// CommitOffsets makes a committed transaction's offsets of a consumer
+	// group its committed offsets, at the group's coordinator.
+	CommitOffsets(ctx context.Context, group string, offsets []PendingOffset) error
 }
 
 type txn struct {

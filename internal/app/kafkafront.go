@@ -1,0 +1,99 @@
+package app
+
+import (
+	"context"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rosettamq/rosetta/internal/kafka"
+	"github.com/rosettamq/rosetta/internal/task"
+)
+
+// kafkaFront is a cluster member's Kafka front-end: one server for the
+// member that answers for the groups it leads — their partitions, and the
+// consumer groups and transactional ids that hash to them — attached as
+// each group's term starts and detached as it ends. While the member leads
+// no group, its Kafka listeners relay connections to group 0's leader.
+type kafkaFront struct {
+	a      *App
+	srv    *kafka.Server
+	routes []*listenerRoute
+	ctx    context.Context
+
+	mu       sync.Mutex
+	attached int
+	cancel   context.CancelFunc
+	g        *errgroup.Group
+}
+
+// newKafkaFront builds the member's Kafka server over its Kafka routes
+// (nil when it has no Kafka listener).
+func (a *App) newKafkaFront(ctx context.Context, routes []*listenerRoute, budget *task.ByteBudget) *kafkaFront {
+	if len(routes) == 0 {
+		return nil
+	}
+	opts := a.kafkaOptions(budget)
+	opts.Groups = len(a.replica.groups)
+	return &kafkaFront{a: a, srv: kafka.NewServer(opts), routes: routes, ctx: ctx}
+}
+
+// attach serves a group's stack; the first attached group starts the
+// listeners' servers.
+func (f *kafkaFront) attach(gid int, st *stack) error {
+	if f == nil {
+		return nil
+	}
+	f.srv.Attach(gid, kafka.Backend{Broker: st.broker, Groups: st.groups, Producers: st.parts.producers, Transactions: st.txns})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.attached++
+	if f.attached > 1 {
+		return nil
+	}
+	sctx, cancel := context.WithCancel(f.ctx)
+	g, gctx := errgroup.WithContext(sctx)
+	cls := make([]*connListener, len(f.routes))
+	for i, rt := range f.routes {
+		cl := newConnListener(rt.ep.raw.Addr())
+		l, err := f.a.tlsListener(rt.ep.name, cl, rt.ep.tls, rt.ep.alpn...)
+		if err != nil {
+			cancel()
+			f.attached--
+			f.srv.Detach(gid)
+			return err
+		}
+		lis := *rt.ep.kafka
+		g.Go(func() error { return f.srv.ServeListener(gctx, l, lis) })
+		cls[i] = cl
+	}
+	for i, rt := range f.routes {
+		rt.current.Store(cls[i])
+	}
+	f.cancel, f.g = cancel, g
+	return nil
+}
+
+// detach stops serving a group; the last detached stops the listeners'
+// servers (their connections finish what they read, and new ones relay).
+func (f *kafkaFront) detach(gid int) {
+	if f == nil {
+		return
+	}
+	f.srv.Detach(gid)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.attached--
+	if f.attached > 0 {
+		return
+	}
+	for _, rt := range f.routes {
+		if cl := rt.current.Swap(nil); cl != nil {
+			cl.Close()
+		}
+	}
+	f.cancel()
+	if err := f.g.Wait(); err != nil {
+		f.a.log.Warn("kafka servers of the ended term", "err", err)
+	}
+}
