@@ -277,7 +277,9 @@ func (b *Broker) CommitQueueOffsets(ctx context.Context, group string, commits [
 }
 
 // GroupQueueOffsets returns a group's committed offsets by queue id.
-func (b *Broker) GroupQueueOffsets(group string) map[model.QueueID]Committed { return b.offsets.fetch(group) }
+func (b *Broker) GroupQueueOffsets(group string) map[model.QueueID]Committed {
+	return b.offsets.fetch(group)
+}
 
 // DeleteQueueOffsets forgets a group's offsets of some queues.
 func (b *Broker) DeleteQueueOffsets(ctx context.Context, group string, queues []model.QueueID) error {
