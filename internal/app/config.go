@@ -222,7 +222,7 @@ type ClusterConfig struct {
 	EtcdPort      int    `yaml:"etcd_port" help:"client port of the embedded etcd member on every member's host (its peer port is the next one)"`
 	Secret        string `yaml:"secret" secret:"true" help:"shared secret the members authenticate one another's replication connections with (each end answers the other's challenge with an HMAC); empty: none"`
 	TLS           bool   `yaml:"tls" help:"encrypt replication connections with TLS 1.3 (needs cluster.secret, whose proofs are bound to each TLS session, so no certificate authority is needed)"`
-	Groups        int    `yaml:"groups" help:"replication groups the queues spread over (queue i of a topic in group i mod groups), each led by one member and seen by RocketMQ clients as one broker (name <cluster.name>-<group>; group g's RocketMQ listeners on the remoting and gRPC ports + g); fixed when the cluster is made; 0 or 1: one group. More than one serves the RocketMQ protocols only for now: Kafka routing across groups is not built yet, so the Kafka listener must be off"`
+	Groups        int    `yaml:"groups" help:"replication groups the queues spread over (queue i of a topic in group i mod groups), each led by one member and seen by RocketMQ clients as one broker (name <cluster.name>-<group>; group g's RocketMQ listeners on the remoting and gRPC ports + g); fixed when the cluster is made; 0 or 1: one group. Kafka partition p is queue p, in group p mod groups; consumer groups and transactional ids are coordinated by the leader of the group their id hashes to"`
 	LeaderAck     bool   `yaml:"leader_ack" help:"answer Kafka acks=1 produces once the leader wrote them, before a majority has them (faster; a leader's failure can lose what it acknowledged); off: acks=1 waits for the commit like acks=all"`
 }
 
@@ -357,8 +357,6 @@ func (c Config) Validate() error {
 		return bad("cluster.groups %d: want 1 to %d", c.Cluster.Groups, maxGroups)
 	case c.Cluster.Groups > 1 && c.Cluster.Members == "":
 		return bad("cluster.groups needs cluster.members (groups are replicated over the members)")
-	case c.Cluster.Groups > 1 && (c.Listen.Kafka != "" || c.Listen.KafkaListeners != ""):
-		return bad("cluster.groups above 1 serves the RocketMQ protocols only for now: turn the Kafka listener off (--listen.kafka \"\")")
 	case c.Broker.StateSnapshotInterval <= 0:
 		return bad("broker.state_snapshot_interval must be positive")
 	case c.Broker.TransactionTimeout <= 0 || c.Broker.TransactionCheckInterval <= 0 || c.Broker.TransactionCheckMax <= 0 || c.Broker.TransactionMaxTimeout <= 0:

@@ -35,6 +35,9 @@ func (a *App) newKafkaFront(ctx context.Context, routes []*listenerRoute, budget
 	}
 	opts := a.kafkaOptions(budget)
 	opts.Groups = len(a.replica.groups)
+	if opts.Groups > 1 {
+		opts.Remote = kafkaRemote{a}
+	}
 	return &kafkaFront{a: a, srv: kafka.NewServer(opts), routes: routes, ctx: ctx}
 }
 
@@ -71,6 +74,10 @@ func (f *kafkaFront) attach(gid int, st *stack) error {
 		rt.current.Store(cls[i])
 	}
 	f.cancel, f.g = cancel, g
+	// Connections relayed to group 0's leader while this member led no
+	// group end (or, if nothing was answered on them, are served here):
+	// clients reach this member for the partitions it now leads.
+	f.a.replica.kafkaRelays.closeUpstreams()
 	return nil
 }
 

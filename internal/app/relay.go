@@ -104,8 +104,8 @@ func (a *App) relay(ctx context.Context, c *clientConn, rt *listenerRoute, moves
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	gr.relays.add(c, up)
-	defer gr.relays.remove(c)
+	rt.relays.add(c, up)
+	defer rt.relays.remove(c)
 	var wg sync.WaitGroup
 	clientGone := make(chan bool, 1) // false: the leader's end failed a write
 	upGone := make(chan struct{}, 1)

@@ -38,6 +38,9 @@ type replica struct {
 	transport *replication.TCPTransport
 	groups    []*groupReplica // by group id
 	pki       *clusterPKI     // the embedded etcd's certificates (cluster.tls)
+	// kafkaRelays are the Kafka connections relayed to group 0's leader
+	// while this member leads no group (kafkafront.go).
+	kafkaRelays relaySet
 }
 
 // first is group 0, which serves every listener.
@@ -122,6 +125,7 @@ func (a *App) startReplica() error {
 		return err
 	}
 	r.transport = t
+	t.HandleCalls(a.answerCall)
 	for _, gr := range r.groups {
 		gr.raft, err = replication.Start(replication.Config{
 			Group:     gr.id,
@@ -133,6 +137,9 @@ func (a *App) startReplica() error {
 			Transport: t,
 			OnRoleChange: func(model.NodeID, model.Term) {
 				gr.relays.closeUpstreams() // relayed connections follow the leader
+				if gr.id == 0 {
+					r.kafkaRelays.closeUpstreams()
+				}
 			},
 			Logger: a.log,
 		})
@@ -160,6 +167,7 @@ func (r *replica) stop() {
 	for _, gr := range r.groups {
 		gr.relays.closeAll()
 	}
+	r.kafkaRelays.closeAll()
 }
 
 // closeEngines closes the engines of groups 1.. (group 0's is the node's).
@@ -213,9 +221,11 @@ func (a *App) kafkaCluster() func() *kafka.ClusterView {
 		v := &kafka.ClusterView{Hosts: hosts, Groups: make([]kafka.GroupView, len(r.groups))}
 		for g, gr := range r.groups {
 			st := gr.raft.Status()
-			gv := kafka.GroupView{Leader: int32(st.Leader), Epoch: int32(gr.engine.LeaderEpoch()), Replicas: replicas[g]}
+			// The leader's epoch is its Raft term's (the term a follower
+			// knows once it hears from the leader).
+			gv := kafka.GroupView{Leader: int32(st.Leader), Epoch: int32(model.Term(st.Term).LeaderEpoch()), Replicas: replicas[g]}
 			if st.Leader == 0 {
-				gv.Leader = -1
+				gv.Leader, gv.Epoch = -1, -1
 			}
 			// In sync: the replicas the leader knows hold everything
 			// committed (within a small margin: a batch in flight).

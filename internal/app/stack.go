@@ -101,8 +101,11 @@ func (a *App) newStack(ctx context.Context, parts stackParts) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.txns, err = txn.New(ctx, st.broker, parts.producers, parts.kafkaTxns, txn.Options{
-		MaxTimeout: cfg.Broker.TransactionMaxTimeout, SnapshotInterval: cfg.Broker.StateSnapshotInterval, Logger: log})
+	txnOpts := txn.Options{MaxTimeout: cfg.Broker.TransactionMaxTimeout, SnapshotInterval: cfg.Broker.StateSnapshotInterval, Logger: log}
+	if a.replica != nil && len(a.replica.groups) > 1 {
+		txnOpts.Peers = txnPeers{a: a, self: int(parts.group), groups: len(a.replica.groups)}
+	}
+	st.txns, err = txn.New(ctx, st.broker, parts.producers, parts.kafkaTxns, txnOpts)
 	if err != nil {
 		st.close()
 		return nil, fmt.Errorf("transaction coordinator: %w", err)

@@ -24,6 +24,7 @@ import (
 type listenerRoute struct {
 	ep      endpoint
 	grp     *groupReplica
+	relays  *relaySet // where its relayed connections are tracked
 	current atomic.Pointer[connListener]
 }
 
@@ -52,8 +53,9 @@ func (a *App) runReplicated(ctx context.Context, ready func(), eps []endpoint) e
 			})
 			continue
 		}
-		rt := &listenerRoute{ep: ep, grp: r.groups[ep.group]}
+		rt := &listenerRoute{ep: ep, grp: r.groups[ep.group], relays: &r.groups[ep.group].relays}
 		if ep.kafka != nil {
+			rt.relays = &r.kafkaRelays
 			// One Kafka server answers for every group this member leads.
 			kafkaRoutes = append(kafkaRoutes, rt)
 		} else {

@@ -362,6 +362,20 @@ func (b *Broker) EnsureTopicWith(ctx context.Context, name model.TopicName, queu
 	return b.GetOrCreateTopic(ctx, name, n, TopicConfig{})
 }
 
+// EnsureWholeTopic is EnsureTopic creating the default queue count over
+// all replication groups (a Kafka topic's partitions).
+func (b *Broker) EnsureWholeTopic(ctx context.Context, name model.TopicName) (*Topic, error) {
+	t, err := b.Topic(name)
+	if err == nil || !errors.Is(err, model.ErrUnknownTopic) || !b.opts.AutoCreateTopics {
+		return t, err
+	}
+	t, err = b.CreateWholeTopic(ctx, name, b.opts.DefaultQueues, TopicConfig{})
+	if errors.Is(err, model.ErrTopicExists) {
+		return b.Topic(name)
+	}
+	return t, err
+}
+
 // GetOrCreateTopic returns a topic, creating it with n queues and cfg when
 // missing, whatever the auto-creation setting (the broker's own topics:
 // retry, dead-letter, reply); a concurrent creation is not an error. The
@@ -443,7 +457,7 @@ func (b *Broker) MessageRecord(q model.QueueID, m *model.Message) *storage.Recor
 func (b *Broker) EnsureInternalTopic(ctx context.Context, name model.TopicName, n int, cfg TopicConfig) (*Topic, error) {
 	t, err := b.Topic(name)
 	if errors.Is(err, model.ErrUnknownTopic) {
-		t, err = b.createTopic(ctx, name, n, cfg, true)
+		t, err = b.createTopic(ctx, name, n, cfg, true, false)
 		if errors.Is(err, model.ErrTopicExists) { // made by another group's broker
 			t, err = b.Topic(name)
 		}
@@ -451,7 +465,7 @@ func (b *Broker) EnsureInternalTopic(ctx context.Context, name model.TopicName, 
 	if err != nil || len(t.Queues) >= n {
 		return t, err
 	}
-	return b.growTopic(ctx, name, n, true) // older versions made some with fewer
+	return b.growTopic(ctx, name, n, true, false) // older versions made some with fewer
 }
 
 // messageRecord fills r with m in the neutral format, its keys and tag hash

@@ -122,14 +122,25 @@ func (b *Broker) allocateQueueIDs(ctx context.Context, n int) ([]model.QueueID, 
 	}
 }
 
-// CreateTopic creates a topic with n queues.
+// CreateTopic creates a topic with n queues in this broker's replication
+// group (n in every group: a RocketMQ topic's queues per broker).
 func (b *Broker) CreateTopic(ctx context.Context, name model.TopicName, n int, cfg TopicConfig) (*Topic, error) {
-	return b.createTopic(ctx, name, n, cfg, false)
+	return b.createTopic(ctx, name, n, cfg, false, false)
 }
 
-func (b *Broker) createTopic(ctx context.Context, name model.TopicName, n int, cfg TopicConfig, internal bool) (*Topic, error) {
+// CreateWholeTopic creates a topic of n queues in all, spread over the
+// replication groups (a Kafka topic's partitions).
+func (b *Broker) CreateWholeTopic(ctx context.Context, name model.TopicName, n int, cfg TopicConfig) (*Topic, error) {
+	return b.createTopic(ctx, name, n, cfg, false, true)
+}
+
+func (b *Broker) createTopic(ctx context.Context, name model.TopicName, n int, cfg TopicConfig, internal, whole bool) (*Topic, error) {
 	if n <= 0 || n > b.opts.MaxQueuesPerTopic && !internal { // the bound is for user topics
 		return nil, fmt.Errorf("%w: %d queues (1..%d)", model.ErrInvalidQueueCount, n, b.opts.MaxQueuesPerTopic)
+	}
+	total := n
+	if !whole {
+		total = b.opts.Placement.Total(n)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -144,7 +155,7 @@ func (b *Broker) createTopic(ctx context.Context, name model.TopicName, n int, c
 			return nil, err
 		}
 	}
-	ids, err := b.allocateQueueIDs(ctx, b.opts.Placement.Total(n))
+	ids, err := b.allocateQueueIDs(ctx, total)
 	if err != nil {
 		return nil, err
 	}
@@ -280,16 +291,23 @@ func (b *Broker) DeleteTopic(ctx context.Context, name model.TopicName) error {
 	return nil
 }
 
-// GrowTopic raises a topic's queue count to n. Queue counts never shrink.
+// GrowTopic raises a topic's queue count in this broker's replication
+// group to n. Queue counts never shrink.
 func (b *Broker) GrowTopic(ctx context.Context, name model.TopicName, n int) (*Topic, error) {
-	return b.growTopic(ctx, name, n, false)
+	return b.growTopic(ctx, name, n, false, false)
 }
 
-func (b *Broker) growTopic(ctx context.Context, name model.TopicName, n int, internal bool) (*Topic, error) {
+// GrowWholeTopic raises a topic's queue count over all replication groups
+// to n (Kafka's CreatePartitions).
+func (b *Broker) GrowWholeTopic(ctx context.Context, name model.TopicName, n int) (*Topic, error) {
+	return b.growTopic(ctx, name, n, false, true)
+}
+
+func (b *Broker) growTopic(ctx context.Context, name model.TopicName, n int, internal, whole bool) (*Topic, error) {
 	b.topicMu.Lock()
 	defer b.topicMu.Unlock()
 	for range 5 {
-		t, err := b.growTopicLocked(ctx, name, n, internal)
+		t, err := b.growTopicLocked(ctx, name, n, internal, whole)
 		if !errors.Is(err, model.ErrTopicExists) {
 			return t, err
 		}
@@ -304,16 +322,22 @@ func (b *Broker) growTopic(ctx context.Context, name model.TopicName, n int, int
 	return nil, fmt.Errorf("%w: %s changed while growing it", model.ErrTopicExists, name)
 }
 
-func (b *Broker) growTopicLocked(ctx context.Context, name model.TopicName, n int, internal bool) (*Topic, error) {
+func (b *Broker) growTopicLocked(ctx context.Context, name model.TopicName, n int, internal, whole bool) (*Topic, error) {
 	t, ok := b.topics[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", model.ErrUnknownTopic, name)
 	}
-	if n <= len(t.Queues) || n > b.opts.MaxQueuesPerTopic && !internal {
-		return nil, fmt.Errorf("%w: %s has %d queues, asked for %d", model.ErrInvalidQueueCount, name, len(t.Queues), n)
+	have := len(t.Queues)
+	if whole {
+		have = len(t.All)
+	}
+	if n <= have || n > b.opts.MaxQueuesPerTopic && !internal {
+		return nil, fmt.Errorf("%w: %s has %d queues, asked for %d", model.ErrInvalidQueueCount, name, have, n)
 	}
 	total := b.opts.Placement.Total(n)
-	if total <= len(t.All) {
+	if whole {
+		total = n
+	} else if total <= len(t.All) {
 		total = len(t.All) + 1 // (a topic made with a count that is not a multiple of the groups)
 		for b.opts.Placement.Count(total) < n {
 			total++

@@ -80,7 +80,7 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 					continue
 				}
 			} else if autoCreate {
-				t, err = s.cat().EnsureTopic(rc.ctx(), name)
+				t, err = s.cat().EnsureWholeTopic(rc.ctx(), name)
 			} else {
 				t, err = s.cat().Topic(name)
 			}

@@ -84,7 +84,7 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 			}
 		case err == nil:
 			var t *broker.Topic
-			if t, err = s.cat().CreateTopic(rc.ctx(), name, n, cfg); err == nil {
+			if t, err = s.cat().CreateWholeTopic(rc.ctx(), name, n, cfg); err == nil {
 				tr.TopicID = topicID(t)
 			}
 		}

@@ -46,6 +46,9 @@ func handleOffsetForLeaderEpoch(rc *reqCtx, kreq kmsg.Request) reply {
 					epoch, end, err = pp.be.broker.EndOffsetForEpoch(pp.topic.Name, pp.index, model.Epoch(rp.LeaderEpoch))
 				}
 				pr.ErrorCode = errorCode(err)
+				if err != nil {
+					rc.conn.log.Debug("offset for leader epoch refused", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+				}
 				if err == nil {
 					pr.LeaderEpoch, pr.EndOffset = int32(epoch), int64(end)
 				}

@@ -29,11 +29,11 @@ func handleCreatePartitions(rc *reqCtx, kreq kmsg.Request) reply {
 				switch {
 				case terr != nil:
 					err = terr
-				case int(rt.Count) <= t.QueueCount():
+				case int(rt.Count) <= len(t.All):
 					err = errInvalidPartitions
 				}
 			} else {
-				_, err = s.cat().GrowTopic(rc.ctx(), name, int(rt.Count))
+				_, err = s.cat().GrowWholeTopic(rc.ctx(), name, int(rt.Count))
 			}
 		}
 		r.ErrorCode = errorCode(err)

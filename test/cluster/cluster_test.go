@@ -68,9 +68,7 @@ func TestClusterChild(t *testing.T) {
 	cfg.Listen.Remoting, cfg.Listen.GRPC = ":"+ports[3], ":"+ports[4]
 	cfg.Listen.HTTP = ""
 	if g, _ := strconv.Atoi(os.Getenv(envGroups)); g > 1 {
-		// Several groups serve the RocketMQ protocols only (for now).
 		cfg.Cluster.Groups = g
-		cfg.Listen.Kafka = ""
 		cfg.Listen.HTTP = ":" + ports[5]
 	}
 	cfg.Storage.Durability = "sync"
@@ -353,12 +351,18 @@ func (l *load) count() int {
 // returns how long after since that was.
 func (l *load) waitAckAfter(t *testing.T, since time.Time, d time.Duration) time.Duration {
 	t.Helper()
+	return l.waitAckAfterIn(t, since, d, func(int32) bool { return true })
+}
+
+// waitAckAfterIn is waitAckAfter for the partitions in says.
+func (l *load) waitAckAfterIn(t *testing.T, since time.Time, d time.Duration, in func(int32) bool) time.Duration {
+	t.Helper()
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		l.mu.Lock()
 		first := time.Time{}
 		for i := len(l.acks) - 1; i >= 0 && l.acks[i].at.After(since); i-- {
-			if a := l.acks[i]; a.sent.After(since) && (first.IsZero() || a.at.Before(first)) {
+			if a := l.acks[i]; a.sent.After(since) && in(a.partition) && (first.IsZero() || a.at.Before(first)) {
 				first = a.at
 			}
 		}
@@ -618,7 +622,7 @@ type groupConsumer struct {
 
 func startGroupConsumer(t *testing.T, c *cluster, topic, group string) *groupConsumer {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
-		kgo.ServerSideBalancer(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.AutoCommitInterval(200*time.Millisecond))
+		kgo.ServerSideBalancer(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.AutoCommitInterval(200*time.Millisecond), clientLog("consumer"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -646,6 +650,19 @@ func (g *groupConsumer) covers(acks []ack) bool {
 		}
 	}
 	return true
+}
+
+// missing counts the acknowledged records not read, by partition.
+func (g *groupConsumer) missing(acks []ack) map[int32]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[int32]int{}
+	for _, a := range acks {
+		if !g.values[a.value] {
+			out[a.partition]++
+		}
+	}
+	return out
 }
 
 func (g *groupConsumer) stop() {

@@ -16,6 +16,8 @@ import (
 
 	rmqadmin "github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/rosettamq/rosetta/internal/admin"
 	"github.com/rosettamq/rosetta/internal/app/apptest"
@@ -24,10 +26,13 @@ import (
 // TestClusterGroups: three members holding three replication groups, each
 // led by its preferred member (leaders spread). rocketmq-client-go sees
 // three broker names and its sends reach all three; RocketMQ 5 clients'
-// sends reach each group's leader. When the member leading a group is
-// killed, another member takes the group over and the clients carry on
-// (a sync send retries another broker); the member restarts, catches up
-// and gets its group back. No acknowledged message is lost.
+// sends reach each group's leader; Kafka clients see each partition led by
+// its group's leader and produce to all three (idempotent and
+// transactional producers, a KIP-848 consumer group). When the member
+// leading a group is killed, another member takes the group over and the
+// clients carry on (a sync send retries another broker); the member
+// restarts, catches up and gets its group back. No acknowledged message
+// is lost or duplicated, and every transaction is whole.
 func TestClusterGroups(t *testing.T) {
 	quietRocketMQClients(t)
 	c := newCluster(t, envGroups+"=3")
@@ -42,11 +47,36 @@ func TestClusterGroups(t *testing.T) {
 	adm := groupsAdmin(ctx, t, c, "groups-remoting")
 	rl := startRemotingLoad(t, c, "groups-remoting")
 	gl := startGRPCLoad(t, c, "groups-grpc")
-	waitAcks := func(what string, n int) {
+	var waitAcks func(what string, n int)
+	waitAcks = func(what string, n int) {
 		t.Helper()
 		start := time.Now()
 		rn, gn := rl.ackCount()+n, gl.ackCount()+n/5
 		apptest.Eventually(t, 60*time.Second, what, func() bool { return rl.ackCount() >= rn && gl.ackCount() >= gn })
+		t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
+	}
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kcl.Close()
+	kadmin := kadm.NewClient(kcl)
+	for _, topic := range []string{"groups-kafka", "groups-txn"} {
+		if resp, err := kadmin.CreateTopic(ctx, 6, 3, nil, topic); err != nil || resp.Err != nil {
+			t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)
+		}
+	}
+	checkLeadersSpread(ctx, t, kadmin, "groups-kafka")
+	consumed := startGroupConsumer(t, c, "groups-kafka", "groups-audit")
+	kl := startLoad(t, c, "groups-kafka", 2)
+	tl := startTxnLoad(t, c, "groups-txn")
+	waitAcks = func(what string, n int) {
+		t.Helper()
+		start := time.Now()
+		rn, gn, kn := rl.ackCount()+n, gl.ackCount()+n/5, kl.count()+n
+		apptest.Eventually(t, 60*time.Second, what, func() bool {
+			return rl.ackCount() >= rn && gl.ackCount() >= gn && kl.count() >= kn
+		})
 		t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
 	}
 	waitAcks("sends acknowledged", 150)
@@ -87,6 +117,8 @@ func TestClusterGroups(t *testing.T) {
 		return ok && len(st.Groups) == 3 && st.Groups[1].Leader != 0 && st.Groups[1].Leader != 2
 	})
 	t.Logf("group 1 led again %v after its leader's SIGKILL", time.Since(killed).Round(time.Millisecond))
+	t.Logf("next acknowledged Kafka produce to a partition of group 1: %v after the kill",
+		kl.waitAckAfterIn(t, killed, 30*time.Second, func(p int32) bool { return p%3 == 1 }).Round(time.Millisecond))
 	waitAcks("sends acknowledged after the kill", 150)
 
 	c.start(victim)
@@ -95,10 +127,52 @@ func TestClusterGroups(t *testing.T) {
 	apptest.Eventually(t, 60*time.Second, "the restarted member leads its group again", spread)
 	t.Logf("the restarted member led its group again %v after its start", time.Since(restarted).Round(time.Millisecond))
 	waitAcks("sends acknowledged after the restart", 150)
+	checkLeadersSpread(ctx, t, kadmin, "groups-kafka")
 	rl.stop()
 	gl.stop()
+	kl.stop()
+	tl.stop()
 	rl.verify(t)
 	gl.verify(t)
+	t.Logf("Kafka: %d records acknowledged (%d failed, not acknowledged)", len(kl.acks), kl.errs)
+	verify(t, c, "groups-kafka", kl.acks)
+	deadline := time.Now().Add(60 * time.Second)
+	for !consumed.covers(kl.acks) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the consumer group did not read every acknowledged record: missing by partition %v", consumed.missing(kl.acks))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	consumed.stop()
+	tl.verify(t, c)
+}
+
+// checkLeadersSpread: Kafka's metadata names partition p's leader member
+// p mod 3 + 1 (its group's preferred leader).
+func checkLeadersSpread(ctx context.Context, t *testing.T, adm *kadm.Client, topic string) {
+	t.Helper()
+	var got string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		td, err := adm.ListTopics(ctx, topic)
+		ok := err == nil && td[topic].Err == nil && len(td[topic].Partitions) == 6
+		got = fmt.Sprint(err)
+		if err == nil {
+			got = fmt.Sprint(td[topic].Err)
+			for p, pd := range td[topic].Partitions {
+				got += fmt.Sprintf(" %d:%d%v", p, pd.Leader, pd.Replicas)
+				if int(pd.Leader) != int(p)%3+1 || len(pd.Replicas) != 3 {
+					ok = false
+				}
+			}
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Kafka partitions not led by their groups' leaders: %s", got)
+		}
+	}
+	t.Logf("partition leaders:%s", got)
 }
 
 // spread reports whether group g is led by member g+1 (each group by its

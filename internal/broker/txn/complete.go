@@ -322,3 +322,27 @@ func (c *Coordinator) Abort(ctx context.Context, id string) error {
 	}
 	return fmt.Errorf("%w: transactional id %q has no open transaction (%s)", model.ErrNotFound, id, st.State.String())
 }
+
+// WriteMarkers writes the markers of a transaction another group's
+// coordinator decided into this group's partitions of it where the
+// producer has the transaction open (none is needed elsewhere; queues this
+// broker does not hold are skipped: their topic went away), so a call
+// repeated after its first attempt succeeded writes nothing more.
+func (c *Coordinator) WriteMarkers(ctx context.Context, parts []Partition, pid int64, epoch int16, commit bool) error {
+	var open []Partition
+	for _, p := range parts {
+		if _, ok := c.index.OpenFirst(p.Queue, pid); ok {
+			open = append(open, p)
+		}
+	}
+	st := Status{PID: pid, Epoch: epoch, Partitions: open}
+	markers := c.markers(&st, commit)
+	if len(markers) == 0 {
+		return nil
+	}
+	if err := c.engine.Append(ctx, markers); err != nil {
+		return err
+	}
+	c.markersWritten(&st, markers, commit)
+	return nil
+}
