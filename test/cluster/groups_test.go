@@ -238,11 +238,14 @@ func (c *cluster) statusFrom(ctx context.Context, m *member) (admin.ClusterStatu
 
 // TestClusterGroupsChaos (ROSETTA_CLUSTER_GROUPS_CHAOS=<events>,
 // scripts/chaos.sh): three members holding three replication groups under
-// rocketmq-client-go sync sends with a push consumer and RocketMQ 5 sends
-// with a SimpleConsumer, through SIGKILLs of a group's leader, a member cut
-// off with iptables, SIGTERMs and rolling restarts. It prints how long the
-// groups the failed member led went without a leader and checks that every
-// acknowledged message was received.
+// franz-go (idempotent and transactional producers, a KIP-848 consumer
+// group), rocketmq-client-go sync sends with a push consumer and RocketMQ 5
+// sends with a SimpleConsumer, through SIGKILLs of a group's leader, a
+// member cut off with iptables, SIGTERMs and rolling restarts. It prints
+// how long the groups the failed member led went without a leader and how
+// long Kafka produces to them waited, and checks that every acknowledged
+// message was received, idempotent records once and in order, every
+// transaction whole, and committed offsets never moving backwards.
 func TestClusterGroupsChaos(t *testing.T) {
 	events, _ := strconv.Atoi(os.Getenv("ROSETTA_CLUSTER_GROUPS_CHAOS"))
 	if events <= 0 || os.Getenv(envDir) != "" {
@@ -254,9 +257,34 @@ func TestClusterGroupsChaos(t *testing.T) {
 	spread := func() bool { return c.spread(ctx) }
 	apptest.Eventually(t, 60*time.Second, "group g led by member g+1", spread)
 	groupsAdmin(ctx, t, c, "groups-chaos")
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kcl.Close()
+	kadmin := kadm.NewClient(kcl)
+	for _, topic := range []string{"groups-chaos-kafka", "groups-chaos-txn"} {
+		if resp, err := kadmin.CreateTopic(ctx, 6, 3, nil, topic); err != nil || resp.Err != nil {
+			t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)
+		}
+	}
+	consumed := startGroupConsumer(t, c, "groups-chaos-kafka", "groups-chaos-audit")
+	offsets := watchCommittedOffsets(t, c, "groups-chaos-audit")
+	kl := startLoad(t, c, "groups-chaos-kafka", 2)
+	tl := startTxnLoad(t, c, "groups-chaos-txn")
 	rl := startRemotingLoad(t, c, "groups-chaos")
 	gl := startGRPCLoad(t, c, "groups-chaos-grpc")
-	apptest.Eventually(t, 30*time.Second, "sends acknowledged", func() bool { return rl.ackCount() > 100 && gl.ackCount() > 20 })
+	apptest.Eventually(t, 30*time.Second, "sends acknowledged", func() bool {
+		return rl.ackCount() > 100 && gl.ackCount() > 20 && kl.count() > 200
+	})
+	// kafkaBack is how long after at a Kafka record produced to a
+	// partition of the victim's group (member m leads group m-1) was
+	// acknowledged.
+	kafkaBack := func(victim *member, at time.Time) time.Duration {
+		g := int32(victim.id - 1)
+		return kl.waitAckAfterIn(t, at, 45*time.Second, func(p int32) bool { return p%3 == g })
+	}
+	var kafkaKill, kafkaCut, kafkaStop []time.Duration
 
 	// ledElsewhere waits until, as the survivor sees it, every group is
 	// led by a member other than victim, and returns how long that took.
@@ -287,9 +315,13 @@ func TestClusterGroupsChaos(t *testing.T) {
 			if cut == nil {
 				continue
 			}
-			d := ledElsewhere(victim, survivor, time.Now())
+			at = time.Now() // the rules are in place
+			d := ledElsewhere(victim, survivor, at)
 			cutTimes = append(cutTimes, d)
-			t.Logf("event %d: member %d cut off: its group led elsewhere after %v", i+1, victim.id, d.Round(time.Millisecond))
+			k := kafkaBack(victim, at)
+			kafkaCut = append(kafkaCut, k)
+			t.Logf("event %d: member %d cut off: its group led elsewhere after %v, Kafka produce to it acknowledged after %v",
+				i+1, victim.id, d.Round(time.Millisecond), k.Round(time.Millisecond))
 			time.Sleep(2 * time.Second)
 			cut()
 		case kind == 2: // a graceful stop, or a rolling restart
@@ -306,14 +338,20 @@ func TestClusterGroupsChaos(t *testing.T) {
 			c.stop(victim)
 			d := ledElsewhere(victim, survivor, at)
 			stopTimes = append(stopTimes, d)
-			t.Logf("event %d: SIGTERM of member %d: its group led elsewhere after %v", i+1, victim.id, d.Round(time.Millisecond))
+			k := kafkaBack(victim, at)
+			kafkaStop = append(kafkaStop, k)
+			t.Logf("event %d: SIGTERM of member %d: its group led elsewhere after %v, Kafka produce to it acknowledged after %v",
+				i+1, victim.id, d.Round(time.Millisecond), k.Round(time.Millisecond))
 			c.start(victim)
 			c.wait(victim)
 		default: // SIGKILL
 			c.kill(victim)
 			d := ledElsewhere(victim, survivor, at)
 			killTimes = append(killTimes, d)
-			t.Logf("event %d: SIGKILL of member %d: its group led elsewhere after %v", i+1, victim.id, d.Round(time.Millisecond))
+			k := kafkaBack(victim, at)
+			kafkaKill = append(kafkaKill, k)
+			t.Logf("event %d: SIGKILL of member %d: its group led elsewhere after %v, Kafka produce to it acknowledged after %v",
+				i+1, victim.id, d.Round(time.Millisecond), k.Round(time.Millisecond))
 			c.start(victim)
 			c.wait(victim)
 		}
@@ -322,9 +360,23 @@ func TestClusterGroupsChaos(t *testing.T) {
 	}
 	rl.stop()
 	gl.stop()
-	t.Logf("SIGKILLs: %s", distribution(killTimes))
-	t.Logf("cut off: %s", distribution(cutTimes))
-	t.Logf("graceful stops: %s", distribution(stopTimes))
+	kl.stop()
+	tl.stop()
+	t.Logf("SIGKILLs: %s; next acknowledged Kafka produce to the group: %s", distribution(killTimes), distribution(kafkaKill))
+	t.Logf("cut off: %s; Kafka: %s", distribution(cutTimes), distribution(kafkaCut))
+	t.Logf("graceful stops: %s; Kafka: %s", distribution(stopTimes), distribution(kafkaStop))
 	rl.verify(t)
 	gl.verify(t)
+	t.Logf("kafka idempotent: acknowledged %d records (%d failed)", len(kl.acks), kl.errs)
+	verify(t, c, "groups-chaos-kafka", kl.acks)
+	tl.verify(t, c)
+	deadline := time.Now().Add(90 * time.Second)
+	for !consumed.covers(kl.acks) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the consumer group did not read every acknowledged record: missing by partition %v", consumed.missing(kl.acks))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	consumed.stop()
+	offsets.stop(t)
 }
