@@ -25,14 +25,6 @@ func (b *Broker) LeaderEpoch(name model.TopicName, index int32) (model.Epoch, er
 	return loc.Epoch, err
 }
 
-// GroupCoordinator returns where a consumer group's coordinator lives: the
-// leader of the consumer offsets queue the group's records go to (Kafka's
-// FindCoordinator), and that queue's index.
-func (b *Broker) GroupCoordinator(group string) (route.Location, int) {
-	i := b.offsets.partition(group)
-	return b.opts.Router.Locate(b.offsets.state.queues[i]), i
-}
-
 // EpochAt returns the leader epoch the message at offset was written in
 // (the current epoch at or past the end).
 func (b *Broker) EpochAt(name model.TopicName, index int32, offset model.QueueOffset) (model.Epoch, error) {

@@ -2,10 +2,13 @@ package kafka
 
 // Metadata (key 3), versions 0-12.
 //
-// Version notes: partition leaders and epochs come from the broker's router
-// (on a single node, this node leads every partition); replicas and ISR are
-// this node, or in a cluster the group's voters and those caught up; the
-// brokers are every node, the controller the group's leader. Topic ids are random UUIDs stored with the topic. The
+// Version notes: partition p belongs to replication group p mod the group
+// count; its leader and epoch come from that group's broker when this node
+// serves it, otherwise from the cluster's view of the group (its Raft
+// leader and term), the same on every node. On a single node this node
+// leads every partition. Replicas and ISR are this node, or in a cluster the
+// group's voters (its preferred leader first) and those caught up; the
+// brokers are every node, the controller group 0's leader. Topic ids are random UUIDs stored with the topic. The
 // leader epoch is the partition's (0 on a single node), which KIP-320 clients
 // validate their positions with. v0
 // with no topics and v1+ with null topics mean "all topics". Unknown topics

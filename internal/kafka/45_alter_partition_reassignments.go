@@ -32,7 +32,7 @@ func handleAlterPartitionReassignments(rc *reqCtx, kreq kmsg.Request) reply {
 			pr := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
 			pr.Partition = rp.Partition
 			switch {
-			case err != nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Queues):
+			case err != nil || rp.Partition < 0 || int(rp.Partition) >= len(t.All):
 				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case rp.Replicas == nil:
 				pr.ErrorCode = kerr.NoReassignmentInProgress.Code
