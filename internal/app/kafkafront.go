@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -15,6 +16,10 @@ import (
 // consumer groups and transactional ids that hash to them — attached as
 // each group's term starts and detached as it ends. While the member leads
 // no group, its Kafka listeners relay connections to group 0's leader.
+// When its last group goes, it keeps answering for standbyServe first —
+// NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR and metadata from what it last
+// knew — so clients look the new leaders up at once, also when it was cut
+// off from the others (a relay would wait for a leader it cannot reach).
 type kafkaFront struct {
 	a      *App
 	srv    *kafka.Server
@@ -23,9 +28,15 @@ type kafkaFront struct {
 
 	mu       sync.Mutex
 	attached int
+	serving  bool
+	standby  *time.Timer // stops serving once no group came back
 	cancel   context.CancelFunc
 	g        *errgroup.Group
 }
+
+// standbyServe is how long a member that lost its last group keeps
+// answering Kafka clients itself before it relays them again.
+const standbyServe = 10 * time.Second
 
 // newKafkaFront builds the member's Kafka server over its Kafka routes
 // (nil when it has no Kafka listener).
@@ -51,7 +62,11 @@ func (f *kafkaFront) attach(gid int, st *stack) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.attached++
-	if f.attached > 1 {
+	if f.standby != nil {
+		f.standby.Stop()
+		f.standby = nil
+	}
+	if f.serving {
 		return nil
 	}
 	sctx, cancel := context.WithCancel(f.ctx)
@@ -73,7 +88,7 @@ func (f *kafkaFront) attach(gid int, st *stack) error {
 	for i, rt := range f.routes {
 		rt.current.Store(cls[i])
 	}
-	f.cancel, f.g = cancel, g
+	f.cancel, f.g, f.serving = cancel, g, true
 	// Connections relayed to group 0's leader while this member led no
 	// group end (or, if nothing was answered on them, are served here):
 	// clients reach this member for the partitions it now leads.
@@ -81,26 +96,60 @@ func (f *kafkaFront) attach(gid int, st *stack) error {
 	return nil
 }
 
-// detach stops serving a group; the last detached stops the listeners'
-// servers (their connections finish what they read, and new ones relay).
+// detach stops serving a group; standbyServe after the last one the
+// listeners' servers stop (their connections finish what they read, and
+// new ones relay), unless a group came back meanwhile.
 func (f *kafkaFront) detach(gid int) {
 	if f == nil {
 		return
 	}
 	f.srv.Detach(gid)
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.attached--
-	if f.attached > 0 {
+	if f.attached > 0 || !f.serving {
+		f.mu.Unlock()
 		return
 	}
+	if f.ctx.Err() != nil { // the member stops
+		g := f.stopLocked()
+		f.mu.Unlock()
+		f.wait(g)
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(standbyServe, func() {
+		f.mu.Lock()
+		var g *errgroup.Group
+		if f.standby == t && f.attached == 0 && f.serving {
+			f.standby = nil
+			g = f.stopLocked()
+		}
+		f.mu.Unlock()
+		f.wait(g)
+	})
+	f.standby = t
+	f.mu.Unlock()
+}
+
+// stopLocked stops the listeners' servers (f.mu is held) and returns what
+// to wait for once it is released.
+func (f *kafkaFront) stopLocked() *errgroup.Group {
+	f.serving = false
 	for _, rt := range f.routes {
 		if cl := rt.current.Swap(nil); cl != nil {
 			cl.Close()
 		}
 	}
 	f.cancel()
-	if err := f.g.Wait(); err != nil {
+	return f.g
+}
+
+// wait waits for stopped servers (g nil: none).
+func (f *kafkaFront) wait(g *errgroup.Group) {
+	if g == nil {
+		return
+	}
+	if err := g.Wait(); err != nil {
 		f.a.log.Warn("kafka servers of the ended term", "err", err)
 	}
 }

@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -254,5 +253,5 @@ func (s *Server) pendingTxnOffsets(group string, queue model.QueueID) bool {
 }
 
 // errNoBackend is a request that needs a broker while this node serves no
-// group (it is stepping down).
-var errNoBackend = errors.New("this node serves no replication group")
+// group (it stepped down): retriable, the client asks another node.
+var errNoBackend = &kafkaCodeError{code: kerr.CoordinatorNotAvailable.Code, msg: "this node serves no replication group"}
