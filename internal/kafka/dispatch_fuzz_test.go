@@ -20,6 +20,11 @@ func fuzzServer(t testing.TB) *Server { return testServer(t, Options{}) }
 
 // testServer is a server over a fresh engine and store with opts.
 func testServer(t testing.TB, opts Options) *Server {
+	return NewSingle(testBackend(t, broker.Options{AutoCreateTopics: true, DefaultQueues: 2, MaxQueuesPerTopic: 16}), opts)
+}
+
+// testBackend is a broker stack over a fresh engine and store.
+func testBackend(t testing.TB, bo broker.Options) Backend {
 	dir := t.TempDir()
 	c := storage.DefaultConfig(filepath.Join(dir, "data"))
 	c.SegmentSize, c.MaxRecordSize, c.MinFreeBytes, c.MinFreeRatio = 8<<20, 1<<20, 0, 0
@@ -31,13 +36,13 @@ func testServer(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := broker.New(context.Background(), e, m, broker.Options{AutoCreateTopics: true, DefaultQueues: 2, MaxQueuesPerTopic: 16})
+	b, err := broker.New(context.Background(), e, m, bo)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := groups.New(groups.Options{})
 	t.Cleanup(func() { g.Close(); b.Close(); m.Close(); e.Close() })
-	return NewSingle(Backend{Broker: b, Groups: g}, opts)
+	return Backend{Broker: b, Groups: g}
 }
 
 // FuzzDispatch decodes arbitrary bodies for every supported API key and
