@@ -5,8 +5,9 @@
 # KILLS failures (default 20: SIGKILLs of leaders and followers, partitions,
 # graceful stops, rolling restarts); prints failover times and checks every
 # acknowledged record. Then the same with three replication groups
-# (cluster.groups 3) under the RocketMQ clients: how long a failed member's
-# groups go without a leader. Needs root for the iptables partitions.
+# (cluster.groups 3) under every client: how long a failed member's groups
+# go without a leader and Kafka produces to them wait. Needs root for the
+# iptables partitions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KILLS=${KILLS:-20}
