@@ -228,13 +228,19 @@ func (a *App) kafkaCluster() func() *kafka.ClusterView {
 				gv.Leader, gv.Epoch = -1, -1
 			}
 			// In sync: the replicas the leader knows hold everything
-			// committed (within a small margin: a batch in flight).
+			// committed (within a small margin: a batch in flight). A
+			// follower does not know the others' progress: it names every
+			// replica while the group has a leader.
 			for _, p := range st.Replicas {
 				if p.Lag <= 1024 {
 					gv.ISR = append(gv.ISR, int32(p.Node))
 				}
 			}
-			if len(gv.ISR) == 0 {
+			switch {
+			case len(gv.ISR) > 0:
+			case st.Leader != 0 && st.Leader != r.self:
+				gv.ISR = replicas[g]
+			default:
 				gv.ISR = []int32{int32(r.self)}
 			}
 			v.Groups[g] = gv
