@@ -54,24 +54,53 @@ func (s *Server) SendMessage(ctx context.Context, req *v2.SendMessageRequest) (*
 		resp.Status = &v2.Status{Code: v2.Code_BAD_REQUEST, Message: "no message"}
 		return resp, nil
 	}
+	moving := false
 	for _, m := range req.GetMessages() {
-		entry := s.sendOne(ctx, m)
+		entry, err := s.sendOne(ctx, m)
 		if entry.Status.Code != v2.Code_OK && resp.Status.Code == v2.Code_OK {
 			resp.Status = entry.Status
 		}
+		moving = moving || errors.Is(err, model.ErrNotLeader)
 		resp.Entries = append(resp.Entries, entry)
+	}
+	if moving {
+		s.awaitLeaderMove(ctx)
 	}
 	return resp, nil
 }
 
-// sendOne stores one message and describes the result.
-func (s *Server) sendOne(ctx context.Context, pm *v2.Message) *v2.SendResultEntry {
+// leaderMoveWait bounds how long a send that found its group's leadership
+// gone waits for this member's servers to stop.
+const leaderMoveWait = 3 * time.Second
+
+// awaitLeaderMove holds the answer of a send that found its group's
+// leadership gone (a cluster member whose term is ending) until this
+// member's servers stop: the v5 clients retry a failed send at once, and
+// their retry then goes to a new connection, which reaches the new leader,
+// instead of failing again here.
+func (s *Server) awaitLeaderMove(ctx context.Context) {
+	serving := s.serving.Load()
+	if serving == nil {
+		return
+	}
+	t := time.NewTimer(leaderMoveWait)
+	defer t.Stop()
+	select {
+	case <-(*serving).Done():
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// sendOne stores one message and describes the result (and the error
+// when it failed).
+func (s *Server) sendOne(ctx context.Context, pm *v2.Message) (*v2.SendResultEntry, error) {
 	sp := pm.GetSystemProperties()
 	entry := &v2.SendResultEntry{MessageId: sp.GetMessageId()}
-	fail := func(err error) *v2.SendResultEntry {
+	fail := func(err error) (*v2.SendResultEntry, error) {
 		entry.Status = status(err)
 		s.log.Debug("send refused", "topic", pm.GetTopic().GetName(), "err", err)
-		return entry
+		return entry, err
 	}
 	t, err := s.routeTopic(ctx, pm.GetTopic())
 	if err != nil {
@@ -129,7 +158,7 @@ func (s *Server) sendOne(ctx context.Context, pm *v2.Message) *v2.SendResultEntr
 		}
 	}
 	entry.Status = okStatus()
-	return entry
+	return entry, nil
 }
 
 // toMessage converts and validates a sent message.

@@ -66,6 +66,8 @@ type Server struct {
 	renew   renewals
 	// roundRobin spreads messages without a group over the queues.
 	roundRobin atomic.Uint32
+	// serving ends when Serve's context does (the term's, in a cluster).
+	serving atomic.Pointer[context.Context]
 }
 
 // NewServer builds the front-end over a broker.
@@ -90,6 +92,7 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 // Serve answers calls on l until ctx ends, then stops gracefully (calls in
 // flight finish; streams are cut after a grace period).
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	s.serving.Store(&ctx)
 	// A connection with no call for 10 minutes is sent away (clients
 	// reconnect when they next call; their telemetry streams keep live
 	// ones busy), so idle connections do not pile up.
