@@ -213,7 +213,7 @@ func Handler(b *broker.Broker, txns *txn.Coordinator, m *Metrics, log *slog.Logg
 			if name, err := model.ParseTopicName(p.Topic); err == nil {
 				p.Topic = name.Short()
 			}
-			out.Timers = append(out.Timers, apiv1.PendingTimer{ID: p.ID, Topic: p.Topic, Queue: p.Queue,
+			out.Timers = append(out.Timers, apiv1.PendingTimer{ID: p.ID, Topic: p.Topic, Queue: apiQueue(b, p.Queue),
 				Due: p.Due.UTC().Format("2006-01-02T15:04:05.000Z07:00"), DueMillis: p.Due.UnixMilli(), DelayLevel: p.DelayLevel,
 				Tags: p.Tags, Keys: p.Keys, Size: p.Size, Offset: int64(p.Offset)})
 		}

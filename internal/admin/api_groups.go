@@ -15,24 +15,36 @@ import (
 // commits — Kafka classic and KIP-848 groups, RocketMQ push and pull
 // consumers — whatever protocol it speaks.
 
-func groupDetail(b *broker.Broker, group string) apiv1.GroupDetail {
+// groupDetail is a group's committed offsets as this broker holds them:
+// those of its own queues, and a Kafka coordinator's of other replication
+// groups' queues too (their End is -1: this broker does not know it).
+func groupDetail(b *broker.Broker, refs map[model.QueueID]queueRef, group string) apiv1.GroupDetail {
 	d := apiv1.GroupDetail{Name: group, Offsets: []apiv1.GroupOffset{}, Members: []apiv1.GroupMember{}, LagHistory: []apiv1.LagPoint{}}
-	for t, offs := range b.FetchAllOffsets(group) {
-		for i, c := range offs {
-			o := apiv1.GroupOffset{Topic: t.Name.Short(), Queue: i, Committed: int64(c.Offset), Metadata: c.Metadata, CommitTimeMs: c.CommitTime}
-			if _, hw, _, err := b.Offsets(t.Name, i); err == nil {
+	for id, c := range b.GroupQueueOffsets(group) {
+		ref, ok := refs[id]
+		if !ok {
+			continue
+		}
+		o := apiv1.GroupOffset{Topic: ref.topic.Name.Short(), Queue: ref.queue, Committed: int64(c.Offset), Metadata: c.Metadata,
+			CommitTimeMs: c.CommitTime, End: -1}
+		if local, held, _ := localQueue(b, ref.topic, int64(ref.queue)); held {
+			if _, hw, _, err := b.Offsets(ref.topic.Name, local); err == nil {
 				o.End = int64(hw)
 				o.Lag = max(0, o.End-o.Committed)
 			}
-			d.Lag += o.Lag
-			d.Offsets = append(d.Offsets, o)
 		}
+		d.Lag += o.Lag
+		d.Offsets = append(d.Offsets, o)
 	}
-	sort.Slice(d.Offsets, func(i, j int) bool {
-		a, b := d.Offsets[i], d.Offsets[j]
+	sortOffsets(d.Offsets)
+	return d
+}
+
+func sortOffsets(offs []apiv1.GroupOffset) {
+	sort.Slice(offs, func(i, j int) bool {
+		a, b := offs[i], offs[j]
 		return a.Topic < b.Topic || a.Topic == b.Topic && a.Queue < b.Queue
 	})
-	return d
 }
 
 // knownGroups lists the groups with committed offsets or live members.
@@ -43,10 +55,22 @@ func knownGroups(b *broker.Broker, members *Members) []string {
 }
 
 func registerGroupAPI(mux *http.ServeMux, b *broker.Broker, sec Security, members *Members, hist *History) {
-	mux.HandleFunc("GET /api/v1/groups", sec.guard(func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /api/v1/groups", sec.guard(func(w http.ResponseWriter, r *http.Request) {
 		out := []apiv1.GroupSummary{}
+		refs := queueRefs(b)
+		if r.URL.Query().Get("details") == "true" {
+			// Every group's detail (what the cluster-wide API merges).
+			all := []apiv1.GroupDetail{}
+			for _, g := range knownGroups(b, members) {
+				d := groupDetail(b, refs, g)
+				members.describe(b, &d)
+				all = append(all, d)
+			}
+			writeJSON(w, all)
+			return
+		}
 		for _, g := range knownGroups(b, members) {
-			d := groupDetail(b, g)
+			d := groupDetail(b, refs, g)
 			members.describe(b, &d)
 			topics := map[string]bool{}
 			for _, o := range d.Offsets {
@@ -65,7 +89,7 @@ func registerGroupAPI(mux *http.ServeMux, b *broker.Broker, sec Security, member
 			apiError(w, http.StatusNotFound, "group_not_found", "no committed offsets or live members for group "+group)
 			return
 		}
-		d := groupDetail(b, group)
+		d := groupDetail(b, queueRefs(b), group)
 		members.describe(b, &d)
 		d.LagHistory = hist.LagHistory(group)
 		writeJSON(w, d)
@@ -84,6 +108,19 @@ func registerGroupAPI(mux *http.ServeMux, b *broker.Broker, sec Security, member
 			return
 		}
 		writeJSON(w, moves)
+	}))
+	// Record offsets a reset over several replication groups computed
+	// (the cluster's admin API asks every group's leader).
+	mux.HandleFunc("POST /api/v1/groups/{group}/offsets", sec.guard(func(w http.ResponseWriter, r *http.Request) {
+		var moves []apiv1.OffsetMove
+		if !readJSON(w, r, &moves) {
+			return
+		}
+		if err := commitMoves(r, b, r.PathValue("group"), moves); err != nil {
+			writeErr(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
 	}))
 	// Delete a group as Kafka's DeleteGroups does: its committed offsets
 	// and the coordinator's state of it, refused while it has members.
@@ -137,14 +174,14 @@ func resetOffsets(r *http.Request, b *broker.Broker, group string, req apiv1.Off
 	moves := []apiv1.OffsetMove{}
 	for _, t := range topics {
 		for _, q := range req.Queues {
-			if q < 0 || int(q) >= t.QueueCount() {
+			if _, _, ok := localQueue(b, t, int64(q)); !ok {
 				return nil, fmt.Errorf("%w: %s has no queue %d", model.ErrUnknownQueue, t.Name.Short(), q)
 			}
 		}
 		commits := map[int32]broker.OffsetCommit{}
 		for i := range t.Queues {
 			q := int32(i)
-			if len(req.Queues) > 0 && !slices.Contains(req.Queues, q) {
+			if len(req.Queues) > 0 && !slices.Contains(req.Queues, apiQueue(b, q)) {
 				continue
 			}
 			start, hw, _, err := b.Offsets(t.Name, q)
@@ -168,7 +205,7 @@ func resetOffsets(r *http.Request, b *broker.Broker, group string, req apiv1.Off
 			if c, ok := current[t][q]; ok {
 				from = int64(c.Offset)
 			}
-			moves = append(moves, apiv1.OffsetMove{Topic: t.Name.Short(), Queue: q, From: from, To: int64(to)})
+			moves = append(moves, apiv1.OffsetMove{Topic: t.Name.Short(), Queue: apiQueue(b, q), From: from, To: int64(to)})
 			commits[q] = broker.OffsetCommit{Queue: t.Queues[i], Offset: to, LeaderEpoch: -1}
 		}
 		if !req.DryRun && len(commits) > 0 {
@@ -179,3 +216,35 @@ func resetOffsets(r *http.Request, b *broker.Broker, group string, req apiv1.Off
 	}
 	return moves, nil
 }
+
+// commitMoves records offsets a reset over every replication group
+// computed (the moves name topic-wide queues): for the broker's own queues,
+// and for other groups' queues whose offsets of the group it already
+// holds (a Kafka group's coordinator keeps them all).
+func commitMoves(r *http.Request, b *broker.Broker, group string, moves []apiv1.OffsetMove) error {
+	held := b.GroupQueueOffsets(group)
+	var commits []broker.OffsetCommit
+	for _, m := range moves {
+		name, err := model.ParseTopicName(m.Topic)
+		if err != nil {
+			return err
+		}
+		t, err := b.Topic(name)
+		if err != nil {
+			return err
+		}
+		if m.Queue < 0 || int(m.Queue) >= len(t.All) || m.To < 0 {
+			return fmt.Errorf("%w: %s has no queue %d", model.ErrUnknownQueue, t.Name.Short(), m.Queue)
+		}
+		id := t.All[m.Queue]
+		_, own, _ := localQueue(b, t, int64(m.Queue))
+		if _, ok := held[id]; own || ok {
+			commits = append(commits, broker.OffsetCommit{Queue: id, Offset: model.QueueOffset(m.To), LeaderEpoch: -1})
+		}
+	}
+	if len(commits) == 0 {
+		return nil
+	}
+	return b.CommitQueueOffsets(r.Context(), group, commits)
+}
+

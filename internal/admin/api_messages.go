@@ -18,7 +18,9 @@ import (
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
-func sendMessage(s apiv1.MessageSend, t *broker.Topic) (model.Message, int32, error) {
+// sendMessage makes the message of a send and picks its queue (the
+// broker's own index).
+func sendMessage(b *broker.Broker, s apiv1.MessageSend, t *broker.Topic) (model.Message, int32, error) {
 	m := model.Message{Key: []byte(s.Key), Tags: s.Tags}
 	switch s.BodyEncoding {
 	case "", "text":
@@ -50,10 +52,11 @@ func sendMessage(s apiv1.MessageSend, t *broker.Topic) (model.Message, int32, er
 	var q int32
 	switch {
 	case s.Queue != nil:
-		q = *s.Queue
-		if q < 0 || int(q) >= t.QueueCount() {
-			return m, 0, fmt.Errorf("%s has no queue %d", t.Name.Short(), q)
+		local, held, _ := localQueue(b, t, int64(*s.Queue))
+		if !held {
+			return m, 0, fmt.Errorf("%s has no queue %d", t.Name.Short(), *s.Queue)
 		}
+		q = local
 	case s.Key != "":
 		h := fnv.New32a()
 		h.Write(m.Key)
@@ -113,7 +116,7 @@ func registerMessageAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 		if !readJSON(w, r, &req) {
 			return
 		}
-		m, q, err := sendMessage(req, t)
+		m, q, err := sendMessage(b, req, t)
 		if err != nil {
 			apiError(w, http.StatusBadRequest, "bad_request", err.Error())
 			return
@@ -129,7 +132,7 @@ func registerMessageAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 			writeErr(w, err)
 			return
 		}
-		sent := apiv1.MessageSent{Topic: t.Name.Short(), Queue: q, Offset: int64(pub.Offsets[0])}
+		sent := apiv1.MessageSent{Topic: t.Name.Short(), Queue: apiQueue(b, q), Offset: int64(pub.Offsets[0])}
 		if id, ok := m.Header(broker.HeaderUniqKey); ok {
 			sent.ID = string(id)
 		}
@@ -167,7 +170,7 @@ func registerMessageAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 			}
 			_, _ = b.EachMessage(h.Queue, h.Offset, 1, func(sm *broker.StoredMessage) bool {
 				if sm.Offset == h.Offset && hasKey(&sm.Message, key) {
-					out = append(out, messageView(ref.Topic, ref.Index, sm))
+					out = append(out, messageView(ref.Topic, apiQueue(b, ref.Index), sm))
 				}
 				return false
 			})
@@ -201,11 +204,12 @@ func browseQueue(w http.ResponseWriter, r *http.Request, b *broker.Broker) {
 		apiError(w, http.StatusBadRequest, "bad_request", "queue and limit (1..500) must be integers")
 		return
 	}
-	if q < 0 || int(q) >= t.QueueCount() {
+	local, held, _ := localQueue(b, t, q)
+	if !held {
 		apiError(w, http.StatusNotFound, "queue_not_found", t.FullName+" has no queue "+strconv.FormatInt(q, 10))
 		return
 	}
-	start, hw, _, err := b.Offsets(t.Name, int32(q))
+	start, hw, _, err := b.Offsets(t.Name, local)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -226,7 +230,7 @@ func browseQueue(w http.ResponseWriter, r *http.Request, b *broker.Broker) {
 			apiError(w, http.StatusBadRequest, "bad_request", "time_ms must be an integer")
 			return
 		}
-		if from, _, err = b.OffsetForTime(t.Name, int32(q), ts); err != nil {
+		if from, _, err = b.OffsetForTime(t.Name, local, ts); err != nil {
 			from = hw
 		}
 	case query.Get("from") == "newest":
@@ -237,7 +241,7 @@ func browseQueue(w http.ResponseWriter, r *http.Request, b *broker.Broker) {
 	}
 	from = min(max(from, start), hw)
 	page := apiv1.MessagePage{Messages: []apiv1.MessageView{}, NextOffset: int64(from), End: int64(hw)}
-	id := t.Queues[q]
+	id := t.Queues[local]
 	for next := from; len(page.Messages) < int(limit) && next < hw; {
 		after, err := b.EachMessage(id, next, int(limit), func(sm *broker.StoredMessage) bool {
 			page.Messages = append(page.Messages, messageView(t, int32(q), sm))

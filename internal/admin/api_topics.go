@@ -51,17 +51,26 @@ func alterTopic(r *http.Request, b *broker.Broker, t *broker.Topic, req apiv1.To
 			c.MessageTrace = broker.TopicConfigMessageTrace
 		}
 	}
-	if req.Queues != 0 && req.Queues < t.QueueCount() {
-		return nil, fmt.Errorf("%w: %s has %d queues; a topic only grows", model.ErrInvalidQueueCount, t.Name.Short(), t.QueueCount())
+	if req.Queues != 0 && req.Queues < len(t.All) {
+		return nil, fmt.Errorf("%w: %s has %d queues; a topic only grows", model.ErrInvalidQueueCount, t.Name.Short(), len(t.All))
 	}
 	nt, err := b.UpdateTopicConfig(r.Context(), t.Name, c)
 	if err != nil {
 		return nil, err
 	}
-	if req.Queues > nt.QueueCount() {
-		return b.GrowTopic(r.Context(), t.Name, req.Queues)
+	if req.Queues > len(nt.All) {
+		return b.GrowWholeTopic(r.Context(), t.Name, req.Queues)
 	}
 	return nt, nil
+}
+
+// createTopic makes a topic of n queues over every replication group (0:
+// the broker's default number in each).
+func createTopic(r *http.Request, b *broker.Broker, name model.TopicName, n int, cfg broker.TopicConfig) (*broker.Topic, error) {
+	if n == 0 {
+		n = b.Placement().Total(b.DefaultQueues())
+	}
+	return b.CreateWholeTopic(r.Context(), name, n, cfg)
 }
 
 func topicSummary(b *broker.Broker, t *broker.Topic) (apiv1.TopicSummary, []apiv1.QueueInfo) {
@@ -71,7 +80,7 @@ func topicSummary(b *broker.Broker, t *broker.Topic) (apiv1.TopicSummary, []apiv
 	s.Bytes = total
 	queues := make([]apiv1.QueueInfo, t.QueueCount())
 	for i := range t.Queues {
-		q := apiv1.QueueInfo{Queue: int32(i), Bytes: per[i]}
+		q := apiv1.QueueInfo{Queue: apiQueue(b, int32(i)), Bytes: per[i]}
 		if start, hw, _, err := b.Offsets(t.Name, int32(i)); err == nil {
 			q.Start, q.End = int64(start), int64(hw)
 			s.Messages += max(0, q.End-q.Start)
@@ -109,10 +118,7 @@ func registerTopicAPI(mux *http.ServeMux, b *broker.Broker, sec Security, hist *
 			writeErr(w, err)
 			return
 		}
-		if req.Queues == 0 {
-			req.Queues = b.DefaultQueues()
-		}
-		t, err := b.CreateTopic(r.Context(), name, req.Queues, brokerTopicConfig(req.Config))
+		t, err := createTopic(r, b, name, req.Queues, brokerTopicConfig(req.Config))
 		if err != nil {
 			writeErr(w, err)
 			return

@@ -28,6 +28,14 @@ func registerTraceAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 				return
 			}
 			topic = name.Short()
+			if t, err := b.Topic(name); err == nil {
+				// Events name the broker's own queue index.
+				if local, held, _ := localQueue(b, t, queue); held {
+					queue = int64(local)
+				} else {
+					queue = -2 // another group's queue: none of its events are here
+				}
+			}
 		}
 		events, err := b.MessageTrace(id, topic, int32(queue), offset, 1000)
 		if err != nil {
@@ -37,7 +45,7 @@ func registerTraceAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 		out := apiv1.MessageTrace{Events: []apiv1.TraceEvent{}}
 		for _, e := range events {
 			out.Events = append(out.Events, apiv1.TraceEvent{TimeMs: e.Time, Time: time.UnixMilli(e.Time).UTC().Format("2006-01-02T15:04:05.000Z07:00"),
-				Kind: e.Kind, ID: e.ID, Topic: e.Topic, Queue: e.Queue, Offset: e.Offset, Protocol: e.Protocol, Group: e.Group,
+				Kind: e.Kind, ID: e.ID, Topic: e.Topic, Queue: apiQueue(b, e.Queue), Offset: e.Offset, Protocol: e.Protocol, Group: e.Group,
 				Client: e.Client, Attempt: e.Attempt, Detail: e.Detail, Origin: e.Origin})
 		}
 		writeJSON(w, out)

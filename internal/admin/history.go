@@ -71,8 +71,9 @@ func (h *History) sample(now time.Time) {
 		}
 		s.topics[t.FullName] = sum
 	}
+	refs := queueRefs(h.b)
 	for _, g := range h.b.OffsetGroups() {
-		d := groupDetail(h.b, g)
+		d := groupDetail(h.b, refs, g)
 		var sum int64
 		for _, o := range d.Offsets {
 			sum += o.Committed

@@ -47,9 +47,10 @@ func (c *flowCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.topicEnd, prometheus.CounterValue, float64(end), name)
 		ch <- prometheus.MustNewConstMetric(c.topicHeld, prometheus.GaugeValue, float64(held), name)
 	}
+	refs := queueRefs(c.b)
 	for _, g := range c.b.OffsetGroups() {
 		lag, committed := map[string]int64{}, map[string]int64{}
-		for _, o := range groupDetail(c.b, g).Offsets {
+		for _, o := range groupDetail(c.b, refs, g).Offsets {
 			lag[o.Topic] += o.Lag
 			committed[o.Topic] += o.Committed
 		}

@@ -83,8 +83,13 @@ func openAPI() map[string]any {
 			"post": withBody(op("move a group's committed offsets (stop its consumers first)", 200, arr(apiv1.OffsetMove{}), group), ref(apiv1.OffsetReset{})),
 		},
 		"/api/v1/deadletters": map[string]any{"get": op("groups with dead letters (%DLQ%<group>): count, bytes, offsets", 200, arr(apiv1.DeadLetterSummary{}))},
+		"/api/v1/groups/{group}/offsets": map[string]any{
+			"post": withBody(op("record offsets a reset computed, by topic-wide queue (what a cluster's admin API asks each replication group)", 204, nil, group),
+				arr(apiv1.OffsetMove{})),
+		},
 		"/api/v1/deadletters/{group}/messages": map[string]any{
 			"get": op("browse a group's dead letters (each with its origin topic)", 200, ref(apiv1.MessagePage{}), group,
+				query("queue", "integer", "the dead-letter queue (a cluster of several replication groups has one per group)"),
 				query("offset", "integer", "start at this offset"), query("from", "string", "oldest (default) or newest"),
 				query("limit", "integer", "messages per page, 1..500 (default 20)")),
 		},

@@ -253,6 +253,9 @@ type Redrive struct {
 	To      int64   `json:"to,omitempty"` // 0: the end
 	Max     int     `json:"max,omitempty"`
 	ToRetry bool    `json:"to_retry,omitempty"` // the group's retry topic instead of the origin topic
+	// Queue is the dead-letter queue the offsets are in, where a cluster
+	// spreads topics over several replication groups (each holds one).
+	Queue *int32 `json:"queue,omitempty"`
 }
 
 // PendingTimers lists timer and delayed messages waiting for their time,

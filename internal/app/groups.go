@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
@@ -38,6 +39,9 @@ type groupReplica struct {
 	// 0's is the App's stack).
 	stack  *atomic.Pointer[stack]
 	relays relaySet
+	// admin is the admin API over the group's broker while this node
+	// leads it (what the cluster-wide API asks).
+	admin atomic.Pointer[http.Handler]
 }
 
 // placement is the group's share of every topic's queues.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rosettamq/rosetta/internal/admin"
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/produce"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
@@ -29,6 +30,7 @@ const (
 	callTxnOffsetCommit byte = 2 // txn coordinator: offsets pending in a transaction
 	callWriteMarkers    byte = 3 // partition leader: a decided transaction's markers
 	callCommitOffsets   byte = 4 // group coordinator: a committed transaction's offsets
+	callAdmin           byte = 5 // group leader: an admin API request for its group
 )
 
 // callTimeout bounds one call to another member.
@@ -122,8 +124,66 @@ func (a *App) callGroup(ctx context.Context, g int, method byte, req callRequest
 	return nil
 }
 
+// adminCall is an admin API request for one group's leader.
+type adminCall struct {
+	Group int              `json:"g"`
+	Req   admin.SubRequest `json:"r"`
+}
+
+// askAdmin runs an admin API request on the handler of group g's leader:
+// here when this member leads it, else over the transport.
+func (a *App) askAdmin(ctx context.Context, g int, req admin.SubRequest) (admin.SubAnswer, error) {
+	r := a.replica
+	if g < 0 || g >= len(r.groups) {
+		return admin.SubAnswer{}, fmt.Errorf("%w: group %d", model.ErrNotLeader, g)
+	}
+	if h := r.groups[g].admin.Load(); h != nil {
+		return admin.Answer(ctx, *h, req, "local"), nil
+	}
+	leader, _ := r.groups[g].raft.Leader()
+	if leader == 0 || leader == r.self {
+		return admin.SubAnswer{}, fmt.Errorf("%w: group %d has no leader", model.ErrNotLeader, g)
+	}
+	body, err := json.Marshal(adminCall{Group: g, Req: req})
+	if err != nil {
+		return admin.SubAnswer{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	out, err := r.transport.Call(ctx, leader, callAdmin, body)
+	if err != nil {
+		return admin.SubAnswer{}, callError(err)
+	}
+	var ans admin.SubAnswer
+	if err := json.Unmarshal(out, &ans); err != nil {
+		return admin.SubAnswer{}, fmt.Errorf("group %d's answer: %w", g, err)
+	}
+	return ans, nil
+}
+
+// answerAdmin answers another member's admin API request for a group
+// this member leads.
+func (a *App) answerAdmin(ctx context.Context, from model.NodeID, body []byte) ([]byte, error) {
+	var c adminCall
+	if err := json.Unmarshal(body, &c); err != nil {
+		return nil, fmt.Errorf("call from member %d: %w", from, err)
+	}
+	r := a.replica
+	if c.Group < 0 || c.Group >= len(r.groups) {
+		return nil, nameCallError(fmt.Errorf("%w: group %d", model.ErrNotLeader, c.Group))
+	}
+	h := r.groups[c.Group].admin.Load()
+	if h == nil {
+		return nil, nameCallError(fmt.Errorf("%w: group %d is not led here", model.ErrNotLeader, c.Group))
+	}
+	return json.Marshal(admin.Answer(ctx, *h, c.Req, fmt.Sprintf("member-%d", from)))
+}
+
 // answerCall answers another member's call.
 func (a *App) answerCall(ctx context.Context, from model.NodeID, method byte, body []byte) ([]byte, error) {
+	if method == callAdmin {
+		return a.answerAdmin(ctx, from, body)
+	}
 	var req callRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("call from member %d: %w", from, err)

@@ -263,10 +263,15 @@ func (a *App) startTerm(ctx context.Context, gr *groupReplica, routes []*listene
 	for i, rt := range routes {
 		rt.current.Store(cls[i])
 	}
+	// Every group's leader answers the admin API for its group; group 0's
+	// also serves the node's endpoints and answers for the whole cluster,
+	// asking the other groups' leaders.
+	m := a.metrics.Term()
+	admin.RegisterPopMetrics(m.Registry, st.pop)
+	groupAPI := admin.Handler(st.broker, st.txns, m, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterStatus, st.members, st.history)
+	gr.admin.Store(&groupAPI)
 	if handler != nil {
-		m := a.metrics.Term()
-		admin.RegisterPopMetrics(m.Registry, st.pop)
-		handler.set(admin.Handler(st.broker, st.txns, m, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterStatus, st.members, st.history))
+		handler.set(admin.Spanning(groupAPI, admin.GroupAsker{Groups: len(a.replica.groups), Ask: a.askAdmin}))
 	}
 	_, tm := gr.raft.Leader()
 	a.log.Info("leading: serving clients", "group", gr.id, "term", tm, "took", time.Since(start))
@@ -285,6 +290,7 @@ func (a *App) endTerm(t *term, gr *groupReplica, routes []*listenerRoute, front 
 	if handler != nil {
 		handler.set(standby)
 	}
+	gr.admin.Store(nil)
 	gr.stack.Store(nil)
 	t.cancel()
 	if err := t.g.Wait(); err != nil {

@@ -341,6 +341,9 @@ func (b *Broker) DiskSpace() (total, free int64, err error) {
 // Engine exposes the storage engine (for admin and metrics).
 func (b *Broker) Engine() *storage.Engine { return b.engine }
 
+// Placement is the share of every topic's queues this broker serves.
+func (b *Broker) Placement() route.Placement { return b.opts.Placement }
+
 // EnsureTopic returns a topic, creating it with the default queue count when
 // auto-creation is on.
 func (b *Broker) EnsureTopic(ctx context.Context, name model.TopicName) (*Topic, error) {

@@ -145,6 +145,7 @@ func TestClusterGroups(t *testing.T) {
 	}
 	consumed.stop()
 	tl.verify(t, c)
+	checkAdminOverGroups(ctx, t, c, "groups-kafka", "groups-audit", len(kl.acks))
 }
 
 // checkLeadersSpread: Kafka's metadata names partition p's leader member

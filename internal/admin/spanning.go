@@ -1,0 +1,454 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/apiv1"
+)
+
+// When a cluster spreads topics over several replication groups, each
+// group's leader runs the admin API over its group's broker (its share of
+// every topic, in topic-wide queue numbers), and the member leading group 0
+// answers the API for the whole cluster: Spanning asks every group's
+// handler and merges their answers, as one broker would have answered.
+
+// GroupAsker reaches the admin handler of every replication group's
+// leader.
+type GroupAsker struct {
+	// Groups is how many replication groups the cluster has.
+	Groups int
+	// Ask sends a request to group g's handler (in this process, or at
+	// the member leading the group) and returns its answer; an error
+	// means the group could not answer (no leader, unreachable).
+	Ask func(ctx context.Context, g int, req SubRequest) (SubAnswer, error)
+}
+
+// SubRequest is a request to one group's handler: the client's own, with
+// the headers that authenticate it.
+type SubRequest struct {
+	Method string      `json:"m"`
+	Target string      `json:"t"` // path and query
+	Header http.Header `json:"h,omitempty"`
+	Body   []byte      `json:"b,omitempty"`
+}
+
+// SubAnswer is one group handler's answer.
+type SubAnswer struct {
+	Status int    `json:"s"`
+	Body   []byte `json:"b,omitempty"`
+}
+
+// Answer runs req on h and returns its answer.
+func Answer(ctx context.Context, h http.Handler, req SubRequest, remoteAddr string) SubAnswer {
+	r, err := http.NewRequestWithContext(ctx, req.Method, req.Target, bytes.NewReader(req.Body))
+	if err != nil {
+		return SubAnswer{Status: http.StatusBadRequest}
+	}
+	r.RemoteAddr = remoteAddr
+	for k, v := range req.Header {
+		r.Header[k] = v
+	}
+	rec := &recorder{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	return SubAnswer{Status: rec.status, Body: rec.body.Bytes()}
+}
+
+// recorder is an http.ResponseWriter that keeps the answer.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+func (r *recorder) WriteHeader(s int) {
+	if r.status == 0 {
+		r.status = s
+	}
+}
+
+// forwarded are the client headers a group's handler sees.
+var forwarded = []string{"Authorization", "Content-Type"}
+
+// spanning is the cluster-wide admin API.
+type spanning struct {
+	local http.Handler // group 0's handler with the node's endpoints
+	ask   GroupAsker
+}
+
+// Spanning returns the admin API of a cluster of several replication
+// groups: the topic, message, consumer group, transaction, timer,
+// dead-letter and trace endpoints ask every group and merge; the rest
+// (metrics, health, security, the console, the cluster's status) is
+// local's.
+func Spanning(local http.Handler, ask GroupAsker) http.Handler {
+	if ask.Groups <= 1 {
+		return local
+	}
+	s := &spanning{local: local, ask: ask}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/topics", s.topics)
+	mux.HandleFunc("GET /api/v1/topics/{topic}", s.topic)
+	mux.HandleFunc("POST /api/v1/topics", s.createTopic)
+	mux.HandleFunc("PATCH /api/v1/topics/{topic}", s.alterTopic)
+	mux.HandleFunc("GET /api/v1/topics/{topic}/messages", s.byQueue)
+	mux.HandleFunc("POST /api/v1/topics/{topic}/messages", s.publish)
+	mux.HandleFunc("GET /api/v1/messages", s.messages)
+	mux.HandleFunc("GET /api/v1/groups", s.groups)
+	mux.HandleFunc("GET /api/v1/groups/{group}", s.group)
+	mux.HandleFunc("POST /api/v1/groups/{group}/reset", s.reset)
+	mux.HandleFunc("DELETE /api/v1/groups/{group}", s.anyDone)
+	mux.HandleFunc("GET /api/v1/transactions", s.transactions)
+	mux.HandleFunc("POST /api/v1/transactions/kafka/{id}/abort", s.anyDone)
+	mux.HandleFunc("POST /api/v1/transactions/rocketmq/{offset}/{action}", s.endHalf)
+	mux.HandleFunc("GET /api/v1/timers", s.timers)
+	mux.HandleFunc("DELETE /api/v1/timers/{id}", s.anyDone)
+	mux.HandleFunc("GET /api/v1/deadletters", s.deadLetters)
+	mux.HandleFunc("GET /api/v1/deadletters/{group}/messages", s.byQueue)
+	mux.HandleFunc("POST /api/v1/deadletters/{group}/redrive", s.redrive)
+	mux.HandleFunc("GET /api/v1/trace", s.trace)
+	mux.HandleFunc("POST /api/v1/storage/{action}", s.everyGroup)
+	mux.Handle("/", local)
+	return mux
+}
+
+// sub is the request r (with body) as a group's handler takes it.
+func sub(r *http.Request, body []byte) SubRequest {
+	req := SubRequest{Method: r.Method, Target: r.URL.RequestURI(), Body: body, Header: http.Header{}}
+	for _, k := range forwarded {
+		if v := r.Header.Values(k); len(v) > 0 {
+			req.Header[k] = v
+		}
+	}
+	return req
+}
+
+// body reads a request body of at most 1 MiB.
+func body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		apiError(w, http.StatusBadRequest, "bad_request", "request body: "+err.Error())
+		return nil, false
+	}
+	return b, true
+}
+
+// one asks group g; a group that cannot answer is a 503.
+func (s *spanning) one(w http.ResponseWriter, r *http.Request, g int, req SubRequest) (SubAnswer, bool) {
+	a, err := s.ask.Ask(r.Context(), g, req)
+	if err != nil {
+		apiError(w, http.StatusServiceUnavailable, "unavailable", fmt.Sprintf("replication group %d: %v", g, err))
+		return a, false
+	}
+	return a, true
+}
+
+// all asks every group at once.
+func (s *spanning) all(w http.ResponseWriter, r *http.Request, req SubRequest) ([]SubAnswer, bool) {
+	out := make([]SubAnswer, s.ask.Groups)
+	errs := make([]error, s.ask.Groups)
+	var wg sync.WaitGroup
+	for g := range s.ask.Groups {
+		wg.Go(func() { out[g], errs[g] = s.ask.Ask(r.Context(), g, req) })
+	}
+	wg.Wait()
+	for g, err := range errs {
+		if err != nil {
+			apiError(w, http.StatusServiceUnavailable, "unavailable", fmt.Sprintf("replication group %d: %v", g, err))
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// pass writes answer a as it is.
+func pass(w http.ResponseWriter, a SubAnswer) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(a.Status)
+	_, _ = w.Write(a.Body)
+}
+
+// failed passes on the first failed answer (404s too unless notFoundOK)
+// and reports whether there was one; with notFoundOK, all answers 404 is a
+// 404.
+func failed(w http.ResponseWriter, answers []SubAnswer, notFoundOK bool) bool {
+	found := false
+	for _, a := range answers {
+		switch {
+		case a.Status == http.StatusNotFound && notFoundOK:
+		case a.Status >= 300:
+			pass(w, a)
+			return true
+		default:
+			found = true
+		}
+	}
+	if !found && len(answers) > 0 {
+		pass(w, answers[0])
+		return true
+	}
+	return false
+}
+
+// decodeEach decodes the successful answers.
+func decodeEach[T any](w http.ResponseWriter, answers []SubAnswer) ([]T, bool) {
+	var out []T
+	for g, a := range answers {
+		if a.Status >= 300 {
+			continue
+		}
+		var v T
+		if err := json.Unmarshal(a.Body, &v); err != nil {
+			apiError(w, http.StatusBadGateway, "internal", fmt.Sprintf("replication group %d answered: %v", g, err))
+			return nil, false
+		}
+		out = append(out, v)
+	}
+	return out, true
+}
+
+// gather asks every group, passes on a failure and decodes the rest.
+func gather[T any](s *spanning, w http.ResponseWriter, r *http.Request, req SubRequest, notFoundOK bool) ([]T, bool) {
+	answers, ok := s.all(w, r, req)
+	if !ok || failed(w, answers, notFoundOK) {
+		return nil, false
+	}
+	return decodeEach[T](w, answers)
+}
+
+// groupOfQueue is the group holding a topic-wide queue (from the query's
+// queue parameter; group 0, which answers the error, when it is bad).
+func (s *spanning) groupOfQueue(q string) int {
+	n, err := strconv.ParseInt(q, 10, 32)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return int(n % int64(s.ask.Groups))
+}
+
+// byQueue sends a request naming a queue (?queue=) to the group holding it.
+func (s *spanning) byQueue(w http.ResponseWriter, r *http.Request) {
+	if a, ok := s.one(w, r, s.groupOfQueue(r.URL.Query().Get("queue")), sub(r, nil)); ok {
+		pass(w, a)
+	}
+}
+
+// everyGroup runs a request in every group and answers group 0's answer.
+func (s *spanning) everyGroup(w http.ResponseWriter, r *http.Request) {
+	b, ok := body(w, r)
+	if !ok {
+		return
+	}
+	answers, ok := s.all(w, r, sub(r, b))
+	if !ok || failed(w, answers, false) {
+		return
+	}
+	pass(w, answers[0])
+}
+
+// anyDone runs a request naming something one group holds (a consumer
+// group's state, a transaction, a timer) in every group: done when any
+// group did it, else the first refusal that is not a 404.
+func (s *spanning) anyDone(w http.ResponseWriter, r *http.Request) {
+	b, ok := body(w, r)
+	if !ok {
+		return
+	}
+	answers, ok := s.all(w, r, sub(r, b))
+	if !ok {
+		return
+	}
+	for _, a := range answers {
+		if a.Status >= 300 && a.Status != http.StatusNotFound {
+			pass(w, a)
+			return
+		}
+	}
+	for _, a := range answers {
+		if a.Status < 300 {
+			pass(w, a)
+			return
+		}
+	}
+	pass(w, answers[0])
+}
+
+// mergeSummary adds one group's share of a topic to the whole.
+func mergeSummary(dst *apiv1.TopicSummary, src apiv1.TopicSummary) {
+	dst.Queues += src.Queues
+	dst.Messages += src.Messages
+	dst.Bytes += src.Bytes
+	dst.MessagesPerSec += src.MessagesPerSec
+}
+
+func (s *spanning) topics(w http.ResponseWriter, r *http.Request) {
+	lists, ok := gather[[]apiv1.TopicSummary](s, w, r, sub(r, nil), false)
+	if !ok {
+		return
+	}
+	out := []apiv1.TopicSummary{}
+	at := map[string]int{}
+	for _, list := range lists {
+		for _, t := range list {
+			if i, ok := at[t.FullName]; ok {
+				mergeSummary(&out[i], t)
+				continue
+			}
+			at[t.FullName] = len(out)
+			out = append(out, t)
+		}
+	}
+	sortBy(out, func(t apiv1.TopicSummary) string { return t.FullName })
+	writeJSON(w, out)
+}
+
+// topicDetail asks every group for a topic and merges their shares (ok
+// false once it answered the failure).
+func (s *spanning) topicDetail(w http.ResponseWriter, r *http.Request, topic string) (apiv1.TopicDetail, int, bool) {
+	req := SubRequest{Method: http.MethodGet, Target: "/api/v1/topics/" + url.PathEscape(topic), Header: sub(r, nil).Header}
+	shares, ok := gather[apiv1.TopicDetail](s, w, r, req, true)
+	if !ok {
+		return apiv1.TopicDetail{}, 0, false
+	}
+	d := shares[0]
+	d.QueueList = append([]apiv1.QueueInfo(nil), d.QueueList...)
+	for _, sh := range shares[1:] {
+		mergeSummary(&d.TopicSummary, sh.TopicSummary)
+		d.QueueList = append(d.QueueList, sh.QueueList...)
+	}
+	sortBy(d.QueueList, func(q apiv1.QueueInfo) int32 { return q.Queue })
+	return d, len(shares), true
+}
+
+func (s *spanning) topic(w http.ResponseWriter, r *http.Request) {
+	if d, _, ok := s.topicDetail(w, r, r.PathValue("topic")); ok {
+		writeJSON(w, d)
+	}
+}
+
+// settle answers a topic change group 0 made once every group shows the
+// topic with at least queues queues (other groups' leaders take it from
+// the metadata store within moments), or as it is after a few seconds.
+func (s *spanning) settle(w http.ResponseWriter, r *http.Request, status int, topic string, queues int) {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		d, n, ok := s.topicDetail(&discard{}, r, topic)
+		if ok && (n == s.ask.Groups && d.Queues >= queues || time.Now().After(deadline)) {
+			writeJSONStatus(w, status, d)
+			return
+		}
+		if time.Now().After(deadline) || r.Context().Err() != nil {
+			apiError(w, http.StatusServiceUnavailable, "unavailable", "the topic changed, but not every replication group shows it yet")
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (s *spanning) createTopic(w http.ResponseWriter, r *http.Request) {
+	b, ok := body(w, r)
+	if !ok {
+		return
+	}
+	a, ok := s.one(w, r, 0, sub(r, b))
+	if !ok {
+		return
+	}
+	var d apiv1.TopicDetail
+	if a.Status != http.StatusCreated || json.Unmarshal(a.Body, &d) != nil {
+		pass(w, a)
+		return
+	}
+	// Group 0's share tells the topic's whole queue count: its shares are
+	// every G-th queue from 0.
+	total := 0
+	if n := len(d.QueueList); n > 0 {
+		total = int(d.QueueList[n-1].Queue) + 1
+	}
+	s.settle(w, r, http.StatusCreated, d.FullName, total)
+}
+
+func (s *spanning) alterTopic(w http.ResponseWriter, r *http.Request) {
+	b, ok := body(w, r)
+	if !ok {
+		return
+	}
+	var req apiv1.TopicAlter
+	_ = json.Unmarshal(b, &req)
+	a, ok := s.one(w, r, 0, sub(r, b))
+	if !ok {
+		return
+	}
+	var d apiv1.TopicDetail
+	if a.Status != http.StatusOK || json.Unmarshal(a.Body, &d) != nil {
+		pass(w, a)
+		return
+	}
+	s.settle(w, r, http.StatusOK, d.FullName, req.Queues)
+}
+
+// publish sends a message to the group of its queue: the one named, else
+// the one its key hashes to (as a single broker picks), else queue 0.
+func (s *spanning) publish(w http.ResponseWriter, r *http.Request) {
+	b, ok := body(w, r)
+	if !ok {
+		return
+	}
+	var m apiv1.MessageSend
+	g := 0 // group 0 also answers a bad body's error
+	_ = json.Unmarshal(b, &m)
+	switch {
+	case m.Queue != nil:
+		g = s.groupOfQueue(strconv.Itoa(int(*m.Queue)))
+	case m.Key != "":
+		d, _, ok := s.topicDetail(w, r, r.PathValue("topic"))
+		if !ok {
+			return
+		}
+		if d.Queues > 0 {
+			h := fnv.New32a()
+			h.Write([]byte(m.Key))
+			q := int32(h.Sum32() % uint32(d.Queues))
+			m.Queue = &q
+			g = int(q) % s.ask.Groups
+			if nb, err := json.Marshal(m); err == nil {
+				b = nb
+			}
+		}
+	}
+	if a, ok := s.one(w, r, g, sub(r, b)); ok {
+		pass(w, a)
+	}
+}
+
+// discard is a ResponseWriter for answers nobody reads.
+type discard struct{ h http.Header }
+
+func (d *discard) Header() http.Header {
+	if d.h == nil {
+		d.h = http.Header{}
+	}
+	return d.h
+}
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(int)             {}

@@ -1,0 +1,109 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/rosettamq/rosetta/internal/apiv1"
+)
+
+// cannedGroups answers each group's requests from a table: path → the
+// JSON of each group's answer (nil: 404).
+type cannedGroups struct {
+	answers map[string][]any
+	asked   []string // "g method target"
+}
+
+func (c *cannedGroups) ask(_ context.Context, g int, req SubRequest) (SubAnswer, error) {
+	c.asked = append(c.asked, string(rune('0'+g))+" "+req.Method+" "+req.Target)
+	per, ok := c.answers[req.Method+" "+req.Target]
+	if !ok || per[g] == nil {
+		return SubAnswer{Status: http.StatusNotFound, Body: []byte(`{"error":{"code":"not_found","message":"no"}}`)}, nil
+	}
+	b, _ := json.Marshal(per[g])
+	return SubAnswer{Status: http.StatusOK, Body: b}, nil
+}
+
+func spanningOver(c *cannedGroups) http.Handler {
+	return Spanning(http.NotFoundHandler(), GroupAsker{Groups: 2, Ask: c.ask})
+}
+
+func get[T any](t *testing.T, h http.Handler, target string) (T, int) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, target, nil))
+	var v T
+	if rec.Code == http.StatusOK {
+		if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return v, rec.Code
+}
+
+func TestSpanningMergesTopicsAndGroups(t *testing.T) {
+	c := &cannedGroups{answers: map[string][]any{
+		"GET /api/v1/topics": {
+			[]apiv1.TopicSummary{{Name: "a", FullName: "a", Queues: 2, Messages: 10, Bytes: 100}},
+			[]apiv1.TopicSummary{{Name: "a", FullName: "a", Queues: 1, Messages: 5, Bytes: 50}, {Name: "b", FullName: "b", Queues: 1}},
+		},
+		"GET /api/v1/topics/a": {
+			apiv1.TopicDetail{TopicSummary: apiv1.TopicSummary{Name: "a", FullName: "a", Queues: 2, Messages: 10},
+				QueueList: []apiv1.QueueInfo{{Queue: 0, End: 7}, {Queue: 2, End: 3}}},
+			apiv1.TopicDetail{TopicSummary: apiv1.TopicSummary{Name: "a", FullName: "a", Queues: 1, Messages: 5},
+				QueueList: []apiv1.QueueInfo{{Queue: 1, End: 5}}},
+		},
+		// A Kafka group's coordinator (group 1) holds its offsets in every
+		// queue, knowing the end of its own only.
+		"GET /api/v1/groups/k": {nil, apiv1.GroupDetail{Name: "k", Type: "consumer", State: "Stable", Offsets: []apiv1.GroupOffset{
+			{Topic: "a", Queue: 0, Committed: 4, End: -1}, {Topic: "a", Queue: 1, Committed: 5, End: 5}, {Topic: "a", Queue: 2, Committed: 1, End: -1}}}},
+	}}
+	h := spanningOver(c)
+	list, code := get[[]apiv1.TopicSummary](t, h, "/api/v1/topics")
+	if code != http.StatusOK || len(list) != 2 || list[0].Queues != 3 || list[0].Messages != 15 || list[0].Bytes != 150 {
+		t.Fatalf("topics: %d %+v", code, list)
+	}
+	d, _ := get[apiv1.TopicDetail](t, h, "/api/v1/topics/a")
+	if d.Queues != 3 || len(d.QueueList) != 3 || d.QueueList[1].Queue != 1 || d.QueueList[2].End != 3 {
+		t.Fatalf("topic: %+v", d)
+	}
+	g, code := get[apiv1.GroupDetail](t, h, "/api/v1/groups/k")
+	if code != http.StatusOK || len(g.Offsets) != 3 || g.Offsets[0].End != 7 || g.Offsets[0].Lag != 3 || g.Offsets[2].Lag != 2 || g.Lag != 5 || g.State != "Stable" {
+		t.Fatalf("group: %d %+v", code, g)
+	}
+	if _, code := get[apiv1.GroupDetail](t, h, "/api/v1/groups/none"); code != http.StatusNotFound {
+		t.Fatalf("unknown group: %d", code)
+	}
+}
+
+func TestSpanningRoutesByQueue(t *testing.T) {
+	c := &cannedGroups{answers: map[string][]any{
+		"GET /api/v1/topics/a/messages?queue=3": {nil, apiv1.MessagePage{End: 9}},
+		"GET /api/v1/transactions": {
+			apiv1.Transactions{RocketMQ: []apiv1.HalfMessage{{Offset: 4}}},
+			apiv1.Transactions{RocketMQ: []apiv1.HalfMessage{{Offset: 4}}},
+		},
+	}}
+	h := spanningOver(c)
+	if p, code := get[apiv1.MessagePage](t, h, "/api/v1/topics/a/messages?queue=3"); code != http.StatusOK || p.End != 9 {
+		t.Fatalf("page: %d %+v", code, p)
+	}
+	tx, _ := get[apiv1.Transactions](t, h, "/api/v1/transactions")
+	if len(tx.RocketMQ) != 2 || tx.RocketMQ[0].Offset != 8 || tx.RocketMQ[1].Offset != 9 {
+		t.Fatalf("half messages: %+v", tx.RocketMQ)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/v1/transactions/rocketmq/9/commit", nil))
+	if last := c.asked[len(c.asked)-1]; last != "1 POST /api/v1/transactions/rocketmq/4/commit" {
+		t.Fatalf("commit of half 9 asked %q", last)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/v1/deadletters/g/redrive", strings.NewReader(`{"offsets":[3]}`)))
+	if rec.Code != http.StatusBadRequest {
+		t.Fatalf("redrive of offsets without their queue: %d", rec.Code)
+	}
+}

@@ -1,0 +1,116 @@
+//go:build !race
+
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/apiv1"
+)
+
+// adminCall asks the admin API of the member leading group 0 (the one
+// answering for the whole cluster) and decodes its answer into out.
+func (c *cluster) adminCall(ctx context.Context, t *testing.T, method, path string, body, out any) int {
+	t.Helper()
+	st, ok := c.status(ctx)
+	if !ok || len(st.Groups) == 0 || st.Groups[0].Leader == 0 {
+		t.Fatal("no member leads group 0")
+	}
+	m := c.member(int(st.Groups[0].Leader))
+	var rd bytes.Buffer
+	if body != nil {
+		_ = json.NewEncoder(&rd).Encode(body)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, method, "http://"+net.JoinHostPort(m.host, strconv.Itoa(c.ports[5]))+path, &rd)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// checkAdminOverGroups: the admin API answers for the whole cluster of
+// three groups, in Kafka's partition numbers: the topic's six partitions
+// with their messages, the consumer group's offsets in all of them (its
+// coordinator holds them, whichever group holds the partition), a page
+// of one partition, a dry-run reset over all, and a topic made through
+// the API has its queues in every group.
+func checkAdminOverGroups(ctx context.Context, t *testing.T, c *cluster, topic, group string, acked int) {
+	t.Helper()
+	var d apiv1.TopicDetail
+	if s := c.adminCall(ctx, t, http.MethodGet, "/api/v1/topics/"+topic, nil, &d); s != http.StatusOK {
+		t.Fatalf("GET topic: %d", s)
+	}
+	ends := map[int32]int64{}
+	for i, q := range d.QueueList {
+		if q.Queue != int32(i) {
+			t.Fatalf("topic queues %+v: want 0..5", d.QueueList)
+		}
+		ends[q.Queue] = q.End
+	}
+	if d.Queues != 6 || len(d.QueueList) != 6 || d.Messages < int64(acked) {
+		t.Fatalf("topic %s: %d queues, %d listed, %d messages (%d acknowledged)", topic, d.Queues, len(d.QueueList), d.Messages, acked)
+	}
+	var g apiv1.GroupDetail
+	if s := c.adminCall(ctx, t, http.MethodGet, "/api/v1/groups/"+group, nil, &g); s != http.StatusOK {
+		t.Fatalf("GET group: %d", s)
+	}
+	seen := map[int32]bool{}
+	for _, o := range g.Offsets {
+		if o.Topic != topic {
+			continue
+		}
+		seen[o.Queue] = true
+		if o.End != ends[o.Queue] || o.Lag != max(0, o.End-o.Committed) {
+			t.Fatalf("group offset %+v: the partition's end is %d", o, ends[o.Queue])
+		}
+	}
+	if len(seen) != 6 {
+		t.Fatalf("group %s has offsets in partitions %v of %s, want all six", group, seen, topic)
+	}
+	var page apiv1.MessagePage
+	if s := c.adminCall(ctx, t, http.MethodGet, "/api/v1/topics/"+topic+"/messages?queue=4&limit=5", nil, &page); s != http.StatusOK ||
+		len(page.Messages) == 0 || page.Messages[0].Queue != 4 || page.End != ends[4] {
+		t.Fatalf("page of partition 4: %d %+v (end %d)", s, page, ends[4])
+	}
+	var moves []apiv1.OffsetMove
+	if s := c.adminCall(ctx, t, http.MethodPost, "/api/v1/groups/"+group+"/reset", apiv1.OffsetReset{Topic: topic, To: "latest", DryRun: true}, &moves); s != http.StatusOK || len(moves) != 6 {
+		t.Fatalf("dry-run reset: %d %+v", s, moves)
+	}
+	for _, m := range moves {
+		if m.To != ends[m.Queue] {
+			t.Fatalf("dry-run reset to latest: %+v, the end is %d", m, ends[m.Queue])
+		}
+	}
+	var made apiv1.TopicDetail
+	if s := c.adminCall(ctx, t, http.MethodPost, "/api/v1/topics", apiv1.TopicCreate{Name: "groups-admin", Queues: 5}, &made); s != http.StatusCreated ||
+		made.Queues != 5 || len(made.QueueList) != 5 {
+		t.Fatalf("POST topic: %d %+v", s, made)
+	}
+	var list []apiv1.TopicSummary
+	c.adminCall(ctx, t, http.MethodGet, "/api/v1/topics", nil, &list)
+	got := map[string]int{}
+	for _, s := range list {
+		got[s.Name] = s.Queues
+	}
+	if got[topic] != 6 || got["groups-admin"] != 5 {
+		t.Fatalf("topic list: %v", got)
+	}
+	t.Logf("admin API over three groups: %s has %d messages in 6 partitions; group %s lag %d; %s", topic, d.Messages, group, g.Lag, fmt.Sprint(got))
+}
