@@ -59,15 +59,20 @@ type ReplicaProgress struct {
 }
 
 // StandbyHandler is the admin API of a cluster member that does not lead
-// its group: metrics, health and the cluster's status; everything else
-// answers 503 naming the leader's admin address.
-func StandbyHandler(m *Metrics, log *slog.Logger, sec Security, cluster func(context.Context) (ClusterStatus, error), leader func() string) http.Handler {
+// its group: metrics, health and the cluster's status here; everything
+// else through forward (the leader's answer), or, without one, a 503
+// naming the leader's admin address.
+func StandbyHandler(m *Metrics, log *slog.Logger, sec Security, cluster func(context.Context) (ClusterStatus, error), leader func() string, forward http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.gatherer(), promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, map[string]any{"status": "ok", "role": "follower"})
 	})
 	mux.HandleFunc("GET /api/v1/cluster", sec.guard(clusterHandler(cluster)))
+	if forward != nil {
+		mux.Handle("/", forward)
+		return mux
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -45,6 +46,7 @@ type SubRequest struct {
 // SubAnswer is one group handler's answer.
 type SubAnswer struct {
 	Status int    `json:"s"`
+	Type   string `json:"c,omitempty"` // Content-Type
 	Body   []byte `json:"b,omitempty"`
 }
 
@@ -63,7 +65,7 @@ func Answer(ctx context.Context, h http.Handler, req SubRequest, remoteAddr stri
 	if rec.status == 0 {
 		rec.status = http.StatusOK
 	}
-	return SubAnswer{Status: rec.status, Body: rec.body.Bytes()}
+	return SubAnswer{Status: rec.status, Type: rec.header.Get("Content-Type"), Body: rec.body.Bytes()}
 }
 
 // recorder is an http.ResponseWriter that keeps the answer.
@@ -182,7 +184,7 @@ func (s *spanning) all(w http.ResponseWriter, r *http.Request, req SubRequest) (
 
 // pass writes answer a as it is.
 func pass(w http.ResponseWriter, a SubAnswer) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", cmp.Or(a.Type, "application/json"))
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(a.Status)
 	_, _ = w.Write(a.Body)
@@ -452,3 +454,21 @@ func (d *discard) Header() http.Header {
 }
 func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
 func (d *discard) WriteHeader(int)             {}
+
+// Forward answers every request through group g's handler: the admin API
+// of a member that does not lead group 0, answered by the member that
+// does.
+func Forward(ask GroupAsker, g int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, ok := body(w, r)
+		if !ok {
+			return
+		}
+		a, err := ask.Ask(r.Context(), g, sub(r, b))
+		if err != nil {
+			apiError(w, http.StatusServiceUnavailable, "not_leader", fmt.Sprintf("the member leading replication group %d cannot be reached: %v", g, err))
+			return
+		}
+		pass(w, a)
+	})
+}

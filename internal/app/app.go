@@ -155,6 +155,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	if a.replica != nil {
+		if err := a.resolveGroups(ctx); err != nil {
+			a.closeBase()
+			return nil, err
+		}
 		g0 := a.replica.first()
 		g0.engine, g0.producers, g0.kafkaTxns = a.engine, a.producers, a.kafkaTxns
 		if err := a.openGroupEngines(sc); err != nil {

@@ -92,6 +92,42 @@ func (a *App) openGroupEngines(base storage.Config) error {
 	return nil
 }
 
+// resolveGroups settles how many replication groups the cluster has
+// before their engines open: cluster.groups when set; else as the cluster
+// was made (recorded in the metadata); else, for a cluster being made, one
+// group per member (a cluster made before groups were recorded, which has
+// topics already, has one).
+func (a *App) resolveGroups(ctx context.Context) error {
+	if a.cfg.Cluster.Groups == 0 {
+		kv, err := a.meta.Get(ctx, groupsKey)
+		switch {
+		case err == nil:
+			n, perr := strconv.Atoi(string(kv.Value))
+			if perr != nil || n < 1 || n > maxGroups {
+				return fmt.Errorf("%w: the cluster's recorded groups %q", model.ErrInvalidConfig, kv.Value)
+			}
+			a.cfg.Cluster.Groups = n
+		case errors.Is(err, meta.ErrNotFound):
+			topics, err := a.meta.List(ctx, "topics/")
+			if err != nil {
+				return err
+			}
+			a.cfg.Cluster.Groups = 1
+			if len(topics) == 0 {
+				a.cfg.Cluster.Groups = min(len(a.replica.members), maxGroups)
+			}
+		default:
+			return err
+		}
+		a.log.Info("replication groups", "groups", a.cfg.Cluster.Groups)
+	}
+	r := a.replica
+	for g := len(r.groups); g < a.cfg.Cluster.groups(); g++ {
+		r.groups = append(r.groups, &groupReplica{id: model.GroupID(g), handoff: replication.NewHandoff(), stack: &atomic.Pointer[stack]{}})
+	}
+	return nil
+}
+
 // checkGroups keeps cluster.groups as the cluster was made with: the first
 // member to start records it in the metadata, and a member configured
 // otherwise refuses to start (queues would move between groups).

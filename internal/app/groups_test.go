@@ -51,4 +51,27 @@ func TestCheckGroups(t *testing.T) {
 	if err := member(old, 1).checkGroups(ctx); err != nil {
 		t.Fatalf("one group on a cluster made with one: %v", err)
 	}
+
+	// Unset, the number is the recorded one, else one per member for a
+	// new cluster, else one for a cluster made before it was recorded.
+	resolve := func(s meta.Store) int {
+		a := member(s, 0)
+		a.replica = &replica{members: map[model.NodeID]string{1: "a", 2: "b", 3: "c"}, groups: []*groupReplica{{}}}
+		if err := a.resolveGroups(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(a.replica.groups) != a.cfg.Cluster.Groups {
+			t.Fatalf("%d group replicas for %d groups", len(a.replica.groups), a.cfg.Cluster.Groups)
+		}
+		return a.cfg.Cluster.Groups
+	}
+	if n := resolve(s); n != 3 {
+		t.Fatalf("recorded 3, resolved %d", n)
+	}
+	if n := resolve(store(t)); n != 3 {
+		t.Fatalf("a new cluster of three members: %d groups", n)
+	}
+	if n := resolve(old); n != 1 {
+		t.Fatalf("a cluster made with topics before groups were recorded: %d groups", n)
+	}
 }

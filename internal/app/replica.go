@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/rosettamq/rosetta/internal/kafka"
 	"github.com/rosettamq/rosetta/internal/meta/etcdembed"
@@ -19,7 +18,7 @@ import (
 
 // A cluster member (cluster.members): every member runs an etcd member for
 // the metadata (unless cluster.etcd_endpoints names an external etcd) and
-// a replica of every replication group (cluster.groups; one by default),
+// a replica of every replication group (cluster.groups; one per member by default),
 // each replicated with Raft. The member that leads a group serves its
 // clients: it builds the group's broker from the log (as a restart does)
 // when it becomes leader and drops it when leadership ends. The others
@@ -68,10 +67,9 @@ func (a *App) prepareReplica(ctx context.Context, sc *storage.Config) error {
 		return err
 	}
 	r := &replica{members: members, self: model.NodeID(a.cfg.NodeID)}
-	for g := range a.cfg.Cluster.groups() {
-		r.groups = append(r.groups, &groupReplica{id: model.GroupID(g), handoff: replication.NewHandoff(), stack: &atomic.Pointer[stack]{}})
-	}
-	r.groups[0].stack = &a.stack
+	// Group 0 now; the others once the metadata says how many there are
+	// (resolveGroups).
+	r.groups = append(r.groups, &groupReplica{id: 0, handoff: replication.NewHandoff(), stack: &a.stack})
 	a.replica = r
 	sc.Replicated = true
 	sc.OnWritten = r.first().handoff.Written

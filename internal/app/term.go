@@ -34,7 +34,11 @@ func (a *App) runReplicated(ctx context.Context, ready func(), eps []endpoint) e
 	g, gctx := errgroup.WithContext(ctx)
 	a.runNode(gctx, g)
 	handler := &switchHandler{}
-	handler.set(admin.StandbyHandler(a.metrics, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterStatus, a.leaderHTTP))
+	// A member not leading group 0 answers the admin API through the one
+	// that does (its node endpoints here).
+	asker := admin.GroupAsker{Groups: len(r.groups), Ask: a.askAdmin}
+	handler.set(admin.StandbyHandler(a.metrics, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterStatus, a.leaderHTTP,
+		admin.Spanning(admin.Forward(asker, 0), asker)))
 	var httpSrv *http.Server
 	routes := make([][]*listenerRoute, len(r.groups))
 	var kafkaRoutes []*listenerRoute

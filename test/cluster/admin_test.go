@@ -20,11 +20,22 @@ import (
 // answering for the whole cluster) and decodes its answer into out.
 func (c *cluster) adminCall(ctx context.Context, t *testing.T, method, path string, body, out any) int {
 	t.Helper()
+	return c.adminCallAt(ctx, t, c.member(c.groupLeader(ctx, t, 0)), method, path, body, out)
+}
+
+// groupLeader is the member leading replication group g.
+func (c *cluster) groupLeader(ctx context.Context, t *testing.T, g int) int {
+	t.Helper()
 	st, ok := c.status(ctx)
-	if !ok || len(st.Groups) == 0 || st.Groups[0].Leader == 0 {
-		t.Fatal("no member leads group 0")
+	if !ok || len(st.Groups) <= g || st.Groups[g].Leader == 0 {
+		t.Fatalf("no member leads group %d", g)
 	}
-	m := c.member(int(st.Groups[0].Leader))
+	return int(st.Groups[g].Leader)
+}
+
+// adminCallAt asks member m's admin API.
+func (c *cluster) adminCallAt(ctx context.Context, t *testing.T, m *member, method, path string, body, out any) int {
+	t.Helper()
 	var rd bytes.Buffer
 	if body != nil {
 		_ = json.NewEncoder(&rd).Encode(body)
@@ -111,6 +122,16 @@ func checkAdminOverGroups(ctx context.Context, t *testing.T, c *cluster, topic, 
 	}
 	if got[topic] != 6 || got["groups-admin"] != 5 {
 		t.Fatalf("topic list: %v", got)
+	}
+	// Another member answers the same, through the member leading group 0.
+	other := c.member(c.groupLeader(ctx, t, 0)%3 + 1)
+	var od apiv1.TopicDetail
+	if s := c.adminCallAt(ctx, t, other, http.MethodGet, "/api/v1/topics/"+topic, nil, &od); s != http.StatusOK || od.Queues != 6 || od.Messages != d.Messages {
+		t.Fatalf("GET topic from member %d: %d %+v", other.id, s, od.TopicSummary)
+	}
+	var doc map[string]any
+	if s := c.adminCallAt(ctx, t, other, http.MethodGet, "/api/v1/openapi.json", nil, &doc); s != http.StatusOK || doc["paths"] == nil {
+		t.Fatalf("GET openapi.json from member %d (group 0's answer): %d", other.id, s)
 	}
 	t.Logf("admin API over three groups: %s has %d messages in 6 partitions; group %s lag %d; %s", topic, d.Messages, group, g.Lag, fmt.Sprint(got))
 }

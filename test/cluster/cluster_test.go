@@ -67,7 +67,10 @@ func TestClusterChild(t *testing.T) {
 	cfg.Listen.Kafka = ":" + ports[0]
 	cfg.Listen.Remoting, cfg.Listen.GRPC = ":"+ports[3], ":"+ports[4]
 	cfg.Listen.HTTP = ""
-	if g, _ := strconv.Atoi(os.Getenv(envGroups)); g > 1 {
+	// One replication group unless the test asks for several (0: the
+	// default, one per member).
+	cfg.Cluster.Groups = 1
+	if g, err := strconv.Atoi(os.Getenv(envGroups)); err == nil {
 		cfg.Cluster.Groups = g
 		cfg.Listen.HTTP = ":" + ports[5]
 	}
