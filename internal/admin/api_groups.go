@@ -247,4 +247,3 @@ func commitMoves(r *http.Request, b *broker.Broker, group string, moves []apiv1.
 	}
 	return b.CommitQueueOffsets(r.Context(), group, commits)
 }
-
