@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rosettamq/rosetta/internal/apiv1"
@@ -15,11 +16,14 @@ import (
 // JSON of each group's answer (nil: 404).
 type cannedGroups struct {
 	answers map[string][]any
+	mu      sync.Mutex
 	asked   []string // "g method target"
 }
 
 func (c *cannedGroups) ask(_ context.Context, g int, req SubRequest) (SubAnswer, error) {
+	c.mu.Lock()
 	c.asked = append(c.asked, string(rune('0'+g))+" "+req.Method+" "+req.Target)
+	c.mu.Unlock()
 	per, ok := c.answers[req.Method+" "+req.Target]
 	if !ok || per[g] == nil {
 		return SubAnswer{Status: http.StatusNotFound, Body: []byte(`{"error":{"code":"not_found","message":"no"}}`)}, nil
