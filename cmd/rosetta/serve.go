@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -69,7 +70,18 @@ the variable ROSETTA_STORAGE_DURABILITY.`,
 				return err
 			}
 			log.Info("rosetta started", "version", app.Version, "data_dir", cfg.DataDir, "durability", cfg.Storage.Durability)
-			return a.Run(ctx, nil)
+			err = a.Run(ctx, nil)
+			if errors.Is(err, app.ErrRestartToInstall) {
+				// A replica fetched a snapshot: the same process starts
+				// again and installs it.
+				log.Warn("restarting to install a fetched snapshot")
+				exe, xerr := os.Executable()
+				if xerr == nil {
+					xerr = syscall.Exec(exe, os.Args, os.Environ())
+				}
+				return errors.Join(err, xerr)
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", "", "YAML configuration file")

@@ -150,6 +150,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	})
 	a.kafkaTxns = producers.NewTxnIndex()
 	sc.StateKeepers = append(sc.StateKeepers, a.producers, a.kafkaTxns)
+	if a.replica != nil {
+		if err := a.installImage(sc.Dir, 0); err != nil {
+			a.closeBase()
+			return nil, err
+		}
+	}
 	if a.engine, err = storage.Open(sc); err != nil {
 		a.closeBase()
 		return nil, err

@@ -83,6 +83,9 @@ func (a *App) openGroupEngines(base storage.Config) error {
 		gr.kafkaTxns = producers.NewTxnIndex()
 		sc.StateKeepers = []storage.StateKeeper{gr.producers, gr.kafkaTxns}
 		sc.Logger = a.log.With("group", gr.id)
+		if err := a.installImage(sc.Dir, gr.id); err != nil {
+			return err
+		}
 		e, err := storage.Open(sc)
 		if err != nil {
 			return fmt.Errorf("group %d storage: %w", gr.id, err)

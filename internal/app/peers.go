@@ -181,8 +181,11 @@ func (a *App) answerAdmin(ctx context.Context, from model.NodeID, body []byte) (
 
 // answerCall answers another member's call.
 func (a *App) answerCall(ctx context.Context, from model.NodeID, method byte, body []byte) ([]byte, error) {
-	if method == callAdmin {
+	switch method {
+	case callAdmin:
 		return a.answerAdmin(ctx, from, body)
+	case callImageOpen, callImageRead, callImageClose:
+		return a.answerImage(ctx, from, method, body)
 	}
 	var req callRequest
 	if err := json.Unmarshal(body, &req); err != nil {

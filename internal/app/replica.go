@@ -40,6 +40,9 @@ type replica struct {
 	// kafkaRelays are the Kafka connections relayed to group 0's leader
 	// while this member leads no group (kafkafront.go).
 	kafkaRelays relaySet
+	// images are the engine images this member serves to replicas
+	// fetching a snapshot (snapshots.go).
+	images imageLeases
 }
 
 // first is group 0, which serves every listener.
@@ -133,6 +136,9 @@ func (a *App) startReplica() error {
 			Engine:    gr.engine,
 			Handoff:   gr.handoff,
 			Transport: t,
+			FetchSnapshot: func(ctx context.Context, from model.NodeID, _ model.Index) error {
+				return a.fetchImage(ctx, gr, from)
+			},
 			OnRoleChange: func(model.NodeID, model.Term) {
 				gr.relays.closeUpstreams() // relayed connections follow the leader
 				if gr.id == 0 {

@@ -72,8 +72,19 @@ type Config struct {
 	// OnRoleChange, when set, is told (on the group's goroutine; keep it
 	// short) when the leader or term changes; leader is 0 while unknown.
 	OnRoleChange func(leader model.NodeID, term model.Term)
-	Logger       *slog.Logger
+	// FetchSnapshot, when set, fetches the image of the engine a snapshot
+	// names (the leader's, at its index) and leaves it complete for
+	// storage.InstallImage: the replica then stops with
+	// ErrRestartToInstall, and its node installs the image as it starts
+	// again. It runs on the storage goroutine. Without it a replica that
+	// needs records its leader no longer holds stops with an error.
+	FetchSnapshot func(ctx context.Context, from model.NodeID, index model.Index) error
+	Logger        *slog.Logger
 }
+
+// ErrRestartToInstall stops a replica that fetched a snapshot: its node
+// installs it (storage.InstallImage) as it starts again.
+var ErrRestartToInstall = errors.New("a snapshot of the group was fetched: restart to install it")
 
 // Handoff carries the records a leader's engine writes to its group, in
 // index order. Create it before opening the engine and pass Written as the
@@ -192,7 +203,7 @@ func Start(cfg Config) (*Group, error) {
 	}
 	g.work.init()
 	g.responses.init()
-	g.store = &logStorage{engine: cfg.Engine, state: st}
+	g.store = &logStorage{node: cfg.Node, engine: cfg.Engine, state: st}
 	last := uint64(cfg.Engine.LastIndex())
 	g.store.stable.Store(last)
 	g.raftLast = last
@@ -289,6 +300,23 @@ func (g *Group) call(fn func()) bool {
 		}
 	}
 }
+
+// ReportSnapshot tells Raft whether a follower fetched the snapshot it was
+// sent (it then streams entries after it, or sends another). It never
+// blocks.
+func (g *Group) ReportSnapshot(node model.NodeID, ok bool) {
+	status := raft.SnapshotFailure
+	if ok {
+		status = raft.SnapshotFinish
+	}
+	select {
+	case g.calls <- func() { g.rn.ReportSnapshot(uint64(node), status) }:
+	default:
+	}
+}
+
+// Engine is the replica's engine.
+func (g *Group) Engine() *storage.Engine { return g.engine }
 
 // Leader returns the node this replica believes leads the group (0 when
 // none is known) and the term.
@@ -389,7 +417,11 @@ func (g *Group) Err() error {
 // fail stops the replica after a storage error it cannot go on from.
 func (g *Group) fail(err error) {
 	if g.err.CompareAndSwap(nil, &err) {
-		g.log.Error("replica stopped: storage failed", "err", err)
+		if errors.Is(err, ErrRestartToInstall) {
+			g.log.Warn("replica stopped to install a snapshot")
+		} else {
+			g.log.Error("replica stopped: storage failed", "err", err)
+		}
 		g.writable.Store(false)
 		g.engine.SetFollower()
 		g.cancel()

@@ -21,6 +21,7 @@ import (
 // node to store (stable), which on a leader may trail records already
 // written and not yet proposed.
 type logStorage struct {
+	node   model.NodeID // this node (what a snapshot it makes names)
 	engine *storage.Engine
 	state  *stateFile
 	stable atomic.Uint64
@@ -116,10 +117,32 @@ func (s *logStorage) firstIndex() uint64 {
 	return s.stable.Load() + 1
 }
 
-// Snapshot is not available yet: a replica that needs records the log no
-// longer holds waits (installing snapshots is not built).
+// Snapshot names what a replica that needs records the log no longer holds
+// installs instead: an image of this (the leader's) engine at its commit
+// index, which the replica fetches from this node out of band
+// (Config.FetchSnapshot) — the snapshot Raft sends carries no data but
+// where to fetch it.
 func (s *logStorage) Snapshot() (*pb.Snapshot, error) {
-	return nil, raft.ErrSnapshotTemporarilyUnavailable
+	i := uint64(s.engine.CommitIndex())
+	if i == 0 || s.node == 0 {
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	t, err := s.engine.TermAt(model.Index(i))
+	if err != nil {
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	data, err := json.Marshal(snapshotSource{Node: s.node})
+	if err != nil {
+		return nil, err
+	}
+	st := s.state.load()
+	return &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{Index: new(i), Term: new(uint64(t)),
+		ConfState: &pb.ConfState{Voters: st.Voters, Learners: st.Learners}}}, nil
+}
+
+// snapshotSource is a snapshot's data: the node whose image to fetch.
+type snapshotSource struct {
+	Node model.NodeID `json:"node"`
 }
 
 // persistedState is the small file beside the log holding what Raft needs

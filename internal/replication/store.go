@@ -2,8 +2,10 @@ package replication
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -76,7 +78,7 @@ func (g *Group) openEngine(term uint64) {
 // what it carries is durable.
 func (s *logStorage) storeAppend(ctx context.Context, m *pb.Message, g *Group) error {
 	if snap := m.Snapshot; snap != nil {
-		return fmt.Errorf("installing a snapshot is not supported yet (index %d)", snap.GetMetadata().GetIndex())
+		return g.fetchSnapshot(ctx, snap)
 	}
 	if ents := m.Entries; len(ents) > 0 {
 		k := s.stored(ents)
@@ -179,4 +181,41 @@ func (q *queue[T]) take() []T {
 	v := q.items
 	q.items = nil
 	return v
+}
+
+// fetchSnapshot fetches the image a snapshot names; the replica then stops
+// for its node to restart and install it (the snapshot is not
+// acknowledged: the leader learns of the fetch from its source).
+func (g *Group) fetchSnapshot(ctx context.Context, snap *pb.Snapshot) error {
+	index := model.Index(snap.GetMetadata().GetIndex())
+	var src snapshotSource
+	if err := json.Unmarshal(snap.Data, &src); err != nil || src.Node == 0 {
+		return fmt.Errorf("%w: snapshot at %d names no source", model.ErrCorruptRecord, index)
+	}
+	if g.cfg.FetchSnapshot == nil {
+		return fmt.Errorf("the group's log from %d is gone from its leader, and this replica cannot fetch snapshots", index)
+	}
+	g.log.Warn("the leader no longer holds the records this replica needs: fetching its image", "from", src.Node, "index", index,
+		"last_index", g.engine.LastIndex())
+	start := time.Now()
+	// Until it has the image the replica is of no use: it keeps trying,
+	// from the group's leader of the moment (any leader's image will do:
+	// it holds what was committed).
+	for from := src.Node; ; {
+		err := g.cfg.FetchSnapshot(ctx, from, index)
+		if err == nil {
+			break
+		}
+		g.log.Warn("fetching the snapshot failed; trying again", "from", from, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+		if l, _ := g.Leader(); l != 0 && l != g.cfg.Node {
+			from = l
+		}
+	}
+	g.log.Warn("snapshot fetched: restarting to install it", "index", index, "took", time.Since(start).Round(time.Millisecond))
+	return ErrRestartToInstall
 }

@@ -263,6 +263,31 @@ func (w *ImageWriter) Write(path string, p []byte) error {
 	return err
 }
 
+// Skip extends the image's file path by n zero bytes without writing
+// them (preallocated index files are mostly zeros).
+func (w *ImageWriter) Skip(path string, n int64) error {
+	clean := filepath.Clean(filepath.FromSlash(path))
+	if !filepath.IsLocal(clean) || clean == imageComplete || n < 0 {
+		return fmt.Errorf("%w: image file %q", model.ErrCorruptRecord, path)
+	}
+	full := filepath.Join(w.dir, clean)
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	st, err := f.Stat()
+	if err == nil {
+		err = f.Truncate(st.Size() + n)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // Complete makes the assembled image durable and marks it whole:
 // InstallImage installs it when the engine next opens.
 func (w *ImageWriter) Complete() error {

@@ -33,6 +33,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/rosettamq/rosetta/internal/app"
 	"github.com/rosettamq/rosetta/internal/app/apptest"
 )
 
@@ -43,6 +44,9 @@ const (
 	envMembers = "ROSETTA_CLUSTER_MEMBERS"
 	envEtcd    = "ROSETTA_CLUSTER_ETCD" // an external etcd instead of embedded members
 	envGroups  = "ROSETTA_CLUSTER_GROUPS"
+	// envSmallSegments: 1 MiB commit-log segments, so retention and
+	// garbage collection have whole segments to delete.
+	envSmallSegments = "ROSETTA_CLUSTER_SMALL_SEGMENTS"
 )
 
 var hosts = []string{"127.0.0.11", "127.0.0.12", "127.0.0.13"}
@@ -75,15 +79,28 @@ func TestClusterChild(t *testing.T) {
 		cfg.Listen.HTTP = ":" + ports[5]
 	}
 	cfg.Storage.Durability = "sync"
+	if os.Getenv(envSmallSegments) != "" {
+		cfg.Storage.SegmentSize, cfg.Storage.MaxRecordSize = 1<<20, 512<<10
+	}
 	cfg.Broker.GroupConsumerHeartbeatInterval = 250 * time.Millisecond
 	cfg.Broker.GroupConsumerSessionTimeout = 6 * time.Second
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
 	n := apptest.StartTestNode(t, cfg)
 	fmt.Printf("READY KAFKA_ADDR=%s\n", n.KafkaAddr())
-	<-term    // or SIGKILL
-	n.Stop(t) // a graceful stop, as rosetta serve's on SIGTERM
-	os.Exit(0)
+	select {
+	case <-term: // or SIGKILL
+		n.Stop(t) // a graceful stop, as rosetta serve's on SIGTERM
+		os.Exit(0)
+	case err := <-n.Done():
+		if errors.Is(err, app.ErrRestartToInstall) {
+			// As rosetta serve does: the same process starts again.
+			exe, _ := os.Executable()
+			err = syscall.Exec(exe, os.Args, os.Environ())
+		}
+		fmt.Fprintln(os.Stderr, "member ended:", err)
+		os.Exit(1)
+	}
 }
 
 // member is one child process.

@@ -63,6 +63,11 @@ func StartTestNode(t testing.TB, c app.Config) *TestNode {
 	return n
 }
 
+// Done delivers what Run returned when the node ended by itself (a
+// cluster member that fetched a snapshot ends with
+// app.ErrRestartToInstall).
+func (n *TestNode) Done() <-chan error { return n.done }
+
 // Stop shuts the node down (idempotent).
 func (n *TestNode) Stop(t testing.TB) {
 	if n.cancel == nil {
