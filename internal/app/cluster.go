@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -98,8 +99,23 @@ func (a *App) joinCluster(ctx context.Context) (*cluster.Membership, error) {
 	if a.cfg.Listen.KafkaAdvertised != "" {
 		endpoints["kafka"] = a.cfg.Listen.KafkaAdvertised
 	}
-	m, err := cluster.Join(ctx, a.meta, cluster.Node{ID: self, Incarnation: id.Incarnation, Endpoints: endpoints},
-		cluster.MembershipOptions{Logger: a.log, ClusterID: id.ClusterID})
+	join := func() (*cluster.Membership, error) {
+		return cluster.Join(ctx, a.meta, cluster.Node{ID: self, Incarnation: id.Incarnation, Endpoints: endpoints},
+			cluster.MembershipOptions{Logger: a.log, ClusterID: id.ClusterID})
+	}
+	m, err := join()
+	// A member on a fresh directory (a replaced disk) starts its
+	// incarnations again: the registration of its dead predecessor
+	// lapses with that process's lease, a few seconds after it died.
+	for start := time.Now(); errors.Is(err, cluster.ErrFenced) && id.Incarnation == 1 && time.Since(start) < fencedWait; {
+		a.log.Warn("an earlier process of this node is still registered; waiting for its registration to lapse", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+		m, err = join()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +128,10 @@ func (a *App) joinCluster(ctx context.Context) (*cluster.Membership, error) {
 	a.log.Info("joined the cluster", "cluster", a.cfg.Cluster.Name, "cluster_id", m.ClusterID(), "node", self, "incarnation", id.Incarnation)
 	return m, nil
 }
+
+// fencedWait bounds how long a member on a fresh directory waits for its
+// predecessor's registration to lapse (its lease, 3 s).
+const fencedWait = 15 * time.Second
 
 // clusterID is the identity Kafka clients are told: the cluster's when the
 // node is in one, its own otherwise.

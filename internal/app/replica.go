@@ -93,6 +93,12 @@ func (a *App) prepareReplica(ctx context.Context, sc *storage.Config) error {
 		initial[fmt.Sprintf("node-%d", id)] = peerURL(host)
 	}
 	host := members[r.self]
+	var peers []string
+	for _, id := range sortedIDs(members) {
+		if id != r.self {
+			peers = append(peers, scheme+"://"+net.JoinHostPort(members[id], strconv.Itoa(a.cfg.Cluster.EtcdPort)))
+		}
+	}
 	if err := checkEtcdScheme(filepath.Join(a.cfg.DataDir, "etcd"), scheme); err != nil {
 		return err
 	}
@@ -108,6 +114,8 @@ func (a *App) prepareReplica(ctx context.Context, sc *storage.Config) error {
 		TLSCert:        r.pki.cert(),
 		TLSKey:         r.pki.key(),
 		Logger:         a.log,
+		Peers:          peers,
+		ClientTLS:      a.etcdTLS(),
 	})
 	return err
 }

@@ -466,6 +466,14 @@ func (g *Group) run(ctx context.Context) {
 }
 
 func (g *Group) step(m *pb.Message) {
+	if m.GetType() == pb.MsgHeartbeat && m.GetCommit() > g.raftLast {
+		// A leader names the commit index it believes this replica holds;
+		// a replica that lost its log (a replaced disk) holds less, and
+		// Raft would stop on a commit index past its log. Capped, the
+		// leader finds out from the appends it is refused and sends what
+		// is missing, or a snapshot.
+		m.Commit = new(g.raftLast)
+	}
 	if err := g.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 		g.log.Debug("raft step", "type", m.GetType(), "from", m.GetFrom(), "err", err)
 	}

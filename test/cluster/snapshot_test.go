@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -22,7 +23,9 @@ import (
 // group's log start past what the member holds). Started again, it fetches
 // an image of each group's engine from the leader, restarts to install it,
 // catches up from the log after it, gets its group back, and serves every
-// acknowledged record of its partitions from the installed copy.
+// acknowledged record of its partitions from the installed copy. Then
+// another member's disk is replaced (an empty directory): it joins again
+// the same way.
 func TestClusterSnapshot(t *testing.T) {
 	c := newCluster(t, envGroups+"=0", envSmallSegments+"=1")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -104,5 +107,21 @@ func TestClusterSnapshot(t *testing.T) {
 	t.Logf("%d groups' logs were gone from the member's position: it led its group again %v after its start",
 		gone, time.Since(restarted).Round(time.Millisecond))
 	acks = append(acks, produce("snap-kept", 600, 300, 100)...)
+	verify(t, c, "snap-kept", acks)
+
+	// A member's disk is replaced: it starts with an empty directory,
+	// joins the etcd cluster again, fetches every group's image and gets
+	// its group back.
+	replaced := c.member(2)
+	c.kill(replaced)
+	if err := os.RemoveAll(replaced.dir); err != nil {
+		t.Fatal(err)
+	}
+	acks = append(acks, produce("snap-kept", 900, 300, 100)...)
+	restarted = time.Now()
+	c.start(replaced)
+	apptest.Eventually(t, 2*time.Minute, "the replaced member back with its group", func() bool { return c.spread(ctx) })
+	t.Logf("a member with a replaced disk led its group again %v after its start", time.Since(restarted).Round(time.Millisecond))
+	acks = append(acks, produce("snap-kept", 1200, 300, 100)...)
 	verify(t, c, "snap-kept", acks)
 }

@@ -4,6 +4,7 @@ package etcdembed
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -36,6 +37,11 @@ type EmbeddedConfig struct {
 	TLSCA, TLSCert, TLSKey string
 	Logger                 *slog.Logger
 	StartTimeout           time.Duration // 60 s when zero
+	// Peers are the other members' client URLs and ClientTLS how to reach
+	// them: a member starting with an empty directory asks them whether
+	// it is rejoining a running cluster (rejoin).
+	Peers     []string
+	ClientTLS *tls.Config
 }
 
 // Embedded is a running etcd member.
@@ -71,6 +77,16 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, err
 	}
+	existing := false
+	if _, err := os.Stat(filepath.Join(c.Dir, "member")); err != nil && len(c.Peers) > 0 {
+		initial, ok, err := rejoin(ctx, c)
+		if err != nil {
+			return nil, fmt.Errorf("embedded etcd: rejoin the cluster: %w", err)
+		}
+		if ok {
+			c.InitialCluster, existing = initial, true
+		}
+	}
 	names := make([]string, 0, len(c.InitialCluster))
 	for name := range c.InitialCluster {
 		names = append(names, name)
@@ -87,7 +103,7 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	}
 	cfg.InitialClusterToken = c.ClusterToken
 	cfg.ClusterState = embed.ClusterStateFlagNew
-	if _, err := os.Stat(filepath.Join(c.Dir, "member")); err == nil {
+	if _, err := os.Stat(filepath.Join(c.Dir, "member")); err == nil || existing {
 		cfg.ClusterState = embed.ClusterStateFlagExisting
 	}
 	// Fast failure detection on one machine or one rack: 100 ms heartbeats,
