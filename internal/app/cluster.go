@@ -2,8 +2,8 @@ package app
 
 import (
 	"context"
-	"errors"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
