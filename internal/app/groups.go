@@ -42,6 +42,9 @@ type groupReplica struct {
 	// admin is the admin API over the group's broker while this node
 	// leads it (what the cluster-wide API asks).
 	admin atomic.Pointer[http.Handler]
+	// imagesServed and imagesInstalled count snapshots (engine images)
+	// sent whole to replicas and fetched whole from a leader.
+	imagesServed, imagesInstalled atomic.Int64
 }
 
 // placement is the group's share of every topic's queues.

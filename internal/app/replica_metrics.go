@@ -11,6 +11,7 @@ type replicaCollector struct {
 	r                                           *replica
 	leader, term, commit, applied, last, isLead *prometheus.Desc
 	changes, lag, match                         *prometheus.Desc
+	imagesServed, imagesInstalled               *prometheus.Desc
 }
 
 func newReplicaCollector(r *replica) *replicaCollector {
@@ -28,11 +29,15 @@ func newReplicaCollector(r *replica) *replicaCollector {
 		changes: d("leader_changes_total", "New leaders this replica saw.", g),
 		lag:     d("follower_lag", "Entries a replica is behind the commit index (reported by the leader).", []string{"group", "node"}),
 		match:   d("follower_match_index", "The last index the leader knows a replica stores.", []string{"group", "node"}),
+		imagesServed: d("snapshots_served_total",
+			"Images of the group's engine this member sent whole to a replica that needed records the log no longer holds.", g),
+		imagesInstalled: d("snapshots_installed_total", "Images of the group's engine this member installed as it started (fetched before a restart).", g),
 	}
 }
 
 func (c *replicaCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.leader, c.term, c.commit, c.applied, c.last, c.isLead, c.changes, c.lag, c.match} {
+	for _, d := range []*prometheus.Desc{c.leader, c.term, c.commit, c.applied, c.last, c.isLead, c.changes, c.lag, c.match,
+		c.imagesServed, c.imagesInstalled} {
 		ch <- d
 	}
 }
@@ -60,6 +65,8 @@ func (c *replicaCollector) collect(ch chan<- prometheus.Metric, gr *groupReplica
 	}
 	gauge(c.isLead, w, g)
 	ch <- prometheus.MustNewConstMetric(c.changes, prometheus.CounterValue, float64(gr.raft.LeaderChanges()), g)
+	ch <- prometheus.MustNewConstMetric(c.imagesServed, prometheus.CounterValue, float64(gr.imagesServed.Load()), g)
+	ch <- prometheus.MustNewConstMetric(c.imagesInstalled, prometheus.CounterValue, float64(gr.imagesInstalled.Load()), g)
 	for _, p := range st.Replicas {
 		n := strconv.Itoa(int(p.Node))
 		gauge(c.lag, float64(p.Lag), g, n)

@@ -170,6 +170,9 @@ func (a *App) closeImage(id uint64, fetched bool) {
 	lease.im.Close()
 	if gr := r.groups[lease.group]; gr.raft != nil {
 		gr.raft.ReportSnapshot(lease.node, fetched)
+		if fetched {
+			gr.imagesServed.Add(1)
+		}
 	}
 	a.log.Info("image closed", "group", lease.group, "member", lease.node, "fetched", fetched)
 }
@@ -256,6 +259,7 @@ func (a *App) installImage(dir string, g model.GroupID) error {
 		return fmt.Errorf("group %d: install the fetched snapshot: %w", g, err)
 	}
 	if ok {
+		a.replica.groups[g].imagesInstalled.Add(1)
 		a.log.Warn("installed the snapshot fetched from the group's leader", "group", g, "dir", dir)
 	}
 	return nil
