@@ -37,21 +37,33 @@ type Metrics struct {
 	// request (Kafka API name, RocketMQ request code); its _count is the
 	// request counter.
 	RequestSeconds *prometheus.HistogramVec
+	terms          *termSet // the brokers' registries while their terms last
 }
 
 // Term returns metrics for one broker a cluster member builds while it
-// leads: its own registry for the broker's collectors (dropped with the
-// term), the node's histograms, and /metrics serving both.
-func (m *Metrics) Term() *Metrics {
-	return &Metrics{Registry: prometheus.NewRegistry(), node: m.Registry, FsyncSeconds: m.FsyncSeconds, RequestSeconds: m.RequestSeconds}
+// leads a replication group: its own registry for the broker's collectors
+// (served by every /metrics of the node until Release, labelled group=g
+// replication_group=g when the cluster has several groups: group is then
+// g, else empty) and
+// the node's histograms.
+func (m *Metrics) Term(group string) *Metrics {
+	t := &Metrics{Registry: prometheus.NewRegistry(), node: m.Registry, FsyncSeconds: m.FsyncSeconds, RequestSeconds: m.RequestSeconds,
+		terms: m.terms}
+	m.terms.add(t.Registry, group)
+	return t
 }
 
-// gatherer is what /metrics serves.
+// Release stops serving a term's metrics (its term ended).
+func (m *Metrics) Release() { m.terms.remove(m.Registry) }
+
+// gatherer is what /metrics serves: the node's metrics and those of the
+// brokers it runs.
 func (m *Metrics) gatherer() prometheus.Gatherer {
+	node := m.Registry
 	if m.node != nil {
-		return prometheus.Gatherers{m.node, m.Registry}
+		node = m.node
 	}
-	return m.Registry
+	return prometheus.Gatherers{node, m.terms}
 }
 
 // ObserveRequest records one handled request.
@@ -80,6 +92,7 @@ func NewMetrics() *Metrics {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &Metrics{
 		Registry: reg,
+		terms:    &termSet{},
 		FsyncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "rosetta", Subsystem: "storage", Name: "fsync_seconds",
 			Help:    "Time taken by each commit-log fsync.",

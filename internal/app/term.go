@@ -219,6 +219,7 @@ type term struct {
 	cancel  context.CancelFunc
 	g       *errgroup.Group
 	started time.Time
+	metrics *admin.Metrics // the broker's, served while the term lasts
 }
 
 // startTerm builds the group's broker from the log and starts the
@@ -270,7 +271,11 @@ func (a *App) startTerm(ctx context.Context, gr *groupReplica, routes []*listene
 	// Every group's leader answers the admin API for its group; group 0's
 	// also serves the node's endpoints and answers for the whole cluster,
 	// asking the other groups' leaders.
-	m := a.metrics.Term()
+	label := ""
+	if len(a.replica.groups) > 1 {
+		label = strconv.Itoa(int(gr.id))
+	}
+	m := a.metrics.Term(label)
 	admin.RegisterPopMetrics(m.Registry, st.pop)
 	groupAPI := admin.Handler(st.broker, st.txns, m, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterStatus, st.members, st.history)
 	gr.admin.Store(&groupAPI)
@@ -279,7 +284,7 @@ func (a *App) startTerm(ctx context.Context, gr *groupReplica, routes []*listene
 	}
 	_, tm := gr.raft.Leader()
 	a.log.Info("leading: serving clients", "group", gr.id, "term", tm, "took", time.Since(start))
-	return &term{st: st, cancel: cancel, g: g, started: time.Now()}, nil
+	return &term{st: st, cancel: cancel, g: g, started: time.Now(), metrics: m}, nil
 }
 
 // endTerm stops serving: new connections relay again, the term's
@@ -296,6 +301,7 @@ func (a *App) endTerm(t *term, gr *groupReplica, routes []*listenerRoute, front 
 	}
 	gr.admin.Store(nil)
 	gr.stack.Store(nil)
+	t.metrics.Release()
 	t.cancel()
 	if err := t.g.Wait(); err != nil {
 		a.log.Warn("servers of the ended term", "group", gr.id, "err", err)

@@ -89,7 +89,7 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 			}
 		}
 		if err != nil {
-			tr.ErrorCode = errorCode(err)
+			tr.ErrorCode = controllerErrorCode(err)
 			tr.ErrorMessage = errorMessage(err)
 		}
 		if tr.ErrorCode == 0 {

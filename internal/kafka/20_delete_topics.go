@@ -52,7 +52,7 @@ func handleDeleteTopics(rc *reqCtx, kreq kmsg.Request) reply {
 		if err == nil {
 			err = s.cat().DeleteTopic(rc.ctx(), name)
 		}
-		r.ErrorCode = errorCode(err)
+		r.ErrorCode = controllerErrorCode(err)
 		resp.Topics = append(resp.Topics, r)
 	}
 	return reply{resp: resp}

@@ -36,7 +36,7 @@ func handleCreatePartitions(rc *reqCtx, kreq kmsg.Request) reply {
 				_, err = s.cat().GrowWholeTopic(rc.ctx(), name, int(rt.Count))
 			}
 		}
-		r.ErrorCode = errorCode(err)
+		r.ErrorCode = controllerErrorCode(err)
 		r.ErrorMessage = errorMessage(err)
 		resp.Topics = append(resp.Topics, r)
 	}

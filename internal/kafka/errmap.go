@@ -18,6 +18,18 @@ import (
 
 // errorCode maps a core error to its Kafka error code. It is the only place
 // where Rosetta errors become Kafka codes.
+// controllerErrorCode maps the error of a change to the cluster's
+// metadata (topics, partitions): a member whose broker lost its
+// leadership meanwhile answers NOT_CONTROLLER, on which clients look the
+// controller up again and retry, where they would give up on
+// NOT_LEADER_OR_FOLLOWER.
+func controllerErrorCode(err error) int16 {
+	if errors.Is(err, model.ErrNotLeader) {
+		return kerr.NotController.Code
+	}
+	return errorCode(err)
+}
+
 func errorCode(err error) int16 {
 	var be *kbatch.Error
 	var ke *kafkaCodeError

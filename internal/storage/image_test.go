@@ -3,8 +3,10 @@ package storage
 import (
 	"context"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rosettamq/rosetta/internal/model"
@@ -109,3 +111,34 @@ func TestImageInstalls(t *testing.T) {
 }
 
 func modelQueue(q int) model.QueueID { return model.QueueID(q) }
+
+// FuzzImageWriterPath: whatever path an image's manifest names (it comes
+// from another member), the writer writes inside its directory or refuses.
+func FuzzImageWriterPath(f *testing.F) {
+	for _, s := range []string{"log/00000000000000000000.log", "../identity", "/etc/passwd", "index/../../x", "COMPLETE", "a/./b", "", "."} {
+		f.Add(s)
+	}
+	root := f.TempDir()
+	f.Fuzz(func(t *testing.T, path string) {
+		dir := filepath.Join(root, "engine")
+		w, err := NewImageWriter(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		werr := w.Write(path, []byte("x"))
+		serr := w.Skip(path, 1)
+		outside := false
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && !strings.HasPrefix(p, filepath.Join(dir, imagePending)+string(filepath.Separator)) {
+				outside = true
+			}
+			return nil
+		})
+		if outside {
+			t.Fatalf("path %q (write %v, skip %v) wrote outside the pending image", path, werr, serr)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -7,9 +7,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,6 +134,25 @@ func checkAdminOverGroups(ctx context.Context, t *testing.T, c *cluster, topic, 
 	var doc map[string]any
 	if s := c.adminCallAt(ctx, t, other, http.MethodGet, "/api/v1/openapi.json", nil, &doc); s != http.StatusOK || doc["paths"] == nil {
 		t.Fatalf("GET openapi.json from member %d (group 0's answer): %d", other.id, s)
+	}
+	// Each member's /metrics has the brokers of the groups it leads, by
+	// group.
+	g1 := c.member(c.groupLeader(ctx, t, 1))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(g1.host, strconv.Itoa(c.ports[5]))+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(body, []byte(`rosetta_storage_log_bytes{replication_group="1"}`)) {
+		var seen []string
+		for _, l := range strings.Split(string(body), "\n") {
+			if strings.Contains(l, "log_bytes") || strings.Contains(l, "group=") && len(seen) < 20 {
+				seen = append(seen, l)
+			}
+		}
+		t.Fatalf("member %d's /metrics has no storage metrics of group 1: %s", g1.id, strings.Join(seen, "; "))
 	}
 	t.Logf("admin API over three groups: %s has %d messages in 6 partitions; group %s lag %d; %s", topic, d.Messages, group, g.Lag, fmt.Sprint(got))
 }
