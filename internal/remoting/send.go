@@ -32,22 +32,22 @@ import (
 // maxMessageSize is RocketMQ's default maxMessageSize (4 MiB).
 const maxMessageSize = 4 << 20
 
-// v2Names maps SEND_MESSAGE_V2 / batch short header names to long ones.
-var v2Names = map[string]string{"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
-	"e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
-	"k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName"}
+// v2Short maps send header names to their SEND_MESSAGE_V2 / batch short
+// forms.
+var v2Short = map[string]string{"producerGroup": "a", "topic": "b", "defaultTopic": "c", "defaultTopicQueueNums": "d",
+	"queueId": "e", "sysFlag": "f", "bornTimestamp": "g", "flag": "h", "properties": "i", "reconsumeTimes": "j",
+	"unitMode": "k", "maxReconsumeTimes": "l", "batch": "m", "brokerName": "n"}
 
-// sendHeader reads a send header in its long or short form.
+// sendHeader reads a send header by its long name, in its long or short
+// form.
 func sendHeader(req *protocol.Command) func(string) string {
 	if _, short := req.ExtFields["b"]; short {
-		long := make(map[string]string, len(req.ExtFields))
-		for k, v := range req.ExtFields {
-			if n, ok := v2Names[k]; ok {
-				k = n
+		return func(k string) string {
+			if s, ok := v2Short[k]; ok {
+				return req.ExtFields[s]
 			}
-			long[k] = v
+			return req.ExtFields[k]
 		}
-		return func(k string) string { return long[k] }
 	}
 	return req.Ext
 }
