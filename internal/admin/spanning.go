@@ -154,9 +154,31 @@ func body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	return b, true
 }
 
+// groupWait is how long a request waits for a group that cannot answer
+// (its leader is being elected) before it answers 503.
+const groupWait = 3 * time.Second
+
+// askGroup asks group g, again while it cannot answer, for up to
+// groupWait — reads only: a change may have been made by a call whose
+// answer was lost.
+func (s *spanning) askGroup(ctx context.Context, g int, req SubRequest) (SubAnswer, error) {
+	deadline := time.Now().Add(groupWait)
+	for {
+		a, err := s.ask.Ask(ctx, g, req)
+		if err == nil || req.Method != http.MethodGet || time.Now().After(deadline) {
+			return a, err
+		}
+		select {
+		case <-ctx.Done():
+			return a, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // one asks group g; a group that cannot answer is a 503.
 func (s *spanning) one(w http.ResponseWriter, r *http.Request, g int, req SubRequest) (SubAnswer, bool) {
-	a, err := s.ask.Ask(r.Context(), g, req)
+	a, err := s.askGroup(r.Context(), g, req)
 	if err != nil {
 		apiError(w, http.StatusServiceUnavailable, "unavailable", fmt.Sprintf("replication group %d: %v", g, err))
 		return a, false
@@ -170,7 +192,7 @@ func (s *spanning) all(w http.ResponseWriter, r *http.Request, req SubRequest) (
 	errs := make([]error, s.ask.Groups)
 	var wg sync.WaitGroup
 	for g := range s.ask.Groups {
-		wg.Go(func() { out[g], errs[g] = s.ask.Ask(r.Context(), g, req) })
+		wg.Go(func() { out[g], errs[g] = s.askGroup(r.Context(), g, req) })
 	}
 	wg.Wait()
 	for g, err := range errs {

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -109,5 +110,38 @@ func TestSpanningRoutesByQueue(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/v1/deadletters/g/redrive", strings.NewReader(`{"offsets":[3]}`)))
 	if rec.Code != http.StatusBadRequest {
 		t.Fatalf("redrive of offsets without their queue: %d", rec.Code)
+	}
+}
+
+// TestSpanningWaitsForAGroupsLeader: a read waits while a group cannot
+// answer (its leader is being elected); a change does not repeat.
+func TestSpanningWaitsForAGroupsLeader(t *testing.T) {
+	c := &cannedGroups{answers: map[string][]any{
+		"GET /api/v1/topics": {[]apiv1.TopicSummary{{Name: "a", FullName: "a", Queues: 1}}, []apiv1.TopicSummary{{Name: "a", FullName: "a", Queues: 1}}},
+	}}
+	failures := 2
+	var mu sync.Mutex
+	h := Spanning(http.NotFoundHandler(), GroupAsker{Groups: 2, Ask: func(ctx context.Context, g int, req SubRequest) (SubAnswer, error) {
+		mu.Lock()
+		fail := g == 1 && failures > 0
+		if fail {
+			failures--
+		}
+		mu.Unlock()
+		if fail {
+			return SubAnswer{}, errors.New("no leader")
+		}
+		return c.ask(ctx, g, req)
+	}})
+	if list, code := get[[]apiv1.TopicSummary](t, h, "/api/v1/topics"); code != http.StatusOK || len(list) != 1 || list[0].Queues != 2 {
+		t.Fatalf("topics while group 1 elects: %d %+v", code, list)
+	}
+	mu.Lock()
+	failures = 1
+	mu.Unlock()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/v1/topics/a/messages", strings.NewReader(`{"queue":1,"body":"x"}`)))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("a send to a group without a leader: %d, want 503 at once", rec.Code)
 	}
 }

@@ -788,8 +788,9 @@ func distribution(ds []time.Duration) string {
 
 // TestClusterExternalEtcd: members keep their metadata in an external etcd
 // (Debian's etcd-server, an older version than the client) and replicate
-// the log among themselves; records acknowledged before and after the
-// leader's SIGKILL are all there.
+// the log among themselves in a group each (the default); records
+// acknowledged before and after the SIGKILL of group 0's leader (the
+// controller) are all there.
 func TestClusterExternalEtcd(t *testing.T) {
 	if os.Getenv(envDir) != "" {
 		t.Skip("child")
@@ -810,7 +811,7 @@ func TestClusterExternalEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = etcd.Process.Kill(); _ = etcd.Wait() })
-	c := newCluster(t, envEtcd+"="+client)
+	c := newCluster(t, envEtcd+"="+client, envGroups+"=0") // the default: a group per member
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c.waitLeader(ctx)
