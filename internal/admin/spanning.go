@@ -128,6 +128,7 @@ func Spanning(local http.Handler, ask GroupAsker) http.Handler {
 	mux.HandleFunc("GET /api/v1/deadletters/{group}/messages", s.byQueue)
 	mux.HandleFunc("POST /api/v1/deadletters/{group}/redrive", s.redrive)
 	mux.HandleFunc("GET /api/v1/trace", s.trace)
+	mux.HandleFunc("GET /api/v1/storage", s.storage)
 	mux.HandleFunc("POST /api/v1/storage/{action}", s.everyGroup)
 	mux.Handle("/", local)
 	return mux

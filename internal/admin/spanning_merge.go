@@ -383,3 +383,65 @@ func (s *spanning) trace(w http.ResponseWriter, r *http.Request) {
 	sortBy(out.Events, func(e apiv1.TraceEvent) int64 { return e.TimeMs })
 	writeJSON(w, out)
 }
+
+// storageShare is one group's GET /api/v1/storage answer.
+type storageShare struct {
+	LogBytes  int64            `json:"log_bytes"`
+	LiveBytes int64            `json:"live_bytes"`
+	Segments  []map[string]any `json:"segments"`
+	Topics    map[string]struct {
+		Bytes     int64   `json:"bytes"`
+		Queues    []int64 `json:"queues"`
+		CleanedTo any     `json:"cleaned_to,omitempty"`
+	} `json:"topics"`
+}
+
+// storage sums every group's storage: its bytes, each segment with its
+// group, each topic's bytes by topic-wide queue.
+func (s *spanning) storage(w http.ResponseWriter, r *http.Request) {
+	answers, ok := s.all(w, r, sub(r, nil))
+	if !ok || failed(w, answers, false) {
+		return
+	}
+	type topic struct {
+		Bytes     int64   `json:"bytes"`
+		Queues    []int64 `json:"queues"`
+		CleanedTo any     `json:"cleaned_to,omitempty"`
+	}
+	var logBytes, liveBytes int64
+	segs := []map[string]any{}
+	topics := map[string]*topic{}
+	n := s.ask.Groups
+	for g, a := range answers {
+		var sh storageShare
+		if err := json.Unmarshal(a.Body, &sh); err != nil {
+			apiError(w, http.StatusBadGateway, "internal", "replication group "+strconv.Itoa(g)+" answered: "+err.Error())
+			return
+		}
+		logBytes += sh.LogBytes
+		liveBytes += sh.LiveBytes
+		for _, seg := range sh.Segments {
+			seg["group"] = g
+			segs = append(segs, seg)
+		}
+		for name, t := range sh.Topics {
+			m := topics[name]
+			if m == nil {
+				m = &topic{}
+				topics[name] = m
+			}
+			m.Bytes += t.Bytes
+			if m.CleanedTo == nil {
+				m.CleanedTo = t.CleanedTo
+			}
+			for i, b := range t.Queues {
+				q := i*n + g // the group's queue i is the topic's queue i×G+g
+				for len(m.Queues) <= q {
+					m.Queues = append(m.Queues, 0)
+				}
+				m.Queues[q] = b
+			}
+		}
+	}
+	writeJSON(w, map[string]any{"log_bytes": logBytes, "live_bytes": liveBytes, "segments": segs, "topics": topics})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -143,5 +144,25 @@ func TestSpanningWaitsForAGroupsLeader(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/v1/topics/a/messages", strings.NewReader(`{"queue":1,"body":"x"}`)))
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Fatalf("a send to a group without a leader: %d, want 503 at once", rec.Code)
+	}
+}
+
+func TestSpanningSumsStorage(t *testing.T) {
+	share := func(logBytes int64, queues []int64) map[string]any {
+		return map[string]any{"log_bytes": logBytes, "live_bytes": logBytes / 2, "segments": []map[string]any{{"base": 0, "bytes": logBytes}},
+			"topics": map[string]any{"t": map[string]any{"bytes": queues[0] + queues[1], "queues": queues}}}
+	}
+	c := &cannedGroups{answers: map[string][]any{"GET /api/v1/storage": {share(100, []int64{1, 2}), share(50, []int64{10, 20})}}}
+	got, code := get[struct {
+		LogBytes int64            `json:"log_bytes"`
+		Segments []map[string]any `json:"segments"`
+		Topics   map[string]struct {
+			Bytes  int64   `json:"bytes"`
+			Queues []int64 `json:"queues"`
+		} `json:"topics"`
+	}](t, spanningOver(c), "/api/v1/storage")
+	if code != http.StatusOK || got.LogBytes != 150 || len(got.Segments) != 2 || got.Topics["t"].Bytes != 33 ||
+		fmt.Sprint(got.Topics["t"].Queues) != "[1 10 2 20]" {
+		t.Fatalf("storage: %d %+v", code, got)
 	}
 }
