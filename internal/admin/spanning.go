@@ -391,45 +391,42 @@ func (s *spanning) settle(w http.ResponseWriter, r *http.Request, status int, to
 }
 
 func (s *spanning) createTopic(w http.ResponseWriter, r *http.Request) {
-	b, ok := body(w, r)
-	if !ok {
-		return
-	}
-	a, ok := s.one(w, r, 0, sub(r, b))
-	if !ok {
-		return
-	}
-	var d apiv1.TopicDetail
-	if a.Status != http.StatusCreated || json.Unmarshal(a.Body, &d) != nil {
-		pass(w, a)
-		return
-	}
 	// Group 0's share tells the topic's whole queue count: its shares are
 	// every G-th queue from 0.
-	total := 0
-	if n := len(d.QueueList); n > 0 {
-		total = int(d.QueueList[n-1].Queue) + 1
-	}
-	s.settle(w, r, http.StatusCreated, d.FullName, total)
+	s.changeTopic(w, r, http.StatusCreated, func(d apiv1.TopicDetail, _ []byte) int {
+		if n := len(d.QueueList); n > 0 {
+			return int(d.QueueList[n-1].Queue) + 1
+		}
+		return 0
+	})
 }
 
 func (s *spanning) alterTopic(w http.ResponseWriter, r *http.Request) {
+	s.changeTopic(w, r, http.StatusOK, func(_ apiv1.TopicDetail, body []byte) int {
+		var req apiv1.TopicAlter
+		_ = json.Unmarshal(body, &req)
+		return req.Queues
+	})
+}
+
+// changeTopic has group 0 make a topic change (its broker stores it for
+// every group) and, when it answers status, answers once every group shows
+// the topic with as many queues as queues says.
+func (s *spanning) changeTopic(w http.ResponseWriter, r *http.Request, status int, queues func(apiv1.TopicDetail, []byte) int) {
 	b, ok := body(w, r)
 	if !ok {
 		return
 	}
-	var req apiv1.TopicAlter
-	_ = json.Unmarshal(b, &req)
 	a, ok := s.one(w, r, 0, sub(r, b))
 	if !ok {
 		return
 	}
 	var d apiv1.TopicDetail
-	if a.Status != http.StatusOK || json.Unmarshal(a.Body, &d) != nil {
+	if a.Status != status || json.Unmarshal(a.Body, &d) != nil {
 		pass(w, a)
 		return
 	}
-	s.settle(w, r, http.StatusOK, d.FullName, req.Queues)
+	s.settle(w, r, status, d.FullName, queues(d, b))
 }
 
 // publish sends a message to the group of its queue: the one named, else
