@@ -58,7 +58,7 @@ type Queue struct {
 	id    model.QueueID
 	store *Store
 
-	fmu sync.Mutex // serialises Flush and file removal
+	fmu sync.Mutex // serialises Flush, file removal and in-place changes
 
 	mu      sync.Mutex
 	first   int64

@@ -91,3 +91,46 @@ func FuzzCheckFileHeader(f *testing.F) {
 		}
 	})
 }
+
+// TestRepointDuringFlush moves entries of the unflushed tail while other
+// goroutines flush it: no move may be lost between a flush's copy of the
+// tail and its dropping the entries it wrote.
+func TestRepointDuringFlush(t *testing.T) {
+	s, err := NewStore(t.TempDir(), 1024, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	q := s.Open(3, State{}, nil)
+	const n = 4000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < n; i++ {
+			q.Assign(model.LogPos(i*100), 0, 100, 1, 0, 0)
+			if i%7 == 0 {
+				_ = q.Flush()
+			}
+		}
+	}()
+	moved := 0
+	for moved < n {
+		if q.NextOffset() <= model.QueueOffset(moved) {
+			continue
+		}
+		ok, err := q.Repoint(model.QueueOffset(moved), model.LogPos(moved*100), model.LocalPosBase+model.LogPos(moved*100), model.LocalPosBase, 100, 1)
+		if err != nil || !ok {
+			t.Fatalf("repoint %d: %v %v", moved, ok, err)
+		}
+		moved++
+	}
+	<-done
+	if err := q.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for off := model.QueueOffset(0); off < n; off++ {
+		if _, e, err := q.Lookup(off); err != nil || e.Pos != model.LocalPosBase+model.LogPos(off*100) {
+			t.Fatalf("offset %d: %+v %v (move lost)", off, e, err)
+		}
+	}
+}

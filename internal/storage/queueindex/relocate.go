@@ -92,6 +92,8 @@ const (
 // its record — when it is still at from (or per FromEarlier…). Live bytes
 // move with it. It reports whether the entry moved.
 func (q *Queue) Repoint(base model.QueueOffset, from, to, seg model.LogPos, size, count uint32) (bool, error) {
+	q.fmu.Lock() // a flush in progress would drop a change to the tail it copied
+	defer q.fmu.Unlock()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	no, e, ok := q.locateLocked(base)
@@ -112,6 +114,8 @@ func (q *Queue) Repoint(base model.QueueOffset, from, to, seg model.LogPos, size
 // origin, or at an earlier local-area copy of the same size (a copy of a
 // copy). It reports whether the entry moved.
 func (q *Queue) RepointCopy(base model.QueueOffset, origin, to, seg model.LogPos, size, count uint32) (bool, error) {
+	q.fmu.Lock() // a flush in progress would drop a change to the tail it copied
+	defer q.fmu.Unlock()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	no, e, ok := q.locateLocked(base)
@@ -129,6 +133,8 @@ func (q *Queue) RepointCopy(base model.QueueOffset, origin, to, seg model.LogPos
 // its messages is kept (compaction removed them all). Readers step over
 // it; its offsets stay used.
 func (q *Queue) Punch(base model.QueueOffset, from model.LogPos) (bool, error) {
+	q.fmu.Lock() // a flush in progress would drop a change to the tail it copied
+	defer q.fmu.Unlock()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	no, e, ok := q.locateLocked(base)
