@@ -39,14 +39,21 @@ type frameDeadlineConn struct {
 	remaining int       // bytes of the preface or of the current frame's payload still to come
 	deadline  time.Time // of the frame in progress
 	inFrame   bool
+	set       time.Time // the read deadline last set (zero: none)
 }
 
 func (c *frameDeadlineConn) Read(p []byte) (int, error) {
 	if c.started {
+		// Most reads start between frames, where no deadline stands: the
+		// deadline is only touched when it changes (each change is a
+		// timer update).
+		want := time.Time{}
 		if c.inFrame {
-			_ = c.Conn.SetReadDeadline(c.deadline)
-		} else {
-			_ = c.Conn.SetReadDeadline(time.Time{})
+			want = c.deadline
+		}
+		if !want.Equal(c.set) {
+			_ = c.Conn.SetReadDeadline(want)
+			c.set = want
 		}
 	}
 	n, err := c.Conn.Read(p)

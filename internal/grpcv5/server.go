@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,7 +99,11 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	// ones busy), so idle connections do not pile up.
 	gs := grpc.NewServer(grpc.MaxRecvMsgSize(2*int(s.opts.MaxBodyBytes)+1<<20), grpc.ChainUnaryInterceptor(s.observeUnary, s.authUnary),
 		grpc.ChainStreamInterceptor(s.observeStream, s.authStream),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 10 * time.Minute}))
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 10 * time.Minute}),
+		// Calls run on a pool of goroutines whose stacks have grown
+		// already, instead of a new goroutine per call growing its stack
+		// through the handler (one call per acknowledged message).
+		grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))))
 	v2.RegisterMessagingServiceServer(gs, s)
 	if s.pop != nil {
 		var wg sync.WaitGroup

@@ -214,7 +214,13 @@ func (e *Engine) receiveQueue(ctx context.Context, group string, q model.QueueID
 	next := s.next
 	if len(picks) < max && !(fifo && len(expired) > 0) {
 		msgs = map[model.QueueOffset]*broker.StoredMessage{}
-		next, err = e.b.EachMessage(q, s.next, 256, func(m *broker.StoredMessage) bool {
+		// Without a filter every record read is handed out: read no more
+		// (each read record is decoded and checksummed).
+		scan := 256
+		if match == nil {
+			scan = max - len(picks)
+		}
+		next, err = e.b.EachMessage(q, s.next, scan, func(m *broker.StoredMessage) bool {
 			if match != nil && !match(&m.Message) {
 				filtered = append(filtered, m.Offset)
 				return true

@@ -74,6 +74,10 @@ type Queue struct {
 	// filesFirst: index files before this entry number are deleted.
 	filesFirst int64
 	loc        locateAhead // entry lookups in offset order (relocation, compaction)
+	// firstBase caches the base offset of entry firstBaseNo (a dense guess's
+	// starting point); -1: none.
+	firstBaseNo int64
+	firstBase   model.QueueOffset
 }
 
 // Open returns the index of queue id with the given checkpointed state and
@@ -82,7 +86,7 @@ func (s *Store) Open(id model.QueueID, st State, bytes SegmentBytes) *Queue {
 	if bytes == nil {
 		bytes = SegmentBytes{}
 	}
-	return &Queue{id: id, store: s, first: st.First, flushed: st.Flushed, next: st.Next, start: st.Start, maxTime: st.MaxTime, hintNo: -1,
+	return &Queue{id: id, store: s, first: st.First, flushed: st.Flushed, next: st.Next, start: st.Start, maxTime: st.MaxTime, hintNo: -1, firstBaseNo: -1,
 		bytes: bytes, total: bytes.Total(), filesFirst: st.First}
 }
 
@@ -325,7 +329,35 @@ func (q *Queue) Lookup(offset model.QueueOffset) (int64, Entry, error) {
 			return q.hintNo, e, nil
 		}
 	}
+	if no, e, ok := q.guessDenseLocked(offset); ok {
+		return no, e, nil
+	}
 	return q.searchLocked(func(e Entry) bool { return e.End() > offset })
+}
+
+// guessDenseLocked tries the entry offset would have if every entry from
+// the first held one offset (RocketMQ queues, Kafka topics of single
+// records): one read instead of a search.
+func (q *Queue) guessDenseLocked(offset model.QueueOffset) (int64, Entry, bool) {
+	if q.firstBaseNo != q.first || q.first >= q.totalLocked() {
+		first, err := q.readEntryLocked(q.first)
+		if err != nil {
+			return 0, Entry{}, false
+		}
+		q.firstBaseNo, q.firstBase = q.first, first.BaseOffset
+	}
+	if offset < q.firstBase {
+		return 0, Entry{}, false
+	}
+	no := q.first + int64(offset-q.firstBase)
+	if no >= q.totalLocked() {
+		return 0, Entry{}, false
+	}
+	e, err := q.readEntryLocked(no)
+	if err != nil || e.BaseOffset > offset || offset >= e.End() {
+		return 0, Entry{}, false
+	}
+	return no, e, true
 }
 
 // searchLocked returns the first entry for which pred holds (pred must be
@@ -562,6 +594,7 @@ func (q *Queue) truncateLocked(no int64) (int64, error) {
 	}
 	q.hintNo = -1
 	q.loc = locateAhead{}
+	q.firstBaseNo = -1
 	return total - no, nil
 }
 
