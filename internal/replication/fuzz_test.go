@@ -77,7 +77,7 @@ func FuzzStateFile(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, "state.json"), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, _ = openState(dir, []uint64{1})
+		_, _ = openState(dir, []uint64{1}, nil)
 	})
 }
 

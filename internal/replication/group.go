@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -49,6 +50,13 @@ type Config struct {
 	Group  model.GroupID
 	Node   model.NodeID
 	Voters []model.NodeID // the group's initial members
+	// Learners are the initial non-voting members: with Voters, the
+	// membership of a group this node joins (empty: it starts as the
+	// group was made).
+	Learners []model.NodeID
+	// OnMembership, when set, is told (on the group's goroutine; keep it
+	// short) the membership after every change applied.
+	OnMembership func(Membership)
 	// Dir holds the group's Raft state file (hard state and membership).
 	Dir string
 	// Engine is this replica's storage, opened with Replicated set and its
@@ -137,7 +145,11 @@ type Group struct {
 	raftLast uint64 // the last index in Raft's log as the Ready stream told it
 	leading  bool   // Raft says this node leads
 	open     bool   // the engine accepts appends (leading, and caught up)
+	held     bool   // appends held (not open) for a membership change in this term
 	term     uint64
+	// confIndex is the index of the last membership change this leader
+	// proposed (one at a time: the next waits until it is applied).
+	confIndex uint64
 
 	leader    atomic.Int32
 	termSeen  atomic.Uint64
@@ -186,11 +198,7 @@ func Start(cfg Config) (*Group, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	voters := make([]uint64, len(cfg.Voters))
-	for i, v := range cfg.Voters {
-		voters[i] = uint64(v)
-	}
-	st, err := openState(cfg.Dir, voters)
+	st, err := openState(cfg.Dir, nodeIDs(cfg.Voters), nodeIDs(cfg.Learners))
 	if err != nil {
 		return nil, err
 	}
@@ -335,7 +343,9 @@ type Status struct {
 	Applied  uint64
 	Last     uint64 // the last index this replica stores
 	Writable bool
-	// Replicas: every voter's progress as the leader sees it (the leader
+	// Voters and Learners: the group's membership as this replica applied it.
+	Voters, Learners []model.NodeID
+	// Replicas: every member's progress as the leader sees it (the leader
 	// alone knows it; empty elsewhere).
 	Replicas []ReplicaProgress
 	At       time.Time
@@ -347,6 +357,8 @@ type ReplicaProgress struct {
 	Match uint64 // the last index known to be stored there
 	State string // probe, replicate, snapshot
 	Lag   uint64 // entries behind the commit index
+	// Learner: the replica receives the log but does not vote (yet).
+	Learner bool
 }
 
 // Status returns the replica's status as of the last refresh (every five
@@ -370,8 +382,16 @@ func (g *Group) publishStatus() {
 			lag = st.Commit - pr.Match
 		}
 		st.Replicas = append(st.Replicas, ReplicaProgress{Node: model.NodeID(id), Match: pr.Match,
-			State: strings.ToLower(strings.TrimPrefix(pr.State.String(), "State")), Lag: lag})
+			State: strings.ToLower(strings.TrimPrefix(pr.State.String(), "State")), Lag: lag, Learner: pr.IsLearner})
 	}
+	for id := range rs.Config.Voters[0] {
+		st.Voters = append(st.Voters, model.NodeID(id))
+	}
+	for id := range rs.Config.Learners {
+		st.Learners = append(st.Learners, model.NodeID(id))
+	}
+	slices.Sort(st.Voters)
+	slices.Sort(st.Learners)
 	sort.Slice(st.Replicas, func(i, j int) bool { return st.Replicas[i].Node < st.Replicas[j].Node })
 	g.status.Store(st)
 }
@@ -520,9 +540,9 @@ func (g *Group) abandonWrites(why string) {
 
 // closeEngine stops appends on this node and cuts what Raft does not hold.
 func (g *Group) closeEngine() {
-	if g.open {
+	if g.open || g.held {
 		g.engine.SetFollower()
-		g.open = false
+		g.open, g.held = false, false
 		g.writable.Store(false)
 	}
 	g.cfg.Handoff.take()
@@ -618,5 +638,12 @@ func (g *Group) applyConfChange(e *pb.Entry) {
 		}
 		cc = &c
 	}
-	g.work.push(storeWork{confState: g.rn.ApplyConfChange(cc)})
+	cs := g.rn.ApplyConfChange(cc)
+	g.work.push(storeWork{confState: cs})
+	m := membershipOf(cs)
+	g.log.Info("group membership changed", "index", e.GetIndex(), "voters", m.Voters, "learners", m.Learners)
+	g.publishStatus()
+	if g.cfg.OnMembership != nil {
+		g.cfg.OnMembership(m)
+	}
 }

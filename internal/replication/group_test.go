@@ -73,6 +73,8 @@ type replica struct {
 	engine *storage.Engine
 	group  *Group
 	tcp    *TCPTransport
+	// joined: the membership a node added later starts with.
+	joined *Membership
 }
 
 type testCluster struct {
@@ -149,7 +151,11 @@ func (c *testCluster) start(id model.NodeID) {
 		}
 		r.tcp, tr = tt, tt
 	}
-	g, err := Start(Config{Node: id, Voters: c.ids, Dir: filepath.Join(r.dir, "raft"), Engine: e, Handoff: h,
+	voters, learners := c.ids, []model.NodeID(nil)
+	if r.joined != nil {
+		voters, learners = r.joined.Voters, r.joined.Learners
+	}
+	g, err := Start(Config{Node: id, Voters: voters, Learners: learners, Dir: filepath.Join(r.dir, "raft"), Engine: e, Handoff: h,
 		Transport: tr, Tick: 10 * time.Millisecond, ElectionTicks: 30, Logger: testLogger().With("node", id)})
 	if err != nil {
 		c.t.Fatalf("start node %d: %v", id, err)

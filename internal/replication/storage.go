@@ -163,7 +163,7 @@ type stateFile struct {
 }
 
 // openState reads the state file in dir, or starts one with voters.
-func openState(dir string, voters []uint64) (*stateFile, error) {
+func openState(dir string, voters, learners []uint64) (*stateFile, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("raft state dir: %w", err)
 	}
@@ -171,7 +171,7 @@ func openState(dir string, voters []uint64) (*stateFile, error) {
 	b, err := os.ReadFile(f.path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		f.cur = persistedState{Voters: voters}
+		f.cur = persistedState{Voters: voters, Learners: learners}
 		return f, f.save(f.cur)
 	case err != nil:
 		return nil, fmt.Errorf("raft state: %w", err)

@@ -62,16 +62,26 @@ func (g *Group) openEngine(term uint64) {
 		g.work.push(storeWork{openTerm: term})
 		return
 	}
-	last, err := g.engine.SetLeader(model.Term(term))
+	open := g.engine.SetLeader
+	if g.held {
+		// After a membership change in the same term: the appends
+		// waiting for their commit stay valid.
+		open = g.engine.ResumeAppends
+	}
+	last, err := open(model.Term(term))
 	if err != nil {
 		g.log.Error("open the log as leader", "term", term, "err", err)
 		return
+	}
+	if g.held {
+		g.held = false
+	} else {
+		g.log.Info("leading: appends open", "term", term, "last_index", last)
 	}
 	g.raftLast = uint64(last)
 	g.open = true
 	g.writable.Store(true)
 	g.publishStatus()
-	g.log.Info("leading: appends open", "term", term, "last_index", last)
 }
 
 // storeAppend stores one MsgStorageAppend and delivers its responses once
@@ -214,6 +224,16 @@ func (g *Group) fetchSnapshot(ctx context.Context, snap *pb.Snapshot) error {
 		}
 		if l, _ := g.Leader(); l != 0 && l != g.cfg.Node {
 			from = l
+		}
+	}
+	// The membership the snapshot was taken with is the replica's once it
+	// restarts (a member that joined after the records it skips knows
+	// its group from nowhere else).
+	if cs := snap.GetMetadata().GetConfState(); cs != nil && len(cs.Voters) > 0 {
+		st := g.store.state.load()
+		st.Voters, st.Learners = cs.Voters, cs.Learners
+		if err := g.store.state.save(st); err != nil {
+			return err
 		}
 	}
 	g.log.Warn("snapshot fetched: restarting to install it", "index", index, "took", time.Since(start).Round(time.Millisecond))

@@ -123,6 +123,18 @@ func (e *Engine) SetLeader(term model.Term) (model.Index, error) {
 	return last, nil
 }
 
+// HoldAppends closes the log for appends while its leader stays (a
+// membership change is proposed between the records): new appends fail
+// with model.ErrNotLeader (clients retry), appends waiting for their
+// commit keep waiting. ResumeAppends opens it again in the same term.
+func (e *Engine) HoldAppends() { _, _ = e.clog.SetWritable(0) }
+
+// ResumeAppends opens the log again after HoldAppends and returns the
+// index of its last record.
+func (e *Engine) ResumeAppends(term model.Term) (model.Index, error) {
+	return e.clog.SetWritable(term)
+}
+
 // SetFollower closes the log for appends: appends waiting for their
 // commit fail with model.ErrNotLeader (a new leader may still commit
 // them; idempotent producers find out when they retry).
