@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -69,7 +70,26 @@ func clusterCmd() *cobra.Command {
 			return nil
 		}}
 	status.Flags().StringVarP(&output, "output", "o", "table", "table or json")
-	cmd.AddCommand(status)
+	member := &cobra.Command{Use: "member", Short: "Add a member to the cluster or remove one"}
+	add := &cobra.Command{Use: "add <id>=<host>", Short: "Add a member (then start it with an empty data directory)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			idStr, host, ok := strings.Cut(args[0], "=")
+			id, err := strconv.Atoi(idStr)
+			if !ok || err != nil || id <= 0 || host == "" {
+				return fmt.Errorf("want <id>=<host>, e.g. 4=127.0.0.14")
+			}
+			return a.do(cmd, "POST", "/api/v1/cluster/members", map[string]any{"node": id, "host": host})
+		}}
+	remove := &cobra.Command{Use: "remove <id>", Short: "Remove a member (its groups go on without it; stop it afterwards)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.Atoi(args[0])
+			if err != nil || id <= 0 {
+				return fmt.Errorf("want a node id")
+			}
+			return a.do(cmd, "DELETE", "/api/v1/cluster/members/"+args[0], nil)
+		}}
+	member.AddCommand(add, remove)
+	cmd.AddCommand(status, member)
 	return cmd
 }
 

@@ -4,7 +4,6 @@
 package admin
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -111,7 +110,7 @@ func NewMetrics() *Metrics {
 // Handler returns the admin HTTP handler for b, the Kafka transaction
 // coordinator (nil: none) and the security state; cluster answers GET
 // /api/v1/cluster.
-func Handler(b *broker.Broker, txns *txn.Coordinator, m *Metrics, log *slog.Logger, sec Security, cluster func(context.Context) (ClusterStatus, error), members *Members, hist *History) http.Handler {
+func Handler(b *broker.Broker, txns *txn.Coordinator, m *Metrics, log *slog.Logger, sec Security, cluster ClusterOps, members *Members, hist *History) http.Handler {
 	m.Registry.MustRegister(newStorageCollector(b), newFlowCollector(b))
 	registerTxnMetrics(m.Registry, b)
 	m.Registry.MustRegister(
@@ -137,9 +136,7 @@ func Handler(b *broker.Broker, txns *txn.Coordinator, m *Metrics, log *slog.Logg
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(status)
 	})
-	if cluster != nil {
-		mux.HandleFunc("GET /api/v1/cluster", sec.guard(clusterHandler(cluster)))
-	}
+	cluster.register(mux, sec)
 	registerTopicAPI(mux, b, sec, hist)
 	registerGroupAPI(mux, b, sec, members, hist)
 	registerTraceAPI(mux, b, sec)

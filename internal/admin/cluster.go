@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -44,7 +45,8 @@ type GroupStatus struct {
 	LastIndex    model.Index    `json:"last_index"`
 	DurableIndex model.Index    `json:"durable_index"`
 	CommitIndex  model.Index    `json:"commit_index"`
-	Replicas     []model.NodeID `json:"replicas"`
+	Replicas     []model.NodeID `json:"replicas"`           // the voters
+	Learners     []model.NodeID `json:"learners,omitempty"` // members joining (not voting yet)
 	// Progress of each replica as the leader sees it (the leader's answer
 	// only).
 	Progress []ReplicaProgress `json:"progress,omitempty"`
@@ -58,17 +60,65 @@ type ReplicaProgress struct {
 	State string       `json:"state"`
 }
 
+// ClusterOps answers the cluster endpoints: GET /api/v1/cluster (Status),
+// and, on a cluster member, POST /api/v1/cluster/members ({"node": id,
+// "host": host}) and DELETE /api/v1/cluster/members/{node} (nil: not
+// offered).
+type ClusterOps struct {
+	Status       func(context.Context) (ClusterStatus, error)
+	AddMember    func(ctx context.Context, node model.NodeID, host string) error
+	RemoveMember func(ctx context.Context, node model.NodeID) error
+}
+
+// register adds the cluster endpoints to mux.
+func (c ClusterOps) register(mux *http.ServeMux, sec Security) {
+	if c.Status != nil {
+		mux.HandleFunc("GET /api/v1/cluster", sec.guard(clusterHandler(c.Status)))
+	}
+	if c.AddMember != nil {
+		mux.HandleFunc("POST /api/v1/cluster/members", sec.guard(func(w http.ResponseWriter, r *http.Request) {
+			var req struct {
+				Node model.NodeID `json:"node"`
+				Host string       `json:"host"`
+			}
+			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10)).Decode(&req); err != nil {
+				apiError(w, http.StatusBadRequest, "bad_request", "want {\"node\": id, \"host\": host}: "+err.Error())
+				return
+			}
+			if err := c.AddMember(r.Context(), req.Node, req.Host); err != nil {
+				writeErr(w, err)
+				return
+			}
+			writeJSON(w, map[string]any{"added": req.Node, "host": req.Host})
+		}))
+	}
+	if c.RemoveMember != nil {
+		mux.HandleFunc("DELETE /api/v1/cluster/members/{node}", sec.guard(func(w http.ResponseWriter, r *http.Request) {
+			id, err := strconv.Atoi(r.PathValue("node"))
+			if err != nil || id <= 0 {
+				apiError(w, http.StatusBadRequest, "bad_request", "a member is named by its node id")
+				return
+			}
+			if err := c.RemoveMember(r.Context(), model.NodeID(id)); err != nil {
+				writeErr(w, err)
+				return
+			}
+			writeJSON(w, map[string]any{"removed": id})
+		}))
+	}
+}
+
 // StandbyHandler is the admin API of a cluster member that does not lead
 // its group: metrics, health and the cluster's status here; everything
 // else through forward (the leader's answer), or, without one, a 503
 // naming the leader's admin address.
-func StandbyHandler(m *Metrics, log *slog.Logger, sec Security, cluster func(context.Context) (ClusterStatus, error), leader func() string, forward http.Handler) http.Handler {
+func StandbyHandler(m *Metrics, log *slog.Logger, sec Security, cluster ClusterOps, leader func() string, forward http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.gatherer(), promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, map[string]any{"status": "ok", "role": "follower"})
 	})
-	mux.HandleFunc("GET /api/v1/cluster", sec.guard(clusterHandler(cluster)))
+	cluster.register(mux, sec)
 	if forward != nil {
 		mux.Handle("/", forward)
 		return mux

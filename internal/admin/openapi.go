@@ -51,6 +51,12 @@ func openAPI() map[string]any {
 	paths := map[string]any{
 		"/api/v1/openapi.json": map[string]any{"get": op("this document", 200, anyObject)},
 		"/api/v1/cluster":      map[string]any{"get": op("the node, the cluster's nodes and replication groups", 200, anyObject)},
+		"/api/v1/cluster/members": map[string]any{
+			"post": withBody(op("add a member to the cluster (cluster members only); answers once every group added it as a learner", 200, anyObject), anyObject),
+		},
+		"/api/v1/cluster/members/{node}": map[string]any{
+			"delete": op("remove a member from the cluster (cluster members only); answers once no group has it", 200, anyObject),
+		},
 		"/api/v1/topics": map[string]any{
 			"get":  op("list topics with queue counts, messages held, bytes and retention", 200, arr(apiv1.TopicSummary{}), query("internal", "boolean", "include the broker's internal topics")),
 			"post": withBody(op("create a topic", 201, ref(apiv1.TopicDetail{})), ref(apiv1.TopicCreate{})),

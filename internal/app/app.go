@@ -161,6 +161,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	if a.replica != nil {
+		if err := a.resolveMembers(ctx); err != nil {
+			a.closeBase()
+			return nil, err
+		}
 		if err := a.resolveGroups(ctx); err != nil {
 			a.closeBase()
 			return nil, err
@@ -194,7 +198,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	}
 	a.guard = security.NewGuard(cfg.Security.MaxUnauthenticated, cfg.Security.FailureDelay, 5*time.Second)
 	if a.replicated() {
-		if err := a.startReplica(); err != nil {
+		if err := a.startReplica(ctx); err != nil {
 			a.closeBase()
 			return nil, err
 		}
@@ -350,7 +354,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 	var httpSrv *http.Server
 	if httpL != nil {
 		admin.RegisterPopMetrics(a.metrics.Registry, st.pop)
-		httpSrv = &http.Server{Handler: admin.Handler(st.broker, st.txns, a.metrics, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterStatus, st.members, st.history), ReadHeaderTimeout: 10 * time.Second}
+		httpSrv = &http.Server{Handler: admin.Handler(st.broker, st.txns, a.metrics, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, admin.ClusterOps{Status: a.clusterStatus}, st.members, st.history), ReadHeaderTimeout: 10 * time.Second}
 		g.Go(func() error {
 			if err := httpSrv.Serve(httpL); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("http: %w", err)

@@ -198,7 +198,10 @@ func (a *App) groupStatus(gr *groupReplica) admin.GroupStatus {
 	st := gr.raft.Status()
 	gs.ID = gr.id
 	gs.Leader, gs.Term, gs.Role, gs.CommitIndex = st.Leader, model.Term(st.Term), st.Role, e.CommitIndex()
-	gs.Replicas = sortedIDs(a.replica.members)
+	gs.Replicas, gs.Learners = st.Voters, st.Learners
+	if len(gs.Replicas) == 0 {
+		gs.Replicas = sortedIDs(a.replica.members())
+	}
 	for _, p := range st.Replicas {
 		gs.Progress = append(gs.Progress, admin.ReplicaProgress{Node: p.Node, Match: model.Index(p.Match), Lag: p.Lag, State: p.State})
 	}

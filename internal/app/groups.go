@@ -120,7 +120,7 @@ func (a *App) resolveGroups(ctx context.Context) error {
 			}
 			a.cfg.Cluster.Groups = 1
 			if len(topics) == 0 {
-				a.cfg.Cluster.Groups = min(len(a.replica.members), maxGroups)
+				a.cfg.Cluster.Groups = min(len(a.replica.members()), maxGroups)
 			}
 		default:
 			return err
@@ -197,13 +197,13 @@ func (a *App) brokerRoutes(listener string) func() []remoting.BrokerRoute {
 				out[i] = br
 				continue
 			}
-			addr := func(id model.NodeID) string { return net.JoinHostPort(r.members[id], strconv.Itoa(port)) }
+			addr := func(id model.NodeID) string { return net.JoinHostPort(r.members()[id], strconv.Itoa(port)) }
 			leader, _ := gr.raft.Leader()
 			if leader != 0 {
 				br.Addrs[0] = addr(leader)
 			}
 			next := int64(1)
-			for _, id := range sortedIDs(r.members) {
+			for _, id := range sortedIDs(r.members()) {
 				if id != leader {
 					br.Addrs[next] = addr(id)
 					next++
@@ -244,7 +244,7 @@ const balanceInterval = 2 * time.Second
 // preferredLeader is the member group g prefers as its leader, spreading
 // leaders over the members: the (g mod members)-th member by id.
 func (r *replica) preferredLeader(g model.GroupID) model.NodeID {
-	ids := sortedIDs(r.members)
+	ids := sortedIDs(r.members())
 	return ids[int(g)%len(ids)]
 }
 

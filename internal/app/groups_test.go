@@ -56,7 +56,8 @@ func TestCheckGroups(t *testing.T) {
 	// new cluster, else one for a cluster made before it was recorded.
 	resolve := func(s meta.Store) int {
 		a := member(s, 0)
-		a.replica = &replica{members: map[model.NodeID]string{1: "a", 2: "b", 3: "c"}, groups: []*groupReplica{{}}}
+		a.replica = &replica{groups: []*groupReplica{{}}}
+		a.replica.setMembers(map[model.NodeID]string{1: "a", 2: "b", 3: "c"})
 		if err := a.resolveGroups(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -79,7 +79,7 @@ func (a *App) relay(ctx context.Context, c *clientConn, rt *listenerRoute, moves
 		c.Conn.Close()
 		return
 	}
-	d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(r.members[r.self])}}
+	d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(r.members()[r.self])}}
 	var up net.Conn
 	var dialedLeader model.NodeID
 	var dialedTerm model.Term
@@ -90,7 +90,7 @@ func (a *App) relay(ctx context.Context, c *clientConn, rt *listenerRoute, moves
 		}
 		leader, term := gr.raft.Leader()
 		if leader != 0 && leader != r.self {
-			if up, err = d.DialContext(ctx, "tcp", net.JoinHostPort(r.members[leader], port)); err != nil {
+			if up, err = d.DialContext(ctx, "tcp", net.JoinHostPort(r.members()[leader], port)); err != nil {
 				a.log.Debug("relay to the leader", "listener", rt.ep.name, "leader", leader, "err", err)
 			}
 			dialedLeader, dialedTerm = leader, term

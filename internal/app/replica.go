@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/rosettamq/rosetta/internal/kafka"
 	"github.com/rosettamq/rosetta/internal/meta/etcdembed"
@@ -31,7 +32,9 @@ import (
 
 // replica is the node's replica of the log and what runs with it.
 type replica struct {
-	members   map[model.NodeID]string
+	// hosts: the cluster's members by id (as recorded in the metadata,
+	// members.go), replaced whole when one joins or leaves.
+	hosts     atomic.Pointer[map[model.NodeID]string]
 	self      model.NodeID
 	etcd      *etcdembed.Embedded
 	transport *replication.TCPTransport
@@ -69,7 +72,8 @@ func (a *App) prepareReplica(ctx context.Context, sc *storage.Config) error {
 	if err != nil {
 		return err
 	}
-	r := &replica{members: members, self: model.NodeID(a.cfg.NodeID)}
+	r := &replica{self: model.NodeID(a.cfg.NodeID)}
+	r.setMembers(members)
 	// Group 0 now; the others once the metadata says how many there are
 	// (resolveGroups).
 	r.groups = append(r.groups, &groupReplica{id: 0, handoff: replication.NewHandoff(), stack: &a.stack})
@@ -122,24 +126,31 @@ func (a *App) prepareReplica(ctx context.Context, sc *storage.Config) error {
 
 // startReplica connects to the other members and starts the node's replica
 // of every group.
-func (a *App) startReplica() error {
+func (a *App) startReplica(ctx context.Context) error {
 	r := a.replica
 	peers := map[model.NodeID]string{}
-	for id, host := range r.members {
+	for id, host := range r.members() {
 		peers[id] = net.JoinHostPort(host, strconv.Itoa(a.cfg.Cluster.RaftPort))
 	}
 	t, err := replication.NewTCPTransport(replication.TCPConfig{Cluster: a.cfg.Cluster.Name, Node: r.self,
-		Listen: peers[r.self], Peers: peers, LocalHost: r.members[r.self], Secret: a.cfg.Cluster.Secret, TLS: a.cfg.Cluster.TLS, Logger: a.log})
+		Listen: peers[r.self], Peers: peers, LocalHost: r.members()[r.self], Secret: a.cfg.Cluster.Secret, TLS: a.cfg.Cluster.TLS, Logger: a.log})
 	if err != nil {
 		return err
 	}
 	r.transport = t
 	t.HandleCalls(a.answerCall)
 	for _, gr := range r.groups {
+		voters, learners, err := a.initialMembership(ctx, gr)
+		if err != nil {
+			r.stop()
+			r.transport = nil
+			return fmt.Errorf("group %d: %w", gr.id, err)
+		}
 		gr.raft, err = replication.Start(replication.Config{
 			Group:     gr.id,
 			Node:      r.self,
-			Voters:    sortedIDs(r.members),
+			Voters:    voters,
+			Learners:  learners,
 			Dir:       filepath.Join(groupDir(a.cfg.DataDir, gr.id), "raft"),
 			Engine:    gr.engine,
 			Handoff:   gr.handoff,
@@ -206,7 +217,7 @@ func (r *replica) leaderHost() (model.NodeID, string) {
 	if l == 0 {
 		return 0, ""
 	}
-	return l, r.members[l]
+	return l, r.members()[l]
 }
 
 // kafkaCluster describes the cluster to Kafka clients (nil on a single
@@ -216,20 +227,22 @@ func (a *App) kafkaCluster() func() *kafka.ClusterView {
 	if r == nil {
 		return nil
 	}
-	hosts := map[int32]string{}
-	ids := sortedIDs(r.members)
-	for _, id := range ids {
-		hosts[int32(id)] = r.members[id]
-	}
-	// Each group's replicas start with its preferred leader (Kafka's
-	// preferred replica), the member it returns to.
-	replicas := make([][]int32, len(r.groups))
-	for g := range r.groups {
-		for i := range ids {
-			replicas[g] = append(replicas[g], int32(ids[(g+i)%len(ids)]))
-		}
-	}
 	return func() *kafka.ClusterView {
+		// The members as they are now (they join and leave).
+		m := r.members()
+		hosts := make(map[int32]string, len(m))
+		ids := sortedIDs(m)
+		for _, id := range ids {
+			hosts[int32(id)] = m[id]
+		}
+		// Each group's replicas start with its preferred leader (Kafka's
+		// preferred replica), the member it returns to.
+		replicas := make([][]int32, len(r.groups))
+		for g := range r.groups {
+			for i := range ids {
+				replicas[g] = append(replicas[g], int32(ids[(g+i)%len(ids)]))
+			}
+		}
 		v := &kafka.ClusterView{Hosts: hosts, Groups: make([]kafka.GroupView, len(r.groups))}
 		for g, gr := range r.groups {
 			st := gr.raft.Status()
@@ -269,7 +282,7 @@ func (a *App) electLeader() func(ctx context.Context, group int, node int32) err
 		return nil
 	}
 	return func(ctx context.Context, group int, node int32) error {
-		if _, ok := r.members[model.NodeID(node)]; !ok {
+		if _, ok := r.members()[model.NodeID(node)]; !ok {
 			return fmt.Errorf("no member %d", node)
 		}
 		if group < 0 || group >= len(r.groups) {
@@ -295,15 +308,17 @@ func (a *App) relayedAdvertise() func(local, remote net.Addr) string {
 	if r == nil || len(r.groups) > 1 {
 		return nil
 	}
-	byHost := map[string]bool{}
-	for id, h := range r.members {
-		if id != r.self {
-			byHost[h] = true
+	member := func(host string) bool {
+		for id, h := range r.members() {
+			if id != r.self && h == host {
+				return true
+			}
 		}
+		return false
 	}
 	return func(local, remote net.Addr) string {
 		rh, _, err := net.SplitHostPort(remote.String())
-		if err != nil || !byHost[rh] {
+		if err != nil || !member(rh) {
 			return ""
 		}
 		_, port, err := net.SplitHostPort(local.String())

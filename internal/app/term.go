@@ -33,11 +33,12 @@ func (a *App) runReplicated(ctx context.Context, ready func(), eps []endpoint) e
 	r := a.replica
 	g, gctx := errgroup.WithContext(ctx)
 	a.runNode(gctx, g)
+	g.Go(func() error { a.watchMembers(gctx); return nil })
 	handler := &switchHandler{}
 	// A member not leading group 0 answers the admin API through the one
 	// that does (its node endpoints here).
 	asker := admin.GroupAsker{Groups: len(r.groups), Ask: a.askAdmin}
-	handler.set(admin.StandbyHandler(a.metrics, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterStatus, a.leaderHTTP,
+	handler.set(admin.StandbyHandler(a.metrics, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterOps(), a.leaderHTTP,
 		admin.Spanning(admin.Forward(asker, 0), asker)))
 	var httpSrv *http.Server
 	routes := make([][]*listenerRoute, len(r.groups))
@@ -171,7 +172,8 @@ func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listener
 	}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	var retryAt, stepDownAt, balanceAt time.Time
+	var retryAt, stepDownAt, balanceAt, membersAt time.Time
+	var published string // the group membership last published
 	for {
 		select {
 		case <-ctx.Done():
@@ -202,6 +204,10 @@ func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listener
 		case !leading && cur != nil:
 			a.endTerm(cur, gr, routes, front, handler, standby)
 			cur = nil
+		}
+		if leading && time.Now().After(membersAt) {
+			membersAt = time.Now().Add(membershipInterval)
+			a.reconcileMembers(ctx, gr, &published)
 		}
 		if leading && time.Now().After(balanceAt) {
 			balanceAt = time.Now().Add(balanceInterval)
@@ -277,7 +283,7 @@ func (a *App) startTerm(ctx context.Context, gr *groupReplica, routes []*listene
 	}
 	m := a.metrics.Term(label)
 	admin.RegisterPopMetrics(m.Registry, st.pop)
-	groupAPI := admin.Handler(st.broker, st.txns, m, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterStatus, st.members, st.history)
+	groupAPI := admin.Handler(st.broker, st.txns, m, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, a.clusterOps(), st.members, st.history)
 	gr.admin.Store(&groupAPI)
 	if handler != nil {
 		handler.set(admin.Spanning(groupAPI, admin.GroupAsker{Groups: len(a.replica.groups), Ask: a.askAdmin}))

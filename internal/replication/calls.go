@@ -82,7 +82,7 @@ func (t *TCPTransport) HandleCalls(h CallHandler) {
 // Call sends a request to a member and waits for its answer, ctx's end, or
 // the connection's loss (ErrPeerUnreachable when there is none).
 func (t *TCPTransport) Call(ctx context.Context, node model.NodeID, method byte, body []byte) ([]byte, error) {
-	p := t.peers[node]
+	p := t.peer(node)
 	if p == nil {
 		return nil, fmt.Errorf("%w: no member %d", ErrPeerUnreachable, node)
 	}

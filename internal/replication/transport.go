@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -31,7 +33,10 @@ type TCPTransport struct {
 	log    *slog.Logger
 	mu     sync.Mutex
 	groups map[model.GroupID]*Group
-	peers  map[model.NodeID]*peer
+	// peers: every other member's connection, replaced whole (copy on
+	// write) when members join or leave.
+	peers  atomic.Pointer[map[model.NodeID]*peer]
+	ctx    context.Context
 	ln     net.Listener
 	tls    *tls.Config // nil: plain TCP
 	cancel context.CancelFunc
@@ -73,6 +78,7 @@ const (
 type peer struct {
 	id     model.NodeID
 	addr   string
+	stop   context.CancelFunc // ends its goroutines (the member left)
 	sendCh chan frame
 	mu     sync.Mutex
 	conn   net.Conn
@@ -97,8 +103,8 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 			return nil, fmt.Errorf("raft transport: %w", err)
 		}
 	}
-	t := &TCPTransport{cfg: cfg, log: cfg.Logger.With("component", "raft-transport"), groups: map[model.GroupID]*Group{},
-		peers: map[model.NodeID]*peer{}, ln: ln}
+	t := &TCPTransport{cfg: cfg, log: cfg.Logger.With("component", "raft-transport"), groups: map[model.GroupID]*Group{}, ln: ln}
+	t.peers.Store(&map[model.NodeID]*peer{})
 	if cfg.TLS {
 		if cfg.Secret == "" {
 			ln.Close()
@@ -112,23 +118,64 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 		t.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t.cancel = cancel
+	t.ctx, t.cancel = ctx, cancel
 	for id, addr := range cfg.Peers {
-		if id == cfg.Node {
-			continue
-		}
-		p := &peer{id: id, addr: addr, sendCh: make(chan frame, sendQueue), ready: make(chan struct{})}
-		t.peers[id] = p
-		t.wg.Add(1)
-		go func() { defer t.wg.Done(); t.writeLoop(ctx, p) }()
-		if cfg.Node < id {
-			t.wg.Add(1)
-			go func() { defer t.wg.Done(); t.dialLoop(ctx, p) }()
-		}
+		t.AddPeer(id, addr)
 	}
 	t.wg.Add(1)
 	go func() { defer t.wg.Done(); t.acceptLoop(ctx) }()
 	return t, nil
+}
+
+// peer returns the connection to node id (nil: not a member).
+func (t *TCPTransport) peer(id model.NodeID) *peer { return (*t.peers.Load())[id] }
+
+// AddPeer connects to a member at addr (a member joining, or moving to
+// another address).
+func (t *TCPTransport) AddPeer(id model.NodeID, addr string) {
+	if id == t.cfg.Node {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := *t.peers.Load()
+	if p := old[id]; p != nil {
+		if p.addr == addr {
+			return
+		}
+		t.stopPeerLocked(p)
+	}
+	ctx, stop := context.WithCancel(t.ctx)
+	p := &peer{id: id, addr: addr, stop: stop, sendCh: make(chan frame, sendQueue), ready: make(chan struct{})}
+	next := maps.Clone(old)
+	next[id] = p
+	t.peers.Store(&next)
+	t.wg.Add(1)
+	go func() { defer t.wg.Done(); t.writeLoop(ctx, p) }()
+	if t.cfg.Node < id {
+		t.wg.Add(1)
+		go func() { defer t.wg.Done(); t.dialLoop(ctx, p) }()
+	}
+}
+
+// RemovePeer drops the connection to a member that left.
+func (t *TCPTransport) RemovePeer(id model.NodeID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := *t.peers.Load()
+	p := old[id]
+	if p == nil {
+		return
+	}
+	t.stopPeerLocked(p)
+	next := maps.Clone(old)
+	delete(next, id)
+	t.peers.Store(&next)
+}
+
+func (t *TCPTransport) stopPeerLocked(p *peer) {
+	p.stop()
+	p.setConn(nil)
 }
 
 // Addr is the address the transport listens on.
@@ -146,7 +193,7 @@ func (t *TCPTransport) Close() error {
 	t.cancel()
 	err := t.ln.Close()
 	t.mu.Lock()
-	for _, p := range t.peers {
+	for _, p := range *t.peers.Load() {
 		p.setConn(nil)
 	}
 	t.mu.Unlock()
@@ -157,7 +204,7 @@ func (t *TCPTransport) Close() error {
 // Send queues messages for their nodes (dropped when a queue is full).
 func (t *TCPTransport) Send(group model.GroupID, msgs []*pb.Message) {
 	for _, m := range msgs {
-		p := t.peers[model.NodeID(m.GetTo())]
+		p := t.peer(model.NodeID(m.GetTo()))
 		if p == nil {
 			continue
 		}
@@ -290,7 +337,11 @@ func (t *TCPTransport) acceptLoop(ctx context.Context) {
 				conn.Close()
 				return
 			}
-			p := t.peers[id]
+			p := t.peer(id)
+			if p == nil { // left meanwhile
+				conn.Close()
+				return
+			}
 			t.log.Info("peer connected", "peer", id, "remote", conn.RemoteAddr().String())
 			p.setConn(conn)
 			t.readLoop(ctx, p, conn)
@@ -318,7 +369,7 @@ func (t *TCPTransport) readHello(c net.Conn) (model.NodeID, error) {
 	if name != t.cfg.Cluster {
 		return 0, fmt.Errorf("peer of cluster %q, this is %q", name, t.cfg.Cluster)
 	}
-	if t.peers[id] == nil || id >= t.cfg.Node {
+	if t.peer(id) == nil || id >= t.cfg.Node {
 		return 0, fmt.Errorf("unexpected peer node %d", id)
 	}
 	if t.cfg.Secret != "" {

@@ -42,7 +42,7 @@ func (c *cluster) adminCallAt(ctx context.Context, t *testing.T, m *member, meth
 	if body != nil {
 		_ = json.NewEncoder(&rd).Encode(body)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 40*time.Second) // member changes wait for every group
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, method, "http://"+net.JoinHostPort(m.host, strconv.Itoa(c.ports[5]))+path, &rd)
 	resp, err := http.DefaultClient.Do(req)
@@ -50,6 +50,10 @@ func (c *cluster) adminCallAt(ctx context.Context, t *testing.T, m *member, meth
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Logf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
 	if out != nil && resp.StatusCode < 300 {
 		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 			t.Fatalf("%s %s: %v", method, path, err)

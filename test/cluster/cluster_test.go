@@ -49,7 +49,8 @@ const (
 	envSmallSegments = "ROSETTA_CLUSTER_SMALL_SEGMENTS"
 )
 
-var hosts = []string{"127.0.0.11", "127.0.0.12", "127.0.0.13"}
+// hosts: the three members' addresses, and a fourth joining later.
+var hosts = []string{"127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.14"}
 
 // TestClusterChild runs one member for the tests below until it is killed.
 func TestClusterChild(t *testing.T) {
@@ -118,6 +119,7 @@ type cluster struct {
 	ports   []int // kafka, etcd (and etcd+1), raft, remoting, grpc, http (remoting and grpc + g: group g's)
 	members []*member
 	env     []string // for every member
+	root    string   // the members' directories are under it
 }
 
 // freePorts finds ports free on every host, below the ephemeral range
@@ -155,7 +157,8 @@ func newCluster(t *testing.T, env ...string) *cluster {
 	}
 	c := &cluster{t: t, ports: freePorts(t, 6), env: env}
 	root := t.TempDir()
-	for i, h := range hosts {
+	c.root = root
+	for i, h := range hosts[:3] {
 		c.members = append(c.members, &member{id: i + 1, dir: filepath.Join(root, fmt.Sprint("node", i+1)), host: h})
 	}
 	t.Cleanup(func() {

@@ -118,6 +118,15 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	defer t.Stop()
 	select {
 	case <-e.Server.ReadyNotify():
+		if e.Server.IsLearner() {
+			pctx, cancel := context.WithTimeout(ctx, c.StartTimeout)
+			err := promoteSelf(pctx, c, uint64(e.Server.MemberID()))
+			cancel()
+			if err != nil {
+				e.Close()
+				return nil, err
+			}
+		}
 		return &Embedded{etcd: e, client: c.ClientURL}, nil
 	case err := <-e.Err():
 		e.Close()

@@ -2,11 +2,17 @@ package etcdembed
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -52,6 +58,11 @@ func rejoin(ctx context.Context, c EmbeddedConfig) (initial map[string]string, e
 	var old uint64
 	for _, m := range list.Members {
 		if slices.Contains(m.PeerURLs, c.PeerURL) {
+			if m.Name == "" && m.IsLearner {
+				// Added to a running cluster (a member joining): it
+				// starts as the learner it was added as.
+				return listedCluster(list.Members, m.ID, c), true, nil
+			}
 			if m.Name == "" {
 				return nil, false, nil // never started: it joins as listed
 			}
@@ -68,15 +79,121 @@ func rejoin(ctx context.Context, c EmbeddedConfig) (initial map[string]string, e
 	if err != nil {
 		return nil, false, err
 	}
-	initial = map[string]string{}
-	for _, m := range added.Members {
+	return listedCluster(added.Members, added.Member.ID, c), true, nil
+}
+
+// listedCluster is the initial cluster of a member joining a running one:
+// the members listed, this one (self) under its name.
+func listedCluster(members []*etcdserverpb.Member, self uint64, c EmbeddedConfig) map[string]string {
+	initial := map[string]string{}
+	for _, m := range members {
 		name := m.Name
-		if m.ID == added.Member.ID {
+		if m.ID == self {
 			name = c.Name
 		}
 		if name != "" && len(m.PeerURLs) > 0 {
 			initial[name] = m.PeerURLs[0]
 		}
 	}
-	return initial, true, nil
+	return initial
+}
+
+// AddLearner adds a member at peerURL to the running etcd cluster behind
+// endpoints as a learner: started with an empty directory, it joins
+// (rejoin) and promotes itself once it has caught up (PromoteSelf). An
+// existing member at peerURL is left as it is.
+func AddLearner(ctx context.Context, endpoints []string, tlsCfg *tls.Config, peerURL string) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: rejoinTimeout, TLS: tlsCfg, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	defer cli.Close()
+	list, err := cli.MemberList(ctx)
+	if err != nil {
+		return fmt.Errorf("etcd member list: %w", err)
+	}
+	for _, m := range list.Members {
+		if slices.Contains(m.PeerURLs, peerURL) {
+			return nil
+		}
+	}
+	return retryUnhealthy(ctx, func(ctx context.Context) error {
+		_, err := cli.MemberAddAsLearner(ctx, []string{peerURL})
+		return err
+	}, "etcd member add")
+}
+
+// retryUnhealthy retries a membership change etcd refuses while a member
+// has not been connected to a majority for long (after a start or a
+// failure) — for up to reconfigWait.
+func retryUnhealthy(ctx context.Context, fn func(context.Context) error, what string) error {
+	deadline := time.Now().Add(reconfigWait)
+	for {
+		err := fn(ctx)
+		if err == nil || !errors.Is(err, rpctypes.ErrUnhealthy) || time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// reconfigWait bounds retrying a membership change etcd refuses as
+// unsafe for now.
+const reconfigWait = 20 * time.Second
+
+// RemoveMember removes the member at peerURL from the etcd cluster behind
+// endpoints (none there: nothing to do).
+func RemoveMember(ctx context.Context, endpoints []string, tlsCfg *tls.Config, peerURL string) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: rejoinTimeout, TLS: tlsCfg, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	defer cli.Close()
+	list, err := cli.MemberList(ctx)
+	if err != nil {
+		return fmt.Errorf("etcd member list: %w", err)
+	}
+	for _, m := range list.Members {
+		if slices.Contains(m.PeerURLs, peerURL) {
+			if err := retryUnhealthy(ctx, func(ctx context.Context) error {
+				_, err := cli.MemberRemove(ctx, m.ID)
+				return err
+			}, "etcd member remove"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// promoteSelf makes this member, started as a learner, a voting member
+// once it has caught up with the leader (etcd refuses until then).
+func promoteSelf(ctx context.Context, c EmbeddedConfig, id uint64) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Peers, DialTimeout: rejoinTimeout, TLS: c.ClientTLS, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	defer cli.Close()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, rejoinTimeout)
+		_, err := cli.MemberPromote(pctx, id)
+		cancel()
+		if err == nil || strings.Contains(err.Error(), "not a learner") {
+			c.Logger.Info("this etcd member is a voting member now", "name", c.Name)
+			return nil
+		}
+		c.Logger.Debug("etcd member not promoted yet", "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("etcd member promotion: %w (last: %w)", ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
