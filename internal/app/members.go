@@ -254,6 +254,9 @@ func (a *App) addMember(ctx context.Context, id model.NodeID, host string) error
 			return fmt.Errorf("%w: host %s is node %d's", model.ErrInvalidConfig, host, other)
 		}
 	}
+	if a.cfg.Cluster.EtcdEndpoints == "" && len(cur) >= maxMembers {
+		return fmt.Errorf("%w: a cluster on the members' embedded etcd has up to %d members; larger ones use an external etcd", model.ErrInvalidConfig, maxMembers)
+	}
 	if a.cfg.Cluster.EtcdEndpoints == "" {
 		if err := etcdembed.AddLearner(ctx, a.memberEtcdEndpoints(0), a.etcdTLS(), a.etcdPeerURL(host)); err != nil {
 			return err
