@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage"
 )
 
 // reconcile calls Reconcile on the group's leader until it has nothing
@@ -75,8 +76,37 @@ func TestMembershipChanges(t *testing.T) {
 	c.nodes[4] = &replica{id: 4, dir: filepath.Join(t.TempDir(), "node4"), joined: &m}
 	c.start(4)
 	want = append(want, produce(t, c.leader(), 50, 50)...)
+	// Appends go on while the learner is promoted: none fails (they wait
+	// while the change is stored).
+	l = c.leader()
+	stop := make(chan struct{})
+	appended := make(chan []string)
+	go func() {
+		var out []string
+		for i := 100; ; i++ {
+			select {
+			case <-stop:
+				appended <- out
+				return
+			default:
+			}
+			p := fmt.Sprintf("m%05d", i)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := l.engine.Append(ctx, []*storage.Record{{Queue: 1, Count: 1, Payload: []byte(p)}})
+			cancel()
+			if err != nil {
+				t.Errorf("append %s during the membership change: %v", p, err)
+				appended <- out
+				return
+			}
+			out = append(out, p)
+		}
+	}()
 	c.reconcile([]model.NodeID{1, 2, 3, 4})
-	want = append(want, produce(t, c.leader(), 100, 20)...)
+	close(stop)
+	during := <-appended
+	want = append(want, during...)
+	want = append(want, produce(t, c.leader(), 100+len(during), 20)...)
 	c.converge(want)
 	c.sameLogs()
 
@@ -93,7 +123,7 @@ func TestMembershipChanges(t *testing.T) {
 	c.reconcile(rest)
 	c.stop(gone)
 	c.ids = rest
-	want = append(want, produce(t, c.leader(), 120, 20)...)
+	want = append(want, produce(t, c.leader(), 200000, 20)...)
 	c.converge(want)
 
 	// The leader leaves: it hands off first, and the new leader removes it.
@@ -105,7 +135,7 @@ func TestMembershipChanges(t *testing.T) {
 	}
 	c.stop(l.id)
 	c.ids = rest
-	want = append(want, produce(t, c.leader(), 140, 20)...)
+	want = append(want, produce(t, c.leader(), 200100, 20)...)
 	c.converge(want)
 	c.sameLogs()
 	if got := fmt.Sprint(c.leader().group.Status().Voters); got != fmt.Sprint(rest) {

@@ -79,6 +79,8 @@ type replication struct {
 	changed     chan struct{} // closed and replaced when any of the below moves
 	commitIndex atomic.Uint64
 	leaderGen   atomic.Uint64 // raised at every change of leadership
+	// held: appends wait (HoldAppends) while a membership change is stored.
+	held atomic.Bool
 	truncations atomic.Uint64
 	// deferred: records a follower stored whose in-place effect waits for
 	// their commit (under mu).
@@ -118,21 +120,29 @@ func (e *Engine) SetLeader(term model.Term) (model.Index, error) {
 	if err != nil {
 		return 0, err
 	}
+	e.repl.held.Store(false)
 	e.repl.leaderGen.Add(1)
 	e.repl.broadcast()
 	return last, nil
 }
 
 // HoldAppends closes the log for appends while its leader stays (a
-// membership change is proposed between the records): new appends fail
-// with model.ErrNotLeader (clients retry), appends waiting for their
-// commit keep waiting. ResumeAppends opens it again in the same term.
-func (e *Engine) HoldAppends() { _, _ = e.clog.SetWritable(0) }
+// membership change is proposed between the records): new appends wait
+// until ResumeAppends opens it again in the same term (or fail with
+// model.ErrNotLeader if leadership ends first), appends waiting for their
+// commit keep waiting.
+func (e *Engine) HoldAppends() {
+	e.repl.held.Store(true)
+	_, _ = e.clog.SetWritable(0)
+}
 
 // ResumeAppends opens the log again after HoldAppends and returns the
 // index of its last record.
 func (e *Engine) ResumeAppends(term model.Term) (model.Index, error) {
-	return e.clog.SetWritable(term)
+	last, err := e.clog.SetWritable(term)
+	e.repl.held.Store(false)
+	e.repl.broadcast()
+	return last, err
 }
 
 // SetFollower closes the log for appends: appends waiting for their
@@ -140,6 +150,7 @@ func (e *Engine) ResumeAppends(term model.Term) (model.Index, error) {
 // them; idempotent producers find out when they retry).
 func (e *Engine) SetFollower() {
 	_, _ = e.clog.SetWritable(0)
+	e.repl.held.Store(false)
 	e.repl.leaderGen.Add(1)
 	e.repl.broadcast()
 }
@@ -181,10 +192,23 @@ func (e *Engine) Commit(ctx context.Context, i model.Index) error {
 // appendReplicated writes recs through a replicated log and waits for
 // their commit (unless noWait).
 func (e *Engine) appendReplicated(ctx context.Context, recs []*commitlog.Entry, write func() (model.LogPos, error), noWait bool) (model.LogPos, error) {
-	gen, truncs := e.repl.leaderGen.Load(), e.repl.truncations.Load()
-	e.repl.pause.RLock()
-	end, err := write()
-	e.repl.pause.RUnlock()
+	var end model.LogPos
+	var err error
+	var gen, truncs uint64
+	for {
+		gen, truncs = e.repl.leaderGen.Load(), e.repl.truncations.Load()
+		e.repl.pause.RLock()
+		end, err = write()
+		e.repl.pause.RUnlock()
+		if !errors.Is(err, commitlog.ErrNotWritable) || !e.repl.held.Load() {
+			break
+		}
+		// A membership change is being stored: nothing was written; wait
+		// for appends to resume (or leadership to end) and write again.
+		if werr := e.waitReplication(ctx, func() (bool, error) { return !e.repl.held.Load(), nil }); werr != nil {
+			return end, werr
+		}
+	}
 	if errors.Is(err, commitlog.ErrNotWritable) {
 		return end, fmt.Errorf("%w: %w", model.ErrNotLeader, err)
 	}
