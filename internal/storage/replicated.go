@@ -80,7 +80,7 @@ type replication struct {
 	commitIndex atomic.Uint64
 	leaderGen   atomic.Uint64 // raised at every change of leadership
 	// held: appends wait (HoldAppends) while a membership change is stored.
-	held atomic.Bool
+	held        atomic.Bool
 	truncations atomic.Uint64
 	// deferred: records a follower stored whose in-place effect waits for
 	// their commit (under mu).
