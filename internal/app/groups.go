@@ -197,9 +197,12 @@ func (a *App) brokerRoutes(listener string) func() []remoting.BrokerRoute {
 				out[i] = br
 				continue
 			}
-			addr := func(id model.NodeID) string { return net.JoinHostPort(r.members()[id], strconv.Itoa(port)) }
+			addr := func(id model.NodeID) string {
+				h, _ := r.hostOf(id)
+				return net.JoinHostPort(h, strconv.Itoa(port))
+			}
 			leader, _ := gr.raft.Leader()
-			if leader != 0 {
+			if _, known := r.hostOf(leader); leader != 0 && known {
 				br.Addrs[0] = addr(leader)
 			}
 			next := int64(1)

@@ -47,8 +47,33 @@ const membershipInterval = 500 * time.Millisecond
 // members returns the cluster's members by id (do not modify).
 func (r *replica) members() map[model.NodeID]string { return *r.hosts.Load() }
 
-// setMembers replaces the cluster's members.
-func (r *replica) setMembers(m map[model.NodeID]string) { r.hosts.Store(&m) }
+// setMembers replaces the cluster's members; the hosts of members that
+// left stay known (a group they still lead is reached there until it
+// moves).
+func (r *replica) setMembers(m map[model.NodeID]string) {
+	r.hostsMu.Lock()
+	defer r.hostsMu.Unlock()
+	known := map[model.NodeID]string{}
+	if k := r.known.Load(); k != nil {
+		maps.Copy(known, *k)
+	}
+	maps.Copy(known, m)
+	r.known.Store(&known)
+	r.hosts.Store(&m)
+}
+
+// hostOf is the host of node id: a member's, or one that left ("" and
+// false for a node never known).
+func (r *replica) hostOf(id model.NodeID) (string, bool) {
+	if h, ok := r.members()[id]; ok {
+		return h, true
+	}
+	if k := r.known.Load(); k != nil {
+		h, ok := (*k)[id]
+		return h, ok
+	}
+	return "", false
+}
 
 // formatMembers spells members as cluster.members does, in id order.
 func formatMembers(m map[model.NodeID]string) string {
@@ -194,7 +219,9 @@ func (a *App) reconcileMembers(ctx context.Context, gr *groupReplica, published 
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := meta.Put(pctx, a.meta, groupMembersKey(gr.id), b)
 		cancel()
-		if err == nil {
+		if err != nil {
+			a.log.Warn("publishing the group's membership failed", "group", gr.id, "err", err)
+		} else {
 			*published = string(b)
 		}
 	}
@@ -206,7 +233,7 @@ func (a *App) reconcileMembers(ctx context.Context, gr *groupReplica, published 
 	step, err := gr.raft.Reconcile(rctx, want)
 	switch {
 	case err != nil:
-		a.log.Debug("group membership", "group", gr.id, "err", err)
+		a.log.Info("group membership", "group", gr.id, "err", err)
 	case step.Kind != "":
 		a.log.Info("group membership", "group", gr.id, "step", step.Kind, "node", step.Node)
 	}

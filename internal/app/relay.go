@@ -89,8 +89,10 @@ func (a *App) relay(ctx context.Context, c *clientConn, rt *listenerRoute, moves
 			return
 		}
 		leader, term := gr.raft.Leader()
-		if leader != 0 && leader != r.self {
-			if up, err = d.DialContext(ctx, "tcp", net.JoinHostPort(r.members()[leader], port)); err != nil {
+		// Never a host that is not the leader's own: an empty one would
+		// dial this node's own listener, which relays again.
+		if host, ok := r.hostOf(leader); ok && host != "" && leader != r.self {
+			if up, err = d.DialContext(ctx, "tcp", net.JoinHostPort(host, port)); err != nil {
 				a.log.Debug("relay to the leader", "listener", rt.ep.name, "leader", leader, "err", err)
 			}
 			dialedLeader, dialedTerm = leader, term

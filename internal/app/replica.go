@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/rosettamq/rosetta/internal/kafka"
@@ -35,6 +36,8 @@ type replica struct {
 	// hosts: the cluster's members by id (as recorded in the metadata,
 	// members.go), replaced whole when one joins or leaves.
 	hosts     atomic.Pointer[map[model.NodeID]string]
+	known     atomic.Pointer[map[model.NodeID]string] // every host ever a member's (hostOf)
+	hostsMu   sync.Mutex                              // serialises setMembers
 	self      model.NodeID
 	etcd      *etcdembed.Embedded
 	transport *replication.TCPTransport
@@ -155,7 +158,7 @@ func (a *App) startReplica(ctx context.Context) error {
 			Engine:    gr.engine,
 			Handoff:   gr.handoff,
 			Transport: t,
-			FetchSnapshot: func(ctx context.Context, from model.NodeID, _ model.Index) error {
+			FetchSnapshot: func(ctx context.Context, from model.NodeID, _ model.Index) (replication.Membership, error) {
 				return a.fetchImage(ctx, gr, from)
 			},
 			OnRoleChange: func(model.NodeID, model.Term) {
@@ -217,7 +220,8 @@ func (r *replica) leaderHost() (model.NodeID, string) {
 	if l == 0 {
 		return 0, ""
 	}
-	return l, r.members()[l]
+	h, _ := r.hostOf(l)
+	return l, h
 }
 
 // kafkaCluster describes the cluster to Kafka clients (nil on a single
@@ -251,6 +255,14 @@ func (a *App) kafkaCluster() func() *kafka.ClusterView {
 			gv := kafka.GroupView{Leader: int32(st.Leader), Epoch: int32(model.Term(st.Term).LeaderEpoch()), Replicas: replicas[g]}
 			if st.Leader == 0 {
 				gv.Leader, gv.Epoch = -1, -1
+			} else if _, ok := hosts[int32(st.Leader)]; !ok {
+				// A member that left still leads the group until it
+				// hands it off: clients reach it where it was.
+				if h, known := r.hostOf(st.Leader); known {
+					hosts[int32(st.Leader)] = h
+				} else {
+					gv.Leader, gv.Epoch = -1, -1
+				}
 			}
 			// In sync: the replicas the leader knows hold everything
 			// committed (within a small margin: a batch in flight). A

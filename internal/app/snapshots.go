@@ -77,6 +77,9 @@ type imageManifest struct {
 	ID    uint64              `json:"id"`
 	Index model.Index         `json:"index"`
 	Files []storage.ImageFile `json:"files"`
+	// Members: the group's membership as the leader applied it when the
+	// image was made (the fetching replica starts from it).
+	Members replication.Membership `json:"members"`
 }
 
 // imageLeases are the images this member serves to fetching replicas.
@@ -111,6 +114,9 @@ func (a *App) answerImage(ctx context.Context, from model.NodeID, method byte, b
 		if leader, _ := gr.raft.Leader(); leader != r.self {
 			return nil, nameCallError(fmt.Errorf("%w: group %d is not led here", model.ErrNotLeader, c.Group))
 		}
+		// The membership first: the image then holds at least what
+		// it was applied from.
+		members := gr.raft.Membership(ctx)
 		im, err := gr.engine.OpenImage(ctx)
 		if err != nil {
 			return nil, err
@@ -126,7 +132,7 @@ func (a *App) answerImage(ctx context.Context, from model.NodeID, method byte, b
 		l.open[id] = lease
 		l.mu.Unlock()
 		a.log.Info("serving an image of the group to a replica", "group", c.Group, "member", from, "index", im.Index, "files", len(im.Files))
-		return json.Marshal(imageManifest{ID: id, Index: im.Index, Files: im.Files})
+		return json.Marshal(imageManifest{ID: id, Index: im.Index, Files: im.Files, Members: members})
 	case callImageRead:
 		l.mu.Lock()
 		lease := l.open[c.ID]
@@ -179,7 +185,15 @@ func (a *App) closeImage(id uint64, fetched bool) {
 
 // fetchImage fetches group gr's image from member from into its engine's
 // directory, complete for storage.InstallImage.
-func (a *App) fetchImage(ctx context.Context, gr *groupReplica, from model.NodeID) error {
+func (a *App) fetchImage(ctx context.Context, gr *groupReplica, from model.NodeID) (replication.Membership, error) {
+	var members replication.Membership
+	err := a.fetchImageFiles(ctx, gr, from, &members)
+	return members, err
+}
+
+// fetchImageFiles fetches the image's files and sets members to the
+// membership its manifest names.
+func (a *App) fetchImageFiles(ctx context.Context, gr *groupReplica, from model.NodeID, members *replication.Membership) error {
 	t := a.replica.transport
 	call := func(method byte, c imageCall, timeout time.Duration) ([]byte, error) {
 		body, err := json.Marshal(c)
@@ -203,6 +217,7 @@ func (a *App) fetchImage(ctx context.Context, gr *groupReplica, from model.NodeI
 	if err := json.Unmarshal(out, &m); err != nil {
 		return fmt.Errorf("image manifest: %w", err)
 	}
+	*members = m.Members
 	fetched := false
 	defer func() {
 		_, _ = call(callImageClose, imageCall{ID: m.ID, Done: fetched}, callTimeout)

@@ -86,7 +86,9 @@ type Config struct {
 	// ErrRestartToInstall, and its node installs the image as it starts
 	// again. It runs on the storage goroutine. Without it a replica that
 	// needs records its leader no longer holds stops with an error.
-	FetchSnapshot func(ctx context.Context, from model.NodeID, index model.Index) error
+	// It returns the group's membership as the image's source knew it
+	// (none: the snapshot's holds).
+	FetchSnapshot func(ctx context.Context, from model.NodeID, index model.Index) (Membership, error)
 	Logger        *slog.Logger
 }
 

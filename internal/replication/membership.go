@@ -206,3 +206,30 @@ func firstUnwanted(want []model.NodeID, cur Membership) model.NodeID {
 
 // publishStatusSoon refreshes Status now instead of at the next refresh.
 func (g *Group) publishStatusSoon() { g.call(g.publishStatus) }
+
+// Membership returns the group's membership as this replica applied it
+// now (the last published status if the replica is busy).
+func (g *Group) Membership(ctx context.Context) Membership {
+	ch := make(chan Membership, 1)
+	if g.call(func() {
+		st := g.rn.Status()
+		var m Membership
+		for id := range st.Config.Voters[0] {
+			m.Voters = append(m.Voters, model.NodeID(id))
+		}
+		for id := range st.Config.Learners {
+			m.Learners = append(m.Learners, model.NodeID(id))
+		}
+		slices.Sort(m.Voters)
+		slices.Sort(m.Learners)
+		ch <- m
+	}) {
+		select {
+		case m := <-ch:
+			return m
+		case <-ctx.Done():
+		}
+	}
+	st := g.Status()
+	return Membership{Voters: st.Voters, Learners: st.Learners}
+}

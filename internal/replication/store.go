@@ -211,8 +211,10 @@ func (g *Group) fetchSnapshot(ctx context.Context, snap *pb.Snapshot) error {
 	// Until it has the image the replica is of no use: it keeps trying,
 	// from the group's leader of the moment (any leader's image will do:
 	// it holds what was committed).
+	var members Membership
 	for from := src.Node; ; {
-		err := g.cfg.FetchSnapshot(ctx, from, index)
+		var err error
+		members, err = g.cfg.FetchSnapshot(ctx, from, index)
 		if err == nil {
 			break
 		}
@@ -229,7 +231,11 @@ func (g *Group) fetchSnapshot(ctx context.Context, snap *pb.Snapshot) error {
 	// The membership the snapshot was taken with is the replica's once it
 	// restarts (a member that joined after the records it skips knows
 	// its group from nowhere else).
-	if cs := snap.GetMetadata().GetConfState(); cs != nil && len(cs.Voters) > 0 {
+	cs := snap.GetMetadata().GetConfState()
+	if len(members.Voters) > 0 { // as of the image, later than the snapshot's
+		cs = &pb.ConfState{Voters: nodeIDs(members.Voters), Learners: nodeIDs(members.Learners)}
+	}
+	if cs != nil && len(cs.Voters) > 0 {
 		st := g.store.state.load()
 		st.Voters, st.Learners = cs.Voters, cs.Learners
 		if err := g.store.state.save(st); err != nil {

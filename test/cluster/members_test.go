@@ -49,36 +49,8 @@ func TestClusterMembers(t *testing.T) {
 		t.Fatalf("add member 4: status %d", code)
 	}
 	t.Logf("member 4 added to every group as a learner in %v", time.Since(start).Round(time.Millisecond))
-	m4 := &member{id: 4, dir: filepath.Join(c.root, "node4"), host: hosts[3]}
-	c.members = append(c.members, m4)
-	c.start(m4)
-	c.wait(m4)
-	voters := func(want ...model.NodeID) func() bool {
-		return func() bool {
-			for _, m := range c.members {
-				st, ok := c.statusFrom(ctx, m)
-				if !ok {
-					continue
-				}
-				for _, g := range st.Groups {
-					if g.Role == "leader" && (!slices.Equal(g.Replicas, want) || len(g.Learners) > 0) {
-						return false
-					}
-				}
-			}
-			st, ok := c.status(ctx)
-			if !ok {
-				return false
-			}
-			for _, g := range st.Groups {
-				if g.Leader == 0 {
-					return false
-				}
-			}
-			return true
-		}
-	}
-	apptest.Eventually(t, 90*time.Second, "every group with voters 1–4", voters(1, 2, 3, 4))
+	c.startFourth()
+	apptest.Eventually(t, 90*time.Second, "every group with voters 1–4", c.votersAre(ctx, 1, 2, 3, 4))
 	t.Logf("member 4 votes in every group %v after it was added", time.Since(start).Round(time.Millisecond))
 	waitAcks("records after member 4 joined", 2000)
 
@@ -90,7 +62,7 @@ func TestClusterMembers(t *testing.T) {
 	if code := c.adminCallAt(ctx, t, c.member(3), http.MethodDelete, "/api/v1/cluster/members/1", nil, nil); code != http.StatusOK {
 		t.Fatalf("remove member 1: status %d", code)
 	}
-	apptest.Eventually(t, 60*time.Second, "every group with voters 2–4", voters(2, 3, 4))
+	apptest.Eventually(t, 60*time.Second, "every group with voters 2–4", c.votersAre(ctx, 2, 3, 4))
 	t.Logf("member 1 removed from every group in %v", time.Since(start).Round(time.Millisecond))
 	waitAcks("records after member 1 left", 2000)
 
@@ -103,7 +75,67 @@ func TestClusterMembers(t *testing.T) {
 	c.start(victim)
 	c.wait(victim)
 	waitAcks("records after member 2 came back", 1000)
+
+	// A live member leading a group leaves: it hands its group off first,
+	// and clients it still served go on through the others.
+	apptest.Eventually(t, 60*time.Second, "member 4 leading a group", func() bool {
+		st, ok := c.statusFrom(ctx, c.member(4))
+		if !ok {
+			return false
+		}
+		for _, g := range st.Groups {
+			if g.Leader == 4 {
+				return true
+			}
+		}
+		return false
+	})
+	start = time.Now()
+	if code := c.adminCallAt(ctx, t, c.member(4), http.MethodDelete, "/api/v1/cluster/members/4", nil, nil); code != http.StatusOK {
+		t.Fatalf("remove member 4: status %d", code)
+	}
+	t.Logf("member 4, leading a group, removed from every group in %v", time.Since(start).Round(time.Millisecond))
+	c.stop(c.member(4))
+	apptest.Eventually(t, 60*time.Second, "every group with voters 2–3", c.votersAre(ctx, 2, 3))
+	waitAcks("records after member 4 left", 1000)
 	kl.stop()
-	c.members = slices.DeleteFunc(c.members, func(m *member) bool { return m.id == 1 })
+	c.members = slices.DeleteFunc(c.members, func(m *member) bool { return m.id == 1 || m.id == 4 })
 	verify(t, c, "members", kl.acks)
+}
+
+// startFourth starts member 4 (added to the cluster before) on an empty
+// directory.
+func (c *cluster) startFourth() {
+	m4 := &member{id: 4, dir: filepath.Join(c.root, "node4"), host: hosts[3]}
+	c.members = append(c.members, m4)
+	c.start(m4)
+	c.wait(m4)
+}
+
+// votersAre says whether every group has a leader and, as its leader
+// applied it, exactly the voters want and no learner.
+func (c *cluster) votersAre(ctx context.Context, want ...model.NodeID) func() bool {
+	return func() bool {
+		for _, m := range c.members {
+			st, ok := c.statusFrom(ctx, m)
+			if !ok {
+				continue
+			}
+			for _, g := range st.Groups {
+				if g.Role == "leader" && (!slices.Equal(g.Replicas, want) || len(g.Learners) > 0) {
+					return false
+				}
+			}
+		}
+		st, ok := c.status(ctx)
+		if !ok {
+			return false
+		}
+		for _, g := range st.Groups {
+			if g.Leader == 0 {
+				return false
+			}
+		}
+		return true
+	}
 }

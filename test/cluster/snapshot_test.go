@@ -124,4 +124,16 @@ func TestClusterSnapshot(t *testing.T) {
 	t.Logf("a member with a replaced disk led its group again %v after its start", time.Since(restarted).Round(time.Millisecond))
 	acks = append(acks, produce("snap-kept", 1200, 300, 100)...)
 	verify(t, c, "snap-kept", acks)
+
+	// A fourth member joins: the groups' logs no longer start at 1, so
+	// its replicas start from images, with the membership they carry.
+	if code := c.adminCallAt(ctx, t, c.member(1), http.MethodPost, "/api/v1/cluster/members", map[string]any{"node": 4, "host": hosts[3]}, nil); code != http.StatusOK {
+		t.Fatalf("add member 4: status %d", code)
+	}
+	joined := time.Now()
+	c.startFourth()
+	apptest.Eventually(t, 2*time.Minute, "every group with voters 1–4", c.votersAre(ctx, 1, 2, 3, 4))
+	t.Logf("a member joining from images voted in every group %v after its start", time.Since(joined).Round(time.Millisecond))
+	acks = append(acks, produce("snap-kept", 1500, 300, 100)...)
+	verify(t, c, "snap-kept", acks)
 }
