@@ -17,6 +17,10 @@ import (
 	"go.uber.org/zap"
 )
 
+// errNotMember: a member starting on an empty directory is not listed by
+// the running cluster.
+var errNotMember = errors.New("not a member of the running cluster")
+
 // rejoinTimeout bounds asking the other members about their cluster.
 const rejoinTimeout = 2 * time.Second
 
@@ -69,11 +73,15 @@ func rejoin(ctx context.Context, c EmbeddedConfig) (initial map[string]string, e
 			old = m.ID
 		}
 	}
+	if old == 0 {
+		// Not a member of the running cluster: adding itself would change
+		// the cluster's quorum behind its operators' backs.
+		return nil, false, fmt.Errorf("%w: the running cluster does not list this member (%s); add it first (rosetta cluster member add)",
+			errNotMember, c.PeerURL)
+	}
 	c.Logger.Warn("this etcd member's data is gone but its cluster runs: joining it again as a new member", "name", c.Name)
-	if old != 0 {
-		if _, err := cli.MemberRemove(ctx, old); err != nil {
-			return nil, false, err
-		}
+	if _, err := cli.MemberRemove(ctx, old); err != nil {
+		return nil, false, err
 	}
 	added, err := cli.MemberAdd(ctx, []string{c.PeerURL})
 	if err != nil {
