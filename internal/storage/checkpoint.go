@@ -258,6 +258,15 @@ func (e *Engine) checkpoint() error {
 		}
 	}
 	captured := e.clog.End()
+	// Every entry of a record before pos is flushed and counted in its
+	// queue's state when the states are captured below (flushMu).
+	e.flushMu.Lock()
+	flushLocked := true
+	defer func() {
+		if flushLocked {
+			e.flushMu.Unlock()
+		}
+	}()
 	if err := e.flushIndexes(1); err != nil {
 		return err
 	}
@@ -284,6 +293,8 @@ func (e *Engine) checkpoint() error {
 		qs[i].State, bytes[i] = q.idx.StateWithBytes()
 		ids[i] = qs[i].ID
 	}
+	e.flushMu.Unlock()
+	flushLocked = false
 	sections[bytesSection] = encodeQueueBytes(ids, bytes)
 	epochs := make([][]EpochStart, len(list))
 	for i, q := range list {
@@ -330,7 +341,7 @@ func syncFS(dir string) error {
 	return nil
 }
 
-// flushIndexes writes the in-memory index tails of queues appended to since
+// flushIndexes (flushMu held) writes the in-memory index tails of queues appended to since
 // the last flush that hold at least minEntries entries; the others stay on
 // the list for a later flush or the next checkpoint. Writing small tails less
 // often keeps file opens and writes per queue low when there are very many

@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -120,16 +121,33 @@ func readAcks(t *testing.T, path string) []ack {
 	defer f.Close()
 	var out []ack
 	sc := bufio.NewScanner(f)
+	sc.Split(wholeLines)
 	for sc.Scan() {
 		parts := strings.Fields(sc.Text())
 		if len(parts) != 3 {
-			continue // a line cut by the kill was never fully acknowledged
+			continue // a line cut by the kill, continued by the next child
 		}
-		q, _ := strconv.Atoi(parts[0])
-		o, _ := strconv.ParseInt(parts[1], 10, 64)
+		q, qerr := strconv.Atoi(parts[0])
+		o, oerr := strconv.ParseInt(parts[1], 10, 64)
+		if qerr != nil || oerr != nil || q <= 0 || q > 64 || len(parts[2]) < 16 {
+			continue // a cut line the next child's first line continued
+		}
 		out = append(out, ack{model.QueueID(q), model.QueueOffset(o), parts[2]})
 	}
 	return out
+}
+
+// wholeLines splits lines ended by a newline only: the kill can cut the
+// child's last write anywhere (a write is cut between pages), and a cut
+// line was never fully acknowledged.
+func wholeLines(data []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1, data[:i], nil
+	}
+	if atEOF {
+		return len(data), nil, nil // the cut last line: dropped
+	}
+	return 0, nil, nil
 }
 
 // TestCrashRecovery SIGKILLs a child appending with sync durability at random

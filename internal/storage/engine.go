@@ -233,7 +233,13 @@ type Engine struct {
 	qmu    sync.RWMutex
 	queues map[model.QueueID]*queue
 
-	pmu          sync.Mutex // guards the two pending lists
+	pmu sync.Mutex // guards the two pending lists
+	// flushMu serialises index flushes: a checkpoint holds it from its
+	// flush until it has captured every queue's state, so no flush is
+	// half done (entries written, the queue's flushed count not yet
+	// moved) when it does — recovery would otherwise skip the entries of
+	// records the checkpoint says are indexed.
+	flushMu      sync.Mutex
 	flushPending []*queue
 	notifyList   []*queue
 
@@ -521,7 +527,11 @@ func (e *Engine) startBackground(ctx context.Context) {
 		task.Every(ctx, &e.wg, every, func(context.Context) error { return fn() },
 			func(err error) { e.log.Error("background task failed", "task", name, "err", err) })
 	}
-	loop(e.cfg.IndexFlushInterval, "index-flush", func() error { return e.flushIndexes(flushChunk) })
+	loop(e.cfg.IndexFlushInterval, "index-flush", func() error {
+		e.flushMu.Lock()
+		defer e.flushMu.Unlock()
+		return e.flushIndexes(flushChunk)
+	})
 	loop(e.cfg.CheckpointInterval, "checkpoint", e.checkpoint)
 	loop(e.cfg.RetentionInterval, "retention", func() error { _, err := e.EnforceRetention(); return err })
 	loop(e.cfg.DiskCheckInterval, "disk-guard", func() error { e.checkDisk(); return nil })
