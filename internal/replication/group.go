@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -386,14 +385,8 @@ func (g *Group) publishStatus() {
 		st.Replicas = append(st.Replicas, ReplicaProgress{Node: model.NodeID(id), Match: pr.Match,
 			State: strings.ToLower(strings.TrimPrefix(pr.State.String(), "State")), Lag: lag, Learner: pr.IsLearner})
 	}
-	for id := range rs.Config.Voters[0] {
-		st.Voters = append(st.Voters, model.NodeID(id))
-	}
-	for id := range rs.Config.Learners {
-		st.Learners = append(st.Learners, model.NodeID(id))
-	}
-	slices.Sort(st.Voters)
-	slices.Sort(st.Learners)
+	m := membershipOfConfig(rs.Config)
+	st.Voters, st.Learners = m.Voters, m.Learners
 	sort.Slice(st.Replicas, func(i, j int) bool { return st.Replicas[i].Node < st.Replicas[j].Node })
 	g.status.Store(st)
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -43,6 +44,21 @@ func membershipOf(cs *pb.ConfState) Membership {
 	return m
 }
 
+// membershipOfConfig is the membership of a Raft configuration (not
+// joint: changes are made one at a time).
+func membershipOfConfig(c tracker.Config) Membership {
+	var m Membership
+	for id := range c.Voters[0] {
+		m.Voters = append(m.Voters, model.NodeID(id))
+	}
+	for id := range c.Learners {
+		m.Learners = append(m.Learners, model.NodeID(id))
+	}
+	slices.Sort(m.Voters)
+	slices.Sort(m.Learners)
+	return m
+}
+
 func nodeIDs(ids []model.NodeID) []uint64 {
 	out := make([]uint64, len(ids))
 	for i, id := range ids {
@@ -67,17 +83,11 @@ func (g *Group) Reconcile(ctx context.Context, want []model.NodeID) (MembershipS
 	if len(want) == 0 {
 		return MembershipStep{}, fmt.Errorf("%w: a group needs members", model.ErrInvalidConfig)
 	}
-	type plan struct {
-		step MembershipStep
-		cc   *pb.ConfChangeV2
-		to   model.NodeID // hand-off target
-		err  error
-	}
-	done := make(chan plan, 1)
+	done := make(chan membershipPlan, 1)
 	if !g.call(func() { done <- g.planMembership(want) }) {
 		return MembershipStep{}, fmt.Errorf("%w: replica busy", model.ErrClosed)
 	}
-	var p plan
+	var p membershipPlan
 	select {
 	case p = <-done:
 	case <-ctx.Done():
@@ -89,13 +99,16 @@ func (g *Group) Reconcile(ctx context.Context, want []model.NodeID) (MembershipS
 	return p.step, g.TransferLeadership(ctx, p.to)
 }
 
-// planMembership picks and proposes the next step (Raft goroutine).
-func (g *Group) planMembership(want []model.NodeID) (p struct {
+// membershipPlan is the step planMembership took.
+type membershipPlan struct {
 	step MembershipStep
 	cc   *pb.ConfChangeV2
-	to   model.NodeID
+	to   model.NodeID // the hand-off's target
 	err  error
-}) {
+}
+
+// planMembership picks and proposes the next step (Raft goroutine).
+func (g *Group) planMembership(want []model.NodeID) (p membershipPlan) {
 	if !g.leading || !(g.open || g.held) {
 		p.err = fmt.Errorf("%w: group %d", model.ErrNotLeader, g.cfg.Group)
 		return
@@ -104,15 +117,7 @@ func (g *Group) planMembership(want []model.NodeID) (p struct {
 	if g.held || g.confIndex > st.Applied {
 		return // the last change is not applied yet
 	}
-	var cur Membership
-	for id := range st.Config.Voters[0] {
-		cur.Voters = append(cur.Voters, model.NodeID(id))
-	}
-	for id := range st.Config.Learners {
-		cur.Learners = append(cur.Learners, model.NodeID(id))
-	}
-	slices.Sort(cur.Voters)
-	slices.Sort(cur.Learners)
+	cur := membershipOfConfig(st.Config)
 	caughtUp := func(id model.NodeID) bool {
 		pr, ok := st.Progress[uint64(id)]
 		return ok && pr.Match >= st.GetCommit()
@@ -211,19 +216,7 @@ func (g *Group) publishStatusSoon() { g.call(g.publishStatus) }
 // now (the last published status if the replica is busy).
 func (g *Group) Membership(ctx context.Context) Membership {
 	ch := make(chan Membership, 1)
-	if g.call(func() {
-		st := g.rn.Status()
-		var m Membership
-		for id := range st.Config.Voters[0] {
-			m.Voters = append(m.Voters, model.NodeID(id))
-		}
-		for id := range st.Config.Learners {
-			m.Learners = append(m.Learners, model.NodeID(id))
-		}
-		slices.Sort(m.Voters)
-		slices.Sort(m.Learners)
-		ch <- m
-	}) {
+	if g.call(func() { ch <- membershipOfConfig(g.rn.Status().Config) }) {
 		select {
 		case m := <-ch:
 			return m
