@@ -54,8 +54,11 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// imageIdle closes an image nobody read for this long (its fetcher died).
-const imageIdle = time.Minute
+// imageIdle closes an image nobody read for this long: its fetcher died,
+// or restarted to install another group's image. Raft sends that replica
+// no other snapshot until the image is closed (reported failed), so the
+// wait is short; a live fetch reads a chunk at least every second or so.
+const imageIdle = 5 * time.Second
 
 // ErrRestartToInstall is what Run returns when this member fetched a
 // snapshot of a group: start it again (the same process arguments) and it
