@@ -352,12 +352,25 @@ func startGRPCLoad(t *testing.T, c *cluster, topic string) *rocketLoad {
 	cfg := func(group string) *rmq.Config {
 		return &rmq.Config{Endpoint: endpoint, ConsumerGroup: group, Credentials: &credentials.SessionCredentials{}}
 	}
-	p, err := rmq.NewProducer(cfg(""), rmq.WithTopics(topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
+	// The client's start asks for the topic's route, which creates it in
+	// every group: a group whose new leader has not opened its log for
+	// appends yet answers HA_NOT_AVAILABLE, and the client gives up; a
+	// user starts it again.
+	var p rmq.Producer
+	var err error
+	for attempt := 0; ; attempt++ {
+		if p, err = rmq.NewProducer(cfg(""), rmq.WithTopics(topic)); err != nil {
+			t.Fatal(err)
+		}
+		if err = p.Start(); err == nil {
+			break
+		}
+		if attempt == 4 {
+			t.Fatal(err)
+		}
+		t.Logf("RocketMQ 5 producer start (try %d): %v", attempt+1, err)
+		_ = p.GracefulStop()
+		time.Sleep(time.Second)
 	}
 	sc, err := rmq.NewSimpleConsumer(cfg("chaos-grpc-consumer"), rmq.WithSimpleAwaitDuration(2*time.Second),
 		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
