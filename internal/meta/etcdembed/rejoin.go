@@ -108,9 +108,37 @@ func listedCluster(members []*etcdserverpb.Member, self uint64, c EmbeddedConfig
 
 // AddLearner adds a member at peerURL to the running etcd cluster behind
 // endpoints as a learner: started with an empty directory, it joins
-// (rejoin) and promotes itself once it has caught up (PromoteSelf). An
+// (rejoin) and promotes itself once it has caught up (promoteSelf). An
 // existing member at peerURL is left as it is.
 func AddLearner(ctx context.Context, endpoints []string, tlsCfg *tls.Config, peerURL string) error {
+	return withMember(ctx, endpoints, tlsCfg, peerURL, func(cli *clientv3.Client, m *etcdserverpb.Member) error {
+		if m != nil {
+			return nil
+		}
+		return retryUnhealthy(ctx, func(ctx context.Context) error {
+			_, err := cli.MemberAddAsLearner(ctx, []string{peerURL})
+			return err
+		}, "etcd member add")
+	})
+}
+
+// RemoveMember removes the member at peerURL from the etcd cluster behind
+// endpoints (none there: nothing to do).
+func RemoveMember(ctx context.Context, endpoints []string, tlsCfg *tls.Config, peerURL string) error {
+	return withMember(ctx, endpoints, tlsCfg, peerURL, func(cli *clientv3.Client, m *etcdserverpb.Member) error {
+		if m == nil {
+			return nil
+		}
+		return retryUnhealthy(ctx, func(ctx context.Context) error {
+			_, err := cli.MemberRemove(ctx, m.ID)
+			return err
+		}, "etcd member remove")
+	})
+}
+
+// withMember calls fn with a client of the cluster behind endpoints and
+// its member at peerURL (nil: none).
+func withMember(ctx context.Context, endpoints []string, tlsCfg *tls.Config, peerURL string, fn func(*clientv3.Client, *etcdserverpb.Member) error) error {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: rejoinTimeout, TLS: tlsCfg, Logger: zap.NewNop()})
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
@@ -122,13 +150,10 @@ func AddLearner(ctx context.Context, endpoints []string, tlsCfg *tls.Config, pee
 	}
 	for _, m := range list.Members {
 		if slices.Contains(m.PeerURLs, peerURL) {
-			return nil
+			return fn(cli, m)
 		}
 	}
-	return retryUnhealthy(ctx, func(ctx context.Context) error {
-		_, err := cli.MemberAddAsLearner(ctx, []string{peerURL})
-		return err
-	}, "etcd member add")
+	return fn(cli, nil)
 }
 
 // retryUnhealthy retries a membership change etcd refuses while a member
@@ -155,31 +180,6 @@ func retryUnhealthy(ctx context.Context, fn func(context.Context) error, what st
 // reconfigWait bounds retrying a membership change etcd refuses as
 // unsafe for now.
 const reconfigWait = 20 * time.Second
-
-// RemoveMember removes the member at peerURL from the etcd cluster behind
-// endpoints (none there: nothing to do).
-func RemoveMember(ctx context.Context, endpoints []string, tlsCfg *tls.Config, peerURL string) error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: rejoinTimeout, TLS: tlsCfg, Logger: zap.NewNop()})
-	if err != nil {
-		return fmt.Errorf("etcd: %w", err)
-	}
-	defer cli.Close()
-	list, err := cli.MemberList(ctx)
-	if err != nil {
-		return fmt.Errorf("etcd member list: %w", err)
-	}
-	for _, m := range list.Members {
-		if slices.Contains(m.PeerURLs, peerURL) {
-			if err := retryUnhealthy(ctx, func(ctx context.Context) error {
-				_, err := cli.MemberRemove(ctx, m.ID)
-				return err
-			}, "etcd member remove"); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
 
 // promoteSelf makes this member, started as a learner, a voting member
 // once it has caught up with the leader (etcd refuses until then).
