@@ -14,6 +14,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"time"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
@@ -30,6 +31,9 @@ func (s *Server) QueryRoute(ctx context.Context, req *v2.QueryRouteRequest) (*v2
 		return &v2.QueryRouteResponse{Status: &v2.Status{Code: v2.Code_ILLEGAL_ACCESS_POINT, Message: "no endpoints"}}, nil
 	}
 	t, err := s.routeTopic(ctx, req.GetTopic())
+	if errors.Is(err, model.ErrNotLeader) {
+		t, err = s.routeTopicOnceLeading(ctx, req.GetTopic())
+	}
 	if err != nil {
 		return &v2.QueryRouteResponse{Status: status(err)}, nil
 	}
@@ -48,6 +52,38 @@ func (s *Server) routeTopic(ctx context.Context, r *v2.Resource) (*broker.Topic,
 		return nil, statusErr(v2.Code_ILLEGAL_TOPIC, "topic %s is internal", r.GetName())
 	}
 	return t, err
+}
+
+// routeTopicOnceLeading asks again, for up to leaderMoveWait, for a topic
+// whose creation found this member's group not accepting appends: a member
+// just elected opens appends once it has applied its log, and a client
+// starting then (its first route query creates the topic) would otherwise
+// fail to start. It stops waiting when this member's term ends (the
+// client's retry then reaches the new leader).
+func (s *Server) routeTopicOnceLeading(ctx context.Context, r *v2.Resource) (*broker.Topic, error) {
+	var done <-chan struct{}
+	if serving := s.serving.Load(); serving != nil {
+		done = (*serving).Done()
+	}
+	deadline := time.NewTimer(leaderMoveWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return s.routeTopic(ctx, r)
+		case <-done:
+			return s.routeTopic(ctx, r)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		t, err := s.routeTopic(ctx, r)
+		if !errors.Is(err, model.ErrNotLeader) {
+			return t, err
+		}
+	}
 }
 
 // BrokerRoute is one broker of a cluster as routes name it: its name and

@@ -354,8 +354,8 @@ func startGRPCLoad(t *testing.T, c *cluster, topic string) *rocketLoad {
 	}
 	// The client's start asks for the topic's route, which creates it in
 	// every group: a group whose new leader has not opened its log for
-	// appends yet answers HA_NOT_AVAILABLE, and the client gives up; a
-	// user starts it again.
+	// appends within the broker's wait (3 s) answers HA_NOT_AVAILABLE, and
+	// the client gives up; a user starts it again.
 	var p rmq.Producer
 	var err error
 	for attempt := 0; ; attempt++ {
