@@ -165,6 +165,9 @@ func newCluster(t *testing.T, env ...string) *cluster {
 		for _, m := range c.members {
 			c.kill(m)
 		}
+		if t.Failed() {
+			c.showLogs()
+		}
 	})
 	for _, m := range c.members {
 		c.start(m)
@@ -188,6 +191,7 @@ func (c *cluster) start(m *member) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterChild$", "-test.v=false")
 	cmd.Env = append(os.Environ(), envDir+"="+m.dir, envNode+"="+strconv.Itoa(m.id),
 		envPorts+"="+fmt.Sprintf("%d,%d,%d,%d,%d,%d", c.ports[0], c.ports[1], c.ports[2], c.ports[3], c.ports[4], c.ports[5]), envMembers+"="+c.membersFlag())
+	cmd.Env = append(cmd.Env, apptest.EnvLogFile+"="+c.logFile(m))
 	cmd.Env = append(cmd.Env, c.env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -206,6 +210,31 @@ func (c *cluster) start(m *member) {
 			}
 		}
 	}()
+}
+
+// logFile is where a member's processes append their log (beside, not
+// in, its data directory: images replace that).
+func (c *cluster) logFile(m *member) string {
+	return filepath.Join(c.root, fmt.Sprintf("node%d.log", m.id))
+}
+
+// showLogLines bounds how much of each member's log a failed test shows.
+const showLogLines = 400
+
+// showLogs prints the end of every member's log (the members of a failed
+// test, also those that left).
+func (c *cluster) showLogs() {
+	for id := 1; id <= len(hosts); id++ {
+		b, err := os.ReadFile(c.logFile(&member{id: id}))
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		if len(lines) > showLogLines {
+			lines = lines[len(lines)-showLogLines:]
+		}
+		c.t.Logf("member %d's log (last %d lines):\n%s", id, len(lines), strings.Join(lines, "\n"))
+	}
 }
 
 func (c *cluster) wait(m *member) {

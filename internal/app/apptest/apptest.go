@@ -11,6 +11,11 @@ import (
 	"github.com/rosettamq/rosetta/internal/app"
 )
 
+// EnvLogFile names a file a test node appends its info-level log to (for
+// tests that show the logs of their child processes when they fail);
+// ROSETTA_TEST_LOG, sending the log to stderr, takes precedence.
+const EnvLogFile = "ROSETTA_TEST_LOG_FILE"
+
 // TestNode is a node started in-process on ephemeral loopback ports, for
 // integration tests.
 type TestNode struct {
@@ -39,6 +44,14 @@ func StartTestNode(t testing.TB, c app.Config) *TestNode {
 	if os.Getenv("ROSETTA_TEST_LOG") != "" {
 		w = os.Stderr
 		c.Log.Level = os.Getenv("ROSETTA_TEST_LOG")
+	} else if path := os.Getenv(EnvLogFile); path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		w = f
+		c.Log.Level = "info"
 	}
 	log, err := app.NewLogger(c.Log, w)
 	if err != nil {
