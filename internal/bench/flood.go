@@ -172,9 +172,9 @@ func Flood(ctx context.Context, o FloodOptions, out io.Writer) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		ext := map[string]string{}
+		var ext protocol.Fields
 		for i := 0; i < 100; i++ {
-			ext[fmt.Sprintf("k%03d", i)] = strings.Repeat("v", 2000)
+			ext = append(ext, protocol.Field{Key: fmt.Sprintf("k%03d", i), Value: strings.Repeat("v", 2000)})
 		}
 		frame := protocol.AppendFrame(nil, &protocol.Command{Code: protocol.SendMessageV2, Language: "GO", ExtFields: ext})
 		sent := 0

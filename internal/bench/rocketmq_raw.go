@@ -113,11 +113,11 @@ func rawSender(nc net.Conn, c int, n int64, inflight int, topic string, body []b
 			return lats, err
 		}
 		frame = protocol.AppendFrame(frame[:0], &protocol.Command{Code: protocol.SendMessage, Language: "GO", Version: 317,
-			Opaque: int32(i), ExtFields: map[string]string{"producerGroup": "rosetta-bench", "topic": topic,
-				"defaultTopic": "TBW102", "defaultTopicQueueNums": "4", "queueId": strconv.Itoa(int(i % 8)), "sysFlag": "0",
-				"bornTimestamp": strconv.FormatInt(time.Now().UnixMilli(), 10), "flag": "0", "reconsumeTimes": "0",
-				"unitMode": "false", "maxReconsumeTimes": "0", "batch": "false",
-				"properties": "UNIQ_KEY\x01" + fmt.Sprintf("7F000001%04X%016X", c, i) + "\x02WAIT\x01true\x02"},
+			Opaque: int32(i), ExtFields: protocol.Pairs("producerGroup", "rosetta-bench", "topic", topic,
+				"defaultTopic", "TBW102", "defaultTopicQueueNums", "4", "queueId", strconv.Itoa(int(i%8)), "sysFlag", "0",
+				"bornTimestamp", strconv.FormatInt(time.Now().UnixMilli(), 10), "flag", "0", "reconsumeTimes", "0",
+				"unitMode", "false", "maxReconsumeTimes", "0", "batch", "false",
+				"properties", "UNIQ_KEY\x01"+fmt.Sprintf("7F000001%04X%016X", c, i)+"\x02WAIT\x01true\x02"),
 			Body: body})
 		sent[i] = time.Now()
 		if _, err := w.Write(frame); err != nil {

@@ -232,7 +232,7 @@ func handleResetOffset(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	body := append(protocol.AppendQueueMap([]byte(`{"offsetTable":`), entries), '}')
 	for _, c := range s.clients.members(group) {
 		c.sendOneway(&protocol.Command{Code: protocol.ResetConsumerClientOffset, Language: "GO", Version: protocol.Version,
-			ExtFields: map[string]string{"topic": topic, "group": group, "timestamp": req.Ext("timestamp")}, Body: body})
+			ExtFields: protocol.Pairs("topic", topic, "group", group, "timestamp", req.Ext("timestamp")), Body: body})
 	}
 	rc.conn.log.Info("consumer offsets reset by time", "group", group, "topic", topic, "timestamp", ts, "force", force)
 	resp := protocol.NewResponse(req, protocol.Success, "")

@@ -20,6 +20,7 @@ import (
 	"crypto/sha1"
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"sort"
 	"strings"
 
@@ -56,7 +57,7 @@ func (c *conn) authorizeRequest(req *protocol.Command) (security.Principal, *pro
 		if g := c.s.opts.Guard; g != nil {
 			g.Failed(c.host())
 		}
-		c.log.Warn("remoting authentication failed", "code", req.Code, "access_key", req.ExtFields[extAccessKey], "err", err)
+		c.log.Warn("remoting authentication failed", "code", req.Code, "access_key", req.Ext(extAccessKey), "err", err)
 		return p, protocol.NewResponse(req, protocol.NoPermission, err.Error())
 	}
 	if !sec.AuthorizationEnabled() {
@@ -93,7 +94,7 @@ func (c *conn) host() string {
 // authenticate returns the principal a request proves, Anonymous when it
 // carries no credentials and authentication is not required.
 func (c *conn) authenticate(sec *security.Service, req *protocol.Command) (security.Principal, error) {
-	ak, sig := req.ExtFields[extAccessKey], req.ExtFields[extSignature]
+	ak, sig := req.Ext(extAccessKey), req.Ext(extSignature)
 	if ak == "" {
 		if c.s.opts.Authentication {
 			return security.Principal{}, errAuth("no AccessKey: the client must be given credentials")
@@ -130,20 +131,16 @@ func (e *authError) Error() string { return "authentication failed: " + e.msg }
 // signRemoting computes RocketMQ's request signature, leaving out the
 // named ext fields.
 func signRemoting(req *protocol.Command, secret []byte, skip []string) []byte {
-	keys := make([]string, 0, len(req.ExtFields))
-	for k := range req.ExtFields {
-		skipped := false
-		for _, s := range skip {
-			skipped = skipped || k == s
-		}
-		if !skipped {
-			keys = append(keys, k)
+	fields := make([]protocol.Field, 0, len(req.ExtFields))
+	for _, f := range req.ExtFields {
+		if !slices.Contains(skip, f.Key) {
+			fields = append(fields, f)
 		}
 	}
-	sort.Strings(keys)
+	sort.Slice(fields, func(i, j int) bool { return fields[i].Key < fields[j].Key })
 	m := hmac.New(sha1.New, secret)
-	for _, k := range keys {
-		m.Write([]byte(req.ExtFields[k]))
+	for _, f := range fields {
+		m.Write([]byte(f.Value))
 	}
 	m.Write(req.Body)
 	return m.Sum(nil)

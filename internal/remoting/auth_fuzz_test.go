@@ -31,8 +31,8 @@ func FuzzRemotingAuthenticate(f *testing.F) {
 	f.Add(int32(34), "eyJhbGciOiJIUzI1NiJ9.e30.x", "", "tok", []byte(`{"consumerDataSet":[{"groupName":"g"}]}`), "")
 	f.Add(int32(200151), "alice", "", "", []byte(`{"acks":[{"c":"g","t":"x","so":1,"q":0,"b":"AQ=="}]}`), "t")
 	f.Fuzz(func(t *testing.T, code int32, ak, sig, token string, body []byte, topic string) {
-		req := &protocol.Command{Code: code, Body: body, ExtFields: map[string]string{"AccessKey": ak, "Signature": sig,
-			"SecurityToken": token, "topic": topic, "b": topic}}
+		req := &protocol.Command{Code: code, Body: body, ExtFields: protocol.Pairs("AccessKey", ak, "Signature", sig,
+			"SecurityToken", token, "topic", topic, "b", topic)}
 		if p, err := c.authenticate(sec, req); err == nil {
 			t.Fatalf("authenticated as %v without the secret", p)
 		}

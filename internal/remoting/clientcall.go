@@ -100,16 +100,16 @@ func relayToConsumer(rc *reqCtx, req *protocol.Command, fwd *protocol.Command) *
 	}
 	out := protocol.NewResponse(req, resp.Code, resp.Remark)
 	out.Body = resp.Body
-	for k, v := range resp.ExtFields {
-		out.SetExt(k, v)
+	for _, f := range resp.ExtFields {
+		out.SetExt(f.Key, f.Value)
 	}
 	return out
 }
 
 func handleGetConsumerRunningInfo(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	fwd := &protocol.Command{Code: protocol.GetConsumerRunningInfo, Language: "JAVA", Version: req.Version,
-		ExtFields: map[string]string{"consumerGroup": req.Ext("consumerGroup"), "clientId": req.Ext("clientId"),
-			"jstackEnable": req.Ext("jstackEnable")}}
+		ExtFields: protocol.Pairs("consumerGroup", req.Ext("consumerGroup"), "clientId", req.Ext("clientId"),
+			"jstackEnable", req.Ext("jstackEnable"))}
 	return relayToConsumer(rc, req, fwd)
 }
 
@@ -131,8 +131,8 @@ func handleConsumeMessageDirectly(rc *reqCtx, req *protocol.Command) *protocol.C
 		return refused
 	}
 	fwd := &protocol.Command{Code: protocol.ConsumeMessageDirectly, Language: "JAVA", Version: req.Version,
-		ExtFields: map[string]string{"consumerGroup": req.Ext("consumerGroup"), "clientId": req.Ext("clientId"),
-			"msgId": req.Ext("msgId"), "brokerName": s.opts.BrokerName}}
+		ExtFields: protocol.Pairs("consumerGroup", req.Ext("consumerGroup"), "clientId", req.Ext("clientId"),
+			"msgId", req.Ext("msgId"), "brokerName", s.opts.BrokerName)}
 	fwd.Body = protocol.AppendStoredV1(nil, f.stored(rc.conn.store))
 	return relayToConsumer(rc, req, fwd)
 }
@@ -161,7 +161,7 @@ func handleGetConsumerStatus(rc *reqCtx, req *protocol.Command) *protocol.Comman
 	for _, cl := range targets {
 		ctx, cancel := context.WithTimeout(rc.ctx, clientCallTimeout)
 		resp, err := cl.conn.call(ctx, &protocol.Command{Code: protocol.GetConsumerStatusFromClient, Language: "JAVA", Version: req.Version,
-			ExtFields: map[string]string{"topic": topic, "group": group, "clientAddr": cl.conn.remote}})
+			ExtFields: protocol.Pairs("topic", topic, "group", group, "clientAddr", cl.conn.remote)})
 		cancel()
 		if err != nil || resp.Code != protocol.Success {
 			continue

@@ -208,7 +208,7 @@ func (s *Server) notifyChanged(group string, except *conn) {
 			continue
 		}
 		c.sendOneway(&protocol.Command{Code: protocol.NotifyConsumerIDsChanged, Language: "GO", Version: protocol.Version,
-			ExtFields: map[string]string{"consumerGroup": group}})
+			ExtFields: protocol.Pairs("consumerGroup", group)})
 	}
 }
 

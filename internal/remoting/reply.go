@@ -62,13 +62,13 @@ func handleSendReplyMessage(rc *reqCtx, req *protocol.Command) *protocol.Command
 	if target == nil {
 		return protocol.NewResponse(req, protocol.SystemError, "push reply message failed: requester "+to+" is not connected")
 	}
-	ext := map[string]string{"bornHost": rc.conn.remote,
-		"storeHost": rc.conn.store, "storeTimestamp": strconv.FormatInt(rc.conn.s.broker.Now().UnixMilli(), 10),
-		"queueId": resp.Ext("queueId")}
+	ext := protocol.Pairs("bornHost", rc.conn.remote,
+		"storeHost", rc.conn.store, "storeTimestamp", strconv.FormatInt(rc.conn.s.broker.Now().UnixMilli(), 10),
+		"queueId", resp.Ext("queueId"))
 	for _, k := range []string{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "sysFlag",
 		"bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode"} {
 		if v := h(k); v != "" {
-			ext[k] = v
+			ext = append(ext, protocol.Field{Key: k, Value: v})
 		}
 	}
 	target.sendOneway(&protocol.Command{Code: protocol.PushReplyMessageToClient, Language: "GO", Version: protocol.Version,

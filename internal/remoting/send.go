@@ -41,12 +41,12 @@ var v2Short = map[string]string{"producerGroup": "a", "topic": "b", "defaultTopi
 // sendHeader reads a send header by its long name, in its long or short
 // form.
 func sendHeader(req *protocol.Command) func(string) string {
-	if _, short := req.ExtFields["b"]; short {
+	if _, short := req.ExtFields.Get("b"); short {
 		return func(k string) string {
 			if s, ok := v2Short[k]; ok {
-				return req.ExtFields[s]
+				return req.Ext(s)
 			}
-			return req.ExtFields[k]
+			return req.Ext(k)
 		}
 	}
 	return req.Ext

@@ -20,14 +20,14 @@ func BenchmarkSendPipelined(b *testing.B) {
 	body := make([]byte, 128)
 	frame := func(opaque int32) []byte {
 		return protocol.AppendFrame(nil, &protocol.Command{Code: protocol.SendMessage, Language: "GO", Version: 317, Opaque: opaque,
-			ExtFields: map[string]string{"producerGroup": "bench", "topic": "bench", "defaultTopic": "TBW102",
-				"defaultTopicQueueNums": "4", "queueId": strconv.Itoa(int(opaque) % 4), "sysFlag": "0",
-				"bornTimestamp": "1700000000000", "flag": "0", "reconsumeTimes": "0", "unitMode": "false",
-				"maxReconsumeTimes": "0", "batch": "false",
-				"properties": "UNIQ_KEY\x017F000001000000000000000000000" + strconv.Itoa(int(opaque)) + "\x02WAIT\x01true\x02"},
+			ExtFields: protocol.Pairs("producerGroup", "bench", "topic", "bench", "defaultTopic", "TBW102",
+				"defaultTopicQueueNums", "4", "queueId", strconv.Itoa(int(opaque)%4), "sysFlag", "0",
+				"bornTimestamp", "1700000000000", "flag", "0", "reconsumeTimes", "0", "unitMode", "false",
+				"maxReconsumeTimes", "0", "batch", "false",
+				"properties", "UNIQ_KEY\x017F000001000000000000000000000"+strconv.Itoa(int(opaque))+"\x02WAIT\x01true\x02"),
 			Body: body})
 	}
-	create := &protocol.Command{Code: protocol.UpdateAndCreateTopic, ExtFields: map[string]string{"topic": "bench", "writeQueueNums": "4"}}
+	create := &protocol.Command{Code: protocol.UpdateAndCreateTopic, ExtFields: protocol.Pairs("topic", "bench", "writeQueueNums", "4")}
 	if _, err := nc.Write(protocol.AppendFrame(nil, create)); err != nil {
 		b.Fatal(err)
 	}

@@ -86,7 +86,7 @@ func TestUnsupportedCodes(t *testing.T) {
 	nc := dial(t, startServer(t))
 	oneway := &protocol.Command{Code: 9999, Language: "GO", Opaque: 1, Flag: protocol.FlagOneway}
 	_, _ = nc.Write(protocol.AppendFrame(nil, oneway))
-	req := &protocol.Command{Code: 9998, Language: "JAVA", Opaque: 77, ExtFields: map[string]string{"a": "b"}}
+	req := &protocol.Command{Code: 9998, Language: "JAVA", Opaque: 77, ExtFields: protocol.Pairs("a", "b")}
 	_, _ = nc.Write(protocol.AppendBinaryFrame(nil, req))
 	resp := readCommand(t, nc)
 	if !resp.IsResponse() || resp.Opaque != 77 || resp.Code != protocol.RequestCodeNotSupported || resp.Remark == "" {

@@ -93,13 +93,12 @@ func (s *Server) checkTransaction(c broker.TxnCheck) bool {
 	sm := storedMessage(m, topic, atoi32(string(realQueue)), c.Queue, c.Offset, c.StoreTime, to.store)
 	sm.PhysicalOffset = pos
 	to.sendOneway(&protocol.Command{Code: protocol.CheckTransactionState, Language: "GO", Version: protocol.Version,
-		ExtFields: map[string]string{
-			"tranStateTableOffset": strconv.FormatInt(int64(c.Offset), 10),
-			"commitLogOffset":      strconv.FormatInt(pos, 10),
-			"msgId":                string(uniq),
-			"transactionId":        string(uniq),
-			"offsetMsgId":          to.ids.ID(pos),
-		},
+		ExtFields: protocol.Pairs(
+			"tranStateTableOffset", strconv.FormatInt(int64(c.Offset), 10),
+			"commitLogOffset", strconv.FormatInt(pos, 10),
+			"msgId", string(uniq),
+			"transactionId", string(uniq),
+			"offsetMsgId", to.ids.ID(pos)),
 		Body: protocol.AppendStoredV1(nil, sm)})
 	return true
 }

@@ -60,9 +60,9 @@ func TestAbandonedRequestsGiveBackWhatTheyHeld(t *testing.T) {
 	fetchFrame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("abandoner")).AppendRequest(nil, fetch, 1)
 
 	pullFrame := protocol.AppendFrame(nil, &protocol.Command{Code: protocol.PullMessage, Language: "GO", Version: 317,
-		Opaque: 1, ExtFields: map[string]string{"consumerGroup": "abandoners", "topic": "abandon", "queueId": "0",
+		Opaque: 1, ExtFields: protocol.FieldsOf(map[string]string{"consumerGroup": "abandoners", "topic": "abandon", "queueId": "0",
 			"queueOffset": "1", "maxMsgNums": "32", "sysFlag": "6", "suspendTimeoutMillis": "60000",
-			"subscription": "*", "expressionType": "TAG"}})
+			"subscription": "*", "expressionType": "TAG"})})
 
 	// Requests begun and never finished, per listener.
 	partial := map[string][]byte{

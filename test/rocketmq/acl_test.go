@@ -187,21 +187,22 @@ func TestRemotingACL(t *testing.T) {
 // signJava signs a request as the Java client's AclClientRPCHook does
 // (SecurityToken included), for raw requests.
 func signJava(req *protocol.Command, ak, sk, token string) {
-	req.ExtFields["AccessKey"] = ak
+	req.SetExt("AccessKey", ak)
 	if token != "" {
-		req.ExtFields["SecurityToken"] = token
+		req.SetExt("SecurityToken", token)
 	}
-	keys := make([]string, 0, len(req.ExtFields))
-	for k := range req.ExtFields {
+	fields := req.ExtFields.Map()
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	m := hmac.New(sha1.New, []byte(sk))
 	for _, k := range keys {
-		m.Write([]byte(req.ExtFields[k]))
+		m.Write([]byte(fields[k]))
 	}
 	m.Write(req.Body)
-	req.ExtFields["Signature"] = base64.StdEncoding.EncodeToString(m.Sum(nil))
+	req.SetExt("Signature", base64.StdEncoding.EncodeToString(m.Sum(nil)))
 }
 
 // TestRemotingSignatures: a Java-style signature (SecurityToken signed) is
@@ -210,7 +211,7 @@ func TestRemotingSignatures(t *testing.T) {
 	n := startACLNode(t)
 	createTopicDirect(t, n, "sig", 1)
 	req := func() *protocol.Command {
-		return &protocol.Command{Code: protocol.GetMaxOffset, ExtFields: map[string]string{"topic": "sig", "queueId": "0"}}
+		return &protocol.Command{Code: protocol.GetMaxOffset, ExtFields: protocol.FieldsOf(map[string]string{"topic": "sig", "queueId": "0"})}
 	}
 	r := req()
 	signJava(r, "admin", "admin-secret", "some-token")
@@ -219,7 +220,7 @@ func TestRemotingSignatures(t *testing.T) {
 	}
 	r = req()
 	signJava(r, "admin", "admin-secret", "")
-	r.ExtFields["queueId"] = "1"
+	r.SetExt("queueId", "1")
 	if resp := call(t, n.RemotingAddr(), r); resp.Code != protocol.NoPermission {
 		t.Fatalf("tampered request: %d %s", resp.Code, resp.Remark)
 	}
@@ -236,10 +237,7 @@ func TestRemotingACLAdmin(t *testing.T) {
 	addr := n.RemotingAddr()
 	createTopicDirect(t, n, "rmq-admin", 1)
 	admin := func(code int32, ext map[string]string, body string) *protocol.Command {
-		if ext == nil {
-			ext = map[string]string{}
-		}
-		r := &protocol.Command{Code: code, ExtFields: ext, Body: []byte(body)}
+		r := &protocol.Command{Code: code, ExtFields: protocol.FieldsOf(ext), Body: []byte(body)}
 		signJava(r, "admin", "admin-secret", "")
 		return call(t, addr, r)
 	}
@@ -276,7 +274,7 @@ func TestRemotingACLAdmin(t *testing.T) {
 		t.Fatal("carol sent after her ACL was deleted")
 	}
 	// Not a super user: alice may not manage users.
-	r = &protocol.Command{Code: protocol.AuthListUser, ExtFields: map[string]string{}}
+	r = &protocol.Command{Code: protocol.AuthListUser, ExtFields: protocol.FieldsOf(map[string]string{})}
 	signJava(r, "alice", "alice-secret", "")
 	if resp := call(t, addr, r); resp.Code != protocol.NoPermission {
 		t.Fatalf("alice listing users: %d %s", resp.Code, resp.Remark)

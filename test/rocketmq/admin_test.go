@@ -42,11 +42,11 @@ func TestAdmin(t *testing.T) {
 		t.Fatalf("topic config: %s %v", resp.Body, err)
 	}
 	if r := call(t, addr, &protocol.Command{Code: protocol.GetEarliestMsgStoreTime,
-		ExtFields: map[string]string{"topic": "made-by-admin", "queueId": "0"}}); r.Code != protocol.Success || r.Ext("timestamp") != "-1" {
+		ExtFields: protocol.FieldsOf(map[string]string{"topic": "made-by-admin", "queueId": "0"})}); r.Code != protocol.Success || r.Ext("timestamp") != "-1" {
 		t.Fatalf("earliest store time of an empty queue: %d %v", r.Code, r.ExtFields)
 	}
 	if r := call(t, addr, &protocol.Command{Code: protocol.GetConsumerConnectionList,
-		ExtFields: map[string]string{"consumerGroup": "nobody"}}); r.Code != protocol.ConsumerNotOnline {
+		ExtFields: protocol.FieldsOf(map[string]string{"consumerGroup": "nobody"})}); r.Code != protocol.ConsumerNotOnline {
 		t.Fatalf("connections of an empty group: %d", r.Code)
 	}
 	if err := adm.DeleteTopic(ctx, admin.WithTopicDelete("made-by-admin"), admin.WithBrokerAddrDelete(addr),
@@ -54,7 +54,7 @@ func TestAdmin(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r := call(t, addr, &protocol.Command{Code: protocol.GetRouteInfoByTopic,
-		ExtFields: map[string]string{"topic": "made-by-admin"}}); r.Code != protocol.TopicNotExist {
+		ExtFields: protocol.FieldsOf(map[string]string{"topic": "made-by-admin"})}); r.Code != protocol.TopicNotExist {
 		t.Fatalf("route of a deleted topic: %d", r.Code)
 	}
 }

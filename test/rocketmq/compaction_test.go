@@ -19,13 +19,13 @@ import (
 func TestRemotingCompactionTopic(t *testing.T) {
 	n := startNode(t)
 	addr := n.RemotingAddr()
-	if r := call(t, addr, &protocol.Command{Code: protocol.UpdateAndCreateTopic, ExtFields: map[string]string{
+	if r := call(t, addr, &protocol.Command{Code: protocol.UpdateAndCreateTopic, ExtFields: protocol.FieldsOf(map[string]string{
 		"topic": "rmq-compacted", "writeQueueNums": "1", "readQueueNums": "1",
-		"attributes": "+cleanup.policy=COMPACTION,+retention.ms=-1"}}); r.Code != protocol.Success {
+		"attributes": "+cleanup.policy=COMPACTION,+retention.ms=-1"})}); r.Code != protocol.Success {
 		t.Fatalf("create: %d %s", r.Code, r.Remark)
 	}
-	if r := call(t, addr, &protocol.Command{Code: protocol.UpdateAndCreateTopic, ExtFields: map[string]string{
-		"topic": "rmq-bad-attr", "attributes": "+cleanup.policy=SOMETIMES"}}); r.Code != protocol.InvalidParameter {
+	if r := call(t, addr, &protocol.Command{Code: protocol.UpdateAndCreateTopic, ExtFields: protocol.FieldsOf(map[string]string{
+		"topic": "rmq-bad-attr", "attributes": "+cleanup.policy=SOMETIMES"})}); r.Code != protocol.InvalidParameter {
 		t.Fatalf("bad attribute: %d %s", r.Code, r.Remark)
 	}
 	p := startProducer(t, addr, "compact-pg")

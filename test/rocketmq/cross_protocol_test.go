@@ -61,9 +61,9 @@ func TestCrossProtocol(t *testing.T) {
 	}
 	got.mu.Unlock()
 	// The key index holds Kafka keys too.
-	q := call(t, n.RemotingAddr(), &protocol.Command{Code: protocol.QueryMessage, ExtFields: map[string]string{
+	q := call(t, n.RemotingAddr(), &protocol.Command{Code: protocol.QueryMessage, ExtFields: protocol.FieldsOf(map[string]string{
 		"topic": "both", "key": "kk7", "maxNum": "32", "beginTimestamp": "0",
-		"endTimestamp": strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10)}})
+		"endTimestamp": strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10)})})
 	if msgs := primitive.DecodeMessage(q.Body); q.Code != protocol.Success || len(msgs) != 1 || string(msgs[0].Body) != "from-kafka-7" {
 		t.Fatalf("query by Kafka key: code %d %s, %d messages", q.Code, q.Remark, len(msgs))
 	}
@@ -82,7 +82,7 @@ func TestCrossProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	viewed := primitive.DecodeMessage(call(t, n.RemotingAddr(), &protocol.Command{Code: protocol.ViewMessageByID,
-		ExtFields: map[string]string{"offset": strconv.FormatInt(pos, 10)}}).Body)
+		ExtFields: protocol.FieldsOf(map[string]string{"offset": strconv.FormatInt(pos, 10)})}).Body)
 	if len(viewed) != 1 {
 		t.Fatal("sent message not found by its offset id")
 	}

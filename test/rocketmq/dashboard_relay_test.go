@@ -55,19 +55,19 @@ func TestDashboardRelaysToConsumers(t *testing.T) {
 		} `json:"connectionSet"`
 	}
 	eventually(t, 10*time.Second, "the consumer's connection listed", func() bool {
-		r := call(t, addr, &protocol.Command{Code: protocol.GetConsumerConnectionList, ExtFields: map[string]string{"consumerGroup": "dash-cg"}})
+		r := call(t, addr, &protocol.Command{Code: protocol.GetConsumerConnectionList, ExtFields: protocol.FieldsOf(map[string]string{"consumerGroup": "dash-cg"})})
 		return r.Code == protocol.Success && json.Unmarshal(r.Body, &conns) == nil && len(conns.Set) == 1
 	})
 	id := conns.Set[0].ClientID
 
 	r := call(t, addr, &protocol.Command{Code: protocol.GetConsumerRunningInfo,
-		ExtFields: map[string]string{"consumerGroup": "dash-cg", "clientId": id, "jstackEnable": "false"}})
+		ExtFields: protocol.FieldsOf(map[string]string{"consumerGroup": "dash-cg", "clientId": id, "jstackEnable": "false"})})
 	if r.Code != protocol.Success || !strings.Contains(string(r.Body), "dash-topic") {
 		t.Fatalf("running info: %d %s %s", r.Code, r.Remark, r.Body)
 	}
 
 	r = call(t, addr, &protocol.Command{Code: protocol.ConsumeMessageDirectly,
-		ExtFields: map[string]string{"consumerGroup": "dash-cg", "clientId": id, "msgId": ids[1]}})
+		ExtFields: protocol.FieldsOf(map[string]string{"consumerGroup": "dash-cg", "clientId": id, "msgId": ids[1]})})
 	var direct struct {
 		ConsumeResult int `json:"consumeResult"`
 	}
@@ -81,7 +81,7 @@ func TestDashboardRelaysToConsumers(t *testing.T) {
 	mu.Unlock()
 
 	r = call(t, addr, &protocol.Command{Code: protocol.InvokeBrokerToGetConsumerStatus,
-		ExtFields: map[string]string{"group": "dash-cg", "topic": "dash-topic"}})
+		ExtFields: protocol.FieldsOf(map[string]string{"group": "dash-cg", "topic": "dash-topic"})})
 	// RocketMQ's JSON with queue objects as map keys, as its broker gathers it.
 	if body := string(r.Body); r.Code != protocol.Success || !strings.HasPrefix(body, `{"consumerTable":{"`+id+`":{`) ||
 		!strings.Contains(body, `"topic":"dash-topic"`) || r.Ext("clients") != "1" {
@@ -90,7 +90,7 @@ func TestDashboardRelaysToConsumers(t *testing.T) {
 
 	// A client that is not there gets an error, not a hang.
 	r = call(t, addr, &protocol.Command{Code: protocol.GetConsumerRunningInfo,
-		ExtFields: map[string]string{"consumerGroup": "dash-cg", "clientId": "nobody@0"}})
+		ExtFields: protocol.FieldsOf(map[string]string{"consumerGroup": "dash-cg", "clientId": "nobody@0"})})
 	if r.Code != protocol.SystemError || !strings.Contains(r.Remark, "not online") {
 		t.Errorf("running info of an absent client: %d %s", r.Code, r.Remark)
 	}

@@ -28,9 +28,9 @@ func TestPullFiltersOnBroker(t *testing.T) {
 		}
 	}
 	pull := func(typ, expr string) ([]*primitive.MessageExt, string) {
-		r := call(t, addr, &protocol.Command{Code: protocol.PullMessage, ExtFields: map[string]string{
+		r := call(t, addr, &protocol.Command{Code: protocol.PullMessage, ExtFields: protocol.FieldsOf(map[string]string{
 			"consumerGroup": "filter-g", "topic": "filtered", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
-			"sysFlag": "4", "subscription": expr, "expressionType": typ}})
+			"sysFlag": "4", "subscription": expr, "expressionType": typ})})
 		if r.Code != protocol.Success {
 			t.Fatalf("%s %q: code %d %s", typ, expr, r.Code, r.Remark)
 		}

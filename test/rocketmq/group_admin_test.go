@@ -38,14 +38,14 @@ func TestSubscriptionGroupAdmin(t *testing.T) {
 	if _, err := p.SendSync(context.Background(), primitive.NewMessage("sg-topic", []byte("x"))); err != nil {
 		t.Fatal(err)
 	}
-	pull := &protocol.Command{Code: protocol.PullMessage, ExtFields: map[string]string{"consumerGroup": "sg-admin",
+	pull := &protocol.Command{Code: protocol.PullMessage, ExtFields: protocol.FieldsOf(map[string]string{"consumerGroup": "sg-admin",
 		"topic": "sg-topic", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32", "sysFlag": "4",
-		"subscription": "*", "expressionType": "TAG"}}
+		"subscription": "*", "expressionType": "TAG"})}
 	if r := call(t, addr, pull); r.Code != protocol.NoPermission {
 		t.Fatalf("pull by a group that may not consume: %d %s", r.Code, r.Remark)
 	}
 	if r := call(t, addr, &protocol.Command{Code: protocol.DeleteSubscriptionGroup,
-		ExtFields: map[string]string{"groupName": "sg-admin"}}); r.Code != protocol.Success {
+		ExtFields: protocol.FieldsOf(map[string]string{"groupName": "sg-admin"})}); r.Code != protocol.Success {
 		t.Fatalf("delete group: %d", r.Code)
 	}
 	if groups, err = adm.GetAllSubscriptionGroup(context.Background(), addr, 3*time.Second); err != nil {

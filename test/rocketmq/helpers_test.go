@@ -62,7 +62,7 @@ func createTopic(t *testing.T, addr, topic string, queues int) {
 	t.Helper()
 	q := fmt.Sprint(queues)
 	if r := call(t, addr, &protocol.Command{Code: protocol.UpdateAndCreateTopic,
-		ExtFields: map[string]string{"topic": topic, "writeQueueNums": q, "readQueueNums": q}}); r.Code != protocol.Success {
+		ExtFields: protocol.FieldsOf(map[string]string{"topic": topic, "writeQueueNums": q, "readQueueNums": q})}); r.Code != protocol.Success {
 		t.Fatalf("create topic %s: %d %s", topic, r.Code, r.Remark)
 	}
 }

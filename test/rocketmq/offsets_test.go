@@ -78,7 +78,7 @@ func TestOffsetsSurviveRestarts(t *testing.T) {
 		// until the broker has them (no lag) before the next consumer
 		// starts, as an operator restarting it would.
 		eventually(t, 10*time.Second, "no lag after round "+prefix, func() bool {
-			r := call(t, addr, &protocol.Command{Code: protocol.GetConsumeStats, ExtFields: map[string]string{"consumerGroup": "dur-g", "topic": "durable-offsets"}})
+			r := call(t, addr, &protocol.Command{Code: protocol.GetConsumeStats, ExtFields: protocol.FieldsOf(map[string]string{"consumerGroup": "dur-g", "topic": "durable-offsets"})})
 			return r.Code == protocol.Success && lagFree(string(r.Body))
 		})
 	}

@@ -34,9 +34,9 @@ func TestRemotingPop(t *testing.T) {
 		}
 	}
 	popReq := func(invisible int) *protocol.Command {
-		return call(t, addr, &protocol.Command{Code: protocol.PopMessage, ExtFields: map[string]string{
+		return call(t, addr, &protocol.Command{Code: protocol.PopMessage, ExtFields: protocol.FieldsOf(map[string]string{
 			"consumerGroup": "pop-cg", "topic": "popped", "queueId": "-1", "maxMsgNums": "32",
-			"invisibleTime": strconv.Itoa(invisible), "pollTime": "1000", "expType": "TAG", "exp": "*"}})
+			"invisibleTime": strconv.Itoa(invisible), "pollTime": "1000", "expType": "TAG", "exp": "*"})})
 	}
 	r := popReq(2000)
 	if r.Code != protocol.Success {
@@ -54,9 +54,9 @@ func TestRemotingPop(t *testing.T) {
 		ck[string(m.Body)] = m
 	}
 	ackReq := func(m *primitive.MessageExt, extra string) *protocol.Command {
-		return call(t, addr, &protocol.Command{Code: protocol.AckMessage, ExtFields: map[string]string{
+		return call(t, addr, &protocol.Command{Code: protocol.AckMessage, ExtFields: protocol.FieldsOf(map[string]string{
 			"consumerGroup": "pop-cg", "topic": "popped", "queueId": strconv.Itoa(int(m.Queue.QueueId)),
-			"extraInfo": extra, "offset": strconv.FormatInt(m.QueueOffset, 10)}})
+			"extraInfo": extra, "offset": strconv.FormatInt(m.QueueOffset, 10)})})
 	}
 	if r := ackReq(ck["p0"], ck["p0"].GetProperty("POP_CK")); r.Code != protocol.Success {
 		t.Fatalf("ack: %d %s", r.Code, r.Remark)
@@ -64,9 +64,9 @@ func TestRemotingPop(t *testing.T) {
 	if r := ackReq(ck["p0"], ck["p0"].GetProperty("POP_CK")); r.Code == protocol.Success {
 		t.Fatal("second ack accepted")
 	}
-	ch := call(t, addr, &protocol.Command{Code: protocol.ChangeMessageInvisibleTime, ExtFields: map[string]string{
+	ch := call(t, addr, &protocol.Command{Code: protocol.ChangeMessageInvisibleTime, ExtFields: protocol.FieldsOf(map[string]string{
 		"consumerGroup": "pop-cg", "topic": "popped", "queueId": strconv.Itoa(int(ck["p1"].Queue.QueueId)),
-		"extraInfo": ck["p1"].GetProperty("POP_CK"), "offset": strconv.FormatInt(ck["p1"].QueueOffset, 10), "invisibleTime": "60000"}})
+		"extraInfo": ck["p1"].GetProperty("POP_CK"), "offset": strconv.FormatInt(ck["p1"].QueueOffset, 10), "invisibleTime": "60000"})})
 	if ch.Code != protocol.Success || ch.Ext("extraInfo") == "" {
 		t.Fatalf("change: %d %s", ch.Code, ch.Remark)
 	}
@@ -106,9 +106,9 @@ func TestRemotingPopBatchAck(t *testing.T) {
 		}
 	}
 	popReq := func(invisible int) []*primitive.MessageExt {
-		r := call(t, addr, &protocol.Command{Code: protocol.PopMessage, ExtFields: map[string]string{
+		r := call(t, addr, &protocol.Command{Code: protocol.PopMessage, ExtFields: protocol.FieldsOf(map[string]string{
 			"consumerGroup": "batch-cg", "topic": "batch-acked", "queueId": "-1", "maxMsgNums": "64",
-			"invisibleTime": strconv.Itoa(invisible), "pollTime": "500"}})
+			"invisibleTime": strconv.Itoa(invisible), "pollTime": "500"})})
 		if r.Code != protocol.Success {
 			return nil
 		}
@@ -223,9 +223,9 @@ func TestRemotingPopDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	pop := func(group, topic string) *protocol.Command {
-		return call(t, addr, &protocol.Command{Code: protocol.PopMessage, ExtFields: map[string]string{
+		return call(t, addr, &protocol.Command{Code: protocol.PopMessage, ExtFields: protocol.FieldsOf(map[string]string{
 			"consumerGroup": group, "topic": topic, "queueId": "-1", "maxMsgNums": "32",
-			"invisibleTime": "1000", "pollTime": "3000", "expType": "TAG", "exp": "*"}})
+			"invisibleTime": "1000", "pollTime": "3000", "expType": "TAG", "exp": "*"})})
 	}
 	for attempt := 1; attempt <= 2; attempt++ {
 		r := pop("pop-dlq-cg", "pop-dlq")

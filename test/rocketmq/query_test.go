@@ -77,14 +77,14 @@ func TestQueryByKeyAndID(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("view by id", call(t, addr, &protocol.Command{Code: protocol.ViewMessageByID,
-		ExtFields: map[string]string{"offset": strconv.FormatInt(pos, 10)}}))
+		ExtFields: protocol.FieldsOf(map[string]string{"offset": strconv.FormatInt(pos, 10)})}))
 	query := func(key string, unique bool) *protocol.Command {
 		ext := map[string]string{"topic": "queried", "key": key, "maxNum": "32", "beginTimestamp": "0",
 			"endTimestamp": strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10)}
 		if unique {
 			ext["_UNIQUE_KEY_QUERY"] = "true"
 		}
-		return call(t, addr, &protocol.Command{Code: protocol.QueryMessage, ExtFields: ext})
+		return call(t, addr, &protocol.Command{Code: protocol.QueryMessage, ExtFields: protocol.FieldsOf(ext)})
 	}
 	check("query by key", query("order-2", false))
 	check("query by unique key", query(res.MsgID, true))

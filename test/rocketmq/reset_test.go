@@ -69,7 +69,7 @@ func TestStatsAndResetByTime(t *testing.T) {
 		})
 	eventually(t, 30*time.Second, "all ten consumed", func() bool { return deliveries.Load() == 10 })
 	queueStats := func(code int32) string {
-		r := call(t, addr, &protocol.Command{Code: code, ExtFields: map[string]string{"topic": "stats", "consumerGroup": "stats-g"}})
+		r := call(t, addr, &protocol.Command{Code: code, ExtFields: protocol.FieldsOf(map[string]string{"topic": "stats", "consumerGroup": "stats-g"})})
 		if r.Code != protocol.Success {
 			t.Fatalf("code %d: %d %s", code, r.Code, r.Remark)
 		}
@@ -84,8 +84,8 @@ func TestStatsAndResetByTime(t *testing.T) {
 		s := queueStats(protocol.GetConsumeStats)
 		return strings.Contains(s, `"brokerOffset":10`) && strings.Contains(s, `"consumerOffset":10`)
 	})
-	r := call(t, addr, &protocol.Command{Code: protocol.InvokeBrokerToResetOffset, ExtFields: map[string]string{
-		"topic": "stats", "group": "stats-g", "timestamp": strconv.FormatInt(resetTo, 10), "isForce": "true"}})
+	r := call(t, addr, &protocol.Command{Code: protocol.InvokeBrokerToResetOffset, ExtFields: protocol.FieldsOf(map[string]string{
+		"topic": "stats", "group": "stats-g", "timestamp": strconv.FormatInt(resetTo, 10), "isForce": "true"})})
 	if r.Code != protocol.Success || !strings.Contains(string(r.Body), `"topic":"stats"}:7`) {
 		t.Fatalf("reset: %d %s %s", r.Code, r.Remark, r.Body)
 	}

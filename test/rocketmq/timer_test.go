@@ -91,9 +91,9 @@ func TestRecallMessage(t *testing.T) {
 	addr := n.RemotingAddr()
 	createTopic(t, addr, "recallable", 1)
 	send := func(id string) *protocol.Command {
-		r := call(t, addr, &protocol.Command{Code: protocol.SendMessage, Body: []byte(id), ExtFields: map[string]string{
+		r := call(t, addr, &protocol.Command{Code: protocol.SendMessage, Body: []byte(id), ExtFields: protocol.FieldsOf(map[string]string{
 			"producerGroup": "recall-pg", "topic": "recallable", "queueId": "0", "sysFlag": "0", "bornTimestamp": "0", "flag": "0",
-			"properties": "UNIQ_KEY\x01" + id + "\x02TIMER_DELAY_MS\x011500\x02"}})
+			"properties": "UNIQ_KEY\x01" + id + "\x02TIMER_DELAY_MS\x011500\x02"})})
 		if r.Code != protocol.Success || r.Ext("recallHandle") == "" {
 			t.Fatalf("send %s: %d %s %v", id, r.Code, r.Remark, r.ExtFields)
 		}
@@ -119,8 +119,8 @@ func TestRecallMessage(t *testing.T) {
 		t.Fatalf("second admin cancel: HTTP %d", code)
 	}
 	recall := func() *protocol.Command {
-		return call(t, addr, &protocol.Command{Code: protocol.RecallMessage, ExtFields: map[string]string{
-			"producerGroup": "recall-pg", "topic": "recallable", "recallHandle": recalled.Ext("recallHandle")}})
+		return call(t, addr, &protocol.Command{Code: protocol.RecallMessage, ExtFields: protocol.FieldsOf(map[string]string{
+			"producerGroup": "recall-pg", "topic": "recallable", "recallHandle": recalled.Ext("recallHandle")})})
 	}
 	if r := recall(); r.Code != protocol.Success || r.Ext("msgId") != "RECALLED0000000000000000000000001" {
 		t.Fatalf("recall: %d %s %v", r.Code, r.Remark, r.ExtFields)
@@ -128,20 +128,21 @@ func TestRecallMessage(t *testing.T) {
 	if r := recall(); r.Code == protocol.Success {
 		t.Fatal("a second recall succeeded")
 	}
-	if r := call(t, addr, &protocol.Command{Code: protocol.RecallMessage, ExtFields: map[string]string{
-		"topic": "recallable", "recallHandle": "not-a-handle"}}); r.Code != protocol.InvalidParameter {
+	if r := call(t, addr, &protocol.Command{Code: protocol.RecallMessage, ExtFields: protocol.FieldsOf(map[string]string{
+		"topic": "recallable", "recallHandle": "not-a-handle"})}); r.Code != protocol.InvalidParameter {
 		t.Fatalf("bad handle: %d", r.Code)
 	}
-	pull := &protocol.Command{Code: protocol.PullMessage, ExtFields: map[string]string{"consumerGroup": "recall-g",
+	pull := &protocol.Command{Code: protocol.PullMessage, ExtFields: protocol.FieldsOf(map[string]string{"consumerGroup": "recall-g",
 		"topic": "recallable", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32", "sysFlag": "6",
-		"suspendTimeoutMillis": "5000", "subscription": "*", "expressionType": "TAG"}}
+		"suspendTimeoutMillis": "5000", "subscription": "*", "expressionType": "TAG"})}
 	r := call(t, addr, pull)
 	msgs := primitive.DecodeMessage(r.Body)
 	if r.Code != protocol.Success || len(msgs) != 1 || string(msgs[0].Body) != "KEPT00000000000000000000000000001" {
 		t.Fatalf("pull: %d, %d messages", r.Code, len(msgs))
 	}
 	time.Sleep(300 * time.Millisecond)
-	pull.ExtFields["queueOffset"], pull.ExtFields["suspendTimeoutMillis"] = "1", "500"
+	pull.SetExt("queueOffset", "1")
+	pull.SetExt("suspendTimeoutMillis", "500")
 	if r := call(t, addr, pull); r.Code != protocol.PullNotFound {
 		t.Fatalf("a recalled or cancelled message arrived: %d", r.Code)
 	}

@@ -44,9 +44,9 @@ func TestClientTraceIsStoredAndFound(t *testing.T) {
 
 	var records []string
 	eventually(t, 30*time.Second, "the send and the consumption traced", func() bool {
-		resp := call(t, addr, &protocol.Command{Code: protocol.QueryMessage, ExtFields: map[string]string{
+		resp := call(t, addr, &protocol.Command{Code: protocol.QueryMessage, ExtFields: protocol.FieldsOf(map[string]string{
 			"topic": "RMQ_SYS_TRACE_TOPIC", "key": res.MsgID, "maxNum": "64", "beginTimestamp": "0",
-			"endTimestamp": "9223372036854775807"}})
+			"endTimestamp": "9223372036854775807"})})
 		if resp.Code != protocol.Success {
 			return false
 		}

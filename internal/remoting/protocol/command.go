@@ -38,7 +38,7 @@ type Command struct {
 	Opaque    int32
 	Flag      int32
 	Remark    string
-	ExtFields map[string]string
+	ExtFields Fields
 	Body      []byte
 
 	// Serialize is the header type the command arrived in.
@@ -54,18 +54,104 @@ func (c *Command) IsOneway() bool { return c.Flag&FlagOneway != 0 }
 // NewResponse makes the answer to req with code and remark.
 func NewResponse(req *Command, code int32, remark string) *Command {
 	return &Command{Code: code, Language: "GO", Version: Version, Opaque: req.Opaque, Flag: FlagResponse,
-		Remark: remark, ExtFields: map[string]string{}}
+		Remark: remark, ExtFields: make(Fields, 0, 8)}
 }
 
 // Ext returns an ext field ("" when absent).
-func (c *Command) Ext(key string) string { return c.ExtFields[key] }
+func (c *Command) Ext(key string) string {
+	v, _ := c.ExtFields.Get(key)
+	return v
+}
 
 // SetExt sets an ext field.
-func (c *Command) SetExt(key, value string) {
-	if c.ExtFields == nil {
-		c.ExtFields = map[string]string{}
+func (c *Command) SetExt(key, value string) { c.ExtFields.Set(key, value) }
+
+// Field is one ext field of a header.
+type Field struct{ Key, Value string }
+
+// Fields are a header's ext fields, each key once, in the order they
+// arrived or were set (headers hold a dozen or so: a scan is cheaper than
+// a map to build and to read).
+type Fields []Field
+
+// FieldsOf returns m's fields in key order.
+func FieldsOf(m map[string]string) Fields {
+	f := make(Fields, 0, len(m))
+	for k, v := range m {
+		f = append(f, Field{k, v})
 	}
-	c.ExtFields[key] = value
+	sort.Slice(f, func(i, j int) bool { return f[i].Key < f[j].Key })
+	return f
+}
+
+// Pairs makes fields of alternating keys and values (an odd last key is
+// left out).
+func Pairs(kv ...string) Fields {
+	f := make(Fields, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		f = append(f, Field{kv[i], kv[i+1]})
+	}
+	return f
+}
+
+// Get returns the value of key.
+func (f Fields) Get(key string) (string, bool) {
+	for i := range f {
+		if f[i].Key == key {
+			return f[i].Value, true
+		}
+	}
+	return "", false
+}
+
+// Set sets key's value, replacing the one it had.
+func (f *Fields) Set(key, value string) {
+	for i := range *f {
+		if (*f)[i].Key == key {
+			(*f)[i].Value = value
+			return
+		}
+	}
+	*f = append(*f, Field{key, value})
+}
+
+// Map returns the fields as a map.
+func (f Fields) Map() map[string]string {
+	m := make(map[string]string, len(f))
+	for _, x := range f {
+		m[x.Key] = x.Value
+	}
+	return m
+}
+
+// dedupe keeps one field per key, the last value given for it (as a JSON
+// object's decoding does), at the place of its first.
+func (f Fields) dedupe() Fields {
+	if len(f) <= 64 {
+		out := f[:0]
+	next:
+		for _, x := range f {
+			for i := range out {
+				if out[i].Key == x.Key {
+					out[i].Value = x.Value
+					continue next
+				}
+			}
+			out = append(out, x)
+		}
+		return out
+	}
+	at := make(map[string]int, len(f))
+	out := f[:0]
+	for _, x := range f {
+		if i, ok := at[x.Key]; ok {
+			out[i].Value = x.Value
+			continue
+		}
+		at[x.Key] = len(out)
+		out = append(out, x)
+	}
+	return out
 }
 
 // languageCodes maps binary language codes to their names.
@@ -186,7 +272,7 @@ func decodeJSONHeader(b []byte) (*Command, error) {
 	if err := dec.Decode(&h); err != nil {
 		return nil, fmt.Errorf("%w: json header: %v", ErrMalformed, err)
 	}
-	c := &Command{ExtFields: make(map[string]string, len(h.ExtFields))}
+	c := &Command{ExtFields: make(Fields, 0, len(h.ExtFields))}
 	var err error
 	if c.Code, err = int32Field(h.Code, "code"); err != nil {
 		return nil, err
@@ -212,8 +298,9 @@ func decodeJSONHeader(b []byte) (*Command, error) {
 		c.Remark = *h.Remark
 	}
 	for k, v := range h.ExtFields {
-		c.ExtFields[k] = string(v)
+		c.ExtFields = append(c.ExtFields, Field{k, string(v)})
 	}
+	sort.Slice(c.ExtFields, func(i, j int) bool { return c.ExtFields[i].Key < c.ExtFields[j].Key })
 	return c, nil
 }
 
@@ -268,15 +355,15 @@ func decodeBinaryHeader(b []byte) (*Command, error) {
 	c.Remark = string(r.take(int(r.i32())))
 	extLen := int(r.i32())
 	ext := &binReader{b: r.take(extLen)}
-	c.ExtFields = map[string]string{}
 	for ext.err == nil && len(ext.b) > 0 {
 		if len(c.ExtFields) >= MaxExtFields {
 			return nil, fmt.Errorf("%w: more than %d header fields", ErrMalformed, MaxExtFields)
 		}
 		k := string(ext.take(int(ext.i16())))
 		v := string(ext.take(int(ext.i32())))
-		c.ExtFields[k] = v
+		c.ExtFields = append(c.ExtFields, Field{k, v})
 	}
+	c.ExtFields = c.ExtFields.dedupe()
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -287,8 +374,7 @@ func decodeBinaryHeader(b []byte) (*Command, error) {
 }
 
 // AppendFrame appends c as a whole frame (length word included), with a
-// JSON header. Ext fields are written in key order, so equal commands encode
-// equally.
+// JSON header. Ext fields are written in their order.
 func AppendFrame(dst []byte, c *Command) []byte {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // length, type + header length
@@ -321,19 +407,13 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 		dst = appendJSONString(dst, c.Remark)
 	}
 	dst = append(dst, `,"extFields":{`...)
-	var keyBuf [16]string
-	keys := keyBuf[:0]
-	for k := range c.ExtFields {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for i, k := range keys {
+	for i, f := range c.ExtFields {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendJSONString(dst, k)
+		dst = appendJSONString(dst, f.Key)
 		dst = append(dst, ':')
-		dst = appendJSONString(dst, c.ExtFields[k])
+		dst = appendJSONString(dst, f.Value)
 	}
 	dst = append(dst, `},"serializeTypeCurrentRPC":"JSON"}`...)
 	return dst
@@ -369,17 +449,11 @@ func AppendBinaryFrame(dst []byte, c *Command) []byte {
 	dst = append(dst, c.Remark...)
 	extAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
-	var keyBuf [16]string
-	keys := keyBuf[:0]
-	for k := range c.ExtFields {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		dst = be.AppendUint16(dst, uint16(len(k)))
-		dst = append(dst, k...)
-		dst = be.AppendUint32(dst, uint32(len(c.ExtFields[k])))
-		dst = append(dst, c.ExtFields[k]...)
+	for _, f := range c.ExtFields {
+		dst = be.AppendUint16(dst, uint16(len(f.Key)))
+		dst = append(dst, f.Key...)
+		dst = be.AppendUint32(dst, uint32(len(f.Value)))
+		dst = append(dst, f.Value...)
 	}
 	be.PutUint32(dst[extAt:], uint32(len(dst)-extAt-4))
 	hlen := len(dst) - hstart

@@ -33,7 +33,7 @@ func TestDecodeGoClientRequest(t *testing.T) {
 
 func TestRoundTripBothHeaders(t *testing.T) {
 	c := &Command{Code: PopMessage, Language: "JAVA", Version: 473, Opaque: -5, Flag: FlagOneway,
-		Remark: "quote \" and \u00e9", ExtFields: map[string]string{"a": "1", "b\n": "x\x01y"}, Body: []byte{0, 1, 2}}
+		Remark: "quote \" and \u00e9", ExtFields: Fields{{"a", "1"}, {"b\n", "x\x01y"}}, Body: []byte{0, 1, 2}}
 	got, err := Decode(AppendFrame(nil, c)[4:])
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestResponseFlags(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(goClientFrame(nil)[4:])
 	f.Add(goClientFrame([]byte("x"))[4:])
-	f.Add(AppendBinaryFrame(nil, &Command{Code: 11, Language: "GO", ExtFields: map[string]string{"k": "v"}, Body: []byte("b")})[4:])
+	f.Add(AppendBinaryFrame(nil, &Command{Code: 11, Language: "GO", ExtFields: Fields{{"k", "v"}}, Body: []byte("b")})[4:])
 	f.Add([]byte{1, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Decode(b)
@@ -107,7 +107,7 @@ func FuzzJSONHeaderFast(f *testing.F) {
 			t.Fatalf("fast accepted what the general decoder refuses (%v): %q", err, b)
 		}
 		if fast.Code != slow.Code || fast.Version != slow.Version || fast.Opaque != slow.Opaque || fast.Flag != slow.Flag ||
-			fast.Language != slow.Language || fast.Remark != slow.Remark || !reflect.DeepEqual(fast.ExtFields, slow.ExtFields) {
+			fast.Language != slow.Language || fast.Remark != slow.Remark || !reflect.DeepEqual(fast.ExtFields.Map(), slow.ExtFields.Map()) {
 			t.Fatalf("decoders differ on %q:\n%+v\n%+v", b, fast, slow)
 		}
 	})
@@ -120,7 +120,7 @@ func TestJSONHeaderFastEscapes(t *testing.T) {
 		t.Fatal("fast decoder refused client properties")
 	}
 	slow, err := decodeJSONHeader(h)
-	if err != nil || !reflect.DeepEqual(fast.ExtFields, slow.ExtFields) {
+	if err != nil || !reflect.DeepEqual(fast.ExtFields.Map(), slow.ExtFields.Map()) {
 		t.Fatalf("%v\n%q\n%q", err, fast.ExtFields, slow.ExtFields)
 	}
 }

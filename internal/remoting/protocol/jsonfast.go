@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -20,7 +21,7 @@ func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 	if !p.byte('{') {
 		return nil, false
 	}
-	c := &Command{ExtFields: make(map[string]string, 16)}
+	c := &Command{}
 	if p.peek('}') {
 		p.i++
 		return c, p.end()
@@ -72,7 +73,7 @@ func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 			if p.null() {
 				break
 			}
-			if !p.ext(c.ExtFields) {
+			if !p.ext(&c.ExtFields) {
 				return nil, p.tooMany // too many fields: refused, not retried
 			}
 		default:
@@ -411,10 +412,10 @@ func (p *jsonScan) scalar() bool {
 	return false
 }
 
-// ext reads an object of string values into m. The values are decoded
+// ext reads an object of string values into f. The values are decoded
 // into one buffer that becomes one string, which every value is a piece of:
 // one allocation for them all.
-func (p *jsonScan) ext(m map[string]string) bool {
+func (p *jsonScan) ext(f *Fields) bool {
 	if !p.byte('{') {
 		return false
 	}
@@ -451,9 +452,11 @@ func (p *jsonScan) ext(m map[string]string) bool {
 			return false
 		}
 		all := string(vals)
+		out := slices.Grow(*f, len(spans)) // a second extFields object adds to the first, as in the general decoder
 		for _, sp := range spans {
-			m[sp.key] = all[sp.start:sp.end]
+			out = append(out, Field{sp.key, all[sp.start:sp.end]})
 		}
+		*f = out.dedupe()
 		return true
 	}
 }
