@@ -202,12 +202,28 @@ func (c *cluster) start(m *member) {
 		c.t.Fatal(err)
 	}
 	m.cmd, m.ready = cmd, make(chan string, 1)
+	logPath := c.logFile(m)
 	go func() {
+		// What the child's test prints besides READY (why it failed to
+		// start, say) goes to its log.
+		var log *os.File
+		defer func() {
+			if log != nil {
+				_ = log.Close()
+			}
+		}()
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			if rest, ok := strings.CutPrefix(sc.Text(), "READY KAFKA_ADDR="); ok {
 				m.ready <- rest
+				continue
 			}
+			if log == nil {
+				if log, _ = os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); log == nil {
+					continue
+				}
+			}
+			_, _ = fmt.Fprintf(log, "child output: %s\n", sc.Text())
 		}
 	}()
 }

@@ -53,9 +53,9 @@ func rejoin(ctx context.Context, c EmbeddedConfig) (initial map[string]string, e
 		return nil, false, nil
 	}
 	defer cli.Close()
-	ctx, cancel := context.WithTimeout(ctx, rejoinTimeout)
+	lctx, cancel := context.WithTimeout(ctx, rejoinTimeout)
 	defer cancel()
-	list, err := cli.MemberList(ctx)
+	list, err := cli.MemberList(lctx)
 	if err != nil {
 		return nil, false, nil // no cluster answers (yet): a new one
 	}
@@ -80,13 +80,24 @@ func rejoin(ctx context.Context, c EmbeddedConfig) (initial map[string]string, e
 			errNotMember, c.PeerURL)
 	}
 	c.Logger.Warn("this etcd member's data is gone but its cluster runs: joining it again as a new member", "name", c.Name)
-	if _, err := cli.MemberRemove(ctx, old); err != nil {
+	// etcd refuses both changes for a while after one of the others
+	// (re)connected: they are retried, the add above all, since a member
+	// removed and not added again is no longer listed and would refuse
+	// to start.
+	if err := retryUnhealthy(ctx, func(ctx context.Context) error {
+		_, err := cli.MemberRemove(ctx, old)
+		return err
+	}, "etcd member remove"); err != nil {
 		return nil, false, err
 	}
-	added, err := cli.MemberAdd(ctx, []string{c.PeerURL})
-	if err != nil {
+	var added *clientv3.MemberAddResponse
+	if err := retryUnhealthy(ctx, func(ctx context.Context) (err error) {
+		added, err = cli.MemberAdd(ctx, []string{c.PeerURL})
+		return err
+	}, "etcd member add"); err != nil {
 		return nil, false, err
 	}
+	c.Logger.Info("joined the etcd cluster again as a new member", "name", c.Name)
 	return listedCluster(added.Members, added.Member.ID, c), true, nil
 }
 
@@ -162,7 +173,9 @@ func withMember(ctx context.Context, endpoints []string, tlsCfg *tls.Config, pee
 func retryUnhealthy(ctx context.Context, fn func(context.Context) error, what string) error {
 	deadline := time.Now().Add(reconfigWait)
 	for {
-		err := fn(ctx)
+		actx, cancel := context.WithTimeout(ctx, reconfigAttempt)
+		err := fn(actx)
+		cancel()
 		if err == nil || !errors.Is(err, rpctypes.ErrUnhealthy) || time.Now().After(deadline) {
 			if err != nil {
 				return fmt.Errorf("%s: %w", what, err)
@@ -180,6 +193,10 @@ func retryUnhealthy(ctx context.Context, fn func(context.Context) error, what st
 // reconfigWait bounds retrying a membership change etcd refuses as
 // unsafe for now.
 const reconfigWait = 20 * time.Second
+
+// reconfigAttempt bounds one membership change (it waits for the etcd
+// cluster's quorum).
+const reconfigAttempt = 5 * time.Second
 
 // promoteSelf makes this member, started as a learner, a voting member
 // once it has caught up with the leader (etcd refuses until then).
