@@ -124,10 +124,32 @@ func (f Fields) Map() map[string]string {
 	return m
 }
 
+// keyHash is a 6-bit hash of a key's length and first and last bytes.
+func keyHash(k string) uint {
+	if k == "" {
+		return 0
+	}
+	return uint(len(k)*31+int(k[0])*7+int(k[len(k)-1])) & 63
+}
+
 // dedupe keeps one field per key, the last value given for it (as a JSON
 // object's decoding does), at the place of its first.
 func (f Fields) dedupe() Fields {
 	if len(f) <= 64 {
+		// Most headers have no repeated key, and their keys differ in
+		// length or in their first or last byte: a 64-bit set of those
+		// tells so without comparing keys.
+		var seen uint64
+		for i, x := range f {
+			bit := uint64(1) << keyHash(x.Key)
+			if seen&bit != 0 {
+				break
+			}
+			seen |= bit
+			if i == len(f)-1 {
+				return f
+			}
+		}
 		out := f[:0]
 	next:
 		for _, x := range f {
@@ -395,7 +417,7 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 	dst = append(dst, `{"code":`...)
 	dst = strconv.AppendInt(dst, int64(c.Code), 10)
 	dst = append(dst, `,"language":`...)
-	dst = strconv.AppendQuote(dst, lang)
+	dst = appendJSONString(dst, lang)
 	dst = append(dst, `,"version":`...)
 	dst = strconv.AppendInt(dst, int64(c.Version), 10)
 	dst = append(dst, `,"opaque":`...)

@@ -264,6 +264,22 @@ func (p *jsonScan) strAppend(dst []byte) ([]byte, bool) {
 		return dst, false
 	}
 	start, base := p.i, len(dst)
+	// Most strings are plain ASCII without escapes: copied whole.
+	plain := true
+	for j := p.i; j < len(p.b); j++ {
+		c := p.b[j]
+		if c == '"' {
+			if plain {
+				p.i = j + 1
+				return append(dst, p.b[start:j]...), true
+			}
+			break
+		}
+		if c < 0x20 || c >= 0x80 || c == '\\' {
+			plain = false
+			break
+		}
+	}
 	ascii := true
 	escaped := false
 	for p.i < len(p.b) {
@@ -309,8 +325,8 @@ func (p *jsonScan) strAppend(dst []byte) ([]byte, bool) {
 				if p.i+4 > len(p.b) {
 					return dst, false
 				}
-				r, err := strconv.ParseUint(string(p.b[p.i:p.i+4]), 16, 32)
-				if err != nil || r >= 0xD800 && r <= 0xDFFF {
+				r, ok := hex4(p.b[p.i : p.i+4])
+				if !ok || r >= 0xD800 && r <= 0xDFFF {
 					return dst, false
 				}
 				dst = utf8.AppendRune(dst, rune(r))
@@ -326,6 +342,26 @@ func (p *jsonScan) strAppend(dst []byte) ([]byte, bool) {
 		p.i++
 	}
 	return dst, false
+}
+
+// hex4 reads the four hex digits of a \u escape (clients escape the
+// property separators \x01 and \x02 so: a send's properties hold several).
+func hex4(b []byte) (rune, bool) {
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 // number reads a JSON number (strict grammar) and reports whether it is an
@@ -429,7 +465,8 @@ func (p *jsonScan) ext(f *Fields) bool {
 	}
 	var spanBuf [24]span
 	spans := spanBuf[:0]
-	var vals []byte
+	// Decoded values are no longer than the text left: one buffer for all.
+	vals := make([]byte, 0, len(p.b)-p.i)
 	for {
 		k, ok := p.key()
 		if !ok || !p.byte(':') {
