@@ -271,6 +271,12 @@ func (a *App) addMember(ctx context.Context, id model.NodeID, host string) error
 	}
 	cur := a.replica.members()
 	if h, ok := cur[id]; ok {
+		if h == host && a.cfg.Cluster.EtcdEndpoints == "" {
+			// A member already: it is made sure of in etcd too (a member
+			// whose rejoin with a replaced disk removed its old etcd
+			// self but could not add its new one is listed again).
+			return etcdembed.AddLearner(ctx, a.memberEtcdEndpoints(0), a.etcdTLS(), a.etcdPeerURL(host))
+		}
 		if h == host {
 			return nil
 		}
