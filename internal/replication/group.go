@@ -158,6 +158,10 @@ type Group struct {
 	writable  atomic.Bool  // mirrors open
 	status    atomic.Pointer[Status]
 	ticks     int
+	// openWait is when openEngine first found the engine not yet holding
+	// Raft's log in the current wait; openWaitLogged: that was reported.
+	openWait       time.Time
+	openWaitLogged bool
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -396,7 +400,12 @@ func (g *Group) publishStatus() {
 func (g *Group) TransferLeadership(ctx context.Context, to model.NodeID) error {
 	if !g.call(func() {
 		if g.leading {
-			g.closeEngine() // proposals would be dropped during the transfer
+			// Proposals would be dropped during the transfer: appends are
+			// held, as for a membership change, after what was written
+			// is proposed. When the transfer succeeds, the leadership's
+			// end closes the log; when it fails (the target could not
+			// take over), the log opens again in the same term.
+			g.holdAppends()
 			g.rn.TransferLeader(uint64(to))
 		}
 	}) {
@@ -455,6 +464,13 @@ func (g *Group) run(ctx context.Context) {
 			g.rn.Tick()
 			if g.ticks++; g.ticks%5 == 0 {
 				g.publishStatus()
+				if g.leading && !g.open {
+					// Opening is asked for on election and after each
+					// membership change; asked again here so that no lost
+					// request leaves a leader closed (openEngine does
+					// nothing when there is nothing to do).
+					g.work.push(storeWork{openTerm: g.term})
+				}
 			}
 		case m := <-g.inbox:
 			g.step(m)

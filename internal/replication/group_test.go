@@ -529,3 +529,42 @@ func TestTransportSecretBothWays(t *testing.T) {
 		t.Fatal("TLS without a secret accepted")
 	}
 }
+
+// TestFailedTransferReopens: a leadership hand-off to a member that cannot
+// take over (cut off once it is caught up) fails, and the leader, still
+// leading in the same term, opens its log for appends again; appends made
+// meanwhile wait and are kept.
+func TestFailedTransferReopens(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	want := produce(t, l, 0, 20)
+	c.converge(want)
+	_, term := l.group.Leader()
+	var to model.NodeID
+	for _, id := range c.ids {
+		if id != l.id {
+			to = id
+			break
+		}
+	}
+	c.net.setCut(to, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	err := l.group.TransferLeadership(ctx, to)
+	cancel()
+	if err == nil {
+		t.Fatalf("hand-off to cut-off node %d succeeded", to)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !l.group.Writable() {
+		if time.Now().After(deadline) {
+			t.Fatal("the leader's log stayed closed after the failed hand-off")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if lead, tm := l.group.Leader(); lead != l.id || tm != term {
+		t.Fatalf("leader %d term %d, want %d term %d", lead, tm, l.id, term)
+	}
+	want = append(want, produce(t, l, 20, 10)...)
+	c.net.setCut(to, false)
+	c.converge(want)
+}

@@ -159,12 +159,7 @@ func (g *Group) planMembership(want []model.NodeID) (p membershipPlan) {
 // proposeConfChange proposes a membership change after the records
 // written so far, holding appends until it is stored (Raft goroutine).
 func (g *Group) proposeConfChange(cc *pb.ConfChangeV2) error {
-	if g.open {
-		g.engine.HoldAppends()
-		g.propose() // what was written before the hold
-		g.open, g.held = false, true
-		g.writable.Store(false)
-	}
+	g.holdAppends()
 	index := g.raftLast + 1 // Raft's log ends where the records proposed end
 	err := g.rn.ProposeConfChange(cc)
 	// Whatever happened, appends resume once Raft's log is stored.
@@ -175,6 +170,18 @@ func (g *Group) proposeConfChange(cc *pb.ConfChangeV2) error {
 	g.confIndex = index
 	g.log.Info("membership change proposed", "change", cc.Changes[0].GetType().String(), "node", cc.Changes[0].GetNodeId(), "index", g.confIndex)
 	return nil
+}
+
+// holdAppends stops appends without ending the term, after proposing
+// what was written: appends wait, and openEngine resumes them in the same
+// term (Raft goroutine).
+func (g *Group) holdAppends() {
+	if g.open {
+		g.engine.HoldAppends()
+		g.propose() // what was written before the hold
+		g.open, g.held = false, true
+		g.writable.Store(false)
+	}
 }
 
 // firstMissing is the first wanted node that is neither voter nor learner.

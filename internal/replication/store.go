@@ -35,7 +35,9 @@ func (g *Group) storeLoop(ctx context.Context) {
 				err = g.engine.TruncateAfter(model.Index(g.store.stable.Load()))
 			case w.openTerm != 0:
 				term := w.openTerm
-				g.call(func() { g.openEngine(term) })
+				if !g.call(func() { g.openEngine(term) }) {
+					g.work.push(storeWork{openTerm: term}) // the Raft goroutine was busy: later
+				}
 			case w.confState != nil:
 				st := g.store.state.load()
 				st.Voters, st.Learners = w.confState.Voters, w.confState.Learners
@@ -51,17 +53,32 @@ func (g *Group) storeLoop(ctx context.Context) {
 	}
 }
 
+// openWaitWarn is how long a leader waits for its log to open before it
+// says so.
+const openWaitWarn = 2 * time.Second
+
 // openEngine opens the engine for appends in term if this node still leads
 // in it and the engine holds exactly Raft's log (Raft goroutine).
 func (g *Group) openEngine(term uint64) {
 	if !g.leading || g.term != term || g.open {
 		return
 	}
+	if g.rn.BasicStatus().LeadTransferee != 0 {
+		return // handing leadership off: opened again if that fails (run's tick)
+	}
 	if last := uint64(g.engine.LastIndex()); last != g.raftLast {
 		// Raft's entries are still being stored; asked again after them.
+		if g.openWait.IsZero() {
+			g.openWait = time.Now()
+		} else if !g.openWaitLogged && time.Since(g.openWait) > openWaitWarn {
+			g.openWaitLogged = true
+			g.log.Warn("leading, but the log is not open for appends yet", "term", term, "engine_last", last,
+				"raft_last", g.raftLast, "membership_change", g.held, "waited", time.Since(g.openWait).Round(time.Millisecond))
+		}
 		g.work.push(storeWork{openTerm: term})
 		return
 	}
+	g.openWait, g.openWaitLogged = time.Time{}, false
 	open := g.engine.SetLeader
 	if g.held {
 		// After a membership change in the same term: the appends
