@@ -531,9 +531,9 @@ func TestTransportSecretBothWays(t *testing.T) {
 }
 
 // TestFailedTransferReopens: a leadership hand-off to a member that cannot
-// take over (cut off once it is caught up) fails, and the leader, still
-// leading in the same term, opens its log for appends again; appends made
-// meanwhile wait and are kept.
+// take over (cut off) fails, and the leader, still leading in the same
+// term, opens its log for appends again (it stayed closed for good
+// before); what it appends then reaches every member.
 func TestFailedTransferReopens(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
