@@ -400,12 +400,10 @@ func (g *Group) publishStatus() {
 func (g *Group) TransferLeadership(ctx context.Context, to model.NodeID) error {
 	if !g.call(func() {
 		if g.leading {
-			// Proposals would be dropped during the transfer: appends are
-			// held, as for a membership change, after what was written
-			// is proposed. When the transfer succeeds, the leadership's
-			// end closes the log; when it fails (the target could not
-			// take over), the log opens again in the same term.
-			g.holdAppends()
+			// Proposals would be dropped during the transfer: the log
+			// closes. When the transfer fails (the target could not take
+			// over), the log opens again in the same term (run's tick).
+			g.closeEngine()
 			g.rn.TransferLeader(uint64(to))
 		}
 	}) {
