@@ -265,19 +265,14 @@ func (p *jsonScan) strAppend(dst []byte) ([]byte, bool) {
 	}
 	start, base := p.i, len(dst)
 	// Most strings are plain ASCII without escapes: copied whole.
-	plain := true
 	for j := p.i; j < len(p.b); j++ {
 		c := p.b[j]
 		if c == '"' {
-			if plain {
-				p.i = j + 1
-				return append(dst, p.b[start:j]...), true
-			}
-			break
+			p.i = j + 1
+			return append(dst, p.b[start:j]...), true
 		}
 		if c < 0x20 || c >= 0x80 || c == '\\' {
-			plain = false
-			break
+			break // the general loop below
 		}
 	}
 	ascii := true
