@@ -254,7 +254,6 @@ func kafkaBenchCmd() *cobra.Command {
 
 func rocketmqBenchCmd() *cobra.Command {
 	var o bench.RocketMQOptions
-	var raw bool
 	cmd := &cobra.Command{Use: "rocketmq", Short: "RocketMQ remoting workloads driven with rocketmq-client-go against a running node"}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&o.NameServer, "namesrv", "127.0.0.1:9876", "name server address(es)")
@@ -265,7 +264,7 @@ func rocketmqBenchCmd() *cobra.Command {
 	produce := &cobra.Command{Use: "produce", Short: "Concurrent sync senders",
 		RunE: func(c *cobra.Command, _ []string) error {
 			produce := bench.RocketMQProduce
-			if raw {
+			if o.Raw {
 				produce = bench.RocketMQProduceRaw
 			}
 			r, err := produce(c.Context(), o)
@@ -276,9 +275,9 @@ func rocketmqBenchCmd() *cobra.Command {
 			return nil
 		}}
 	produce.Flags().IntVar(&o.Senders, "senders", 64, "concurrent sync senders")
-	produce.Flags().BoolVar(&raw, "raw", false, "a lean pipelined sender instead of the Go client (the broker's capacity when the client is the bottleneck)")
-	produce.Flags().IntVar(&o.Connections, "connections", 4, "--raw: connections")
-	produce.Flags().IntVar(&o.Inflight, "inflight", 64, "--raw: requests in flight per connection")
+	pf.BoolVar(&o.Raw, "raw", false, "produce, e2e: a lean pipelined sender instead of the Go client (the broker's capacity when the client is the bottleneck)")
+	pf.IntVar(&o.Connections, "connections", 4, "--raw: connections")
+	pf.IntVar(&o.Inflight, "inflight", 64, "--raw: requests in flight per connection")
 	consume := &cobra.Command{Use: "consume", Short: "Push consumer reading a topic from the start", RunE: runReport(&o, bench.RocketMQConsume)}
 	e2e := &cobra.Command{Use: "e2e", Short: "End-to-end latency at a fixed rate (async sends, push consumer)", RunE: runReport(&o, bench.RocketMQE2E)}
 	e2e.Flags().IntVar(&o.Rate, "rate", 5000, "messages per second")

@@ -22,7 +22,8 @@ type RocketMQOptions struct {
 	Messages   int64
 	Senders    int // concurrent sync senders
 	Rate       int // messages/s for the end-to-end workload
-	// Raw sender (produce --raw): connections and requests in flight each.
+	// Raw sender (produce/e2e --raw): connections and requests in flight each.
+	Raw         bool
 	Connections int
 	Inflight    int
 	BrokerPID   int

@@ -81,25 +81,18 @@ func RocketMQConsume(ctx context.Context, o RocketMQOptions) (*Report, error) {
 	return r, nil
 }
 
-// RocketMQE2E sends at a fixed rate with async sends and measures, at a
-// push consumer, the time from each send to its receipt.
+// RocketMQE2E sends at a fixed rate and measures, at a push consumer, the
+// time from each send to its receipt. The sends are the Go client's async
+// sends, or with o.Raw the lean pipelined sender's (o.Connections
+// connections), when the Go client's cost would bound the rate.
 func RocketMQE2E(ctx context.Context, o RocketMQOptions) (*Report, error) {
 	rlog.SetLogLevel("error")
-	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver(strings.Split(o.NameServer, ","))),
-		producer.WithGroupName("rosetta-bench-e2e"), producer.WithRetry(2))
+	body := make([]byte, max(o.Size, 8))
+	send, stop, err := e2eSender(ctx, o, body)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.Start(); err != nil {
-		return nil, err
-	}
-	defer p.Shutdown()
-	body := make([]byte, max(o.Size, 8))
-	// The first send creates the topic; the consumer starts after it and
-	// skips it.
-	if _, err := p.SendSync(ctx, primitive.NewMessage(o.Topic, body)); err != nil {
-		return nil, err
-	}
+	defer stop()
 	var mu sync.Mutex
 	lats := make([]time.Duration, 0, o.Messages)
 	done := make(chan struct{})
@@ -125,27 +118,20 @@ func RocketMQE2E(ctx context.Context, o RocketMQOptions) (*Report, error) {
 	}
 	defer c.Shutdown()
 	time.Sleep(3 * time.Second) // let the consumer take its queues
-	var failed error
-	var fmu sync.Mutex
 	bcpu0 := procCPU(o.BrokerPID)
 	interval := time.Second / time.Duration(max(o.Rate, 1))
 	start := time.Now()
-	for i := int64(0); i < o.Messages && ctx.Err() == nil; i++ {
+	// stamped waits until message i is due and returns its body, stamped
+	// with the time it is sent.
+	stamped := func(i int64, b []byte) []byte {
 		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
 			time.Sleep(d)
 		}
-		b := make([]byte, len(body))
 		binary.BigEndian.PutUint64(b, uint64(time.Now().UnixNano()))
-		err := p.SendAsync(ctx, func(_ context.Context, _ *primitive.SendResult, err error) {
-			if err != nil {
-				fmu.Lock()
-				failed = err
-				fmu.Unlock()
-			}
-		}, primitive.NewMessage(o.Topic, b))
-		if err != nil {
-			return nil, err
-		}
+		return b
+	}
+	if err := send(stamped); err != nil {
+		return nil, err
 	}
 	mu.Lock()
 	wait := done
@@ -157,17 +143,64 @@ func RocketMQE2E(ctx context.Context, o RocketMQOptions) (*Report, error) {
 		defer mu.Unlock()
 		return nil, fmt.Errorf("consumer received %d of %d", len(lats), o.Messages)
 	}
-	fmu.Lock()
-	defer fmu.Unlock()
-	if failed != nil {
-		return nil, failed
-	}
 	mu.Lock()
 	defer mu.Unlock()
-	r := &Report{Name: fmt.Sprintf("rocketmq end-to-end: %d msgs/s offered, %d B messages", o.Rate, o.Size),
+	how := "async sends"
+	if o.Raw {
+		how = fmt.Sprintf("raw pipelined sender, %d connections", max(o.Connections, 1))
+	}
+	r := &Report{Name: fmt.Sprintf("rocketmq end-to-end: %d msgs/s offered, %d B messages, %s", o.Rate, o.Size, how),
 		Records: int64(len(lats)), Messages: int64(len(lats)), Bytes: int64(len(lats)) * int64(o.Size), Elapsed: time.Since(start),
 		Latencies: lats}
-	r.Extra = append(r.Extra, "(latency: async send to push-consumer receipt)")
+	r.Extra = append(r.Extra, "(latency: send to push-consumer receipt)")
 	KafkaOptions{BrokerPID: o.BrokerPID}.brokerExtra(r, bcpu0)
 	return r, nil
+}
+
+// e2eSender creates the end-to-end topic with one send (the consumer,
+// started after it, skips that message) and returns what sends the
+// measured messages: send(stamped) sends o.Messages, message i with the
+// body stamped(i, buf) gives, and answers once all are acknowledged.
+func e2eSender(ctx context.Context, o RocketMQOptions, body []byte) (send func(stamped func(int64, []byte) []byte) error, stop func(), err error) {
+	if o.Raw {
+		return e2eRawSender(ctx, o, body)
+	}
+	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver(strings.Split(o.NameServer, ","))),
+		producer.WithGroupName("rosetta-bench-e2e"), producer.WithRetry(2))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := p.Start(); err != nil {
+		return nil, nil, err
+	}
+	if _, err := p.SendSync(ctx, primitive.NewMessage(o.Topic, body)); err != nil {
+		_ = p.Shutdown()
+		return nil, nil, err
+	}
+	send = func(stamped func(int64, []byte) []byte) error {
+		var failed error
+		var fmu sync.Mutex
+		var pending sync.WaitGroup
+		for i := int64(0); i < o.Messages && ctx.Err() == nil; i++ {
+			b := stamped(i, make([]byte, len(body)))
+			pending.Add(1)
+			err := p.SendAsync(ctx, func(_ context.Context, _ *primitive.SendResult, err error) {
+				defer pending.Done()
+				if err != nil {
+					fmu.Lock()
+					failed = err
+					fmu.Unlock()
+				}
+			}, primitive.NewMessage(o.Topic, b))
+			if err != nil {
+				pending.Done()
+				return err
+			}
+		}
+		pending.Wait()
+		fmu.Lock()
+		defer fmu.Unlock()
+		return failed
+	}
+	return send, func() { _ = p.Shutdown() }, nil
 }

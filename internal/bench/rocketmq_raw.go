@@ -42,7 +42,7 @@ func RocketMQProduceRaw(ctx context.Context, o RocketMQOptions) (*Report, error)
 		go func(c int, nc net.Conn) {
 			defer wg.Done()
 			defer nc.Close()
-			l, err := rawSender(nc, c, per, inflight, o.Topic, body)
+			l, err := rawSender(nc, c, per, inflight, o.Topic, func(int64) []byte { return body }, false)
 			lats[c] = l
 			if err != nil {
 				errs <- err
@@ -67,8 +67,10 @@ func RocketMQProduceRaw(ctx context.Context, o RocketMQOptions) (*Report, error)
 }
 
 // rawSender sends n messages over nc with up to inflight unanswered and
-// returns each one's latency.
-func rawSender(nc net.Conn, c int, n int64, inflight int, topic string, body []byte) ([]time.Duration, error) {
+// returns each one's latency. next gives the i-th message's body; a paced
+// sender waits in it until the message is due, and writes each send at
+// once (flushEach) rather than gathering them.
+func rawSender(nc net.Conn, c int, n int64, inflight int, topic string, next func(i int64) []byte, flushEach bool) ([]time.Duration, error) {
 	sent := make([]time.Time, n)
 	lats := make([]time.Duration, 0, n)
 	slots := make(chan struct{}, inflight)
@@ -112,6 +114,7 @@ func rawSender(nc net.Conn, c int, n int64, inflight int, topic string, body []b
 		case err := <-readErr:
 			return lats, err
 		}
+		body := next(i)
 		frame = protocol.AppendFrame(frame[:0], &protocol.Command{Code: protocol.SendMessage, Language: "GO", Version: 317,
 			Opaque: int32(i), ExtFields: protocol.Pairs("producerGroup", "rosetta-bench", "topic", topic,
 				"defaultTopic", "TBW102", "defaultTopicQueueNums", "4", "queueId", strconv.Itoa(int(i%8)), "sysFlag", "0",
@@ -123,7 +126,7 @@ func rawSender(nc net.Conn, c int, n int64, inflight int, topic string, body []b
 		if _, err := w.Write(frame); err != nil {
 			return lats, err
 		}
-		if len(slots) == cap(slots) || i == n-1 {
+		if flushEach || len(slots) == cap(slots) || i == n-1 {
 			if err := w.Flush(); err != nil {
 				return lats, err
 			}
@@ -133,4 +136,63 @@ func rawSender(nc net.Conn, c int, n int64, inflight int, topic string, body []b
 		return lats, err
 	}
 	return lats, <-readErr
+}
+
+// e2eRawSender is e2eSender with the raw sender: message i goes over
+// connection i mod o.Connections, each send written as it falls due.
+func e2eRawSender(ctx context.Context, o RocketMQOptions, body []byte) (func(func(int64, []byte) []byte) error, func(), error) {
+	addr := strings.Split(o.NameServer, ",")[0]
+	conns := max(o.Connections, 1)
+	ncs := make([]net.Conn, conns)
+	stop := func() {
+		for _, nc := range ncs {
+			if nc != nil {
+				nc.Close()
+			}
+		}
+	}
+	for c := range ncs {
+		nc, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		ncs[c] = nc
+	}
+	// The topic's first send, from a connection of its own.
+	nc, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	_, err = rawSender(nc, conns, 1, 1, o.Topic, func(int64) []byte { return body }, true)
+	nc.Close()
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	send := func(stamped func(int64, []byte) []byte) error {
+		errs := make(chan error, conns)
+		for c, nc := range ncs {
+			go func() {
+				buf := make([]byte, len(body))
+				n := o.Messages / int64(conns)
+				if int64(c) < o.Messages%int64(conns) {
+					n++
+				}
+				_, err := rawSender(nc, c, n, max(o.Inflight, 1), o.Topic, func(i int64) []byte {
+					return stamped(i*int64(conns)+int64(c), buf)
+				}, true)
+				errs <- err
+			}()
+		}
+		var first error
+		for range ncs {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
+	return send, stop, nil
 }
