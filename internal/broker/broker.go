@@ -398,20 +398,38 @@ func (b *Broker) GetOrCreateTopic(ctx context.Context, name model.TopicName, n i
 // Append writes records to queue index of a topic. Each record's Queue is set
 // from the topic; offsets come back in the records.
 func (b *Broker) Append(ctx context.Context, name model.TopicName, index int32, recs []*storage.Record, opts storage.AppendOptions) error {
-	id, t, err := b.QueueID(name, index)
+	id, t, err := b.appendQueue(name, index)
 	if err != nil {
-		return err
-	}
-	if err := route.Check(id, b.opts.Router.Locate(id)); err != nil {
 		return err
 	}
 	for _, r := range recs {
 		r.Queue = id
-		if max := t.Config.MaxMessageBytes; max > 0 && len(r.Payload) > int(max) {
-			return fmt.Errorf("%w: %d bytes, topic limit %d", model.ErrMessageTooLarge, len(r.Payload), max)
+		if err := topicLimit(t, r); err != nil {
+			return err
 		}
 	}
 	return b.engine.AppendWith(ctx, recs, opts)
+}
+
+// appendQueue is the storage queue of queue index of a topic, when this
+// broker may append to it.
+func (b *Broker) appendQueue(name model.TopicName, index int32) (model.QueueID, *Topic, error) {
+	id, t, err := b.QueueID(name, index)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := route.Check(id, b.opts.Router.Locate(id)); err != nil {
+		return 0, nil, err
+	}
+	return id, t, nil
+}
+
+// topicLimit refuses a record larger than its topic's max.message.bytes.
+func topicLimit(t *Topic, r *storage.Record) error {
+	if max := t.Config.MaxMessageBytes; max > 0 && len(r.Payload) > int(max) {
+		return fmt.Errorf("%w: %d bytes, topic limit %d", model.ErrMessageTooLarge, len(r.Payload), max)
+	}
+	return nil
 }
 
 // WaitDurable waits until records ending at or before end are durable under

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage"
 )
 
 // PublishKind says where Publish put a message.
@@ -75,27 +76,115 @@ func (b *Broker) tracePublished(ctx context.Context, t *Topic, index int32, msgs
 }
 
 func (b *Broker) publish(ctx context.Context, t *Topic, index int32, msgs []model.Message) (Published, error) {
-	if len(msgs) == 1 {
-		m := msgs[0]
-		if v, ok := m.Header(HeaderTransactionPrepared); ok && string(v) == "true" {
-			off, err := b.AppendHalf(ctx, t.Name, index, m)
-			return Published{Kind: PublishedHalf, Queue: b.HalfQueue(), Offsets: []model.QueueOffset{off}}, err
-		}
-		if v, ok := m.Header(HeaderDelayLevel); ok {
-			if level, _ := strconv.Atoi(string(v)); level > 0 {
-				q, off, err := b.AppendDelayed(ctx, t.Name, index, m, level)
-				return Published{Kind: PublishedDelayed, Queue: q, Offsets: []model.QueueOffset{off}}, err
-			}
-		}
-		due, ok, err := TimerDeliverAt(&m, b.Now())
-		if err != nil {
-			return Published{}, err
-		}
-		if ok {
-			q, off, err := b.AppendTimer(ctx, t.Name, index, m, due)
-			return Published{Kind: PublishedTimer, Queue: q, Offsets: []model.QueueOffset{off}, Due: due}, err
-		}
+	if pub, held, err := b.publishHeld(ctx, t, index, msgs); held || err != nil {
+		return pub, err
 	}
 	offs, err := b.AppendMessages(ctx, t.Name, index, msgs)
 	return Published{Kind: PublishedNow, Queue: t.Queues[index], Offsets: offs}, err
+}
+
+// publishHeld stores a single message that waits before it is readable —
+// a transactional half message, a delay level or a timer — and says
+// whether it was one.
+func (b *Broker) publishHeld(ctx context.Context, t *Topic, index int32, msgs []model.Message) (Published, bool, error) {
+	if len(msgs) != 1 {
+		return Published{}, false, nil
+	}
+	m := msgs[0]
+	if v, ok := m.Header(HeaderTransactionPrepared); ok && string(v) == "true" {
+		off, err := b.AppendHalf(ctx, t.Name, index, m)
+		return Published{Kind: PublishedHalf, Queue: b.HalfQueue(), Offsets: []model.QueueOffset{off}}, true, err
+	}
+	if v, ok := m.Header(HeaderDelayLevel); ok {
+		if level, _ := strconv.Atoi(string(v)); level > 0 {
+			q, off, err := b.AppendDelayed(ctx, t.Name, index, m, level)
+			return Published{Kind: PublishedDelayed, Queue: q, Offsets: []model.QueueOffset{off}}, true, err
+		}
+	}
+	due, ok, err := TimerDeliverAt(&m, b.Now())
+	if err != nil {
+		return Published{}, true, err
+	}
+	if ok {
+		q, off, err := b.AppendTimer(ctx, t.Name, index, m, due)
+		return Published{Kind: PublishedTimer, Queue: q, Offsets: []model.QueueOffset{off}, Due: due}, true, err
+	}
+	return Published{}, false, nil
+}
+
+// PublishCall is one producer request of a PublishAll: its messages for
+// queue Index of Topic, and what became of them.
+type PublishCall struct {
+	Topic *Topic
+	Index int32
+	Msgs  []model.Message
+	Pub   Published
+	Err   error
+}
+
+// PublishAll publishes the messages of several requests (those of one
+// connection that arrived together) as Publish would each, but appends
+// the ones readable at once in one storage append. Each call is checked
+// on its own first, so a refused call does not fail the others; an
+// append that fails fails every call in it.
+func (b *Broker) PublishAll(ctx context.Context, calls []PublishCall) {
+	total := 0
+	for i := range calls {
+		total += len(calls[i].Msgs)
+	}
+	// One allocation each for every call's records and offsets.
+	slab := make([]storage.Record, total)
+	recs := make([]*storage.Record, 0, total)
+	offs := make([]model.QueueOffset, total)
+	var now []int // the calls appended together, in order
+	stamp := b.opts.Now().UnixMilli()
+	for i := range calls {
+		c := &calls[i]
+		pub, held, err := b.publishHeld(ctx, c.Topic, c.Index, c.Msgs)
+		if held || err != nil {
+			c.Pub, c.Err = pub, err
+			continue
+		}
+		id, t, err := b.appendQueue(c.Topic.Name, c.Index)
+		if err != nil {
+			c.Err = err
+			continue
+		}
+		first := len(recs)
+		for j := range c.Msgs {
+			r := &slab[len(recs)]
+			messageRecord(r, &c.Msgs[j], stamp)
+			r.Queue = id
+			if err = topicLimit(t, r); err == nil {
+				err = b.engine.Check(r)
+			}
+			if err != nil {
+				break
+			}
+			recs = append(recs, r)
+		}
+		if err != nil {
+			c.Err, recs = err, recs[:first]
+			continue
+		}
+		c.Pub = Published{Kind: PublishedNow, Queue: id}
+		now = append(now, i)
+	}
+	err := b.engine.AppendWith(ctx, recs, storage.AppendOptions{})
+	next := 0
+	for _, i := range now {
+		c := &calls[i]
+		if c.Err = err; err == nil {
+			c.Pub.Offsets = offs[next : next+len(c.Msgs) : next+len(c.Msgs)]
+			for j := range c.Pub.Offsets {
+				c.Pub.Offsets[j] = recs[next+j].BaseOffset
+			}
+		}
+		next += len(c.Msgs)
+	}
+	for i := range calls {
+		if c := &calls[i]; c.Err == nil && b.Traced(c.Topic, "") {
+			b.tracePublished(ctx, c.Topic, c.Index, c.Msgs, c.Pub)
+		}
+	}
 }

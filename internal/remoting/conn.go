@@ -101,6 +101,8 @@ const defaultIdleTimeout = 120 * time.Second
 func (c *conn) read() {
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	var lenBuf [4]byte
+	var sends []inbound // read, holding slots, not yet dispatched
+	defer func() { c.releaseAll(sends) }()
 	for {
 		idle := c.s.opts.IdleTimeout
 		if c.ctx.Err() != nil {
@@ -140,6 +142,33 @@ func (c *conn) read() {
 			c.s.opts.Budget.Release(in.size)
 			continue
 		}
+		if isSend(in.req.Code) && (len(sends) > 0 || c.smallFrameWaiting(r)) {
+			// Sends already here wait for the ones behind them and run
+			// together, stored in one append.
+			select {
+			case c.slots <- struct{}{}:
+				sends = append(sends, in)
+				if len(sends) < sendBatchMax && c.smallFrameWaiting(r) {
+					continue
+				}
+				in = inbound{batch: sends}
+				sends = nil
+			default: // the bound is reached: what is held goes first
+				if len(sends) > 0 {
+					c.dispatch(inbound{batch: sends})
+					sends = nil
+				}
+				if !c.takeSlot(in) {
+					return
+				}
+			}
+			c.dispatch(in)
+			continue
+		}
+		if len(sends) > 0 {
+			c.dispatch(inbound{batch: sends})
+			sends = nil
+		}
 		if in.req.Code == protocol.UpdateConsumerOffset {
 			// One-way offset updates apply in the order sent (a later
 			// update is never overtaken by an earlier one), and even
@@ -151,27 +180,78 @@ func (c *conn) read() {
 			c.s.opts.Budget.Release(in.size)
 			continue
 		}
-		select {
-		case c.slots <- struct{}{}:
-		case <-c.ctx.Done():
-			c.s.opts.Budget.Release(in.size)
+		if !c.takeSlot(in) {
 			return
 		}
-		select {
-		case c.work <- in: // an idle worker takes it
-		default:
-			c.wg.Add(1)
-			go c.worker(in)
-		}
+		c.dispatch(in)
 	}
+}
+
+// takeSlot waits for an in-flight slot for in; false when the connection
+// ends first (in's budget is released).
+func (c *conn) takeSlot(in inbound) bool {
+	select {
+	case c.slots <- struct{}{}:
+		return true
+	case <-c.ctx.Done():
+		c.s.opts.Budget.Release(in.size)
+		return false
+	}
+}
+
+// dispatch hands a request (or a batch of sends), holding its slots, to
+// an idle worker or a new one.
+func (c *conn) dispatch(in inbound) {
+	select {
+	case c.work <- in: // an idle worker takes it
+	default:
+		c.wg.Add(1)
+		go c.worker(in)
+	}
+}
+
+// releaseAll gives back the budget and slots of sends never dispatched.
+func (c *conn) releaseAll(sends []inbound) {
+	for _, in := range sends {
+		c.s.opts.Budget.Release(in.size)
+		<-c.slots
+	}
+}
+
+// Send batches: sends of one connection already read are handled
+// together (one storage append) while the next frame is a small one
+// already here, up to sendBatchMax of them.
+const (
+	sendBatchMax   = 32
+	sendBatchFrame = 64 << 10
+)
+
+// isSend says whether a request code is a producer's send.
+func isSend(code int32) bool {
+	return code == protocol.SendMessage || code == protocol.SendMessageV2 || code == protocol.SendBatchMessage
+}
+
+// smallFrameWaiting says whether a whole frame of at most sendBatchFrame
+// bytes is buffered in r and the request budget has room for it now.
+func (c *conn) smallFrameWaiting(r *bufio.Reader) bool {
+	if r.Buffered() < 4 {
+		return false
+	}
+	b, err := r.Peek(4)
+	if err != nil {
+		return false
+	}
+	size := protocol.FrameLength([4]byte(b))
+	return size >= 4 && size <= sendBatchFrame && r.Buffered() >= 4+size && c.s.opts.Budget.Available() >= int64(size)
 }
 
 // inbound is a request read off the connection, with the budget bytes its
 // frame holds until it is handled.
 type inbound struct {
-	req  *protocol.Command
-	resp *protocol.Command // a client's answer to a request of ours
-	size int64
+	req   *protocol.Command
+	resp  *protocol.Command // a client's answer to a request of ours
+	size  int64
+	batch []inbound // sends handled together (req is nil)
 }
 
 // readRequest reads and decodes a frame of size bytes, taking its budget
@@ -203,9 +283,14 @@ func (c *conn) readRequest(r *bufio.Reader, size int) (inbound, bool) {
 func (c *conn) worker(in inbound) {
 	defer c.wg.Done()
 	for {
-		c.handle(in.req)
-		c.s.opts.Budget.Release(in.size)
-		<-c.slots
+		if in.batch != nil {
+			c.handleSends(in.batch)
+			c.releaseAll(in.batch)
+		} else {
+			c.handle(in.req)
+			c.s.opts.Budget.Release(in.size)
+			<-c.slots
+		}
 		select {
 		case in = <-c.work:
 		case <-c.ctx.Done():
@@ -250,6 +335,11 @@ func (c *conn) handleWith(ctx context.Context, req *protocol.Command) {
 		}
 		c.paceFetch(ctx, principal, req, resp)
 	}
+	c.answer(req, resp)
+}
+
+// answer queues resp as the answer to req (none to a one-way request).
+func (c *conn) answer(req, resp *protocol.Command) {
 	if resp == nil || req.IsOneway() {
 		return
 	}

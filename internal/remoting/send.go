@@ -53,15 +53,76 @@ func sendHeader(req *protocol.Command) func(string) string {
 }
 
 func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
+	sc, resp := prepareSend(rc, req)
+	if resp != nil {
+		return resp
+	}
+	call := &sc.call
+	call.Pub, call.Err = rc.conn.s.broker.Publish(rc.ctx, call.Topic, call.Index, call.Msgs)
+	return sc.answer(rc)
+}
+
+// handleSends runs send requests of one connection that arrived together:
+// each is authorized, parsed and answered on its own, and what they
+// publish is stored in one append.
+func (c *conn) handleSends(batch []inbound) {
+	start := time.Now()
+	sends := make([]*sendCall, 0, len(batch))
+	for _, in := range batch {
+		principal, resp := c.authorizeRequest(in.req)
+		if resp == nil {
+			var sc *sendCall
+			rc := &reqCtx{conn: c, ctx: c.ctx, principal: principal}
+			if sc, resp = prepareSend(rc, in.req); sc != nil {
+				sc.rc = rc
+				sends = append(sends, sc)
+				continue
+			}
+		}
+		c.answer(in.req, resp)
+	}
+	if len(sends) > 0 {
+		calls := make([]broker.PublishCall, len(sends))
+		for i, sc := range sends {
+			calls[i] = sc.call
+		}
+		c.s.broker.PublishAll(c.ctx, calls)
+		for i, sc := range sends {
+			sc.call = calls[i]
+			c.answer(sc.req, sc.answer(sc.rc))
+		}
+	}
+	if obs := c.s.opts.ObserveRequest; obs != nil {
+		took := time.Since(start)
+		for _, in := range batch {
+			obs(codeName(in.req.Code), took)
+		}
+	}
+}
+
+// sendCall is a send request parsed and checked, ready to publish.
+type sendCall struct {
+	req   *protocol.Command
+	h     func(string) string // the header, by long names
+	rc    *reqCtx
+	call  broker.PublishCall
+	start time.Time
+	one   [1]model.Message // the message of a single send
+}
+
+// prepareSend parses and checks a send request: a sendCall to publish, or
+// the answer when there is nothing to publish.
+func prepareSend(rc *reqCtx, req *protocol.Command) (*sendCall, *protocol.Command) {
 	s := rc.conn.s
 	h := sendHeader(req)
+	sc := &sendCall{req: req, h: h}
 	name, err := topicName(h("topic"))
 	if err != nil {
-		return errorResponse(req, err)
+		return nil, errorResponse(req, err)
 	}
 	t, err := s.sendTopic(rc, name, int(atoi32(h("defaultTopicQueueNums"))))
 	if err != nil {
-		return errorResponse(req, err)
+		return nil, errorResponse(req, err)
 	}
 	sysFlag := atoi32(h("sysFlag"))
 	born, _ := strconv.ParseInt(h("bornTimestamp"), 10, 64)
@@ -71,8 +132,9 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	if req.Code == protocol.SendBatchMessage {
 		batch, err := protocol.DecodeBatch(req.Body)
 		if err != nil {
-			return protocol.NewResponse(req, protocol.MessageIllegal, err.Error())
+			return nil, protocol.NewResponse(req, protocol.MessageIllegal, err.Error())
 		}
+		msgs = make([]model.Message, 0, len(batch))
 		for _, bm := range batch {
 			m := base
 			m.UserFlag, m.Body = bm.Flag, bm.Body
@@ -80,39 +142,47 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 			msgs = append(msgs, m)
 		}
 	} else {
-		m := base
+		sc.one[0] = base
+		m := &sc.one[0]
 		m.UserFlag, m.Body = atoi32(h("flag")), req.Body
-		setProperties(&m, protocol.ParseProperties(h("properties")))
-		s.stampRequest(&m, rc.conn)
-		msgs = append(msgs, m)
+		setProperties(m, protocol.ParseProperties(h("properties")))
+		s.stampRequest(m, rc.conn)
+		msgs = sc.one[:]
 	}
 	for i := range msgs {
 		if len(msgs[i].Body) > maxMessageSize {
-			return protocol.NewResponse(req, protocol.MessageIllegal,
+			return nil, protocol.NewResponse(req, protocol.MessageIllegal,
 				fmt.Sprintf("message body of %d bytes exceeds %d", len(msgs[i].Body), maxMessageSize))
 		}
 	}
 	if q := s.opts.Quotas; q.Active() {
 		if err := q.CheckStorage(t.Name); err != nil {
-			return errorResponse(req, err)
+			return nil, errorResponse(req, err)
 		}
 		if !q.Admit(t.Name, rc.quotaUser(), "", quota.Produce, len(req.Body)) {
 			// RocketMQ's flow control answer: the client backs off and retries.
-			return protocol.NewResponse(req, protocol.SystemBusy, "[QUOTA] broker busy: "+t.Name.Short()+" is over its produce byte rate")
+			return nil, protocol.NewResponse(req, protocol.SystemBusy, "[QUOTA] broker busy: "+t.Name.Short()+" is over its produce byte rate")
 		}
 	}
 	if len(msgs) == 0 {
-		return protocol.NewResponse(req, protocol.MessageIllegal, "no message")
+		return nil, protocol.NewResponse(req, protocol.MessageIllegal, "no message")
 	}
 	queueID := atoi32(h("queueId"))
 	if queueID < 0 || int(queueID) >= t.QueueCount() {
 		queueID = rand.Int32N(int32(t.QueueCount()))
 	}
-	start := time.Now()
-	pub, err := s.broker.Publish(rc.ctx, t, queueID, msgs)
+	sc.call = broker.PublishCall{Topic: t, Index: queueID, Msgs: msgs}
+	sc.start = time.Now()
+	return sc, nil
+}
+
+// answer is the answer to a published send.
+func (sc *sendCall) answer(rc *reqCtx) *protocol.Command {
+	s, req, h, pub, msgs := rc.conn.s, sc.req, sc.h, &sc.call.Pub, sc.call.Msgs
+	err := sc.call.Err
 	if err == nil && s.opts.Tracer.Enabled() {
 		parent, _ := msgs[0].Header(telemetry.HeaderTraceParent)
-		s.opts.Tracer.Start(rc.ctx, "send "+h("topic"), string(parent), trace.SpanKindServer, start,
+		s.opts.Tracer.Start(rc.ctx, "send "+h("topic"), string(parent), trace.SpanKindServer, sc.start,
 			attribute.String("messaging.system", "rocketmq"), attribute.String("messaging.operation.type", "send"),
 			attribute.String("messaging.destination.name", h("topic")), attribute.Int("messaging.batch.message_count", len(msgs)),
 			attribute.String("messaging.rocketmq.client_group", h("producerGroup")), attribute.Int64("messaging.rocketmq.queue_offset", int64(pub.Offsets[0]))).End()
@@ -127,7 +197,7 @@ func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	for i, o := range pub.Offsets {
 		ids[i] = rc.conn.ids.ID(position(pub.Queue, o))
 	}
-	resp := sendResponse(req, ids, queueID, pub.Offsets[0], &msgs[0])
+	resp := sendResponse(req, ids, sc.call.Index, pub.Offsets[0], &msgs[0])
 	switch pub.Kind {
 	case broker.PublishedNow:
 		s.stats.put.Add(int64(len(pub.Offsets)))

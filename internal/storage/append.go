@@ -46,9 +46,10 @@ type AppendOptions struct {
 
 // batchAssigner assigns offsets for one Append call under the log lock.
 type batchAssigner struct {
-	e  *Engine
-	qs []*queue
-	i  int
+	e   *Engine
+	qs  []*queue
+	i   int
+	one [1]*queue // qs of a one-record append (no second allocation)
 }
 
 func (a *batchAssigner) Assign(r *commitlog.Entry) {
@@ -115,20 +116,16 @@ func (e *Engine) AppendWith(ctx context.Context, recs []*Record, opts AppendOpti
 		e.stats.RefusedDiskFull.Add(1)
 		return model.ErrDiskFull
 	}
-	a := batchAssigner{e: e, qs: make([]*queue, len(recs))}
+	a := &batchAssigner{e: e}
+	if len(recs) == 1 {
+		a.qs = a.one[:]
+	} else {
+		a.qs = make([]*queue, len(recs))
+	}
 	var bytes int64
 	var msgs int64
 	for i, r := range recs {
-		if r.Count == 0 {
-			return fmt.Errorf("%w: record with no messages", model.ErrCorruptRecord)
-		}
-		if r.Flags&commitlog.FlagControl != 0 {
-			return fmt.Errorf("%w: control flag on a data record", model.ErrCorruptRecord)
-		}
-		if n := len(r.Payload) + commitlog.KeysLen(r.Keys); n > e.cfg.MaxRecordSize {
-			return fmt.Errorf("%w: %d bytes, limit %d", model.ErrMessageTooLarge, n, e.cfg.MaxRecordSize)
-		}
-		q, err := e.queue(r.Queue)
+		q, err := e.check(r)
 		if err != nil {
 			return err
 		}
@@ -142,7 +139,7 @@ func (e *Engine) AppendWith(ctx context.Context, recs []*Record, opts AppendOpti
 	}
 	if e.cfg.Replicated {
 		_, err := e.appendReplicated(ctx, recs, func() (model.LogPos, error) {
-			end, err := appendLog(recs, &a)
+			end, err := appendLog(recs, a)
 			e.countAppended(a.i, msgs, bytes)
 			return end, err
 		}, opts.NoWait || opts.Deferred)
@@ -151,7 +148,7 @@ func (e *Engine) AppendWith(ctx context.Context, recs []*Record, opts AppendOpti
 		}
 		return nil
 	}
-	end, err := appendLog(recs, &a)
+	end, err := appendLog(recs, a)
 	e.countAppended(a.i, msgs, bytes)
 	if err != nil {
 		return fmt.Errorf("append: %w", err)
@@ -160,6 +157,28 @@ func (e *Engine) AppendWith(ctx context.Context, recs []*Record, opts AppendOpti
 		return nil
 	}
 	return e.clog.WaitSynced(ctx, end)
+}
+
+// Check says whether Append would take r (a caller appending the records of
+// several requests at once checks each first, so one refused record does
+// not fail the others).
+func (e *Engine) Check(r *Record) error {
+	_, err := e.check(r)
+	return err
+}
+
+// check returns the queue of a record Append would take.
+func (e *Engine) check(r *Record) (*queue, error) {
+	if r.Count == 0 {
+		return nil, fmt.Errorf("%w: record with no messages", model.ErrCorruptRecord)
+	}
+	if r.Flags&commitlog.FlagControl != 0 {
+		return nil, fmt.Errorf("%w: control flag on a data record", model.ErrCorruptRecord)
+	}
+	if n := len(r.Payload) + commitlog.KeysLen(r.Keys); n > e.cfg.MaxRecordSize {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", model.ErrMessageTooLarge, n, e.cfg.MaxRecordSize)
+	}
+	return e.queue(r.Queue)
 }
 
 // countAppended counts the records an append wrote (all its messages and
