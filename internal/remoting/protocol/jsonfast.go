@@ -27,7 +27,7 @@ func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 		return c, p.end()
 	}
 	for {
-		key, ok := p.key()
+		key, _, ok := p.key()
 		if !ok || !p.byte(':') {
 			return nil, false
 		}
@@ -123,126 +123,128 @@ func (p *jsonScan) end() bool {
 	return p.i == len(p.b)
 }
 
-// str reads a string. Escapes are decoded (RocketMQ properties carry
-// \u0001 and \u0002 separators); surrogate escapes and invalid UTF-8 are
-// left to the general decoder.
-// commonKey returns the shared string of a field name clients send often
-// (a switch on the bytes: no allocation, no hashing).
-func commonKey(b []byte) (string, bool) {
+// commonKeys are the field names clients send often, shared rather than
+// allocated for each request; at most 64 (ext keeps a bit set of them).
+var commonKeys = [...]string{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch", "bname", "brokerName", "consumerGroup", "queueOffset", "maxMsgNums", "commitOffset", "suspendTimeoutMillis", "subscription", "subVersion", "expressionType", "timestamp", "offset", "group", "delayLevel", "originMsgId", "originTopic", "code", "version", "opaque", "language", "remark", "extFields", "serializeTypeCurrentRPC", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n"}
+
+// commonKey returns the index in commonKeys of a field name, or -1 (a
+// switch on the bytes: no allocation, no hashing).
+func commonKey(b []byte) int {
 	switch string(b) {
 	case "producerGroup":
-		return "producerGroup", true
+		return 0
 	case "topic":
-		return "topic", true
+		return 1
 	case "defaultTopic":
-		return "defaultTopic", true
+		return 2
 	case "defaultTopicQueueNums":
-		return "defaultTopicQueueNums", true
+		return 3
 	case "queueId":
-		return "queueId", true
+		return 4
 	case "sysFlag":
-		return "sysFlag", true
+		return 5
 	case "bornTimestamp":
-		return "bornTimestamp", true
+		return 6
 	case "flag":
-		return "flag", true
+		return 7
 	case "properties":
-		return "properties", true
+		return 8
 	case "reconsumeTimes":
-		return "reconsumeTimes", true
+		return 9
 	case "unitMode":
-		return "unitMode", true
+		return 10
 	case "maxReconsumeTimes":
-		return "maxReconsumeTimes", true
+		return 11
 	case "batch":
-		return "batch", true
+		return 12
 	case "bname":
-		return "bname", true
+		return 13
 	case "brokerName":
-		return "brokerName", true
+		return 14
 	case "consumerGroup":
-		return "consumerGroup", true
+		return 15
 	case "queueOffset":
-		return "queueOffset", true
+		return 16
 	case "maxMsgNums":
-		return "maxMsgNums", true
+		return 17
 	case "commitOffset":
-		return "commitOffset", true
+		return 18
 	case "suspendTimeoutMillis":
-		return "suspendTimeoutMillis", true
+		return 19
 	case "subscription":
-		return "subscription", true
+		return 20
 	case "subVersion":
-		return "subVersion", true
+		return 21
 	case "expressionType":
-		return "expressionType", true
+		return 22
 	case "timestamp":
-		return "timestamp", true
+		return 23
 	case "offset":
-		return "offset", true
+		return 24
 	case "group":
-		return "group", true
+		return 25
 	case "delayLevel":
-		return "delayLevel", true
+		return 26
 	case "originMsgId":
-		return "originMsgId", true
+		return 27
 	case "originTopic":
-		return "originTopic", true
+		return 28
 	case "code":
-		return "code", true
+		return 29
 	case "version":
-		return "version", true
+		return 30
 	case "opaque":
-		return "opaque", true
+		return 31
 	case "language":
-		return "language", true
+		return 32
 	case "remark":
-		return "remark", true
+		return 33
 	case "extFields":
-		return "extFields", true
+		return 34
 	case "serializeTypeCurrentRPC":
-		return "serializeTypeCurrentRPC", true
+		return 35
 	case "a":
-		return "a", true
+		return 36
 	case "b":
-		return "b", true
+		return 37
 	case "c":
-		return "c", true
+		return 38
 	case "d":
-		return "d", true
+		return 39
 	case "e":
-		return "e", true
+		return 40
 	case "f":
-		return "f", true
+		return 41
 	case "g":
-		return "g", true
+		return 42
 	case "h":
-		return "h", true
+		return 43
 	case "i":
-		return "i", true
+		return 44
 	case "j":
-		return "j", true
+		return 45
 	case "k":
-		return "k", true
+		return 46
 	case "l":
-		return "l", true
+		return 47
 	case "m":
-		return "m", true
+		return 48
 	case "n":
-		return "n", true
+		return 49
 	}
-	return "", false
+	return -1
 }
 
-// key reads a JSON string, sharing the common ext field names.
-func (p *jsonScan) key() (string, bool) {
+// key reads a JSON string, sharing the common ext field names; common is
+// the name's index in commonKeys, or -1.
+func (p *jsonScan) key() (name string, common int, ok bool) {
 	p.ws()
 	if i := p.i; i < len(p.b) && p.b[i] == '"' {
 		for j := i + 1; j < len(p.b) && j-i <= 32; j++ {
 			if c := p.b[j]; c == '"' {
-				if k, ok := commonKey(p.b[i+1 : j]); ok {
+				if k := commonKey(p.b[i+1 : j]); k >= 0 {
 					p.i = j + 1
-					return k, true
+					return commonKeys[k], k, true
 				}
 				break
 			} else if c == '\\' || c < 0x20 || c >= 0x80 {
@@ -250,9 +252,13 @@ func (p *jsonScan) key() (string, bool) {
 			}
 		}
 	}
-	return p.str()
+	name, ok = p.str()
+	return name, -1, ok
 }
 
+// str reads a string. Escapes are decoded (RocketMQ properties carry
+// \u0001 and \u0002 separators); surrogate escapes and invalid UTF-8 are
+// left to the general decoder.
 func (p *jsonScan) str() (string, bool) {
 	b, ok := p.strAppend(nil)
 	return string(b), ok
@@ -462,10 +468,19 @@ func (p *jsonScan) ext(f *Fields) bool {
 	spans := spanBuf[:0]
 	// Decoded values are no longer than the text left: one buffer for all.
 	vals := make([]byte, 0, len(p.b)-p.i)
+	// Keys all common and none twice (the usual header) need no dedupe.
+	var seen uint64
+	distinct := len(*f) == 0
 	for {
-		k, ok := p.key()
+		k, common, ok := p.key()
 		if !ok || !p.byte(':') {
 			return false
+		}
+		switch {
+		case common < 0 || seen&(1<<common) != 0:
+			distinct = false
+		default:
+			seen |= 1 << common
 		}
 		start := len(vals)
 		if vals, ok = p.strAppend(vals); !ok {
@@ -488,7 +503,10 @@ func (p *jsonScan) ext(f *Fields) bool {
 		for _, sp := range spans {
 			out = append(out, Field{sp.key, all[sp.start:sp.end]})
 		}
-		*f = out.dedupe()
+		if !distinct {
+			out = out.dedupe()
+		}
+		*f = out
 		return true
 	}
 }
