@@ -81,6 +81,25 @@ func (br *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// click clicks what xpath finds; when the page redrew the element between
+// finding and clicking it (a list reloading), nothing was clicked and it
+// tries again.
+func (br *browser) click(what, xpath string) {
+	br.t.Helper()
+	for attempt := 1; ; attempt++ {
+		err := chromedp.Do(br.ctx, chromedp.Click(chromedp.Search(xpath)))
+		if err == nil {
+			return
+		}
+		if msg := err.Error(); attempt < 10 && (strings.Contains(msg, "Could not find node with given id") ||
+			strings.Contains(msg, "No node with given id") || strings.Contains(msg, "Node is detached")) {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		br.t.Fatalf("%s: %v", what, err)
+	}
+}
+
 // shot writes a screenshot of the page as name.png.
 func (br *browser) shot(name string) {
 	br.t.Helper()

@@ -180,8 +180,8 @@ func TestConsoleWithClients(t *testing.T) {
 	br.waitFor("kafka payment 2")
 	br.waitFor("grpc payment")
 	br.shot("topic")
-	br.do("the RocketMQ message", chromedp.Click(chromedp.Search(`//span[contains(text(), 'rocketmq payment')]`)),
-		chromedp.WaitVisible(chromedp.CSS("#modal-body pre")))
+	br.click("the RocketMQ message", `//span[contains(text(), 'rocketmq payment')]`)
+	br.do("the RocketMQ message", chromedp.WaitVisible(chromedp.CSS("#modal-body pre")))
 	detail := br.waitIn("modal-body", "delivered")
 	br.shot("traced-message")
 	br.do("close it", chromedp.Click(chromedp.ID("modal-close")))

@@ -154,8 +154,8 @@ func TestConsoleRedriveAndReset(t *testing.T) {
 	br.do("the dead letters", chromedp.Navigate(base+"/#/dlq/refunds-cg"))
 	br.waitFor("refund 42")
 	br.shot("dead-letter")
-	br.do("re-drive it", chromedp.Click(chromedp.Search(`//tr[contains(., 'refund 42')]//input[@type='checkbox']`)),
-		chromedp.Click(chromedp.Search(`//button[text()='Re-drive selected']`)))
+	br.click("select it", `//tr[contains(., 'refund 42')]//input[@type='checkbox']`)
+	br.click("re-drive it", `//button[text()='Re-drive selected']`)
 	redriven := br.waitFor("Re-drove 1")
 	br.shot("re-driven")
 	select {
@@ -168,8 +168,8 @@ func TestConsoleRedriveAndReset(t *testing.T) {
 	}
 
 	br.do("the topic", chromedp.Navigate(base+"/#/topics/refunds"))
-	br.do("the Kafka record", chromedp.Click(chromedp.Search(`//span[contains(text(), 'kafka refund 7')]`)),
-		chromedp.WaitVisible(chromedp.CSS("#modal-body pre")))
+	br.click("the Kafka record", `//span[contains(text(), 'kafka refund 7')]`)
+	br.do("the Kafka record", chromedp.WaitVisible(chromedp.CSS("#modal-body pre")))
 	timeline := br.waitIn("modal-body", "dead-lettered")
 	br.shot("kafka-record-dead-lettered")
 	for _, want := range []string{"produced", "refund-app", "retried", "refunds-cg"} {
