@@ -128,11 +128,20 @@ type PublishCall struct {
 // on its own first, so a refused call does not fail the others; an
 // append that fails fails every call in it.
 func (b *Broker) PublishAll(ctx context.Context, calls []PublishCall) {
-	total := 0
+	total, payload, keys, keyBytes := 0, 0, 0, 0
 	for i := range calls {
 		total += len(calls[i].Msgs)
+		for j := range calls[i].Msgs {
+			m := &calls[i].Msgs[j]
+			payload += encodedLen(m)
+			keys += 1 + len(m.IndexKeys)
+			for _, k := range m.IndexKeys {
+				keyBytes += len(k)
+			}
+		}
 	}
-	// One allocation each for every call's records and offsets.
+	// A few allocations for every call's records, their bytes and offsets.
+	arena := newRecordArena(payload, keys, keyBytes)
 	slab := make([]storage.Record, total)
 	recs := make([]*storage.Record, 0, total)
 	offs := make([]model.QueueOffset, total)
@@ -153,7 +162,7 @@ func (b *Broker) PublishAll(ctx context.Context, calls []PublishCall) {
 		first := len(recs)
 		for j := range c.Msgs {
 			r := &slab[len(recs)]
-			messageRecord(r, &c.Msgs[j], stamp)
+			messageRecordIn(r, &c.Msgs[j], stamp, arena)
 			r.Queue = id
 			if err = topicLimit(t, r); err == nil {
 				err = b.engine.Check(r)

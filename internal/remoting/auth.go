@@ -186,7 +186,7 @@ func requestChecks(req *protocol.Command) []authCheck {
 	}
 	switch req.Code {
 	case protocol.SendMessage, protocol.SendMessageV2, protocol.SendBatchMessage, protocol.SendReplyMessage, protocol.SendReplyMessageV2:
-		return []authCheck{topicCheck(sendHeader(req)("topic"), security.OpWrite)}
+		return []authCheck{topicCheck(sendHeaderOf(req).get("topic"), security.OpWrite)}
 	case protocol.RecallMessage:
 		return []authCheck{topicCheck(h("topic"), security.OpWrite)}
 	case protocol.EndTransaction:

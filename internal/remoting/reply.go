@@ -50,8 +50,8 @@ func handleSendReplyMessage(rc *reqCtx, req *protocol.Command) *protocol.Command
 		return resp
 	}
 	s := rc.conn.s
-	h := sendHeader(req)
-	props := protocol.ParseProperties(h("properties"))
+	h := sendHeaderOf(req)
+	props := protocol.ParseProperties(h.get("properties"))
 	var to string
 	for _, p := range props {
 		if p.Key == propReplyTo {
@@ -67,7 +67,7 @@ func handleSendReplyMessage(rc *reqCtx, req *protocol.Command) *protocol.Command
 		"queueId", resp.Ext("queueId"))
 	for _, k := range []string{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "sysFlag",
 		"bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode"} {
-		if v := h(k); v != "" {
+		if v := h.get(k); v != "" {
 			ext = append(ext, protocol.Field{Key: k, Value: v})
 		}
 	}

@@ -38,18 +38,27 @@ var v2Short = map[string]string{"producerGroup": "a", "topic": "b", "defaultTopi
 	"queueId": "e", "sysFlag": "f", "bornTimestamp": "g", "flag": "h", "properties": "i", "reconsumeTimes": "j",
 	"unitMode": "k", "maxReconsumeTimes": "l", "batch": "m", "brokerName": "n"}
 
-// sendHeader reads a send header by its long name, in its long or short
-// form.
-func sendHeader(req *protocol.Command) func(string) string {
-	if _, short := req.ExtFields.Get("b"); short {
-		return func(k string) string {
-			if s, ok := v2Short[k]; ok {
-				return req.Ext(s)
-			}
-			return req.Ext(k)
+// sendHeader reads a send header by its long names, in their long or
+// short form.
+type sendHeader struct {
+	req   *protocol.Command
+	short bool // SEND_MESSAGE_V2 / batch short names
+}
+
+// sendHeaderOf is req's send header.
+func sendHeaderOf(req *protocol.Command) sendHeader {
+	_, short := req.ExtFields.Get("b")
+	return sendHeader{req: req, short: short}
+}
+
+// get returns a field by its long name.
+func (h sendHeader) get(k string) string {
+	if h.short {
+		if s, ok := v2Short[k]; ok {
+			return h.req.Ext(s)
 		}
 	}
-	return req.Ext
+	return h.req.Ext(k)
 }
 
 func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
@@ -103,7 +112,7 @@ func (c *conn) handleSends(batch []inbound) {
 // sendCall is a send request parsed and checked, ready to publish.
 type sendCall struct {
 	req   *protocol.Command
-	h     func(string) string // the header, by long names
+	h     sendHeader
 	rc    *reqCtx
 	call  broker.PublishCall
 	start time.Time
@@ -114,20 +123,20 @@ type sendCall struct {
 // the answer when there is nothing to publish.
 func prepareSend(rc *reqCtx, req *protocol.Command) (*sendCall, *protocol.Command) {
 	s := rc.conn.s
-	h := sendHeader(req)
+	h := sendHeaderOf(req)
 	sc := &sendCall{req: req, h: h}
-	name, err := topicName(h("topic"))
+	name, err := topicName(h.get("topic"))
 	if err != nil {
 		return nil, errorResponse(req, err)
 	}
-	t, err := s.sendTopic(rc, name, int(atoi32(h("defaultTopicQueueNums"))))
+	t, err := s.sendTopic(rc, name, int(atoi32(h.get("defaultTopicQueueNums"))))
 	if err != nil {
 		return nil, errorResponse(req, err)
 	}
-	sysFlag := atoi32(h("sysFlag"))
-	born, _ := strconv.ParseInt(h("bornTimestamp"), 10, 64)
-	base := model.Message{BornTime: born, Flags: uint32(sysFlag), Producer: h("producerGroup"),
-		ReconsumeTimes: atoi32(h("reconsumeTimes")), BornHost: rc.conn.remote}
+	sysFlag := atoi32(h.get("sysFlag"))
+	born, _ := strconv.ParseInt(h.get("bornTimestamp"), 10, 64)
+	base := model.Message{BornTime: born, Flags: uint32(sysFlag), Producer: h.get("producerGroup"),
+		ReconsumeTimes: atoi32(h.get("reconsumeTimes")), BornHost: rc.conn.remote}
 	var msgs []model.Message
 	if req.Code == protocol.SendBatchMessage {
 		batch, err := protocol.DecodeBatch(req.Body)
@@ -144,8 +153,8 @@ func prepareSend(rc *reqCtx, req *protocol.Command) (*sendCall, *protocol.Comman
 	} else {
 		sc.one[0] = base
 		m := &sc.one[0]
-		m.UserFlag, m.Body = atoi32(h("flag")), req.Body
-		setProperties(m, protocol.ParseProperties(h("properties")))
+		m.UserFlag, m.Body = atoi32(h.get("flag")), req.Body
+		setProperties(m, protocol.ParseProperties(h.get("properties")))
 		s.stampRequest(m, rc.conn)
 		msgs = sc.one[:]
 	}
@@ -167,7 +176,7 @@ func prepareSend(rc *reqCtx, req *protocol.Command) (*sendCall, *protocol.Comman
 	if len(msgs) == 0 {
 		return nil, protocol.NewResponse(req, protocol.MessageIllegal, "no message")
 	}
-	queueID := atoi32(h("queueId"))
+	queueID := atoi32(h.get("queueId"))
 	if queueID < 0 || int(queueID) >= t.QueueCount() {
 		queueID = rand.Int32N(int32(t.QueueCount()))
 	}
@@ -182,10 +191,10 @@ func (sc *sendCall) answer(rc *reqCtx) *protocol.Command {
 	err := sc.call.Err
 	if err == nil && s.opts.Tracer.Enabled() {
 		parent, _ := msgs[0].Header(telemetry.HeaderTraceParent)
-		s.opts.Tracer.Start(rc.ctx, "send "+h("topic"), string(parent), trace.SpanKindServer, sc.start,
+		s.opts.Tracer.Start(rc.ctx, "send "+h.get("topic"), string(parent), trace.SpanKindServer, sc.start,
 			attribute.String("messaging.system", "rocketmq"), attribute.String("messaging.operation.type", "send"),
-			attribute.String("messaging.destination.name", h("topic")), attribute.Int("messaging.batch.message_count", len(msgs)),
-			attribute.String("messaging.rocketmq.client_group", h("producerGroup")), attribute.Int64("messaging.rocketmq.queue_offset", int64(pub.Offsets[0]))).End()
+			attribute.String("messaging.destination.name", h.get("topic")), attribute.Int("messaging.batch.message_count", len(msgs)),
+			attribute.String("messaging.rocketmq.client_group", h.get("producerGroup")), attribute.Int64("messaging.rocketmq.queue_offset", int64(pub.Offsets[0]))).End()
 	}
 	if err != nil {
 		if errors.Is(err, broker.ErrTimerIllegal) || errors.Is(err, model.ErrMessageTooLarge) {
@@ -193,17 +202,23 @@ func (sc *sendCall) answer(rc *reqCtx) *protocol.Command {
 		}
 		return errorResponse(req, err)
 	}
-	ids := make([]string, len(pub.Offsets))
-	for i, o := range pub.Offsets {
-		ids[i] = rc.conn.ids.ID(position(pub.Queue, o))
+	var msgID string
+	if len(pub.Offsets) == 1 {
+		msgID = rc.conn.ids.ID(position(pub.Queue, pub.Offsets[0]))
+	} else {
+		ids := make([]string, len(pub.Offsets))
+		for i, o := range pub.Offsets {
+			ids[i] = rc.conn.ids.ID(position(pub.Queue, o))
+		}
+		msgID = strings.Join(ids, ",")
 	}
-	resp := sendResponse(req, ids, sc.call.Index, pub.Offsets[0], &msgs[0])
+	resp := sendResponse(req, msgID, sc.call.Index, pub.Offsets[0], &msgs[0])
 	switch pub.Kind {
 	case broker.PublishedNow:
 		s.stats.put.Add(int64(len(pub.Offsets)))
 	case broker.PublishedTimer:
 		if id, ok := msgs[0].Header(propUniqKey); ok {
-			resp.SetExt("recallHandle", s.recallHandle(h("topic"), pub.Due, string(id)))
+			resp.SetExt("recallHandle", s.recallHandle(h.get("topic"), pub.Due, string(id)))
 		}
 	}
 	return resp
@@ -218,10 +233,11 @@ func (s *Server) sendTopic(rc *reqCtx, name model.TopicName, clientQueues int) (
 	return s.broker.EnsureTopicWith(rc.ctx, name, clientQueues)
 }
 
-// sendResponse is the answer to a successful send.
-func sendResponse(req *protocol.Command, ids []string, queueID int32, offset model.QueueOffset, first *model.Message) *protocol.Command {
+// sendResponse is the answer to a successful send (msgID: its messages'
+// ids, comma-joined).
+func sendResponse(req *protocol.Command, msgID string, queueID int32, offset model.QueueOffset, first *model.Message) *protocol.Command {
 	resp := protocol.NewResponse(req, protocol.Success, "")
-	resp.SetExt("msgId", strings.Join(ids, ","))
+	resp.SetExt("msgId", msgID)
 	resp.SetExt("queueId", strconv.Itoa(int(queueID)))
 	resp.SetExt("queueOffset", strconv.FormatInt(int64(offset), 10))
 	resp.SetExt("MSG_REGION", "DefaultRegion")

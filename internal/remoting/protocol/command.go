@@ -53,8 +53,17 @@ func (c *Command) IsOneway() bool { return c.Flag&FlagOneway != 0 }
 
 // NewResponse makes the answer to req with code and remark.
 func NewResponse(req *Command, code int32, remark string) *Command {
-	return &Command{Code: code, Language: "GO", Version: Version, Opaque: req.Opaque, Flag: FlagResponse,
-		Remark: remark, ExtFields: make(Fields, 0, 8)}
+	r := &response{Command: Command{Code: code, Language: "GO", Version: Version, Opaque: req.Opaque, Flag: FlagResponse,
+		Remark: remark}}
+	r.ExtFields = r.ext[:0]
+	return &r.Command
+}
+
+// response is a Command with room for the ext fields an answer usually
+// has: one allocation for both.
+type response struct {
+	Command
+	ext [8]Field
 }
 
 // Ext returns an ext field ("" when absent).

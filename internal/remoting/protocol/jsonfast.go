@@ -260,22 +260,24 @@ func (p *jsonScan) key() (name string, common int, ok bool) {
 // \u0001 and \u0002 separators); surrogate escapes and invalid UTF-8 are
 // left to the general decoder.
 func (p *jsonScan) str() (string, bool) {
-	b, ok := p.strAppend(nil)
-	return string(b), ok
+	var sb strings.Builder
+	ok := p.strTo(&sb)
+	return sb.String(), ok
 }
 
-// strAppend reads a JSON string and appends its decoded bytes to dst.
-func (p *jsonScan) strAppend(dst []byte) ([]byte, bool) {
+// strTo reads a JSON string and writes its decoded bytes to sb.
+func (p *jsonScan) strTo(sb *strings.Builder) bool {
 	if !p.byte('"') {
-		return dst, false
+		return false
 	}
-	start, base := p.i, len(dst)
+	start, base := p.i, sb.Len()
 	// Most strings are plain ASCII without escapes: copied whole.
 	for j := p.i; j < len(p.b); j++ {
 		c := p.b[j]
 		if c == '"' {
 			p.i = j + 1
-			return append(dst, p.b[start:j]...), true
+			sb.Write(p.b[start:j])
+			return true
 		}
 		if c < 0x20 || c >= 0x80 || c == '\\' {
 			break // the general loop below
@@ -288,61 +290,58 @@ func (p *jsonScan) strAppend(dst []byte) ([]byte, bool) {
 		switch {
 		case c == '"':
 			if !escaped {
-				dst = append(dst, p.b[start:p.i]...)
+				sb.Write(p.b[start:p.i])
 			}
 			p.i++
-			if !ascii && !utf8.Valid(dst[base:]) {
-				return dst, false
-			}
-			return dst, true
+			return ascii || utf8.ValidString(sb.String()[base:])
 		case c < 0x20:
-			return dst, false
+			return false
 		case c >= 0x80:
 			ascii = false
 		case c == '\\':
 			if !escaped {
-				dst = append(dst, p.b[start:p.i]...)
+				sb.Write(p.b[start:p.i])
 				escaped = true
 			}
 			if p.i+1 >= len(p.b) {
-				return dst, false
+				return false
 			}
 			e := p.b[p.i+1]
 			p.i += 2
 			switch e {
 			case '"', '\\', '/':
-				dst = append(dst, e)
+				sb.WriteByte(e)
 			case 'b':
-				dst = append(dst, '\b')
+				sb.WriteByte('\b')
 			case 'f':
-				dst = append(dst, '\f')
+				sb.WriteByte('\f')
 			case 'n':
-				dst = append(dst, '\n')
+				sb.WriteByte('\n')
 			case 'r':
-				dst = append(dst, '\r')
+				sb.WriteByte('\r')
 			case 't':
-				dst = append(dst, '\t')
+				sb.WriteByte('\t')
 			case 'u':
 				if p.i+4 > len(p.b) {
-					return dst, false
+					return false
 				}
 				r, ok := hex4(p.b[p.i : p.i+4])
 				if !ok || r >= 0xD800 && r <= 0xDFFF {
-					return dst, false
+					return false
 				}
-				dst = utf8.AppendRune(dst, rune(r))
+				sb.WriteRune(r)
 				p.i += 4
 			default:
-				return dst, false
+				return false
 			}
 			continue
 		}
 		if escaped {
-			dst = append(dst, c)
+			sb.WriteByte(c)
 		}
 		p.i++
 	}
-	return dst, false
+	return false
 }
 
 // hex4 reads the four hex digits of a \u escape (clients escape the
@@ -466,8 +465,10 @@ func (p *jsonScan) ext(f *Fields) bool {
 	}
 	var spanBuf [24]span
 	spans := spanBuf[:0]
-	// Decoded values are no longer than the text left: one buffer for all.
-	vals := make([]byte, 0, len(p.b)-p.i)
+	// Decoded values are no longer than the text left: one buffer for all,
+	// which becomes their string.
+	var vals strings.Builder
+	vals.Grow(len(p.b) - p.i)
 	// Keys all common and none twice (the usual header) need no dedupe.
 	var seen uint64
 	distinct := len(*f) == 0
@@ -482,11 +483,11 @@ func (p *jsonScan) ext(f *Fields) bool {
 		default:
 			seen |= 1 << common
 		}
-		start := len(vals)
-		if vals, ok = p.strAppend(vals); !ok {
+		start := vals.Len()
+		if !p.strTo(&vals) {
 			return false
 		}
-		spans = append(spans, span{k, start, len(vals)})
+		spans = append(spans, span{k, start, vals.Len()})
 		if len(spans) > MaxExtFields {
 			p.tooMany = true
 			return false
@@ -498,7 +499,7 @@ func (p *jsonScan) ext(f *Fields) bool {
 		if !p.byte('}') {
 			return false
 		}
-		all := string(vals)
+		all := vals.String()
 		out := slices.Grow(*f, len(spans)) // a second extFields object adds to the first, as in the general decoder
 		for _, sp := range spans {
 			out = append(out, Field{sp.key, all[sp.start:sp.end]})
