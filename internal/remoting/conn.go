@@ -104,6 +104,12 @@ func (c *conn) read() {
 	var sends []inbound // read, holding slots, not yet dispatched
 	defer func() { c.releaseAll(sends) }()
 	for {
+		if len(sends) > 0 && !c.smallFrameWaiting(r) {
+			// Nothing more to gather without waiting (the frame after
+			// them was not a send, or answered a request of ours).
+			c.dispatch(inbound{batch: sends})
+			sends = nil
+		}
 		idle := c.s.opts.IdleTimeout
 		if c.ctx.Err() != nil {
 			idle = time.Second // the writer stopped: drain what already arrived, briefly

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
@@ -79,5 +80,32 @@ func TestPipelinedSendsAnsweredEach(t *testing.T) {
 				t.Fatalf("queue %s: %d stored, offset %d not among them; answers %v", q, n, o, got)
 			}
 		}
+	}
+}
+
+// A send gathered because another frame waited behind it is answered at
+// once when that frame is not a send but a client's answer to a request
+// of the broker's (handled on the spot): it does not wait for the
+// connection's next request.
+func TestGatheredSendAnsweredWhenAnAnswerFollows(t *testing.T) {
+	nc := dial(t, startServer(t))
+	create := &protocol.Command{Code: protocol.UpdateAndCreateTopic, ExtFields: protocol.Pairs("topic", "gathered", "writeQueueNums", "1")}
+	if _, err := nc.Write(protocol.AppendFrame(nil, create)); err != nil {
+		t.Fatal(err)
+	}
+	if r := readCommand(t, nc); r.Code != protocol.Success {
+		t.Fatalf("create topic: %d %s", r.Code, r.Remark)
+	}
+	send := &protocol.Command{Code: protocol.SendMessage, Language: "GO", Version: 317, Opaque: 7,
+		ExtFields: protocol.Pairs("producerGroup", "p", "topic", "gathered", "queueId", "0", "sysFlag", "0",
+			"bornTimestamp", "1700000000000", "flag", "0", "properties", "UNIQ_KEY\x01id7\x02"),
+		Body: []byte("body")}
+	answer := &protocol.Command{Code: protocol.Success, Opaque: 99, Flag: protocol.FlagResponse}
+	if _, err := nc.Write(protocol.AppendFrame(protocol.AppendFrame(nil, send), answer)); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if r := readCommand(t, nc); r.Opaque != 7 || r.Code != protocol.Success {
+		t.Fatalf("answer %d %d %s", r.Opaque, r.Code, r.Remark)
 	}
 }
