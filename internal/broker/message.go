@@ -10,6 +10,7 @@ import (
 	"github.com/klauspost/compress/zlib"
 
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage"
 )
 
 // messageVersion is the version byte of the neutral message encoding
@@ -150,4 +151,68 @@ func PlainBody(m *model.Message) ([]byte, error) {
 		return nil, fmt.Errorf("%w: zlib body: %v", model.ErrCorruptRecord, err)
 	}
 	return out, nil
+}
+
+// messageRecord fills r with m in the neutral format, its keys and tag hash
+// (m's born time defaults to now). The record's timestamp — what time
+// lookups and time retention go by — is the store time, as RocketMQ's
+// lookups and file retention use it: a message delivered days after it
+// was born (a timer) or by a producer whose clock is off is kept for the
+// full retention from when it was stored. The born time stays in the
+// message.
+func messageRecord(r *storage.Record, m *model.Message, now int64) {
+	messageRecordIn(r, m, now, nil)
+}
+
+// recordArena holds the encodings and keys of several records in a few
+// shared allocations (what one batch of sends stores).
+type recordArena struct {
+	payload  []byte
+	keys     []storage.Key
+	keyBytes []byte
+}
+
+// newRecordArena makes an arena of the given capacities.
+func newRecordArena(payload, keys, keyBytes int) *recordArena {
+	return &recordArena{payload: make([]byte, 0, payload), keys: make([]storage.Key, 0, keys), keyBytes: make([]byte, 0, keyBytes)}
+}
+
+// messageRecordIn is messageRecord taking its bytes from a (nil: their
+// own allocations).
+func messageRecordIn(r *storage.Record, m *model.Message, now int64, a *recordArena) {
+	if m.BornTime == 0 {
+		m.BornTime = now
+	}
+	if a == nil {
+		*r = storage.Record{Format: model.FormatMessage, Count: 1, Timestamp: now, Payload: EncodeMessage(nil, m)}
+		if len(m.Key) > 0 {
+			r.Keys = []storage.Key{{Key: m.Key}}
+		}
+		for _, k := range m.IndexKeys {
+			if k != "" && k != string(m.Key) {
+				r.Keys = append(r.Keys, storage.Key{Key: []byte(k)})
+			}
+		}
+	} else {
+		start := len(a.payload)
+		a.payload = EncodeMessage(a.payload, m)
+		*r = storage.Record{Format: model.FormatMessage, Count: 1, Timestamp: now, Payload: a.payload[start:len(a.payload):len(a.payload)]}
+		first := len(a.keys)
+		if len(m.Key) > 0 {
+			a.keys = append(a.keys, storage.Key{Key: m.Key})
+		}
+		for _, k := range m.IndexKeys {
+			if k != "" && k != string(m.Key) {
+				b := len(a.keyBytes)
+				a.keyBytes = append(a.keyBytes, k...)
+				a.keys = append(a.keys, storage.Key{Key: a.keyBytes[b:len(a.keyBytes):len(a.keyBytes)]})
+			}
+		}
+		if len(a.keys) > first {
+			r.Keys = a.keys[first:len(a.keys):len(a.keys)]
+		}
+	}
+	if m.Tags != "" {
+		r.TagHash = TagHash(m.Tags)
+	}
 }

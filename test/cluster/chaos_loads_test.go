@@ -219,16 +219,28 @@ type rocketLoad struct {
 	stopRecv  func()
 	lastError error
 	brokers   map[string]int // acknowledged sends by the broker (remoting) or endpoint (gRPC) that took them
+	// For a failure's report: when each send was acknowledged and by
+	// which broker or endpoint, and where the topic can be read back.
+	ackAt map[string]ackNote
+	c     *cluster
+	topic string
+}
+
+// ackNote is when and by whom a send was acknowledged.
+type ackNote struct {
+	at time.Time
+	by string
 }
 
 // ackedBy counts an acknowledged send by the broker that took it.
-func (l *rocketLoad) ackedBy(broker string) {
+func (l *rocketLoad) ackedBy(body, broker string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.brokers == nil {
-		l.brokers = map[string]int{}
+		l.brokers, l.ackAt = map[string]int{}, map[string]ackNote{}
 	}
 	l.brokers[broker]++
+	l.ackAt[body] = ackNote{at: time.Now(), by: broker}
 }
 
 // ackCount is how many sends were acknowledged so far.
@@ -281,15 +293,72 @@ func (l *rocketLoad) verify(t *testing.T) {
 	}
 	if len(missing) > 0 {
 		t.Errorf("%s: %d of %d acknowledged messages never received: %s", l.name, len(missing), len(l.acked), firstFew(missing))
+		l.explainMissing(t, missing)
 	}
 	t.Logf("%s: %d messages acknowledged, %d sends failed (last: %v), %d received, %d of them more than once",
 		l.name, len(l.acked), l.failed, l.lastError, len(l.received), dups)
 }
 
+// explainMissing reports when and where the missing messages were
+// acknowledged, and whether the topic holds them (read with a Kafka
+// client from the start): stored but never delivered, or not stored.
+func (l *rocketLoad) explainMissing(t *testing.T, missing []string) {
+	t.Helper()
+	by := map[string]int{}
+	var first, last time.Time
+	for _, m := range missing {
+		n := l.ackAt[m]
+		by[n.by]++
+		if first.IsZero() || n.at.Before(first) {
+			first = n.at
+		}
+		if n.at.After(last) {
+			last = n.at
+		}
+	}
+	t.Logf("%s: the missing messages were acknowledged from %s to %s, by %v", l.name,
+		first.Format("15:04:05.000"), last.Format("15:04:05.000"), by)
+	if l.c == nil {
+		return
+	}
+	want := map[string]bool{}
+	for _, m := range missing {
+		want[m] = true
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(l.c.seeds()...), kgo.ConsumeTopics(l.topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		t.Logf("%s: cannot read the topic back: %v", l.name, err)
+		return
+	}
+	defer cl.Close()
+	found := map[int32]int{}
+	stored, empty := 0, 0
+	for deadline := time.Now().Add(30 * time.Second); empty < 4 && time.Now().Before(deadline); {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		if fs.NumRecords() == 0 {
+			empty++
+			continue
+		}
+		empty = 0
+		fs.EachRecord(func(r *kgo.Record) {
+			if want[string(r.Value)] {
+				delete(want, string(r.Value))
+				stored++
+				found[r.Partition]++
+			}
+		})
+	}
+	t.Logf("%s: %d of the %d missing messages are stored (by partition %v): stored but never delivered, the rest not stored",
+		l.name, stored, len(missing), found)
+}
+
 // startRemotingLoad: rocketmq-client-go sync sends (two retries) and a
 // clustering push consumer, through every member's name server.
 func startRemotingLoad(t *testing.T, c *cluster, topic string) *rocketLoad {
-	l := &rocketLoad{runner: newRunner(), name: "rocketmq remoting", received: values{}}
+	l := &rocketLoad{runner: newRunner(), name: "rocketmq remoting", received: values{}, c: c, topic: topic}
 	ns := primitive.NewPassthroughResolver(c.addrs(3))
 	p, err := rocketmq.NewProducer(producer.WithNsResolver(ns), producer.WithGroupName("chaos-producer"),
 		producer.WithInstanceName("chaos-producer"), producer.WithRetry(2), producer.WithSendMsgTimeout(3*time.Second))
@@ -329,7 +398,7 @@ func startRemotingLoad(t *testing.T, c *cluster, topic string) *rocketLoad {
 				err = fmt.Errorf("send status %d", res.Status)
 			}
 			if err == nil {
-				l.ackedBy(res.MessageQueue.BrokerName)
+				l.ackedBy(body, res.MessageQueue.BrokerName)
 			}
 			l.sent(body, err)
 		}
@@ -341,7 +410,7 @@ func startRemotingLoad(t *testing.T, c *cluster, topic string) *rocketLoad {
 // in batches and acknowledging each message, with every member as an
 // endpoint.
 func startGRPCLoad(t *testing.T, c *cluster, topic string) *rocketLoad {
-	l := &rocketLoad{runner: newRunner(), name: "rocketmq 5 gRPC", received: values{}}
+	l := &rocketLoad{runner: newRunner(), name: "rocketmq 5 gRPC", received: values{}, c: c, topic: topic}
 	endpoint := ""
 	for i, a := range c.addrs(4) {
 		if i > 0 {
@@ -411,7 +480,7 @@ func startGRPCLoad(t *testing.T, c *cluster, topic string) *rocketLoad {
 			cancel()
 			if err == nil && len(rs) > 0 && len(rs[0].Endpoints.GetAddresses()) > 0 {
 				a := rs[0].Endpoints.GetAddresses()[0]
-				l.ackedBy(fmt.Sprintf("%s:%d", a.GetHost(), a.GetPort()))
+				l.ackedBy(body, fmt.Sprintf("%s:%d", a.GetHost(), a.GetPort()))
 			}
 			l.sent(body, err)
 		}
