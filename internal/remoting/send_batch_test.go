@@ -15,13 +15,7 @@ import (
 // its own offset.
 func TestPipelinedSendsAnsweredEach(t *testing.T) {
 	nc := dial(t, startServer(t))
-	create := &protocol.Command{Code: protocol.UpdateAndCreateTopic, ExtFields: protocol.Pairs("topic", "batched", "writeQueueNums", "2")}
-	if _, err := nc.Write(protocol.AppendFrame(nil, create)); err != nil {
-		t.Fatal(err)
-	}
-	if r := readCommand(t, nc); r.Code != protocol.Success {
-		t.Fatalf("create topic: %d %s", r.Code, r.Remark)
-	}
+	createTopic(t, nc, "batched", 2)
 	send := func(opaque int32, topic string, queue int) *protocol.Command {
 		return &protocol.Command{Code: protocol.SendMessage, Language: "GO", Version: 317, Opaque: opaque,
 			ExtFields: protocol.Pairs("producerGroup", "p", "topic", topic, "queueId", strconv.Itoa(queue),
@@ -89,13 +83,7 @@ func TestPipelinedSendsAnsweredEach(t *testing.T) {
 // connection's next request.
 func TestGatheredSendAnsweredWhenAnAnswerFollows(t *testing.T) {
 	nc := dial(t, startServer(t))
-	create := &protocol.Command{Code: protocol.UpdateAndCreateTopic, ExtFields: protocol.Pairs("topic", "gathered", "writeQueueNums", "1")}
-	if _, err := nc.Write(protocol.AppendFrame(nil, create)); err != nil {
-		t.Fatal(err)
-	}
-	if r := readCommand(t, nc); r.Code != protocol.Success {
-		t.Fatalf("create topic: %d %s", r.Code, r.Remark)
-	}
+	createTopic(t, nc, "gathered", 1)
 	send := &protocol.Command{Code: protocol.SendMessage, Language: "GO", Version: 317, Opaque: 7,
 		ExtFields: protocol.Pairs("producerGroup", "p", "topic", "gathered", "queueId", "0", "sysFlag", "0",
 			"bornTimestamp", "1700000000000", "flag", "0", "properties", "UNIQ_KEY\x01id7\x02"),

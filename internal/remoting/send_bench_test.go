@@ -27,13 +27,7 @@ func BenchmarkSendPipelined(b *testing.B) {
 				"properties", "UNIQ_KEY\x017F000001000000000000000000000"+strconv.Itoa(int(opaque))+"\x02WAIT\x01true\x02"),
 			Body: body})
 	}
-	create := &protocol.Command{Code: protocol.UpdateAndCreateTopic, ExtFields: protocol.Pairs("topic", "bench", "writeQueueNums", "4")}
-	if _, err := nc.Write(protocol.AppendFrame(nil, create)); err != nil {
-		b.Fatal(err)
-	}
-	if r := readCommand(b, nc); r.Code != protocol.Success {
-		b.Fatalf("create topic: %d %s", r.Code, r.Remark)
-	}
+	createTopic(b, nc, "bench", 4)
 	if _, err := nc.Write(frame(0)); err != nil {
 		b.Fatal(err)
 	}

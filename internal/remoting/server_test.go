@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -77,6 +78,18 @@ func readCommand(t testing.TB, nc net.Conn) *protocol.Command {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// createTopic creates a topic of queues queues over nc.
+func createTopic(t testing.TB, nc net.Conn, name string, queues int) {
+	t.Helper()
+	create := &protocol.Command{Code: protocol.UpdateAndCreateTopic, ExtFields: protocol.Pairs("topic", name, "writeQueueNums", strconv.Itoa(queues))}
+	if _, err := nc.Write(protocol.AppendFrame(nil, create)); err != nil {
+		t.Fatal(err)
+	}
+	if r := readCommand(t, nc); r.Code != protocol.Success {
+		t.Fatalf("create topic %s: %d %s", name, r.Code, r.Remark)
+	}
 }
 
 // TestUnsupportedCodes: a code with no handler is answered
