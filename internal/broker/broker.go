@@ -38,6 +38,9 @@ type ReadOptions = storage.ReadOptions
 // AppendOptions modify an append.
 type AppendOptions = storage.AppendOptions
 
+// WriteTicket is storage.WriteTicket.
+type WriteTicket = storage.WriteTicket
+
 // FlagPayloadOffset marks a payload that starts with its own big-endian base
 // offset (a Kafka record batch); storage writes the assigned offset there.
 const FlagPayloadOffset = commitlog.FlagPayloadOffset
@@ -433,10 +436,15 @@ func topicLimit(t *Topic, r *storage.Record) error {
 }
 
 // WaitDurable waits until records ending at or before end are durable under
-// the storage durability policy (a Kafka acks=all produce waits here).
-func (b *Broker) WaitDurable(ctx context.Context, end model.LogPos) error {
-	return b.engine.WaitDurable(ctx, end)
+// the storage durability policy (a Kafka acks=all produce waits here); tk
+// is the Ticket taken before they were written.
+func (b *Broker) WaitDurable(ctx context.Context, end model.LogPos, tk WriteTicket) error {
+	return b.engine.WaitDurable(ctx, end, tk)
 }
+
+// Ticket marks the replication state before an append whose durability
+// is waited for later (storage.Engine.Ticket).
+func (b *Broker) Ticket() WriteTicket { return b.engine.Ticket() }
 
 // WrittenEnd is the end of everything written so far: waiting until it is
 // durable covers every record written before (a retried duplicate's

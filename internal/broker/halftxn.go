@@ -338,6 +338,7 @@ func (b *Broker) AppendHalf(ctx context.Context, topic model.TopicName, index in
 	// Appended and registered under the lock: a cursor save never skips a
 	// half that is written but not registered yet.
 	h.mu.Lock()
+	tk := b.engine.Ticket()
 	if err := b.engine.AppendWith(ctx, []*storage.Record{r}, storage.AppendOptions{NoWait: true}); err != nil {
 		h.mu.Unlock()
 		return 0, err
@@ -358,7 +359,7 @@ func (b *Broker) AppendHalf(ctx context.Context, topic model.TopicName, index in
 		default:
 		}
 	}
-	if err := b.engine.WaitDurable(ctx, r.Pos+model.LogPos(r.Size)); err != nil {
+	if err := b.engine.WaitDurable(ctx, r.Pos+model.LogPos(r.Size), tk); err != nil {
 		return 0, err
 	}
 	return r.BaseOffset, nil

@@ -261,6 +261,7 @@ func (b *Broker) AppendTimer(ctx context.Context, topic model.TopicName, index i
 	}
 	// Written under the lock, so each second's list is in log order; the
 	// durability wait happens after it.
+	tk := b.engine.Ticket()
 	if err := b.engine.AppendWith(ctx, []*storage.Record{r}, storage.AppendOptions{NoWait: true}); err != nil {
 		w.mu.Unlock()
 		return 0, 0, err
@@ -275,7 +276,7 @@ func (b *Broker) AppendTimer(ctx context.Context, topic model.TopicName, index i
 		}
 	}
 	w.mu.Unlock()
-	if err := b.engine.WaitDurable(ctx, r.Pos+model.LogPos(r.Size)); err != nil {
+	if err := b.engine.WaitDurable(ctx, r.Pos+model.LogPos(r.Size), tk); err != nil {
 		return 0, 0, err
 	}
 	return w.queue, r.BaseOffset, nil

@@ -34,6 +34,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/produce"
+	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/model"
@@ -109,7 +110,12 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 					er.ErrorMessage = pr.ErrorMessage
 					pr.ErrorRecords = []kmsg.ProduceResponseTopicPartitionErrorRecord{er}
 				}
-				if nerr == nil {
+				switch {
+				case errors.Is(err, producers.ErrOutOfOrderSequence), errors.Is(err, producers.ErrInvalidEpoch):
+					// The client resets its sequences on these: worth a
+					// line whenever they happen.
+					rc.conn.log.Info("produce refused", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+				case nerr == nil:
 					rc.conn.log.Debug("produce refused", "topic", rt.Topic, "partition", rp.Partition, "err", err)
 				}
 			}

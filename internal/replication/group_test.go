@@ -568,3 +568,47 @@ func TestFailedTransferReopens(t *testing.T) {
 	c.net.setCut(to, false)
 	c.converge(want)
 }
+
+// TestWaitFailsAfterLeadershipReturned: a record written without waiting
+// (a Kafka produce waits after its request's other appends) is cut when
+// its leader loses the group, and the log grows past its position again
+// once the same node leads anew. Waiting for it then fails instead of
+// taking the new records' commit for its own.
+func TestWaitFailsAfterLeadershipReturned(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	want := produce(t, l, 0, 10)
+	c.converge(want)
+
+	c.net.setCut(l.id, true)
+	tk := l.engine.Ticket()
+	lost := &storage.Record{Queue: 1, Count: 1, Payload: []byte("lost")}
+	if err := l.engine.AppendWith(context.Background(), []*storage.Record{lost}, storage.AppendOptions{NoWait: true}); err != nil {
+		t.Fatalf("append on the cut-off leader: %v", err)
+	}
+	end := lost.Pos + model.LogPos(lost.Size)
+	l2 := c.leader(l.id)
+	want = append(want, produce(t, l2, 10, 10)...)
+	c.net.setCut(l.id, false)
+	c.converge(want)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err := l2.group.TransferLeadership(ctx, l.id)
+	cancel()
+	if err != nil {
+		t.Fatalf("hand-back to node %d: %v", l.id, err)
+	}
+	if back := c.leader(); back.id != l.id {
+		t.Fatalf("node %d leads, want %d", back.id, l.id)
+	}
+	want = append(want, produce(t, l, 20, 10)...)
+	c.converge(want)
+	if l.engine.CommitIndex() == 0 || l.engine.WrittenEnd() <= end {
+		t.Fatalf("the log did not grow past the cut record (end %d, written %d)", end, l.engine.WrittenEnd())
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := l.engine.WaitDurable(ctx, end, tk); !errors.Is(err, model.ErrNotLeader) {
+		t.Fatalf("wait for the cut record: %v, want %v", err, model.ErrNotLeader)
+	}
+}

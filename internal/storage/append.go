@@ -209,10 +209,12 @@ func (e *Engine) writeDurable(ctx context.Context, recs []*commitlog.Entry, a co
 
 // WaitDurable waits until everything up to end (a record's Pos+Size) is
 // durable under the engine's policy: fsynced in sync mode, at once in async;
-// in a replication group, committed (replicated.go).
-func (e *Engine) WaitDurable(ctx context.Context, end model.LogPos) error {
+// in a replication group, committed, and failing if leadership changed or
+// the log was cut since tk (taken before the records were written; see
+// replicated.go).
+func (e *Engine) WaitDurable(ctx context.Context, end model.LogPos, tk WriteTicket) error {
 	if e.cfg.Replicated {
-		return e.waitCommittedPos(ctx, end)
+		return e.waitCommittedPos(ctx, end, tk)
 	}
 	if e.cfg.Durability != DurabilitySync {
 		return nil

@@ -239,19 +239,28 @@ func (e *Engine) waitCommitted(ctx context.Context, i model.Index, t model.Term,
 	})
 }
 
-// waitCommittedPos waits until the records this leader wrote up to end
-// are committed. Called right after the append (a NoWait append followed
-// by the wait): leadership must not have changed in between, and a change
-// or a cut while it waits fails it with model.ErrNotLeader (the records may
-// still commit under the next leader; idempotent producers find out when
-// they retry).
-func (e *Engine) waitCommittedPos(ctx context.Context, end model.LogPos) error {
-	gen, truncs := e.repl.leaderGen.Load(), e.repl.truncations.Load()
-	if !e.clog.Writable() {
-		return fmt.Errorf("%w: leadership changed before the records were committed", model.ErrNotLeader)
+// WriteTicket marks the replication state before an append whose
+// durability is waited for later (WaitDurable): a change of leadership or
+// a truncation after it fails the wait, because the records may have been
+// cut (and their positions reused) in between. The zero ticket of a
+// single node's engine is never checked.
+type WriteTicket struct{ gen, truncs uint64 }
+
+// Ticket returns the ticket of an append about to be written.
+func (e *Engine) Ticket() WriteTicket {
+	if !e.cfg.Replicated {
+		return WriteTicket{}
 	}
+	return WriteTicket{gen: e.repl.leaderGen.Load(), truncs: e.repl.truncations.Load()}
+}
+
+// waitCommittedPos waits until the records this leader wrote up to end,
+// after tk was taken, are committed. A change of leadership or a cut since
+// tk fails it with model.ErrNotLeader (the records may still commit under
+// the next leader; idempotent producers find out when they retry).
+func (e *Engine) waitCommittedPos(ctx context.Context, end model.LogPos, tk WriteTicket) error {
 	return e.waitReplication(ctx, func() (bool, error) {
-		if e.repl.truncations.Load() != truncs || e.repl.leaderGen.Load() != gen {
+		if e.repl.truncations.Load() != tk.truncs || e.repl.leaderGen.Load() != tk.gen {
 			return false, fmt.Errorf("%w: leadership changed before the records were committed", model.ErrNotLeader)
 		}
 		return model.LogPos(e.committed.Load()) >= end, nil

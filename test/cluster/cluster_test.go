@@ -397,11 +397,23 @@ func startLoad(t *testing.T, c *cluster, topic string, producers int) *load {
 }
 
 // clientLog logs a client's doings when ROSETTA_CLUSTER_CLIENT_LOG is set.
+// clientLog logs a franz-go client to stderr when ROSETTA_CLUSTER_CLIENT_LOG
+// names a level (debug, info, warn or error).
 func clientLog(name string) kgo.Opt {
-	if os.Getenv("ROSETTA_CLUSTER_CLIENT_LOG") == "" {
+	var level kgo.LogLevel
+	switch os.Getenv("ROSETTA_CLUSTER_CLIENT_LOG") {
+	case "":
 		return kgo.WithLogger(nil)
+	case "info":
+		level = kgo.LogLevelInfo
+	case "warn":
+		level = kgo.LogLevelWarn
+	case "error":
+		level = kgo.LogLevelError
+	default:
+		level = kgo.LogLevelDebug
 	}
-	return kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, func() string { return time.Now().Format("15:04:05.000 ") + name + " " }))
+	return kgo.WithLogger(kgo.BasicLogger(os.Stderr, level, func() string { return time.Now().Format("15:04:05.000 ") + name + " " }))
 }
 
 func (l *load) stop() {

@@ -87,7 +87,8 @@ type Result struct {
 	// Stored are the batches this append stored (not retried duplicates,
 	// not timer records): their first offsets and record counts.
 	Stored []Stored
-	end    model.LogPos // the log end of what was written (0: nothing to wait for)
+	end    model.LogPos       // the log end of what was written (0: nothing to wait for)
+	ticket broker.WriteTicket // taken before anything was written
 }
 
 // Stored is a stored batch: its first offset and its record count.
@@ -100,20 +101,25 @@ type Stored struct {
 // storage policy (fsynced in sync mode; at once in async).
 func (a *Appender) WaitDurable(ctx context.Context, results ...Result) error {
 	var end model.LogPos
-	for _, r := range results {
+	var tk broker.WriteTicket
+	for i, r := range results {
 		end = max(end, r.end)
+		if i == 0 {
+			// The first was taken first: a change after it fails the wait.
+			tk = r.ticket
+		}
 	}
 	if end == 0 {
 		return nil
 	}
-	return a.b.WaitDurable(ctx, end)
+	return a.b.WaitDurable(ctx, end, tk)
 }
 
 // Append appends the record batches of one request to a topic's partition;
 // records is the request's record set, txnID its transactional id ("" for
 // none). The caller checks authorization and quotas.
 func (a *Appender) Append(ctx context.Context, t *broker.Topic, partition int32, records []byte, txnID string) (Result, error) {
-	res := Result{BaseOffset: -1, LogAppendTime: -1}
+	res := Result{BaseOffset: -1, LogAppendTime: -1, ticket: a.b.Ticket()}
 	if partition < 0 || int(partition) >= len(t.Queues) {
 		return res, model.ErrUnknownQueue
 	}

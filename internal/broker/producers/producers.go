@@ -61,6 +61,7 @@ type key struct {
 type State struct {
 	mu       sync.Mutex
 	m        *Manager
+	k        key
 	epoch    int16
 	batches  []Batch
 	lastUsed int64 // store time (unix ms) of the newest batch written
@@ -179,7 +180,7 @@ func (m *Manager) state(k key) *State {
 		if len(m.states) >= m.opts.MaxStates {
 			m.evictLocked()
 		}
-		st = &State{m: m, epoch: -1}
+		st = &State{m: m, k: k, epoch: -1}
 		m.states[k] = st
 	}
 	return st
@@ -235,10 +236,17 @@ func (s *State) Unlock() { s.mu.Unlock() }
 func (s *State) Check(epoch int16, firstSeq, lastSeq int32) (model.QueueOffset, bool, error) {
 	switch {
 	case epoch < s.epoch:
-		return 0, false, ErrInvalidEpoch
+		return 0, false, fmt.Errorf("%w: batch of epoch %d, the producer's is %d", ErrInvalidEpoch, epoch, s.epoch)
 	case epoch > s.epoch:
 		if firstSeq != 0 && s.epoch >= 0 {
-			return 0, false, ErrOutOfOrderSequence
+			return 0, false, fmt.Errorf("%w: batch %d-%d of epoch %d, the producer's epoch %d", ErrOutOfOrderSequence,
+				firstSeq, lastSeq, epoch, s.epoch)
+		}
+		if firstSeq != 0 && s.m != nil {
+			// Rare outside a restart of a long-running producer; in a
+			// cluster it says a replica's state missed the producer.
+			s.m.log.Info("idempotent producer not known here; its batch is taken at its sequence",
+				"queue", s.k.queue, "producer_id", s.k.pid, "epoch", epoch, "first_sequence", firstSeq)
 		}
 		return 0, false, nil
 	}
@@ -248,9 +256,10 @@ func (s *State) Check(epoch int16, firstSeq, lastSeq int32) (model.QueueOffset, 
 		}
 	}
 	if n := len(s.batches); n > 0 {
-		last := s.batches[n-1].LastSeq
-		if firstSeq != nextSeq(last) {
-			return 0, false, ErrOutOfOrderSequence
+		last := s.batches[n-1]
+		if firstSeq != nextSeq(last.LastSeq) {
+			return 0, false, fmt.Errorf("%w: batch %d-%d of epoch %d after %d-%d at offset %d", ErrOutOfOrderSequence,
+				firstSeq, lastSeq, epoch, last.FirstSeq, last.LastSeq, last.BaseOffset)
 		}
 	}
 	return 0, false, nil

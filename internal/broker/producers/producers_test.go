@@ -3,6 +3,7 @@ package producers
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"testing"
 	"time"
 
@@ -76,13 +77,13 @@ func TestSnapshotReplayRestore(t *testing.T) {
 	st = m2.Acquire(1, 7)
 	_, _, err = st.Check(0, 90, 95)
 	st.Unlock()
-	if err != ErrOutOfOrderSequence {
+	if !errors.Is(err, ErrOutOfOrderSequence) {
 		t.Fatalf("gap: %v", err)
 	}
 	st = m2.Acquire(2, 7)
 	_, _, err = st.Check(2, 5, 6)
 	st.Unlock()
-	if err != ErrInvalidEpoch {
+	if !errors.Is(err, ErrInvalidEpoch) {
 		t.Fatalf("old epoch: %v", err)
 	}
 }

@@ -91,7 +91,7 @@ func (m *Manager) Restore(data []byte) error {
 	m.states = make(map[key]*State, len(states))
 	m.logNow.Store(0)
 	for k, st := range states {
-		st.m = m
+		st.m, st.k = m, k
 		m.states[k] = st
 		if st.lastUsed > m.logNow.Load() {
 			m.logNow.Store(st.lastUsed)
