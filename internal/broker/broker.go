@@ -251,6 +251,7 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 			b.watchTopics(bctx, topicsRev)
 		}()
 	}
+	b.every(bctx, pullCommitFlush, "pull-offsets", b.flushPulled)
 	b.every(bctx, opts.RetentionInterval, "topic-retention", b.enforceTopicRetention)
 	b.every(bctx, opts.CompactionInterval, "compaction", b.compactTopics)
 	if err := b.startTrace(ctx, bctx); err != nil {
@@ -286,6 +287,13 @@ func (b *Broker) every(ctx context.Context, d time.Duration, name string, fn fun
 func (b *Broker) Close() error {
 	b.cancel()
 	b.wg.Wait()
+	// Offsets pulls carried are written while the engine is still open
+	// (a member no longer leading cannot: they are forgotten).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := b.flushPulled(ctx); err != nil {
+		b.log.Debug("offsets carried by pulls not written at close", "err", err)
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 
@@ -43,6 +44,8 @@ type offsetStore struct {
 	mu     sync.Mutex // guards groups
 	groups map[string]map[model.QueueID]Committed
 	n      int // queue count
+	// pulled: offsets pulls carried, not yet written (pullcommits.go).
+	pulled pullCommits
 }
 
 func newOffsetStore(b *Broker, m meta.Store, queues []model.QueueID) *offsetStore {
@@ -157,28 +160,50 @@ func (s *offsetStore) applyLocked(op byte, group string, commits []OffsetCommit,
 }
 
 // write appends one record to the group's queue; it takes effect once
-// visible (with the durability wait, before write returns).
+// visible (with the durability wait, before write returns). Offsets pulls
+// carried for its queues and not yet written are dropped: it supersedes
+// them.
 func (s *offsetStore) write(ctx context.Context, op byte, group string, commits []OffsetCommit, now int64, opts storage.AppendOptions) error {
+	if op == opDeleteGroup {
+		s.pulled.drop(group, nil)
+	} else {
+		queues := make([]model.QueueID, len(commits))
+		for i, c := range commits {
+			queues[i] = c.Queue
+		}
+		s.pulled.drop(group, queues)
+	}
+	return s.writeRecord(ctx, op, group, commits, now, opts)
+}
+
+// writeRecord appends one record to the group's queue.
+func (s *offsetStore) writeRecord(ctx context.Context, op byte, group string, commits []OffsetCommit, now int64, opts storage.AppendOptions) error {
 	r := &storage.Record{Format: model.FormatInternal, Count: 1, Payload: encodeOffsetRecord(op, group, commits, now)}
 	return s.state.Write(ctx, s.partition(group), []*storage.Record{r}, nil, opts)
 }
 
+// fetch returns a group's offsets, those pulls carried lately included.
 func (s *offsetStore) fetch(group string) map[model.QueueID]Committed {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	out := make(map[model.QueueID]Committed, len(s.groups[group]))
 	for q, c := range s.groups[group] {
 		out[q] = c
 	}
-	return out
+	s.mu.Unlock()
+	return s.pulled.overlay(group, out)
 }
 
 func (s *offsetStore) groupNames() []string {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	out := make([]string, 0, len(s.groups))
 	for g := range s.groups {
 		out = append(out, g)
+	}
+	s.mu.Unlock()
+	for _, g := range s.pulled.groups() {
+		if !slices.Contains(out, g) {
+			out = append(out, g)
+		}
 	}
 	return out
 }

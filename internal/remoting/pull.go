@@ -57,7 +57,7 @@ func handlePullMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	sysFlag := atoi32(req.Ext("sysFlag"))
 	if sysFlag&pullCommitOffset != 0 {
 		if co, err := strconv.ParseInt(req.Ext("commitOffset"), 10, 64); err == nil && co >= 0 {
-			_ = s.broker.CommitOffsetsNoWait(rc.ctx, group, t.Name, map[int32]broker.OffsetCommit{queueID: {Offset: model.QueueOffset(co), LeaderEpoch: -1}})
+			s.broker.CommitPulled(group, t.Queues[queueID], model.QueueOffset(co))
 		}
 	}
 	var subType, subExpr string
