@@ -63,11 +63,8 @@ func RocketMQConsume(ctx context.Context, o RocketMQOptions) (*Report, error) {
 		return nil, err
 	}
 	defer c.Shutdown()
-	mu.Lock()
-	wait := done
-	mu.Unlock()
 	select {
-	case <-wait:
+	case <-done:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -95,7 +92,8 @@ func RocketMQE2E(ctx context.Context, o RocketMQOptions) (*Report, error) {
 	defer stop()
 	var mu sync.Mutex
 	lats := make([]time.Duration, 0, o.Messages)
-	done := make(chan struct{})
+	done := make(chan struct{}) // closed once every message arrived
+	allIn := false
 	c, err := rocketmqConsumer(o, func(msgs []*primitive.MessageExt) {
 		now := time.Now().UnixNano()
 		mu.Lock()
@@ -108,9 +106,9 @@ func RocketMQE2E(ctx context.Context, o RocketMQOptions) (*Report, error) {
 				lats = append(lats, time.Duration(now-sent))
 			}
 		}
-		if int64(len(lats)) >= o.Messages && done != nil {
+		if int64(len(lats)) >= o.Messages && !allIn {
 			close(done)
-			done = nil
+			allIn = true
 		}
 	})
 	if err != nil {
@@ -133,11 +131,8 @@ func RocketMQE2E(ctx context.Context, o RocketMQOptions) (*Report, error) {
 	if err := send(stamped); err != nil {
 		return nil, err
 	}
-	mu.Lock()
-	wait := done
-	mu.Unlock()
 	select {
-	case <-wait:
+	case <-done:
 	case <-time.After(30 * time.Second):
 		mu.Lock()
 		defer mu.Unlock()

@@ -224,6 +224,15 @@ type rocketLoad struct {
 	ackAt map[string]ackNote
 	c     *cluster
 	topic string
+	// failures: runs of failed sends (a gap of over 2 s starts a new one).
+	failures []failRun
+}
+
+// failRun is a run of failed sends.
+type failRun struct {
+	from, to time.Time
+	n        int
+	first    error
 }
 
 // ackNote is when and by whom a send was acknowledged.
@@ -256,6 +265,13 @@ func (l *rocketLoad) sent(body string, err error) {
 	if err != nil {
 		l.failed++
 		l.lastError = err
+		now := time.Now()
+		if n := len(l.failures); n > 0 && now.Sub(l.failures[n-1].to) < 2*time.Second {
+			l.failures[n-1].to = now
+			l.failures[n-1].n++
+		} else {
+			l.failures = append(l.failures, failRun{from: now, to: now, n: 1, first: err})
+		}
 		return
 	}
 	l.acked = append(l.acked, body)
@@ -297,6 +313,10 @@ func (l *rocketLoad) verify(t *testing.T) {
 	}
 	t.Logf("%s: %d messages acknowledged, %d sends failed (last: %v), %d received, %d of them more than once",
 		l.name, len(l.acked), l.failed, l.lastError, len(l.received), dups)
+	for _, f := range l.failures {
+		t.Logf("%s: %d sends failed from %s to %s, the first with: %v", l.name, f.n,
+			f.from.Format("15:04:05.000"), f.to.Format("15:04:05.000"), f.first)
+	}
 }
 
 // explainMissing reports when and where the missing messages were

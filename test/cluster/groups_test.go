@@ -321,13 +321,13 @@ func TestClusterGroupsChaos(t *testing.T) {
 			cutTimes = append(cutTimes, d)
 			k := kafkaBack(victim, at)
 			kafkaCut = append(kafkaCut, k)
-			t.Logf("event %d: member %d cut off: its group led elsewhere after %v, Kafka produce to it acknowledged after %v",
-				i+1, victim.id, d.Round(time.Millisecond), k.Round(time.Millisecond))
+			t.Logf("event %d at %s: member %d cut off: its group led elsewhere after %v, Kafka produce to it acknowledged after %v",
+				i+1, at.Format("15:04:05.000"), victim.id, d.Round(time.Millisecond), k.Round(time.Millisecond))
 			time.Sleep(2 * time.Second)
 			cut()
 		case kind == 2: // a graceful stop, or a rolling restart
 			if i%12 == 8 {
-				t.Logf("event %d: rolling restart", i+1)
+				t.Logf("event %d at %s: rolling restart", i+1, at.Format("15:04:05.000"))
 				for _, m := range c.members {
 					c.stop(m)
 					c.start(m)
@@ -341,8 +341,8 @@ func TestClusterGroupsChaos(t *testing.T) {
 			stopTimes = append(stopTimes, d)
 			k := kafkaBack(victim, at)
 			kafkaStop = append(kafkaStop, k)
-			t.Logf("event %d: SIGTERM of member %d: its group led elsewhere after %v, Kafka produce to it acknowledged after %v",
-				i+1, victim.id, d.Round(time.Millisecond), k.Round(time.Millisecond))
+			t.Logf("event %d at %s: SIGTERM of member %d: its group led elsewhere after %v, Kafka produce to it acknowledged after %v",
+				i+1, at.Format("15:04:05.000"), victim.id, d.Round(time.Millisecond), k.Round(time.Millisecond))
 			c.start(victim)
 			c.wait(victim)
 		default: // SIGKILL
@@ -351,8 +351,8 @@ func TestClusterGroupsChaos(t *testing.T) {
 			killTimes = append(killTimes, d)
 			k := kafkaBack(victim, at)
 			kafkaKill = append(kafkaKill, k)
-			t.Logf("event %d: SIGKILL of member %d: its group led elsewhere after %v, Kafka produce to it acknowledged after %v",
-				i+1, victim.id, d.Round(time.Millisecond), k.Round(time.Millisecond))
+			t.Logf("event %d at %s: SIGKILL of member %d: its group led elsewhere after %v, Kafka produce to it acknowledged after %v",
+				i+1, at.Format("15:04:05.000"), victim.id, d.Round(time.Millisecond), k.Round(time.Millisecond))
 			c.start(victim)
 			c.wait(victim)
 		}
