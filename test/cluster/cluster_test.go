@@ -660,7 +660,8 @@ func verify(t *testing.T, c *cluster, topic string, acks []ack) {
 	ends.Each(func(o kadm.ListedOffset) { want += int(o.Offset) })
 	byPos := map[[2]int64]string{}
 	seen := map[string]int{}
-	last := map[string]int{} // partition/producer → last sequence
+	where := map[string][]string{} // value → partition/offset (leader epoch) of each copy
+	last := map[string]int{}       // partition/producer → last sequence
 	for len(byPos) < want {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -670,6 +671,7 @@ func verify(t *testing.T, c *cluster, topic string, acks []ack) {
 			v := string(r.Value)
 			byPos[[2]int64{int64(r.Partition), r.Offset}] = v
 			seen[v]++
+			where[v] = append(where[v], fmt.Sprintf("%d/%d (epoch %d)", r.Partition, r.Offset, r.LeaderEpoch))
 			w, seq, _ := strings.Cut(v, "-")
 			n, _ := strconv.Atoi(seq)
 			k := fmt.Sprintf("%d/%s", r.Partition, w)
@@ -681,7 +683,7 @@ func verify(t *testing.T, c *cluster, topic string, acks []ack) {
 	}
 	for v, n := range seen {
 		if n > 1 {
-			t.Errorf("%s stored %d times", v, n)
+			t.Errorf("%s stored %d times, at %v", v, n, where[v])
 		}
 	}
 	for _, a := range acks {
