@@ -115,8 +115,11 @@ func DecodeMessage(b []byte) (model.Message, error) {
 	m.Tags = string(r.take(r.u16()))
 	m.Producer = string(r.take(r.u16()))
 	n := r.u16()
+	if n > 0 && n <= len(r.b)/6 { // each header takes at least 6 bytes
+		m.Headers = make([]model.Header, 0, n)
+	}
 	for i := 0; i < n && r.err == nil; i++ {
-		k := string(r.take(r.u16()))
+		k := headerKey(r.take(r.u16()))
 		v := r.take(int(r.u32()))
 		m.Headers = append(m.Headers, model.Header{Key: k, Value: v})
 	}
@@ -130,6 +133,28 @@ func DecodeMessage(b []byte) (model.Message, error) {
 		r.err = fmt.Errorf("%w: %d trailing bytes after message", model.ErrCorruptRecord, len(r.b))
 	}
 	return m, r.err
+}
+
+// headerKey returns a header name as a string, without allocating for the
+// names nearly every RocketMQ message carries.
+func headerKey(b []byte) string {
+	switch string(b) { // compared without a copy
+	case HeaderUniqKey:
+		return HeaderUniqKey
+	case "WAIT":
+		return "WAIT"
+	case "MSG_REGION":
+		return "MSG_REGION"
+	case "TRACE_ON":
+		return "TRACE_ON"
+	case "CONSUME_START_TIME":
+		return "CONSUME_START_TIME"
+	case "RETRY_TOPIC":
+		return "RETRY_TOPIC"
+	case "ORIGIN_MESSAGE_ID":
+		return "ORIGIN_MESSAGE_ID"
+	}
+	return string(b)
 }
 
 // maxInflatedBody bounds what a compressed body may inflate to.

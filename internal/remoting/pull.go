@@ -227,15 +227,19 @@ func (s *Server) tracedOriginPlace(m *model.Message) string {
 
 // storedMessage lays a message out as pull responses carry it.
 func storedMessage(m *model.Message, topic string, queueID int32, q model.QueueID, off model.QueueOffset, storeTime int64, store string) *protocol.StoredMessage {
-	var props []byte
+	n := len(m.Tags) + len(m.Key) + 16
+	for _, h := range m.Headers {
+		n += len(h.Key) + len(h.Value) + 2
+	}
+	props := make([]byte, 0, n)
 	if m.Tags != "" {
-		props = protocol.AppendProperties(props, []protocol.Property{{Key: propTags, Value: m.Tags}})
+		props = protocol.AppendProperty(props, propTags, m.Tags)
 	}
 	if len(m.Key) > 0 {
-		props = protocol.AppendProperties(props, []protocol.Property{{Key: propKeys, Value: string(m.Key)}})
+		props = protocol.AppendProperty(props, propKeys, m.Key)
 	}
 	for _, h := range m.Headers {
-		props = protocol.AppendProperties(props, []protocol.Property{{Key: h.Key, Value: string(h.Value)}})
+		props = protocol.AppendProperty(props, h.Key, h.Value)
 	}
 	born := m.BornHost
 	if born == "" {

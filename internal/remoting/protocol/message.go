@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 )
@@ -48,6 +49,14 @@ func ParseProperties(s string) []Property {
 	return out
 }
 
+// AppendProperty appends the wire form of one property.
+func AppendProperty[V string | []byte](dst []byte, key string, value V) []byte {
+	dst = append(dst, key...)
+	dst = append(dst, nameValueSep)
+	dst = append(dst, value...)
+	return append(dst, propertySep)
+}
+
 // AppendProperties appends the wire form of props.
 func AppendProperties(dst []byte, props []Property) []byte {
 	for _, p := range props {
@@ -80,6 +89,18 @@ type StoredMessage struct {
 // appendHost appends an address as IPv4 (4 bytes) or IPv6 (16) plus a
 // 4-byte port, and reports whether it was IPv6.
 func appendHost(dst []byte, hostport string) ([]byte, bool) {
+	if ap, err := netip.ParseAddrPort(hostport); err == nil {
+		// The common case, parsed without allocating.
+		a := ap.Addr().Unmap()
+		if a.Is4() {
+			b := a.As4()
+			dst = append(dst, b[:]...)
+		} else {
+			b := a.As16()
+			dst = append(dst, b[:]...)
+		}
+		return binary.BigEndian.AppendUint32(dst, uint32(ap.Port())), !a.Is4()
+	}
 	host, port, err := net.SplitHostPort(hostport)
 	ip := net.ParseIP(host)
 	if err != nil || ip == nil {

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"hash/crc32"
@@ -106,4 +107,25 @@ func OffsetMessageIDSlow(host string, pos int64) string {
 	b, _ := appendHost(nil, host)
 	b = binary.BigEndian.AppendUint64(b, uint64(pos))
 	return strings.ToUpper(hex.EncodeToString(b))
+}
+
+// TestAppendHost: IPv4 hosts (also IPv4-mapped IPv6) take 4 bytes, IPv6
+// 16, each followed by the port; what does not parse is 127.0.0.1.
+func TestAppendHost(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []byte
+		v6   bool
+	}{
+		{"10.1.2.3:10911", []byte{10, 1, 2, 3, 0, 0, 0x2a, 0x9f}, false},
+		{"[::ffff:10.1.2.3]:80", []byte{10, 1, 2, 3, 0, 0, 0, 80}, false},
+		{"[2001:db8::1]:9", append([]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, 0, 0, 0, 9), true},
+		{"broker-a:10911", []byte{127, 0, 0, 1, 0, 0, 0x2a, 0x9f}, false},
+		{"", []byte{127, 0, 0, 1, 0, 0, 0, 0}, false},
+	} {
+		got, v6 := appendHost(nil, c.in)
+		if !bytes.Equal(got, c.want) || v6 != c.v6 {
+			t.Errorf("%q: % x (v6 %v), want % x (v6 %v)", c.in, got, v6, c.want, c.v6)
+		}
+	}
 }
