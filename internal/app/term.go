@@ -15,6 +15,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/admin"
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage"
 	"github.com/rosettamq/rosetta/internal/task"
 )
 
@@ -219,6 +220,28 @@ func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listener
 	}
 }
 
+// termCommitWait bounds how long a new leader waits for the records it
+// holds to be committed before it builds its state machines.
+const termCommitWait = 10 * time.Second
+
+// waitTermCommitted waits until everything the engine holds is committed.
+// A new leader's log may end in records of earlier terms that it cannot
+// count as committed until a record of its own term is: readers (and the
+// state machines built from the log: offsets, POP leases, timers,
+// transactions) see only committed records, so a stack built before then
+// would start from a state missing the last leader's final records, and
+// the state machines that apply their records as they write them would
+// never apply those.
+func waitTermCommitted(ctx context.Context, e *storage.Engine) error {
+	tk := e.Ticket()
+	ctx, cancel := context.WithTimeout(ctx, termCommitWait)
+	defer cancel()
+	if err := e.WaitDurable(ctx, e.WrittenEnd(), tk); err != nil {
+		return fmt.Errorf("waiting for the log to be committed: %w", err)
+	}
+	return nil
+}
+
 // term is what serves clients during one leadership.
 type term struct {
 	st      *stack
@@ -232,6 +255,9 @@ type term struct {
 // protocol servers over its listeners.
 func (a *App) startTerm(ctx context.Context, gr *groupReplica, routes []*listenerRoute, front *kafkaFront, handler *switchHandler, budget *task.ByteBudget) (*term, error) {
 	start := time.Now()
+	if err := waitTermCommitted(ctx, gr.engine); err != nil {
+		return nil, err
+	}
 	// State machines are rebuilt from the log alone: the checkpoint
 	// sections the engine opened with may predate records applied since.
 	gr.engine.DropOpenedSections()
