@@ -251,19 +251,29 @@ func (r *replica) preferredLeader(g model.GroupID) model.NodeID {
 	return ids[int(g)%len(ids)]
 }
 
+// handOffWait bounds a hand-off to the preferred member: appends stop
+// while it is under way, so one the member cannot complete at once (still
+// catching up after a restart or a partition) is given up soon and tried
+// again later (balanceBackoff).
+const handOffWait = time.Second
+
+// balanceBackoff is the longest wait between hand-offs to a preferred
+// member that failed (doubling from balanceInterval).
+const balanceBackoff = 30 * time.Second
+
 // balance hands the group's leadership to its preferred member once that
 // member is registered (not stopping) and holds everything the group
 // committed (with several groups; one group stays where elections put
-// it).
-func (a *App) balance(ctx context.Context, gr *groupReplica) {
+// it). It reports whether a hand-off was tried and failed.
+func (a *App) balance(ctx context.Context, gr *groupReplica) (failed bool) {
 	r := a.replica
 	if len(r.groups) == 1 {
-		return
+		return false
 	}
 	want := r.preferredLeader(gr.id)
 	st := gr.raft.Status()
 	if want == r.self || st.Leader != r.self || !st.Writable {
-		return
+		return false
 	}
 	caughtUp := false
 	for _, p := range st.Replicas {
@@ -272,23 +282,29 @@ func (a *App) balance(ctx context.Context, gr *groupReplica) {
 		}
 	}
 	if !caughtUp {
-		return
+		return false
 	}
-	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
 	if a.membership != nil {
-		nodes, err := cluster.Nodes(tctx, a.meta)
+		nctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		nodes, err := cluster.Nodes(nctx, a.meta)
+		cancel()
 		live := false
 		for _, n := range nodes {
 			live = live || n.ID == want
 		}
 		if err != nil || !live {
-			return
+			return false
 		}
 	}
+	tctx, cancel := context.WithTimeout(ctx, handOffWait)
+	defer cancel()
+	start := time.Now()
 	if err := gr.raft.TransferLeadership(tctx, want); err != nil {
-		a.log.Debug("moving leadership to the preferred member", "group", gr.id, "to", want, "err", err)
-		return
+		a.log.Info("moving leadership to the preferred member failed; trying again later", "group", gr.id, "to", want,
+			"err", err, "took", time.Since(start).Round(time.Millisecond))
+		return true
 	}
-	a.log.Info("leadership moved to the group's preferred member", "group", gr.id, "to", want)
+	a.log.Info("leadership moved to the group's preferred member", "group", gr.id, "to", want,
+		"took", time.Since(start).Round(time.Millisecond))
+	return false
 }

@@ -174,6 +174,7 @@ func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listener
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var retryAt, stepDownAt, balanceAt, membersAt time.Time
+	balanceWait := balanceInterval
 	var published string // the group membership last published
 	for {
 		select {
@@ -211,8 +212,12 @@ func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listener
 			a.reconcileMembers(ctx, gr, &published)
 		}
 		if leading && time.Now().After(balanceAt) {
-			balanceAt = time.Now().Add(balanceInterval)
-			a.balance(ctx, gr)
+			if a.balance(ctx, gr) {
+				balanceWait = min(2*balanceWait, balanceBackoff)
+			} else {
+				balanceWait = balanceInterval
+			}
+			balanceAt = time.Now().Add(balanceWait)
 		}
 		if err := gr.raft.Err(); err != nil {
 			return fmt.Errorf("replica of group %d: %w", gr.id, err)

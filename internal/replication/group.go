@@ -415,10 +415,24 @@ func (g *Group) TransferLeadership(ctx context.Context, to model.NodeID) error {
 		}
 		select {
 		case <-ctx.Done():
+			g.abortTransfer()
 			return ctx.Err()
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// abortTransfer gives up a hand-off that did not complete in time: Raft
+// stops waiting for the target (a transfer to the leader itself aborts
+// one under way) and the log opens again at once, rather than staying
+// closed until Raft's own transfer timeout.
+func (g *Group) abortTransfer() {
+	g.call(func() {
+		if g.leading && g.rn.BasicStatus().LeadTransferee != 0 {
+			g.rn.TransferLeader(uint64(g.cfg.Node))
+			g.work.push(storeWork{openTerm: g.term})
+		}
+	})
 }
 
 // LeaderChanges counts the times this replica saw a new leader.

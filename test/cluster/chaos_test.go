@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -147,12 +148,27 @@ func TestClusterChaos(t *testing.T) {
 }
 
 // quietRocketMQClients keeps the RocketMQ clients' logs out of the output
-// and out of $HOME.
+// and out of $HOME; the test prints the RocketMQ 5 client's lines about
+// sends it gave up, if any (they name the endpoints it tried).
 func quietRocketMQClients(t *testing.T) {
 	rlog.SetLogLevel("error")
-	t.Setenv("rocketmq.client.logRoot", t.TempDir())
+	dir := t.TempDir()
+	t.Setenv("rocketmq.client.logRoot", dir)
 	t.Setenv("rocketmq.client.logLevel", "error")
 	rmq.ResetLogger()
+	t.Cleanup(func() {
+		b, err := os.ReadFile(filepath.Join(dir, "rocketmq_client_go.log"))
+		if err != nil {
+			return
+		}
+		n := 0
+		for line := range strings.Lines(string(b)) {
+			if strings.Contains(line, "failed to send message(s) finally") && n < 30 {
+				t.Log("RocketMQ 5 client: " + strings.TrimSpace(line))
+				n++
+			}
+		}
+	})
 }
 
 // offsetWatch fetches a group's committed offsets over and over and
