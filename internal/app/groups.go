@@ -255,11 +255,11 @@ func (r *replica) preferredLeader(g model.GroupID) model.NodeID {
 // while it is under way, so one the member cannot complete at once (still
 // catching up after a restart or a partition) is given up soon and tried
 // again later (balanceBackoff).
-const handOffWait = time.Second
+const handOffWait = 2 * time.Second
 
 // balanceBackoff is the longest wait between hand-offs to a preferred
 // member that failed (doubling from balanceInterval).
-const balanceBackoff = 30 * time.Second
+const balanceBackoff = 16 * time.Second
 
 // balance hands the group's leadership to its preferred member once that
 // member is registered (not stopping) and holds everything the group
