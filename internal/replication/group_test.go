@@ -589,6 +589,19 @@ func TestWaitFailsAfterLeadershipReturned(t *testing.T) {
 	end := lost.Pos + model.LogPos(lost.Size)
 	l2 := c.leader(l.id)
 	want = append(want, produce(t, l2, 10, 10)...)
+	// The old leader, stepped down, answers a wait (a retried duplicate's)
+	// at once rather than waiting for a commit it may not hear of.
+	for deadline := time.Now().Add(5 * time.Second); l.group.Writable(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the cut-off leader did not step down")
+		}
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 3*time.Second)
+	werr := l.engine.WaitDurable(wctx, l.engine.WrittenEnd(), l.engine.Ticket())
+	wcancel()
+	if !errors.Is(werr, model.ErrNotLeader) {
+		t.Fatalf("wait on a replica that stepped down: %v, want %v", werr, model.ErrNotLeader)
+	}
 	c.net.setCut(l.id, false)
 	c.converge(want)
 

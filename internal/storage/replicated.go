@@ -259,6 +259,13 @@ func (e *Engine) Ticket() WriteTicket {
 // tk fails it with model.ErrNotLeader (the records may still commit under
 // the next leader; idempotent producers find out when they retry).
 func (e *Engine) waitCommittedPos(ctx context.Context, end model.LogPos, tk WriteTicket) error {
+	if !e.clog.Writable() && !e.repl.held.Load() {
+		// Not leading (a retried duplicate answered by a replica that
+		// just lost the group): the client is sent to the new leader
+		// rather than kept waiting for a commit this replica may not
+		// hear of.
+		return fmt.Errorf("%w: this replica does not lead its group", model.ErrNotLeader)
+	}
 	return e.waitReplication(ctx, func() (bool, error) {
 		if e.repl.truncations.Load() != tk.truncs || e.repl.leaderGen.Load() != tk.gen {
 			return false, fmt.Errorf("%w: leadership changed before the records were committed", model.ErrNotLeader)

@@ -165,7 +165,7 @@ func newCluster(t *testing.T, env ...string) *cluster {
 		for _, m := range c.members {
 			c.kill(m)
 		}
-		if t.Failed() {
+		if t.Failed() || os.Getenv("ROSETTA_CLUSTER_SHOW_LOGS") != "" {
 			c.showLogs()
 		}
 	})
