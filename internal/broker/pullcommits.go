@@ -43,6 +43,12 @@ func (b *Broker) CommitPulled(group string, queue model.QueueID, offset model.Qu
 	p := &b.offsets.pulled
 	now := b.opts.Now().UnixMilli()
 	p.mu.Lock()
+	p.groupLocked(group)[queue] = pendingCommit{offset: offset, at: now}
+	p.mu.Unlock()
+}
+
+// groupLocked returns a group's pending offsets, creating them (p.mu held).
+func (p *pullCommits) groupLocked(group string) map[model.QueueID]pendingCommit {
 	g := p.pending[group]
 	if g == nil {
 		if p.pending == nil {
@@ -51,8 +57,7 @@ func (b *Broker) CommitPulled(group string, queue model.QueueID, offset model.Qu
 		g = map[model.QueueID]pendingCommit{}
 		p.pending[group] = g
 	}
-	g[queue] = pendingCommit{offset: offset, at: now}
-	p.mu.Unlock()
+	return g
 }
 
 // overlay returns committed with the group's pending offsets over it.
@@ -137,14 +142,7 @@ func (b *Broker) flushPulled(ctx context.Context) error {
 func (p *pullCommits) restore(group string, queues map[model.QueueID]pendingCommit) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.pending == nil {
-		p.pending = map[string]map[model.QueueID]pendingCommit{}
-	}
-	g := p.pending[group]
-	if g == nil {
-		p.pending[group] = queues
-		return
-	}
+	g := p.groupLocked(group)
 	for q, pc := range queues {
 		if _, newer := g[q]; !newer {
 			g[q] = pc
