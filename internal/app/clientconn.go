@@ -38,7 +38,45 @@ type clientConn struct {
 	handoff func(*clientConn) bool
 }
 
-func newClientConn(c net.Conn) *clientConn { return &clientConn{Conn: c} }
+// newClientConn takes an accepted connection. Its socket is set to reset
+// when closed without closeGracefully — above all when the member dies: a
+// client whose request finds the connection merely closed (end of stream)
+// before its first answer takes that for a misconfiguration and fails the
+// request (franz-go fails the records it was sending, taking it for missing
+// SASL), while a reset is a network failure every client retries.
+func newClientConn(c net.Conn) *clientConn {
+	setReset(c, true)
+	return &clientConn{Conn: c}
+}
+
+// setReset makes a TCP socket's close abortive (a reset, unsent bytes
+// dropped) or, with on false, graceful again.
+func setReset(c net.Conn, on bool) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	sec := -1
+	if on {
+		sec = 0
+	}
+	_ = tc.SetLinger(sec)
+}
+
+// closeGracefully closes the socket with an orderly end of stream: what
+// was written reaches the client first.
+func closeGracefully(c net.Conn) error {
+	setReset(c, false)
+	return c.Close()
+}
+
+// closeReset closes the socket with a reset, for a connection whose
+// requests may be unanswered because leadership went away under them: the
+// client retries them elsewhere (see newClientConn).
+func closeReset(c net.Conn) error {
+	setReset(c, true)
+	return c.Close()
+}
 
 // Read returns kept bytes replayed to this owner first, then the socket's.
 func (c *clientConn) Read(p []byte) (int, error) {
@@ -109,7 +147,7 @@ func (c *clientConn) Close() error {
 			if h(nc) {
 				return nil
 			}
-			return nc.Conn.Close()
+			return closeGracefully(nc.Conn)
 		}
 	}
 	c.mu.Lock()
@@ -118,7 +156,7 @@ func (c *clientConn) Close() error {
 	if detached {
 		return nil
 	}
-	return c.Conn.Close()
+	return closeGracefully(c.Conn)
 }
 
 // detach ends this owner's use of the socket and returns the connection

@@ -94,3 +94,31 @@ func TestClientConnKeepsOnlySmallRequests(t *testing.T) {
 		t.Fatal("a connection past the replay bound moved")
 	}
 }
+
+// TestClientConnResetsWhenNotClosedGracefully: a socket closed other than
+// by Close — as the kernel closes it when the member dies — or by
+// closeReset reaches the client as a reset after what was written, never
+// as an end of stream (which clients take for a misconfiguration before
+// their first answer).
+func TestClientConnResetsWhenNotClosedGracefully(t *testing.T) {
+	for name, closeIt := range map[string]func(*clientConn){
+		"socket closed": func(c *clientConn) { c.Conn.Close() },
+		"closeReset":    func(c *clientConn) { closeReset(c.Conn) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			client, server := tcpPair(t)
+			c := newClientConn(server)
+			if _, err := c.Write([]byte("answer")); err != nil {
+				t.Fatal(err)
+			}
+			closeIt(c)
+			got := make([]byte, len("answer"))
+			if _, err := io.ReadFull(client, got); err != nil || string(got) != "answer" {
+				t.Fatalf("read %q, %v", got, err)
+			}
+			if _, err := client.Read(got); err == nil || errors.Is(err, io.EOF) {
+				t.Fatalf("after the close: %v, want a reset", err)
+			}
+		})
+	}
+}

@@ -76,7 +76,7 @@ func (a *App) relay(ctx context.Context, c *clientConn, rt *listenerRoute, moves
 	r, gr := a.replica, rt.grp
 	_, port, err := net.SplitHostPort(rt.ep.raw.Addr().String())
 	if err != nil {
-		c.Conn.Close()
+		closeGracefully(c.Conn)
 		return
 	}
 	d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(r.members()[r.self])}}
@@ -101,7 +101,9 @@ func (a *App) relay(ctx context.Context, c *clientConn, rt *listenerRoute, moves
 			break
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
-			c.Conn.Close()
+			// Its requests are unanswered: a reset makes the client
+			// retry them (another broker, or later).
+			closeReset(c.Conn)
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -145,7 +147,7 @@ func (a *App) relay(ctx context.Context, c *clientConn, rt *listenerRoute, moves
 		}
 		upGone <- struct{}{}
 	}()
-	move := false
+	move, reset := false, false
 	select {
 	case gone := <-clientGone:
 		move = !gone
@@ -168,9 +170,16 @@ func (a *App) relay(ctx context.Context, c *clientConn, rt *listenerRoute, moves
 				go a.relay(ctx, nc, rt, moves+1)
 				return
 			}
+			// Answers went back already: the client reconnects; a reset
+			// makes it retry what is still unanswered.
+			reset = true
 		}
 	}
-	c.Conn.Close()
+	if reset {
+		closeReset(c.Conn)
+	} else {
+		closeGracefully(c.Conn)
+	}
 	up.Close()
 	wg.Wait()
 }
@@ -208,12 +217,13 @@ func (s *relaySet) closeUpstreams() {
 	}
 }
 
-// closeAll closes every relayed connection (the node stops).
+// closeAll closes every relayed connection (the node stops), with a reset:
+// the client retries what is unanswered.
 func (s *relaySet) closeAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c, up := range s.conns {
-		c.Conn.Close()
+		closeReset(c.Conn)
 		up.Close()
 	}
 	clear(s.conns)
