@@ -396,14 +396,18 @@ func (g *Group) publishStatus() {
 }
 
 // TransferLeadership asks Raft to hand leadership to node (caught up first)
-// and waits until another node leads or ctx ends. Appends stop at once.
+// and waits until another node leads or ctx ends. Appends are held at once
+// (they wait rather than fail).
 func (g *Group) TransferLeadership(ctx context.Context, to model.NodeID) error {
 	if !g.call(func() {
 		if g.leading {
-			// Proposals would be dropped during the transfer: the log
-			// closes. When the transfer fails (the target could not take
-			// over), the log opens again in the same term (run's tick).
-			g.closeEngine()
+			// Proposals would be dropped during the transfer: appends
+			// are held after what was written is proposed. New appends
+			// and those waiting for their commit wait: when the transfer
+			// fails (the target could not take over), the log opens
+			// again in the same term (run's tick) and they go on; when
+			// it succeeds, they fail as on any loss of leadership.
+			g.holdAppends()
 			g.rn.TransferLeader(uint64(to))
 		}
 	}) {

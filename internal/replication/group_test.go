@@ -549,11 +549,24 @@ func TestFailedTransferReopens(t *testing.T) {
 	}
 	c.net.setCut(to, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	// An append made while the hand-off is under way waits for it rather
+	// than failing, and is stored once the log opens again.
+	during := make(chan error, 1)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer acancel()
+		during <- l.engine.Append(actx, []*storage.Record{{Queue: 1, Count: 1, Payload: []byte("m00020")}})
+	}()
 	err := l.group.TransferLeadership(ctx, to)
 	cancel()
 	if err == nil {
 		t.Fatalf("hand-off to cut-off node %d succeeded", to)
 	}
+	if err := <-during; err != nil {
+		t.Fatalf("an append during the failed hand-off: %v", err)
+	}
+	want = append(want, "m00020")
 	deadline := time.Now().Add(5 * time.Second)
 	for !l.group.Writable() {
 		if time.Now().After(deadline) {
@@ -564,7 +577,7 @@ func TestFailedTransferReopens(t *testing.T) {
 	if lead, tm := l.group.Leader(); lead != l.id || tm != term {
 		t.Fatalf("leader %d term %d, want %d term %d", lead, tm, l.id, term)
 	}
-	want = append(want, produce(t, l, 20, 10)...)
+	want = append(want, produce(t, l, 21, 10)...)
 	c.net.setCut(to, false)
 	c.converge(want)
 }
