@@ -186,6 +186,10 @@ func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listener
 		case <-tick.C:
 		}
 		leading := gr.raft.Writable()
+		// A leader holding appends (a hand-off or a membership change
+		// under way) still leads its term: its stack stays.
+		_, raftTerm := gr.raft.Leader()
+		leads := gr.raft.Leads()
 		if leading && gr.engine.DiskFull() && time.Now().After(stepDownAt) {
 			// A leader whose disk guard refuses writes would stall the
 			// group: a follower with room takes over.
@@ -203,7 +207,7 @@ func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listener
 				continue
 			}
 			cur = t
-		case !leading && cur != nil:
+		case cur != nil && (!leads || raftTerm != cur.raftTerm):
 			a.endTerm(cur, gr, routes, front, handler, standby)
 			cur = nil
 		}
@@ -249,17 +253,19 @@ func waitTermCommitted(ctx context.Context, e *storage.Engine) error {
 
 // term is what serves clients during one leadership.
 type term struct {
-	st      *stack
-	cancel  context.CancelFunc
-	g       *errgroup.Group
-	started time.Time
-	metrics *admin.Metrics // the broker's, served while the term lasts
+	raftTerm model.Term // the group's Raft term it serves
+	st       *stack
+	cancel   context.CancelFunc
+	g        *errgroup.Group
+	started  time.Time
+	metrics  *admin.Metrics // the broker's, served while the term lasts
 }
 
 // startTerm builds the group's broker from the log and starts the
 // protocol servers over its listeners.
 func (a *App) startTerm(ctx context.Context, gr *groupReplica, routes []*listenerRoute, front *kafkaFront, handler *switchHandler, budget *task.ByteBudget) (*term, error) {
 	start := time.Now()
+	_, raftTerm := gr.raft.Leader()
 	if err := waitTermCommitted(ctx, gr.engine); err != nil {
 		return nil, err
 	}
@@ -321,7 +327,7 @@ func (a *App) startTerm(ctx context.Context, gr *groupReplica, routes []*listene
 	}
 	_, tm := gr.raft.Leader()
 	a.log.Info("leading: serving clients", "group", gr.id, "term", tm, "took", time.Since(start))
-	return &term{st: st, cancel: cancel, g: g, started: time.Now(), metrics: m}, nil
+	return &term{raftTerm: raftTerm, st: st, cancel: cancel, g: g, started: time.Now(), metrics: m}, nil
 }
 
 // endTerm stops serving: new connections relay again, the term's

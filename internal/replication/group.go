@@ -156,6 +156,7 @@ type Group struct {
 	termSeen  atomic.Uint64
 	elections atomic.Int64 // leadership changes seen
 	writable  atomic.Bool  // mirrors open
+	holding   atomic.Bool  // mirrors held
 	status    atomic.Pointer[Status]
 	ticks     int
 	// openWait is when openEngine first found the engine not yet holding
@@ -273,6 +274,7 @@ func (g *Group) Stop() {
 	g.wg.Wait()
 	g.cancel = nil
 	g.writable.Store(false)
+	g.holding.Store(false)
 	g.engine.SetFollower()
 }
 
@@ -446,6 +448,11 @@ func (g *Group) LeaderChanges() int64 { return g.elections.Load() }
 // appends.
 func (g *Group) Writable() bool { return g.writable.Load() }
 
+// Leads reports whether this replica leads with its engine accepting
+// appends or holding them (a hand-off or a membership change under way:
+// they go on in the same term if it leads on, and nothing written was cut).
+func (g *Group) Leads() bool { return g.writable.Load() || g.holding.Load() }
+
 // Err returns the error that stopped the replica, if any.
 func (g *Group) Err() error {
 	if p := g.err.Load(); p != nil {
@@ -463,6 +470,7 @@ func (g *Group) fail(err error) {
 			g.log.Error("replica stopped: storage failed", "err", err)
 		}
 		g.writable.Store(false)
+		g.holding.Store(false)
 		g.engine.SetFollower()
 		g.cancel()
 	}
@@ -571,6 +579,7 @@ func (g *Group) closeEngine() {
 		g.engine.SetFollower()
 		g.open, g.held = false, false
 		g.writable.Store(false)
+		g.holding.Store(false)
 	}
 	g.cfg.Handoff.take()
 	g.raftLast = g.store.stable.Load()

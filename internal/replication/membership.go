@@ -180,6 +180,7 @@ func (g *Group) holdAppends() {
 		g.engine.HoldAppends()
 		g.propose() // what was written before the hold
 		g.open, g.held = false, true
+		g.holding.Store(true) // before writable: Leads stays true throughout
 		g.writable.Store(false)
 	}
 }

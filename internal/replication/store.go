@@ -90,14 +90,13 @@ func (g *Group) openEngine(term uint64) {
 		g.log.Error("open the log as leader", "term", term, "err", err)
 		return
 	}
-	if g.held {
-		g.held = false
-	} else {
+	if !g.held {
 		g.log.Info("leading: appends open", "term", term, "last_index", last)
 	}
 	g.raftLast = uint64(last)
-	g.open = true
+	g.open, g.held = true, false
 	g.writable.Store(true)
+	g.holding.Store(false) // after writable: Leads stays true throughout
 	g.publishStatus()
 }
 
