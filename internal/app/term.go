@@ -164,18 +164,21 @@ func (a *App) handOffGroup(gr *groupReplica) {
 
 // leadLoop builds a group's stack when the node's replica opens as its
 // leader and drops it when leadership ends. handler, for group 0, serves
-// the admin API.
+// the admin API. The leader's housekeeping runs beside it (tendGroup), so
+// that a slow metadata call or hand-off never delays the end of a term.
 func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listenerRoute, front *kafkaFront, handler *switchHandler, budget *task.ByteBudget) error {
 	var cur *term
 	var standby http.Handler
 	if handler != nil {
 		standby = handler.get()
 	}
+	tctx, stopTending := context.WithCancel(ctx)
+	tended := make(chan struct{})
+	go func() { defer close(tended); a.tendGroup(tctx, gr) }()
+	defer func() { stopTending(); <-tended }()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	var retryAt, stepDownAt, balanceAt, membersAt time.Time
-	balanceWait := balanceInterval
-	var published string // the group membership last published
+	var retryAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -190,14 +193,6 @@ func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listener
 		// under way) still leads its term: its stack stays.
 		_, raftTerm := gr.raft.Leader()
 		leads := gr.raft.Leads()
-		if leading && gr.engine.DiskFull() && time.Now().After(stepDownAt) {
-			// A leader whose disk guard refuses writes would stall the
-			// group: a follower with room takes over.
-			a.log.Warn("disk guard refuses writes: handing leadership off", "group", gr.id)
-			a.handOffGroup(gr)
-			stepDownAt = time.Now().Add(10 * time.Second)
-			continue
-		}
 		switch {
 		case leading && cur == nil && time.Now().After(retryAt):
 			t, err := a.startTerm(ctx, gr, routes, front, handler, budget)
@@ -211,20 +206,49 @@ func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listener
 			a.endTerm(cur, gr, routes, front, handler, standby)
 			cur = nil
 		}
-		if leading && time.Now().After(membersAt) {
+		if err := gr.raft.Err(); err != nil {
+			return fmt.Errorf("replica of group %d: %w", gr.id, err)
+		}
+	}
+}
+
+// tendGroup does a group leader's housekeeping until ctx ends: it hands
+// the group off when its disk guard refuses writes, keeps the group's
+// membership as the cluster's and hands the group to its preferred member.
+func (a *App) tendGroup(ctx context.Context, gr *groupReplica) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var stepDownAt, balanceAt, membersAt time.Time
+	balanceWait := balanceInterval
+	var published string // the group membership last published
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !gr.raft.Writable() {
+			continue
+		}
+		if gr.engine.DiskFull() && time.Now().After(stepDownAt) {
+			// A leader whose disk guard refuses writes would stall the
+			// group: a follower with room takes over.
+			a.log.Warn("disk guard refuses writes: handing leadership off", "group", gr.id)
+			a.handOffGroup(gr)
+			stepDownAt = time.Now().Add(10 * time.Second)
+			continue
+		}
+		if time.Now().After(membersAt) {
 			membersAt = time.Now().Add(membershipInterval)
 			a.reconcileMembers(ctx, gr, &published)
 		}
-		if leading && time.Now().After(balanceAt) {
+		if time.Now().After(balanceAt) {
 			if a.balance(ctx, gr) {
 				balanceWait = min(2*balanceWait, balanceBackoff)
 			} else {
 				balanceWait = balanceInterval
 			}
 			balanceAt = time.Now().Add(balanceWait)
-		}
-		if err := gr.raft.Err(); err != nil {
-			return fmt.Errorf("replica of group %d: %w", gr.id, err)
 		}
 	}
 }
