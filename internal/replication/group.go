@@ -157,8 +157,11 @@ type Group struct {
 	elections atomic.Int64 // leadership changes seen
 	writable  atomic.Bool  // mirrors open
 	holding   atomic.Bool  // mirrors held
-	status    atomic.Pointer[Status]
-	ticks     int
+	// transferTo is the member a hand-off this node asked for goes to
+	// (Raft goroutine).
+	transferTo model.NodeID
+	status     atomic.Pointer[Status]
+	ticks      int
 	// openWait is when openEngine first found the engine not yet holding
 	// Raft's log in the current wait; openWaitLogged: that was reported.
 	openWait       time.Time
@@ -410,6 +413,7 @@ func (g *Group) TransferLeadership(ctx context.Context, to model.NodeID) error {
 			// again in the same term (run's tick) and they go on; when
 			// it succeeds, they fail as on any loss of leadership.
 			g.holdAppends()
+			g.transferTo = to
 			g.rn.TransferLeader(uint64(to))
 		}
 	}) {
@@ -434,6 +438,7 @@ func (g *Group) TransferLeadership(ctx context.Context, to model.NodeID) error {
 // closed until Raft's own transfer timeout.
 func (g *Group) abortTransfer() {
 	g.call(func() {
+		g.transferTo = 0
 		if g.leading && g.rn.BasicStatus().LeadTransferee != 0 {
 			g.rn.TransferLeader(uint64(g.cfg.Node))
 			g.work.push(storeWork{openTerm: g.term})
@@ -575,8 +580,20 @@ func (g *Group) abandonWrites(why string) {
 
 // closeEngine stops appends on this node and cuts what Raft does not hold.
 func (g *Group) closeEngine() {
+	g.stopAppends(g.engine.SetFollower)
+}
+
+// handOffEngine is closeEngine after a hand-off this node asked for: the
+// member taking over holds everything proposed (Raft hands off only to a
+// member caught up with the leader's log), so appends waiting for their
+// commit keep waiting for it (storage.Engine.HandOff).
+func (g *Group) handOffEngine() {
+	g.stopAppends(g.engine.HandOff)
+}
+
+func (g *Group) stopAppends(closeLog func()) {
 	if g.open || g.held {
-		g.engine.SetFollower()
+		closeLog()
 		g.open, g.held = false, false
 		g.writable.Store(false)
 		g.holding.Store(false)
@@ -595,7 +612,12 @@ func (g *Group) ready() {
 			st := g.rn.BasicStatus()
 			leading := st.RaftState == raft.StateLeader
 			if g.leading && !leading {
-				g.closeEngine()
+				if g.transferTo != 0 {
+					g.handOffEngine()
+				} else {
+					g.closeEngine()
+				}
+				g.transferTo = 0
 			}
 			becameLeader = leading && (!g.leading || st.GetTerm() != g.term)
 			g.leading, g.term = leading, st.GetTerm()

@@ -638,3 +638,56 @@ func TestWaitFailsAfterLeadershipReturned(t *testing.T) {
 		t.Fatalf("wait for the cut record: %v, want %v", err, model.ErrNotLeader)
 	}
 }
+
+// TestHandOffKeepsWaits: a record its leader wrote before handing the
+// group off, and that the member taking over commits, is answered as
+// committed to the writer waiting for it — not failed as on a loss of
+// leadership, which makes clients send it again.
+func TestHandOffKeepsWaits(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	want := produce(t, l, 0, 5)
+	c.converge(want)
+	var to, other model.NodeID
+	for _, id := range c.ids {
+		switch {
+		case id == l.id:
+		case to == 0:
+			to = id
+		default:
+			other = id
+		}
+	}
+	// Neither follower hears of the record until the hand-off starts, so
+	// it is committed only as the hand-off completes.
+	c.net.setCut(to, true)
+	c.net.setCut(other, true)
+	tk := l.engine.Ticket()
+	rec := &storage.Record{Queue: 1, Count: 1, Payload: []byte("m00005")}
+	if err := l.engine.AppendWith(context.Background(), []*storage.Record{rec}, storage.AppendOptions{NoWait: true}); err != nil {
+		t.Fatal(err)
+	}
+	end := rec.Pos + model.LogPos(rec.Size)
+	waited := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		waited <- l.engine.WaitDurable(ctx, end, tk)
+	}()
+	moved := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		moved <- l.group.TransferLeadership(ctx, to)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	c.net.setCut(to, false)
+	if err := <-moved; err != nil {
+		t.Fatalf("hand-off to node %d: %v", to, err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("wait for a record written before the hand-off: %v", err)
+	}
+	c.net.setCut(other, false)
+	c.converge(append(want, "m00005"))
+}

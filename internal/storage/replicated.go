@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage/commitlog"
@@ -80,7 +81,10 @@ type replication struct {
 	commitIndex atomic.Uint64
 	leaderGen   atomic.Uint64 // raised at every change of leadership
 	// held: appends wait (HoldAppends) while a membership change is stored.
-	held        atomic.Bool
+	held atomic.Bool
+	// handedOff: this replica handed its leadership to a member holding
+	// everything it wrote (HandOff); waits for commits go on.
+	handedOff   atomic.Bool
 	truncations atomic.Uint64
 	// deferred: records a follower stored whose in-place effect waits for
 	// their commit (under mu).
@@ -121,6 +125,7 @@ func (e *Engine) SetLeader(term model.Term) (model.Index, error) {
 		return 0, err
 	}
 	e.repl.held.Store(false)
+	e.repl.handedOff.Store(false)
 	e.repl.leaderGen.Add(1)
 	e.repl.broadcast()
 	return last, nil
@@ -151,8 +156,32 @@ func (e *Engine) ResumeAppends(term model.Term) (model.Index, error) {
 func (e *Engine) SetFollower() {
 	_, _ = e.clog.SetWritable(0)
 	e.repl.held.Store(false)
+	e.repl.handedOff.Store(false)
 	e.repl.leaderGen.Add(1)
 	e.repl.broadcast()
+}
+
+// handOffCommitWait bounds how long appends wait for their commit after
+// their leader handed the group off (HandOff).
+const handOffCommitWait = 3 * time.Second
+
+// HandOff closes the log for appends when this replica handed its
+// leadership to a member that holds everything it wrote: appends waiting
+// for their commit keep waiting, since the new leader commits them, for
+// at most handOffCommitWait; then, or at the next change of leadership,
+// they fail as after SetFollower. New appends fail at once.
+func (e *Engine) HandOff() {
+	_, _ = e.clog.SetWritable(0)
+	e.repl.held.Store(false)
+	gen := e.repl.leaderGen.Load()
+	e.repl.handedOff.Store(true)
+	e.repl.broadcast()
+	time.AfterFunc(handOffCommitWait, func() {
+		if e.repl.leaderGen.CompareAndSwap(gen, gen+1) {
+			e.repl.handedOff.Store(false)
+			e.repl.broadcast()
+		}
+	})
 }
 
 // CommitIndex returns the group's commit index as this replica knows it.
@@ -259,7 +288,7 @@ func (e *Engine) Ticket() WriteTicket {
 // tk fails it with model.ErrNotLeader (the records may still commit under
 // the next leader; idempotent producers find out when they retry).
 func (e *Engine) waitCommittedPos(ctx context.Context, end model.LogPos, tk WriteTicket) error {
-	if !e.clog.Writable() && !e.repl.held.Load() {
+	if !e.clog.Writable() && !e.repl.held.Load() && !e.repl.handedOff.Load() {
 		// Not leading (a retried duplicate answered by a replica that
 		// just lost the group): the client is sent to the new leader
 		// rather than kept waiting for a commit this replica may not
