@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/kafka"
 	"github.com/rosettamq/rosetta/internal/task"
 )
@@ -46,6 +47,12 @@ func (a *App) newKafkaFront(ctx context.Context, routes []*listenerRoute, budget
 	}
 	opts := a.kafkaOptions(budget)
 	opts.Groups = len(a.replica.groups)
+	opts.LogCopy = func(g int) *broker.LogCopy {
+		if g < 0 || g >= len(a.replica.groups) || a.replica.groups[g].engine == nil {
+			return nil
+		}
+		return broker.NewLogCopy(a.replica.groups[g].engine, a.log)
+	}
 	if opts.Groups > 1 {
 		opts.Remote = kafkaRemote{a}
 	}

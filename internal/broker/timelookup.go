@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"log/slog"
 
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/model"
@@ -49,7 +50,11 @@ func (b *Broker) OffsetOfMaxTimestamp(name model.TopicName, index int32) (model.
 // message at or after offset whose timestamp satisfies match, with its
 // timestamp. Past the high watermark it returns (hw, -1).
 func (b *Broker) exactInRecord(id model.QueueID, offset model.QueueOffset, match func(int64) bool) (model.QueueOffset, int64, error) {
-	res, err := b.engine.Read(id, offset, storage.ReadOptions{MaxRecords: 1})
+	return exactInRecord(b.engine, b.batches, b.log, id, offset, match)
+}
+
+func exactInRecord(e *storage.Engine, batches *kbatch.Reader, log *slog.Logger, id model.QueueID, offset model.QueueOffset, match func(int64) bool) (model.QueueOffset, int64, error) {
+	res, err := e.Read(id, offset, storage.ReadOptions{MaxRecords: 1})
 	if err != nil {
 		if errors.Is(err, model.ErrOffsetOutOfRange) && offset >= res.HighWatermark {
 			return res.HighWatermark, -1, nil
@@ -65,7 +70,7 @@ func (b *Broker) exactInRecord(id model.QueueID, offset model.QueueOffset, match
 		return max(offset, r.BaseOffset), r.Timestamp, nil
 	}
 	found, foundTS := model.QueueOffset(-1), int64(-1)
-	err = b.batches.Records(r.Payload, false, func(rec *kbatch.Record) bool {
+	err = batches.Records(r.Payload, false, func(rec *kbatch.Record) bool {
 		o := r.BaseOffset + model.QueueOffset(rec.OffsetDelta)
 		if o >= offset && match(rec.Timestamp) {
 			found, foundTS = o, rec.Timestamp
@@ -76,7 +81,7 @@ func (b *Broker) exactInRecord(id model.QueueID, offset model.QueueOffset, match
 	if err != nil || found < 0 {
 		// An undecodable batch or no match inside it (timestamps the index
 		// does not agree with): answer at batch granularity.
-		b.log.Warn("time lookup fell back to the batch", "queue", id, "offset", r.BaseOffset, "err", err)
+		log.Warn("time lookup fell back to the batch", "queue", id, "offset", r.BaseOffset, "err", err)
 		return max(offset, r.BaseOffset), r.Timestamp, nil
 	}
 	return found, foundTS, nil

@@ -24,7 +24,10 @@ package kafka
 // UNKNOWN_LEADER_EPOCH); stored batches carry the epoch they were written in.
 //
 // A partition this node does not lead is NOT_LEADER_OR_FOLLOWER with
-// KIP-951's CurrentLeader from the broker's router.
+// KIP-951's CurrentLeader from the broker's router — unless the fetch comes
+// from Kafka's debugging replica id (-2) and this cluster member holds a
+// copy of the partition's group: then it is read from that copy, up to the
+// commit index the member knows (replica_reads.go).
 //
 // Not implemented: preferred read replicas; KIP-951 NodeEndpoints (a
 // cluster adds the other nodes' addresses).
@@ -158,6 +161,10 @@ func (s *Server) fetchOnce(rc *reqCtx, req *kmsg.FetchRequest) (*kmsg.FetchRespo
 	}
 	total := 0
 	var watches []groupWatch
+	replica := req.ReplicaID
+	if req.Version >= 15 {
+		replica = req.ReplicaState.ID
+	}
 	for _, rt := range req.Topics {
 		tr := kmsg.NewFetchResponseTopic()
 		tr.Topic = rt.Topic
@@ -192,6 +199,15 @@ func (s *Server) fetchOnce(rc *reqCtx, req *kmsg.FetchRequest) (*kmsg.FetchRespo
 			committed := req.IsolationLevel == 1
 			n := 0
 			pp, err := s.partition(t, rp.Partition)
+			if cp, ok := s.logCopy(t, rp.Partition, replica, err); ok {
+				n, err = fetchCopy(cp, model.QueueOffset(rp.FetchOffset), budget, total == 0, &pr)
+				if err != nil {
+					pr.ErrorCode = errorCode(err)
+				}
+				total += n
+				tr.Partitions = append(tr.Partitions, pr)
+				continue
+			}
 			if err == nil {
 				err = checkPartitionEpoch(pp, rp.CurrentLeaderEpoch)
 			}
@@ -246,17 +262,9 @@ func (s *Server) fetchPartition(rc *reqCtx, pp part, offset model.QueueOffset, b
 		return 0, err
 	}
 	defer res.Release()
-	var out []byte
-	upTo := offset
-	for i := range res.Records {
-		r := &res.Records[i]
-		if r.BaseOffset >= end {
-			break // past the last stable offset
-		}
-		if out, err = appendStoredAsBatches(out, r); err != nil {
-			return 0, err
-		}
-		upTo = r.BaseOffset + model.QueueOffset(r.Count)
+	out, upTo, err := encodeStored(res.Records, offset, end)
+	if err != nil {
+		return 0, err
 	}
 	if out != nil {
 		pr.RecordBatches = out
@@ -273,6 +281,24 @@ func (s *Server) fetchPartition(rc *reqCtx, pp part, offset model.QueueOffset, b
 		}
 	}
 	return len(out), nil
+}
+
+// encodeStored encodes stored records from offset as Kafka batches, up to
+// (not including) the record starting at end; upTo is the offset after the
+// last one encoded.
+func encodeStored(recs []broker.StoredRecord, offset, end model.QueueOffset) (out []byte, upTo model.QueueOffset, err error) {
+	upTo = offset
+	for i := range recs {
+		r := &recs[i]
+		if r.BaseOffset >= end {
+			break // past the last stable offset
+		}
+		if out, err = appendStoredAsBatches(out, r); err != nil {
+			return nil, offset, err
+		}
+		upTo = r.BaseOffset + model.QueueOffset(r.Count)
+	}
+	return out, upTo, nil
 }
 
 // traceFetched records a delivered event for each record of a traced topic

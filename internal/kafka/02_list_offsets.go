@@ -10,7 +10,9 @@ package kafka
 // broker's time lookup decodes the one batch concerned). v0's
 // MaxNumOffsets answers with at most one offset. v4+: CurrentLeaderEpoch is
 // checked (KIP-320) and each answer carries the leader epoch of the offset
-// it names.
+// it names. Kafka's debugging replica id (-2) is answered by a cluster
+// member from its own copy of a partition it does not lead (-1: the copy's
+// log end offset).
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -39,6 +41,19 @@ func handleListOffsets(rc *reqCtx, kreq kmsg.Request) reply {
 			pr.LeaderEpoch = -1
 			if nerr != nil {
 				pr.ErrorCode = errorCode(nerr)
+			} else if cp, ok := s.logCopyOf(t, rp.Partition, req.ReplicaID); ok {
+				if off, ts, err := listCopyOffset(cp, rp.Timestamp); err != nil {
+					pr.ErrorCode = errorCode(err)
+				} else {
+					pr.Offset, pr.Timestamp = int64(off), ts
+					if off >= 0 {
+						epoch, _ := cp.log.EpochAt(cp.queue, off)
+						pr.LeaderEpoch = int32(epoch)
+					}
+					if req.Version == 0 {
+						pr.OldStyleOffsets = []int64{int64(off)}
+					}
+				}
 			} else if pp, off, ts, err := s.listOffset(t, rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp, req.IsolationLevel == 1); err != nil {
 				pr.ErrorCode = errorCode(err)
 			} else {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/broker/security"
@@ -47,6 +48,10 @@ type Options struct {
 	// single node's. Each group's stack is attached while this node leads
 	// it (Attach).
 	Groups int
+	// LogCopy, for a cluster member, returns its own copy of group g's log
+	// (nil when it holds none): Kafka's debugging replica id reads it for
+	// partitions this member does not lead.
+	LogCopy func(group int) *broker.LogCopy
 	// Remote reaches the transaction coordinators of groups another
 	// member leads (nil: a single node, or one group).
 	Remote Remote

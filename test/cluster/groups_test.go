@@ -146,6 +146,7 @@ func TestClusterGroups(t *testing.T) {
 	consumed.stop()
 	tl.verify(t, c)
 	checkAdminOverGroups(ctx, t, c, "groups-kafka", "groups-audit", len(kl.acks))
+	checkReplicaCopies(ctx, t, kcl, "groups-kafka", 6)
 }
 
 // checkLeadersSpread: Kafka's metadata names partition p's leader member
