@@ -62,8 +62,8 @@ func (h sendHeader) get(k string) string {
 }
 
 func handleSendMessage(rc *reqCtx, req *protocol.Command) *protocol.Command {
-	sc, resp := prepareSend(rc, req)
-	if resp != nil {
+	sc := &sendCall{}
+	if resp := prepareSend(sc, rc, req); resp != nil {
 		return resp
 	}
 	call := &sc.call
@@ -80,10 +80,9 @@ func (c *conn) handleSends(batch []inbound) {
 	for _, in := range batch {
 		principal, resp := c.authorizeRequest(in.req)
 		if resp == nil {
-			var sc *sendCall
-			rc := &reqCtx{conn: c, ctx: c.ctx, principal: principal}
-			if sc, resp = prepareSend(rc, in.req); sc != nil {
-				sc.rc = rc
+			sc := &sendCall{}
+			sc.ctx = reqCtx{conn: c, ctx: c.ctx, principal: principal}
+			if resp = prepareSend(sc, &sc.ctx, in.req); resp == nil {
 				sends = append(sends, sc)
 				continue
 			}
@@ -98,7 +97,7 @@ func (c *conn) handleSends(batch []inbound) {
 		c.s.broker.PublishAll(c.ctx, calls)
 		for i, sc := range sends {
 			sc.call = calls[i]
-			c.answer(sc.req, sc.answer(sc.rc))
+			c.answer(sc.req, sc.answer(&sc.ctx))
 		}
 	}
 	if obs := c.s.opts.ObserveRequest; obs != nil {
@@ -109,29 +108,35 @@ func (c *conn) handleSends(batch []inbound) {
 	}
 }
 
-// sendCall is a send request parsed and checked, ready to publish.
+// sendCall is a send request parsed and checked, ready to publish, with
+// room for what a single send needs (one allocation for all of it).
 type sendCall struct {
 	req   *protocol.Command
 	h     sendHeader
-	rc    *reqCtx
+	ctx   reqCtx // the request's, for sends handled together
 	call  broker.PublishCall
 	start time.Time
+	uniq  string           // the first message's UNIQ_KEY
 	one   [1]model.Message // the message of a single send
+	props [12]protocol.Property
+	keys  [2]string
+	hdrs  [8]model.Header
+	vals  [192]byte // the headers' values
 }
 
-// prepareSend parses and checks a send request: a sendCall to publish, or
-// the answer when there is nothing to publish.
-func prepareSend(rc *reqCtx, req *protocol.Command) (*sendCall, *protocol.Command) {
+// prepareSend parses and checks a send request into sc, ready to publish;
+// it returns the answer instead when there is nothing to publish.
+func prepareSend(sc *sendCall, rc *reqCtx, req *protocol.Command) *protocol.Command {
 	s := rc.conn.s
 	h := sendHeaderOf(req)
-	sc := &sendCall{req: req, h: h}
+	sc.req, sc.h = req, h
 	name, err := topicName(h.get("topic"))
 	if err != nil {
-		return nil, errorResponse(req, err)
+		return errorResponse(req, err)
 	}
 	t, err := s.sendTopic(rc, name, int(atoi32(h.get("defaultTopicQueueNums"))))
 	if err != nil {
-		return nil, errorResponse(req, err)
+		return errorResponse(req, err)
 	}
 	sysFlag := atoi32(h.get("sysFlag"))
 	born, _ := strconv.ParseInt(h.get("bornTimestamp"), 10, 64)
@@ -141,40 +146,44 @@ func prepareSend(rc *reqCtx, req *protocol.Command) (*sendCall, *protocol.Comman
 	if req.Code == protocol.SendBatchMessage {
 		batch, err := protocol.DecodeBatch(req.Body)
 		if err != nil {
-			return nil, protocol.NewResponse(req, protocol.MessageIllegal, err.Error())
+			return protocol.NewResponse(req, protocol.MessageIllegal, err.Error())
 		}
 		msgs = make([]model.Message, 0, len(batch))
-		for _, bm := range batch {
+		for i, bm := range batch {
 			m := base
 			m.UserFlag, m.Body = bm.Flag, bm.Body
-			setProperties(&m, protocol.ParseProperties(bm.Properties))
+			uniq := setProperties(&m, protocol.ParseProperties(bm.Properties))
+			if i == 0 {
+				sc.uniq = uniq
+			}
 			msgs = append(msgs, m)
 		}
 	} else {
 		sc.one[0] = base
 		m := &sc.one[0]
 		m.UserFlag, m.Body = atoi32(h.get("flag")), req.Body
-		setProperties(m, protocol.ParseProperties(h.get("properties")))
+		m.IndexKeys, m.Headers = sc.keys[:0], sc.hdrs[:0]
+		sc.uniq = setPropertiesIn(m, protocol.ParsePropertiesTo(sc.props[:0], h.get("properties")), sc.vals[:0])
 		s.stampRequest(m, rc.conn)
 		msgs = sc.one[:]
 	}
 	for i := range msgs {
 		if len(msgs[i].Body) > maxMessageSize {
-			return nil, protocol.NewResponse(req, protocol.MessageIllegal,
+			return protocol.NewResponse(req, protocol.MessageIllegal,
 				fmt.Sprintf("message body of %d bytes exceeds %d", len(msgs[i].Body), maxMessageSize))
 		}
 	}
 	if q := s.opts.Quotas; q.Active() {
 		if err := q.CheckStorage(t.Name); err != nil {
-			return nil, errorResponse(req, err)
+			return errorResponse(req, err)
 		}
 		if !q.Admit(t.Name, rc.quotaUser(), "", quota.Produce, len(req.Body)) {
 			// RocketMQ's flow control answer: the client backs off and retries.
-			return nil, protocol.NewResponse(req, protocol.SystemBusy, "[QUOTA] broker busy: "+t.Name.Short()+" is over its produce byte rate")
+			return protocol.NewResponse(req, protocol.SystemBusy, "[QUOTA] broker busy: "+t.Name.Short()+" is over its produce byte rate")
 		}
 	}
 	if len(msgs) == 0 {
-		return nil, protocol.NewResponse(req, protocol.MessageIllegal, "no message")
+		return protocol.NewResponse(req, protocol.MessageIllegal, "no message")
 	}
 	queueID := atoi32(h.get("queueId"))
 	if queueID < 0 || int(queueID) >= t.QueueCount() {
@@ -182,7 +191,7 @@ func prepareSend(rc *reqCtx, req *protocol.Command) (*sendCall, *protocol.Comman
 	}
 	sc.call = broker.PublishCall{Topic: t, Index: queueID, Msgs: msgs}
 	sc.start = time.Now()
-	return sc, nil
+	return nil
 }
 
 // answer is the answer to a published send.
@@ -212,13 +221,13 @@ func (sc *sendCall) answer(rc *reqCtx) *protocol.Command {
 		}
 		msgID = strings.Join(ids, ",")
 	}
-	resp := sendResponse(req, msgID, sc.call.Index, pub.Offsets[0], &msgs[0])
+	resp := sendResponse(req, msgID, sc.call.Index, pub.Offsets[0], sc.uniq)
 	switch pub.Kind {
 	case broker.PublishedNow:
 		s.stats.put.Add(int64(len(pub.Offsets)))
 	case broker.PublishedTimer:
-		if id, ok := msgs[0].Header(propUniqKey); ok {
-			resp.SetExt("recallHandle", s.recallHandle(h.get("topic"), pub.Due, string(id)))
+		if sc.uniq != "" {
+			resp.SetExt("recallHandle", s.recallHandle(h.get("topic"), pub.Due, sc.uniq))
 		}
 	}
 	return resp
@@ -234,16 +243,16 @@ func (s *Server) sendTopic(rc *reqCtx, name model.TopicName, clientQueues int) (
 }
 
 // sendResponse is the answer to a successful send (msgID: its messages'
-// ids, comma-joined).
-func sendResponse(req *protocol.Command, msgID string, queueID int32, offset model.QueueOffset, first *model.Message) *protocol.Command {
+// ids, comma-joined; uniq: the first one's UNIQ_KEY, if any).
+func sendResponse(req *protocol.Command, msgID string, queueID int32, offset model.QueueOffset, uniq string) *protocol.Command {
 	resp := protocol.NewResponse(req, protocol.Success, "")
 	resp.SetExt("msgId", msgID)
 	resp.SetExt("queueId", strconv.Itoa(int(queueID)))
 	resp.SetExt("queueOffset", strconv.FormatInt(int64(offset), 10))
 	resp.SetExt("MSG_REGION", "DefaultRegion")
 	resp.SetExt("TRACE_ON", "true")
-	if id, ok := first.Header(propUniqKey); ok {
-		resp.SetExt("transactionId", string(id))
+	if uniq != "" {
+		resp.SetExt("transactionId", uniq)
 	}
 	return resp
 }
@@ -256,14 +265,21 @@ const (
 )
 
 // setProperties puts properties on a message: TAGS and KEYS become the tag
-// and key, the rest headers in order.
-func setProperties(m *model.Message, props []protocol.Property) {
-	// Header values share one allocation.
+// and key, the rest headers in order. It returns the UNIQ_KEY.
+func setProperties(m *model.Message, props []protocol.Property) (uniq string) {
+	return setPropertiesIn(m, props, nil)
+}
+
+// setPropertiesIn is setProperties with room for the header values (they
+// share one allocation when it is too small).
+func setPropertiesIn(m *model.Message, props []protocol.Property, values []byte) (uniq string) {
 	size := 0
 	for _, p := range props {
 		size += len(p.Value)
 	}
-	values := make([]byte, 0, size)
+	if cap(values) < size {
+		values = make([]byte, 0, size)
+	}
 	m.Headers = slices.Grow(m.Headers, len(props))
 	for _, p := range props {
 		switch p.Key {
@@ -277,9 +293,11 @@ func setProperties(m *model.Message, props []protocol.Property) {
 			m.Headers = append(m.Headers, model.Header{Key: p.Key, Value: values[len(values)-len(p.Value) : len(values) : len(values)]})
 			if p.Key == propUniqKey {
 				m.IndexKeys = append(m.IndexKeys, p.Value)
+				uniq = p.Value
 			}
 		}
 	}
+	return uniq
 }
 
 // position is the 64-bit position an offset message id carries: the

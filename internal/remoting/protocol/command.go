@@ -66,6 +66,20 @@ type response struct {
 	ext [8]Field
 }
 
+// request is a decoded Command with room for the ext fields clients' sends
+// carry (13 from the Go client): one allocation for both.
+type request struct {
+	Command
+	ext [16]Field
+}
+
+// newRequest is an empty decoded Command with room for its ext fields.
+func newRequest() *Command {
+	r := &request{}
+	r.ExtFields = r.ext[:0]
+	return &r.Command
+}
+
 // Ext returns an ext field ("" when absent).
 func (c *Command) Ext(key string) string {
 	v, _ := c.ExtFields.Get(key)

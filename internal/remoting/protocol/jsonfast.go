@@ -1,8 +1,9 @@
 package protocol
 
 import (
+	"bytes"
+	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -21,7 +22,7 @@ func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 	if !p.byte('{') {
 		return nil, false
 	}
-	c := &Command{}
+	c := newRequest()
 	if p.peek('}') {
 		p.i++
 		return c, p.end()
@@ -55,7 +56,7 @@ func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 				c.Flag = n
 			}
 		case "language":
-			s, ok := p.str()
+			s, ok := p.language()
 			if !ok {
 				return nil, false
 			}
@@ -256,6 +257,26 @@ func (p *jsonScan) key() (name string, common int, ok bool) {
 	return name, -1, ok
 }
 
+// language reads the header's language: the clients' names are shared
+// (no allocation), others read as any string.
+func (p *jsonScan) language() (string, bool) {
+	p.ws()
+	if i := p.i; i < len(p.b) && p.b[i] == '"' {
+		if j := bytes.IndexByte(p.b[i+1:], '"'); j >= 0 && j <= 8 {
+			for _, l := range languages {
+				if string(p.b[i+1:i+1+j]) == l {
+					p.i = i + j + 2
+					return l, true
+				}
+			}
+		}
+	}
+	return p.str()
+}
+
+// languages are the client languages RocketMQ names (LanguageCode).
+var languages = [...]string{"GO", "JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "RUST", "NODE_JS"}
+
 // str reads a string. Escapes are decoded (RocketMQ properties carry
 // \u0001 and \u0002 separators); surrogate escapes and invalid UTF-8 are
 // left to the general decoder.
@@ -365,8 +386,8 @@ func hex4(b []byte) (rune, bool) {
 }
 
 // number reads a JSON number (strict grammar) and reports whether it is an
-// integer.
-func (p *jsonScan) number() (text string, integer, ok bool) {
+// integer; text is its bytes in the header.
+func (p *jsonScan) number() (text []byte, integer, ok bool) {
 	p.ws()
 	start := p.i
 	digits := func() int {
@@ -384,14 +405,14 @@ func (p *jsonScan) number() (text string, integer, ok bool) {
 	case p.i < len(p.b) && p.b[p.i] == '0':
 		p.i++
 	case digits() == 0:
-		return "", false, false
+		return nil, false, false
 	}
 	integer = true
 	if p.i < len(p.b) && p.b[p.i] == '.' {
 		p.i++
 		integer = false
 		if digits() == 0 {
-			return "", false, false
+			return nil, false, false
 		}
 	}
 	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
@@ -401,19 +422,37 @@ func (p *jsonScan) number() (text string, integer, ok bool) {
 			p.i++
 		}
 		if digits() == 0 {
-			return "", false, false
+			return nil, false, false
 		}
 	}
-	return string(p.b[start:p.i]), integer, true
+	return p.b[start:p.i], integer, true
 }
 
+// int32 reads an integer that fits 32 bits (parsed from the header's bytes:
+// no allocation).
 func (p *jsonScan) int32() (int32, bool) {
 	text, integer, ok := p.number()
 	if !ok || !integer {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(text, 10, 32)
-	return int32(n), err == nil
+	neg := text[0] == '-'
+	if neg {
+		text = text[1:]
+	}
+	var n int64
+	for _, c := range text {
+		n = n*10 + int64(c-'0')
+		if n > math.MaxInt32+1 {
+			return 0, false
+		}
+	}
+	if neg {
+		n = -n
+	}
+	if n > math.MaxInt32 || n < math.MinInt32 {
+		return 0, false
+	}
+	return int32(n), true
 }
 
 func (p *jsonScan) null() bool {

@@ -33,8 +33,11 @@ const (
 type Property struct{ Key, Value string }
 
 // ParseProperties splits "k\x01v\x02k\x01v\x02…" into properties, in order.
-func ParseProperties(s string) []Property {
-	var out []Property
+func ParseProperties(s string) []Property { return ParsePropertiesTo(nil, s) }
+
+// ParsePropertiesTo is ParseProperties appending to out (room the caller
+// has spares an allocation).
+func ParsePropertiesTo(out []Property, s string) []Property {
 	for len(s) > 0 {
 		var item string
 		if i := strings.IndexByte(s, propertySep); i >= 0 {
