@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -112,7 +113,7 @@ func (a *App) relay(ctx context.Context, c *clientConn, rt *listenerRoute, moves
 	defer rt.relays.remove(c)
 	var wg sync.WaitGroup
 	clientGone := make(chan bool, 1) // false: the leader's end failed a write
-	upGone := make(chan struct{}, 1)
+	upGone := make(chan error, 1)    // why the leader's end stopped
 	wg.Add(2)
 	go func() { // client → leader
 		defer wg.Done()
@@ -134,24 +135,24 @@ func (a *App) relay(ctx context.Context, c *clientConn, rt *listenerRoute, moves
 	go func() { // leader → client
 		defer wg.Done()
 		buf := make([]byte, 32<<10)
-		for {
-			n, err := up.Read(buf)
+		var err error
+		for err == nil {
+			var n int
+			n, err = up.Read(buf)
 			if n > 0 {
-				if _, werr := c.Write(buf[:n]); werr != nil {
-					break
+				if _, werr := c.Write(buf[:n]); werr != nil && err == nil {
+					err = werr
 				}
 			}
-			if err != nil {
-				break
-			}
 		}
-		upGone <- struct{}{}
+		upGone <- err
 	}()
 	move, reset := false, false
+	var upErr error
 	select {
 	case gone := <-clientGone:
 		move = !gone
-	case <-upGone:
+	case upErr = <-upGone:
 		move = true
 	case <-ctx.Done():
 	}
@@ -170,9 +171,11 @@ func (a *App) relay(ctx context.Context, c *clientConn, rt *listenerRoute, moves
 				go a.relay(ctx, nc, rt, moves+1)
 				return
 			}
-			// Answers went back already: the client reconnects; a reset
-			// makes it retry what is still unanswered.
-			reset = true
+			// Answers went back already: the client reconnects. Unless
+			// the old leader ended the connection in order (it answered
+			// what it read first), a reset makes the client retry what
+			// is still unanswered.
+			reset = !errors.Is(upErr, io.EOF)
 		}
 	}
 	if reset {
