@@ -136,7 +136,9 @@ func (a *App) handOffLeadership() {
 }
 
 // handOffGroup moves one group's leadership to its most caught-up replica
-// if this node leads it.
+// if this node leads it: one Raft is replicating to (a replica it only
+// probes may be cut off or down, and a hand-off to it would hold the
+// group's appends until it is given up).
 func (a *App) handOffGroup(gr *groupReplica) {
 	r := a.replica
 	st := gr.raft.Status()
@@ -146,7 +148,7 @@ func (a *App) handOffGroup(gr *groupReplica) {
 	var to model.NodeID
 	best := uint64(0)
 	for _, p := range st.Replicas {
-		if p.Node != r.self && p.Match >= best {
+		if p.Node != r.self && !p.Learner && p.State == "replicate" && p.Match >= best {
 			to, best = p.Node, p.Match
 		}
 	}
