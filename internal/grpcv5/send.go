@@ -87,10 +87,24 @@ func (s *Server) awaitLeaderMove(ctx context.Context) {
 	defer t.Stop()
 	select {
 	case <-(*serving).Done():
+		// The stopping server tells the client's connection to go away
+		// as it stops; answering first would let the client's retry,
+		// sent at once, ride the same connection to this member again.
+		g := time.NewTimer(goAwayGrace)
+		defer g.Stop()
+		select {
+		case <-g.C:
+		case <-ctx.Done():
+		}
 	case <-ctx.Done():
 	case <-t.C:
 	}
 }
+
+// goAwayGrace is how long a send that found its group's leadership gone
+// is held after this member's servers began to stop, so that their
+// connection's go-away reaches the client before the answer does.
+const goAwayGrace = 250 * time.Millisecond
 
 // sendOne stores one message and describes the result (and the error
 // when it failed).
