@@ -163,7 +163,7 @@ func (e *Engine) SetFollower() {
 
 // handOffCommitWait bounds how long appends wait for their commit after
 // their leader handed the group off (HandOff).
-const handOffCommitWait = 3 * time.Second
+const handOffCommitWait = time.Second
 
 // HandOff closes the log for appends when this replica handed its
 // leadership to a member that holds everything it wrote: appends waiting
