@@ -101,6 +101,13 @@ func (s *Server) awaitLeaderMove(ctx context.Context) {
 	}
 }
 
+// termEnded reports whether the servers this server runs in are stopping
+// (a cluster member's term ended).
+func (s *Server) termEnded() bool {
+	serving := s.serving.Load()
+	return serving != nil && (*serving).Err() != nil
+}
+
 // goAwayGrace is how long a send that found its group's leadership gone
 // is held after this member's servers began to stop, so that their
 // connection's go-away reaches the client before the answer does.
@@ -113,7 +120,14 @@ func (s *Server) sendOne(ctx context.Context, pm *v2.Message) (*v2.SendResultEnt
 	entry := &v2.SendResultEntry{MessageId: sp.GetMessageId()}
 	fail := func(err error) (*v2.SendResultEntry, error) {
 		entry.Status = status(err)
-		s.log.Debug("send refused", "topic", pm.GetTopic().GetName(), "err", err)
+		if errors.Is(err, model.ErrNotLeader) {
+			// Rare (leadership moves) and worth knowing which member and
+			// term answered.
+			s.log.Info("send refused: not the group's leader", "topic", pm.GetTopic().GetName(),
+				"term_ended", s.termEnded(), "err", err)
+		} else {
+			s.log.Debug("send refused", "topic", pm.GetTopic().GetName(), "err", err)
+		}
 		return entry, err
 	}
 	t, err := s.routeTopic(ctx, pm.GetTopic())
