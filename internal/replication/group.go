@@ -411,7 +411,9 @@ func (g *Group) TransferLeadership(ctx context.Context, to model.NodeID) error {
 			// and those waiting for their commit wait: when the transfer
 			// fails (the target could not take over), the log opens
 			// again in the same term (run's tick) and they go on; when
-			// it succeeds, they fail as on any loss of leadership.
+			// it succeeds, those not written fail as on any loss of
+			// leadership and those written wait for the new leader to
+			// commit them (handOffEngine).
 			g.holdAppends()
 			g.transferTo = to
 			g.rn.TransferLeader(uint64(to))
