@@ -169,9 +169,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 			a.closeBase()
 			return nil, err
 		}
-		g0 := a.replica.first()
+		g0 := a.replica.opened[0]
 		g0.engine, g0.producers, g0.kafkaTxns = a.engine, a.producers, a.kafkaTxns
-		if err := a.openGroupEngines(sc); err != nil {
+		if err := a.hostedEngines(ctx, sc); err != nil {
 			a.closeBase()
 			return nil, err
 		}

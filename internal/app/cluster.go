@@ -178,12 +178,19 @@ func (a *App) clusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 }
 
 // groupStatus describes a group as this node's replica sees it, or (gr
-// nil) the node's own commit log as group 0, led by the node.
+// nil) the node's own commit log as group 0, led by the node. A group the
+// node hosts no replica of is described by its published leader and its
+// placement, role "none".
 func (a *App) groupStatus(gr *groupReplica) admin.GroupStatus {
 	self := model.NodeID(a.cfg.NodeID)
 	e := a.engine
+	var lr *localReplica
 	if gr != nil {
-		e = gr.engine
+		if lr = gr.hosted(); lr == nil {
+			leader, tm := gr.leader()
+			return admin.GroupStatus{ID: gr.id, Leader: leader, Term: tm, Role: "none", Replicas: placedSorted(a.replica.placed(gr.id))}
+		}
+		e = lr.engine
 	}
 	ls := e.LogStats()
 	last := ls.NextIndex
@@ -195,12 +202,12 @@ func (a *App) groupStatus(gr *groupReplica) admin.GroupStatus {
 	if gr == nil {
 		return gs
 	}
-	st := gr.raft.Status()
+	st := lr.raft.Status()
 	gs.ID = gr.id
 	gs.Leader, gs.Term, gs.Role, gs.CommitIndex = st.Leader, model.Term(st.Term), st.Role, e.CommitIndex()
 	gs.Replicas, gs.Learners = st.Voters, st.Learners
 	if len(gs.Replicas) == 0 {
-		gs.Replicas = sortedIDs(a.replica.members())
+		gs.Replicas = placedSorted(a.replica.placed(gr.id))
 	}
 	for _, p := range st.Replicas {
 		gs.Progress = append(gs.Progress, admin.ReplicaProgress{Node: p.Node, Match: model.Index(p.Match), Lag: p.Lag, State: p.State})

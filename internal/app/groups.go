@@ -22,19 +22,22 @@ import (
 	"github.com/rosettamq/rosetta/internal/storage"
 )
 
-// groupReplica is the node's replica of one replication group and what
-// runs over it: the group's own engine (group 0's is the node's engine in
-// data_dir/storage, group g's in data_dir/groups/<g>), its Raft group, the
-// producer state checkpointed with its log and, while this node leads it,
-// its broker stack. One group is one RocketMQ broker: its queues are the
-// topics' queues route.Placement gives it.
+// groupReplica is one replication group as this member sees it. While
+// the member hosts a replica of the group (local: its own engine — group
+// 0's is the node's engine in data_dir/storage, group g's in
+// data_dir/groups/<g> — its Raft group and the producer state
+// checkpointed with its log) and leads it, it runs the group's broker
+// stack. A member that does not host the group (groups on a subset of the
+// members, hosting.go) knows its leader from the metadata (published).
+// One group is one RocketMQ broker: its queues are the topics' queues
+// route.Placement gives it.
 type groupReplica struct {
-	id        model.GroupID
-	engine    *storage.Engine
-	handoff   *replication.Handoff
-	raft      *replication.Group
-	producers *producers.Manager
-	kafkaTxns *producers.TxnIndex
+	id model.GroupID
+	// local is this member's replica of the group (nil while it hosts
+	// none; group 0 is hosted on every member).
+	local atomic.Pointer[localReplica]
+	// published is the group's leader as its leader published it.
+	published atomic.Pointer[leaderRecord]
 	// stack is the group's broker stack while this node leads it (group
 	// 0's is the App's stack).
 	stack  *atomic.Pointer[stack]
@@ -45,6 +48,31 @@ type groupReplica struct {
 	// imagesServed and imagesInstalled count snapshots (engine images)
 	// sent whole to replicas and fetched whole from a leader.
 	imagesServed, imagesInstalled atomic.Int64
+}
+
+// localReplica is a member's replica of a group it hosts.
+type localReplica struct {
+	engine    *storage.Engine
+	handoff   *replication.Handoff
+	raft      *replication.Group
+	producers *producers.Manager
+	kafkaTxns *producers.TxnIndex
+}
+
+// hosted is this member's replica of the group (nil: it hosts none).
+func (gr *groupReplica) hosted() *localReplica { return gr.local.Load() }
+
+// leader is the group's leader and its term: as this member's replica
+// knows them, or as the leader published them when the member hosts no
+// replica (0 while none is known).
+func (gr *groupReplica) leader() (model.NodeID, model.Term) {
+	if lr := gr.local.Load(); lr != nil {
+		return lr.raft.Leader()
+	}
+	if p := gr.published.Load(); p != nil {
+		return p.Node, p.Term
+	}
+	return 0, 0
 }
 
 // placement is the group's share of every topic's queues.
@@ -71,31 +99,31 @@ func (a *App) groupBrokerName(g model.GroupID) string {
 	return fmt.Sprintf("%s-%d", a.cfg.Cluster.Name, g)
 }
 
-// openGroupEngines opens the engines of groups 1.. (group 0's is the
-// node's engine, opened already), each with its own producer state.
-func (a *App) openGroupEngines(base storage.Config) error {
-	for _, gr := range a.replica.groups[1:] {
-		sc := base
-		sc.Dir = filepath.Join(groupDir(a.cfg.DataDir, gr.id), "storage")
-		sc.OnWritten = gr.handoff.Written
-		gr.producers = producers.New(a.meta, producers.Options{
-			Expiration: a.cfg.Broker.ProducerIDExpiration,
-			MaxStates:  a.cfg.Broker.MaxProducerStates,
-			Logger:     a.log,
-		})
-		gr.kafkaTxns = producers.NewTxnIndex()
-		sc.StateKeepers = []storage.StateKeeper{gr.producers, gr.kafkaTxns}
-		sc.Logger = a.log.With("group", gr.id)
-		if err := a.installImage(sc.Dir, gr.id); err != nil {
-			return err
-		}
-		e, err := storage.Open(sc)
-		if err != nil {
-			return fmt.Errorf("group %d storage: %w", gr.id, err)
-		}
-		gr.engine = e
+// openGroupEngine opens this member's engine of group g (g > 0; group
+// 0's is the node's engine), with its own producer state, installing an
+// image fetched before the last stop.
+func (a *App) openGroupEngine(base storage.Config, g model.GroupID) (*localReplica, error) {
+	lr := &localReplica{handoff: replication.NewHandoff()}
+	sc := base
+	sc.Dir = filepath.Join(groupDir(a.cfg.DataDir, g), "storage")
+	sc.OnWritten = lr.handoff.Written
+	lr.producers = producers.New(a.meta, producers.Options{
+		Expiration: a.cfg.Broker.ProducerIDExpiration,
+		MaxStates:  a.cfg.Broker.MaxProducerStates,
+		Logger:     a.log,
+	})
+	lr.kafkaTxns = producers.NewTxnIndex()
+	sc.StateKeepers = []storage.StateKeeper{lr.producers, lr.kafkaTxns}
+	sc.Logger = a.log.With("group", g)
+	if err := a.installImage(sc.Dir, g); err != nil {
+		return nil, err
 	}
-	return nil
+	e, err := storage.Open(sc)
+	if err != nil {
+		return nil, fmt.Errorf("group %d storage: %w", g, err)
+	}
+	lr.engine = e
+	return lr, nil
 }
 
 // resolveGroups settles how many replication groups the cluster has
@@ -129,7 +157,7 @@ func (a *App) resolveGroups(ctx context.Context) error {
 	}
 	r := a.replica
 	for g := len(r.groups); g < a.cfg.Cluster.groups(); g++ {
-		r.groups = append(r.groups, &groupReplica{id: model.GroupID(g), handoff: replication.NewHandoff(), stack: &atomic.Pointer[stack]{}})
+		r.groups = append(r.groups, &groupReplica{id: model.GroupID(g), stack: &atomic.Pointer[stack]{}})
 	}
 	return nil
 }
@@ -181,7 +209,7 @@ func groupPort(addr string, g model.GroupID) (int, bool) {
 // brokerRoutes describes every group as a RocketMQ broker to clients of
 // the listener on addr (group g's at the listener's port + g): its name
 // and, by broker id, the member leading it (0, absent while none does)
-// and its other members (1..). Nil on a cluster of one group, whose
+// and its other replicas (1..). Nil on a cluster of one group, whose
 // clients keep the address they asked (see relayedAdvertise).
 func (a *App) brokerRoutes(listener string) func() []remoting.BrokerRoute {
 	r := a.replica
@@ -201,12 +229,12 @@ func (a *App) brokerRoutes(listener string) func() []remoting.BrokerRoute {
 				h, _ := r.hostOf(id)
 				return net.JoinHostPort(h, strconv.Itoa(port))
 			}
-			leader, _ := gr.raft.Leader()
+			leader, _ := gr.leader()
 			if _, known := r.hostOf(leader); leader != 0 && known {
 				br.Addrs[0] = addr(leader)
 			}
 			next := int64(1)
-			for _, id := range sortedIDs(r.members()) {
+			for _, id := range sortedIDs(r.placedMap(gr.id)) {
 				if id != leader {
 					br.Addrs[next] = addr(id)
 					next++
@@ -265,13 +293,13 @@ const balanceBackoff = 16 * time.Second
 // member is registered (not stopping) and holds everything the group
 // committed (with several groups; one group stays where elections put
 // it). It reports whether a hand-off was tried and failed.
-func (a *App) balance(ctx context.Context, gr *groupReplica) (failed bool) {
+func (a *App) balance(ctx context.Context, gr *groupReplica, lr *localReplica) (failed bool) {
 	r := a.replica
 	if len(r.groups) == 1 {
 		return false
 	}
 	want := r.preferredLeader(gr.id)
-	st := gr.raft.Status()
+	st := lr.raft.Status()
 	if want == r.self || st.Leader != r.self || !st.Writable {
 		return false
 	}
@@ -299,7 +327,7 @@ func (a *App) balance(ctx context.Context, gr *groupReplica) (failed bool) {
 	tctx, cancel := context.WithTimeout(ctx, handOffWait)
 	defer cancel()
 	start := time.Now()
-	if err := gr.raft.TransferLeadership(tctx, want); err != nil {
+	if err := lr.raft.TransferLeadership(tctx, want); err != nil {
 		a.log.Info("moving leadership to the preferred member failed; trying again later", "group", gr.id, "to", want,
 			"err", err, "took", time.Since(start).Round(time.Millisecond))
 		return true

@@ -48,10 +48,14 @@ func (a *App) newKafkaFront(ctx context.Context, routes []*listenerRoute, budget
 	opts := a.kafkaOptions(budget)
 	opts.Groups = len(a.replica.groups)
 	opts.LogCopy = func(g int) *broker.LogCopy {
-		if g < 0 || g >= len(a.replica.groups) || a.replica.groups[g].engine == nil {
+		if g < 0 || g >= len(a.replica.groups) {
 			return nil
 		}
-		return broker.NewLogCopy(a.replica.groups[g].engine, a.log)
+		lr := a.replica.groups[g].hosted()
+		if lr == nil {
+			return nil
+		}
+		return broker.NewLogCopy(lr.engine, a.log)
 	}
 	if opts.Groups > 1 {
 		opts.Remote = kafkaRemote{a}

@@ -171,13 +171,13 @@ func (a *App) initialMembership(ctx context.Context, gr *groupReplica) (voters, 
 	r := a.replica
 	state := filepath.Join(groupDir(a.cfg.DataDir, gr.id), "raft", "state.json")
 	if _, err := os.Stat(state); err == nil {
-		return sortedIDs(r.members()), nil, nil // read from its state file
+		return placedSorted(r.placed(gr.id)), nil, nil // read from its state file
 	}
 	deadline := time.Now().Add(joinWait)
 	for {
 		kv, err := a.meta.Get(ctx, groupMembersKey(gr.id))
 		if errors.Is(err, meta.ErrNotFound) {
-			return sortedIDs(r.members()), nil, nil // the group is being made
+			return placedSorted(r.placed(gr.id)), nil, nil // the group is being made
 		}
 		if err != nil {
 			return nil, nil, err
@@ -207,10 +207,10 @@ const joinWait = time.Minute
 // reconcileMembers, on a group's leader, moves the group one step towards
 // having the cluster's members as voters, and publishes the group's
 // membership when it changed (published: what was published last).
-func (a *App) reconcileMembers(ctx context.Context, gr *groupReplica, published *string) {
+func (a *App) reconcileMembers(ctx context.Context, gr *groupReplica, lr *localReplica, published *string) {
 	r := a.replica
-	want := sortedIDs(r.members())
-	st := gr.raft.Status()
+	want := placedSorted(r.placed(gr.id))
+	st := lr.raft.Status()
 	if st.Leader != r.self || len(st.Voters) == 0 {
 		return
 	}
@@ -230,7 +230,7 @@ func (a *App) reconcileMembers(ctx context.Context, gr *groupReplica, published 
 	}
 	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	step, err := gr.raft.Reconcile(rctx, want)
+	step, err := lr.raft.Reconcile(rctx, want)
 	switch {
 	case err != nil:
 		a.log.Info("group membership", "group", gr.id, "err", err)
@@ -301,7 +301,9 @@ func (a *App) addMember(ctx context.Context, id model.NodeID, host string) error
 		return err
 	}
 	a.log.Info("member added", "node", id, "host", host)
-	return a.waitGroups(ctx, func(m replication.Membership) bool { return m.Has(id) })
+	return a.waitGroups(ctx, func(g model.GroupID, m replication.Membership) bool {
+		return m.Has(id) || !slices.Contains(groupVoters(next, g), id)
+	})
 }
 
 // removeMember removes node id from the cluster: the record drops it, the
@@ -322,7 +324,7 @@ func (a *App) removeMember(ctx context.Context, id model.NodeID) error {
 		return err
 	}
 	a.log.Info("member removed", "node", id)
-	if err := a.waitGroups(ctx, func(m replication.Membership) bool { return !m.Has(id) }); err != nil {
+	if err := a.waitGroups(ctx, func(_ model.GroupID, m replication.Membership) bool { return !m.Has(id) }); err != nil {
 		return err
 	}
 	if a.cfg.Cluster.EtcdEndpoints == "" {
@@ -354,7 +356,7 @@ func (a *App) recordMembers(ctx context.Context, cur, next map[model.NodeID]stri
 const memberChangeWait = 30 * time.Second
 
 // waitGroups waits until every group's published membership satisfies ok.
-func (a *App) waitGroups(ctx context.Context, ok func(replication.Membership) bool) error {
+func (a *App) waitGroups(ctx context.Context, ok func(model.GroupID, replication.Membership) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, memberChangeWait)
 	defer cancel()
 	for {
@@ -362,7 +364,7 @@ func (a *App) waitGroups(ctx context.Context, ok func(replication.Membership) bo
 		for _, gr := range a.replica.groups {
 			kv, err := a.meta.Get(ctx, groupMembersKey(gr.id))
 			var m replication.Membership
-			if err != nil || json.Unmarshal(kv.Value, &m) != nil || !ok(m) {
+			if err != nil || json.Unmarshal(kv.Value, &m) != nil || !ok(gr.id, m) {
 				done = false
 				break
 			}

@@ -105,7 +105,7 @@ func (a *App) callGroup(ctx context.Context, g int, method byte, req callRequest
 		return fmt.Errorf("%w: group %d", model.ErrNotLeader, g)
 	}
 	req.Group = g
-	leader, _ := r.groups[g].raft.Leader()
+	leader, _ := r.groups[g].leader()
 	switch leader {
 	case 0:
 		return fmt.Errorf("%w: group %d has no leader", model.ErrNotLeader, g)
@@ -140,7 +140,7 @@ func (a *App) askAdmin(ctx context.Context, g int, req admin.SubRequest) (admin.
 	if h := r.groups[g].admin.Load(); h != nil {
 		return admin.Answer(ctx, *h, req, "local"), nil
 	}
-	leader, _ := r.groups[g].raft.Leader()
+	leader, _ := r.groups[g].leader()
 	if leader == 0 || leader == r.self {
 		return admin.SubAnswer{}, fmt.Errorf("%w: group %d has no leader", model.ErrNotLeader, g)
 	}

@@ -89,7 +89,7 @@ func (a *App) relay(ctx context.Context, c *clientConn, rt *listenerRoute, moves
 		if a.serveHere(ctx, c, rt) {
 			return
 		}
-		leader, term := gr.raft.Leader()
+		leader, term := gr.leader()
 		// Never a host that is not the leader's own: an empty one would
 		// dial this node's own listener, which relays again.
 		if host, ok := r.hostOf(leader); ok && host != "" && leader != r.self {
@@ -160,7 +160,7 @@ func (a *App) relay(ctx context.Context, c *clientConn, rt *listenerRoute, moves
 		// Only when leadership moved: a leader that closed the connection
 		// itself meant it. This node may learn of the move a little after
 		// the old leader's end went away.
-		moved := func() bool { leader, term := gr.raft.Leader(); return leader != dialedLeader || term != dialedTerm }
+		moved := func() bool { leader, term := gr.leader(); return leader != dialedLeader || term != dialedTerm }
 		for wait := time.Now().Add(3 * time.Second); !moved() && time.Now().Before(wait) && ctx.Err() == nil; {
 			time.Sleep(20 * time.Millisecond)
 		}

@@ -49,6 +49,11 @@ type replica struct {
 	// images are the engine images this member serves to replicas
 	// fetching a snapshot (snapshots.go).
 	images imageLeases
+	// engineBase is the storage configuration group engines open with;
+	// opened holds the replicas whose engines opened as the member
+	// started, until startReplica starts them.
+	engineBase storage.Config
+	opened     map[model.GroupID]*localReplica
 }
 
 // first is group 0, which serves every listener.
@@ -79,10 +84,12 @@ func (a *App) prepareReplica(ctx context.Context, sc *storage.Config) error {
 	r.setMembers(members)
 	// Group 0 now; the others once the metadata says how many there are
 	// (resolveGroups).
-	r.groups = append(r.groups, &groupReplica{id: 0, handoff: replication.NewHandoff(), stack: &a.stack})
+	r.groups = append(r.groups, &groupReplica{id: 0, stack: &a.stack})
+	g0 := &localReplica{handoff: replication.NewHandoff()}
+	r.opened = map[model.GroupID]*localReplica{0: g0}
 	a.replica = r
 	sc.Replicated = true
-	sc.OnWritten = r.first().handoff.Written
+	sc.OnWritten = g0.handoff.Written
 	if a.cfg.Cluster.EtcdEndpoints != "" {
 		return nil
 	}
@@ -143,39 +150,17 @@ func (a *App) startReplica(ctx context.Context) error {
 	r.transport = t
 	t.HandleCalls(a.answerCall)
 	for _, gr := range r.groups {
-		voters, learners, err := a.initialMembership(ctx, gr)
-		if err != nil {
+		lr := r.opened[gr.id]
+		if lr == nil {
+			continue
+		}
+		if err := a.startGroupReplica(ctx, gr, lr); err != nil {
 			r.stop()
 			r.transport = nil
-			return fmt.Errorf("group %d: %w", gr.id, err)
+			return err
 		}
-		gr.raft, err = replication.Start(replication.Config{
-			Group:     gr.id,
-			Node:      r.self,
-			Voters:    voters,
-			Learners:  learners,
-			Dir:       filepath.Join(groupDir(a.cfg.DataDir, gr.id), "raft"),
-			Engine:    gr.engine,
-			Handoff:   gr.handoff,
-			Transport: t,
-			FetchSnapshot: func(ctx context.Context, from model.NodeID, _ model.Index) (replication.Membership, error) {
-				return a.fetchImage(ctx, gr, from)
-			},
-			OnRoleChange: func(model.NodeID, model.Term) {
-				gr.relays.closeUpstreams() // relayed connections follow the leader
-				if gr.id == 0 {
-					r.kafkaRelays.closeUpstreams()
-				}
-			},
-			Logger: a.log,
-		})
-		if err != nil {
-			r.stop()
-			r.transport = nil
-			return fmt.Errorf("group %d: %w", gr.id, err)
-		}
-		t.Register(gr.raft)
 	}
+	r.opened = nil
 	a.metrics.Registry.MustRegister(newReplicaCollector(r))
 	return nil
 }
@@ -183,8 +168,8 @@ func (a *App) startReplica(ctx context.Context) error {
 // stop stops the replica (the engines stay open).
 func (r *replica) stop() {
 	for _, gr := range r.groups {
-		if gr.raft != nil {
-			gr.raft.Stop()
+		if lr := gr.hosted(); lr != nil {
+			lr.raft.Stop()
 		}
 	}
 	if r.transport != nil {
@@ -200,8 +185,13 @@ func (r *replica) stop() {
 func (r *replica) closeEngines() error {
 	var errs []error
 	for _, gr := range r.groups[1:] {
-		if gr.engine != nil {
-			errs = append(errs, gr.engine.Close())
+		if lr := gr.hosted(); lr != nil {
+			errs = append(errs, lr.engine.Close())
+		}
+	}
+	for g, lr := range r.opened { // opened but never started
+		if g != 0 {
+			errs = append(errs, lr.engine.Close())
 		}
 	}
 	return errors.Join(errs...)
@@ -216,7 +206,7 @@ func (r *replica) closeEtcd() {
 // leaderHost returns the host of the node leading group 0 ("" while none
 // is known).
 func (r *replica) leaderHost() (model.NodeID, string) {
-	l, _ := r.first().raft.Leader()
+	l, _ := r.first().leader()
 	if l == 0 {
 		return 0, ""
 	}
@@ -243,13 +233,19 @@ func (a *App) kafkaCluster() func() *kafka.ClusterView {
 		// preferred replica), the member it returns to.
 		replicas := make([][]int32, len(r.groups))
 		for g := range r.groups {
-			for i := range ids {
-				replicas[g] = append(replicas[g], int32(ids[(g+i)%len(ids)]))
+			for _, id := range groupVoters(m, model.GroupID(g)) {
+				replicas[g] = append(replicas[g], int32(id))
 			}
 		}
 		v := &kafka.ClusterView{Hosts: hosts, Groups: make([]kafka.GroupView, len(r.groups))}
 		for g, gr := range r.groups {
-			st := gr.raft.Status()
+			var st replication.Status
+			if lr := gr.hosted(); lr != nil {
+				st = lr.raft.Status()
+			} else {
+				leader, tm := gr.leader()
+				st.Leader, st.Term = leader, uint64(tm)
+			}
 			// The leader's epoch is its Raft term's (the term a follower
 			// knows once it hears from the leader).
 			gv := kafka.GroupView{Leader: int32(st.Leader), Epoch: int32(model.Term(st.Term).LeaderEpoch()), Replicas: replicas[g]}
@@ -300,7 +296,11 @@ func (a *App) electLeader() func(ctx context.Context, group int, node int32) err
 		if group < 0 || group >= len(r.groups) {
 			return fmt.Errorf("no group %d", group)
 		}
-		if err := r.groups[group].raft.TransferLeadership(ctx, model.NodeID(node)); err != nil {
+		lr := r.groups[group].hosted()
+		if lr == nil {
+			return fmt.Errorf("group %d has no replica on this member", group)
+		}
+		if err := lr.raft.TransferLeadership(ctx, model.NodeID(node)); err != nil {
 			return err
 		}
 		a.log.Info("leadership moved by a preferred leader election", "group", group, "to", node)

@@ -44,12 +44,14 @@ func (c *replicaCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, gr := range c.r.groups {
-		c.collect(ch, gr)
+		if lr := gr.hosted(); lr != nil {
+			c.collect(ch, gr, lr)
+		}
 	}
 }
 
-func (c *replicaCollector) collect(ch chan<- prometheus.Metric, gr *groupReplica) {
-	st := gr.raft.Status()
+func (c *replicaCollector) collect(ch chan<- prometheus.Metric, gr *groupReplica, lr *localReplica) {
+	st := lr.raft.Status()
 	g := strconv.Itoa(int(st.Group))
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
@@ -64,7 +66,7 @@ func (c *replicaCollector) collect(ch chan<- prometheus.Metric, gr *groupReplica
 		w = 1
 	}
 	gauge(c.isLead, w, g)
-	ch <- prometheus.MustNewConstMetric(c.changes, prometheus.CounterValue, float64(gr.raft.LeaderChanges()), g)
+	ch <- prometheus.MustNewConstMetric(c.changes, prometheus.CounterValue, float64(lr.raft.LeaderChanges()), g)
 	ch <- prometheus.MustNewConstMetric(c.imagesServed, prometheus.CounterValue, float64(gr.imagesServed.Load()), g)
 	ch <- prometheus.MustNewConstMetric(c.imagesInstalled, prometheus.CounterValue, float64(gr.imagesInstalled.Load()), g)
 	for _, p := range st.Replicas {

@@ -110,17 +110,17 @@ func (a *App) answerImage(ctx context.Context, from model.NodeID, method byte, b
 	l := &r.images
 	switch method {
 	case callImageOpen:
-		if c.Group < 0 || c.Group >= len(r.groups) || r.groups[c.Group].raft == nil {
+		if c.Group < 0 || c.Group >= len(r.groups) || r.groups[c.Group].hosted() == nil {
 			return nil, nameCallError(fmt.Errorf("%w: group %d", model.ErrNotLeader, c.Group))
 		}
-		gr := r.groups[c.Group]
-		if leader, _ := gr.raft.Leader(); leader != r.self {
+		lr := r.groups[c.Group].hosted()
+		if leader, _ := lr.raft.Leader(); leader != r.self {
 			return nil, nameCallError(fmt.Errorf("%w: group %d is not led here", model.ErrNotLeader, c.Group))
 		}
 		// The membership first: the image then holds at least what
 		// it was applied from.
-		members := gr.raft.Membership(ctx)
-		im, err := gr.engine.OpenImage(ctx)
+		members := lr.raft.Membership(ctx)
+		im, err := lr.engine.OpenImage(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -177,8 +177,9 @@ func (a *App) closeImage(id uint64, fetched bool) {
 	}
 	lease.idle.Stop()
 	lease.im.Close()
-	if gr := r.groups[lease.group]; gr.raft != nil {
-		gr.raft.ReportSnapshot(lease.node, fetched)
+	gr := r.groups[lease.group]
+	if lr := gr.hosted(); lr != nil {
+		lr.raft.ReportSnapshot(lease.node, fetched)
 		if fetched {
 			gr.imagesServed.Add(1)
 		}
@@ -188,15 +189,15 @@ func (a *App) closeImage(id uint64, fetched bool) {
 
 // fetchImage fetches group gr's image from member from into its engine's
 // directory, complete for storage.InstallImage.
-func (a *App) fetchImage(ctx context.Context, gr *groupReplica, from model.NodeID) (replication.Membership, error) {
+func (a *App) fetchImage(ctx context.Context, gr *groupReplica, lr *localReplica, from model.NodeID) (replication.Membership, error) {
 	var members replication.Membership
-	err := a.fetchImageFiles(ctx, gr, from, &members)
+	err := a.fetchImageFiles(ctx, gr, lr, from, &members)
 	return members, err
 }
 
 // fetchImageFiles fetches the image's files and sets members to the
 // membership its manifest names.
-func (a *App) fetchImageFiles(ctx context.Context, gr *groupReplica, from model.NodeID, members *replication.Membership) error {
+func (a *App) fetchImageFiles(ctx context.Context, gr *groupReplica, lr *localReplica, from model.NodeID, members *replication.Membership) error {
 	t := a.replica.transport
 	call := func(method byte, c imageCall, timeout time.Duration) ([]byte, error) {
 		body, err := json.Marshal(c)
@@ -225,7 +226,7 @@ func (a *App) fetchImageFiles(ctx context.Context, gr *groupReplica, from model.
 	defer func() {
 		_, _ = call(callImageClose, imageCall{ID: m.ID, Done: fetched}, callTimeout)
 	}()
-	w, err := storage.NewImageWriter(gr.engine.Config().Dir)
+	w, err := storage.NewImageWriter(lr.engine.Config().Dir)
 	if err != nil {
 		return err
 	}

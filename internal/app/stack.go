@@ -60,8 +60,8 @@ func (a *App) singleParts() stackParts {
 }
 
 // groupParts are a cluster member's for one of its groups.
-func (a *App) groupParts(gr *groupReplica) stackParts {
-	return stackParts{group: gr.id, engine: gr.engine, producers: gr.producers, kafkaTxns: gr.kafkaTxns,
+func (a *App) groupParts(gr *groupReplica, lr *localReplica) stackParts {
+	return stackParts{group: gr.id, engine: lr.engine, producers: lr.producers, kafkaTxns: lr.kafkaTxns,
 		placement: gr.placement(a.cfg.Cluster.groups()), brokerName: a.groupBrokerName(gr.id)}
 }
 

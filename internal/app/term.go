@@ -72,13 +72,15 @@ func (a *App) runReplicated(ctx context.Context, ready func(), eps []endpoint) e
 	// One request byte budget for every term's front-ends.
 	budget := task.NewByteBudget(int64(a.cfg.Limits.MaxBytesInFlight))
 	front := a.newKafkaFront(gctx, kafkaRoutes, budget)
-	for i, gr := range r.groups {
-		h := handler
-		if i > 0 {
-			h = nil // the admin API follows group 0
+	hs := &hosting{a: a, ctx: gctx, g: g, routes: routes, front: front, handler: handler, budget: budget,
+		running: map[model.GroupID]*hostedRun{}, busy: map[model.GroupID]bool{}}
+	for _, gr := range r.groups {
+		if lr := gr.hosted(); lr != nil {
+			hs.lead(gr, lr)
 		}
-		g.Go(func() error { return a.leadLoop(gctx, gr, routes[i], front, h, budget) })
 	}
+	g.Go(func() error { hs.tend(gctx); return nil })
+	g.Go(func() error { a.watchLeaders(gctx); return nil })
 	if ready != nil {
 		ready()
 	}
@@ -126,10 +128,14 @@ func (a *App) leaveEarly() {
 func (a *App) handOffLeadership() {
 	var wg sync.WaitGroup
 	for _, gr := range a.replica.groups {
+		lr := gr.hosted()
+		if lr == nil {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a.handOffGroup(gr)
+			a.handOffGroup(gr, lr)
 		}()
 	}
 	wg.Wait()
@@ -139,9 +145,9 @@ func (a *App) handOffLeadership() {
 // if this node leads it: one Raft is replicating to (a replica it only
 // probes may be cut off or down, and a hand-off to it would hold the
 // group's appends until it is given up).
-func (a *App) handOffGroup(gr *groupReplica) {
+func (a *App) handOffGroup(gr *groupReplica, lr *localReplica) {
 	r := a.replica
-	st := gr.raft.Status()
+	st := lr.raft.Status()
 	if st.Leader != r.self {
 		return
 	}
@@ -157,7 +163,7 @@ func (a *App) handOffGroup(gr *groupReplica) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	if err := gr.raft.TransferLeadership(ctx, to); err != nil {
+	if err := lr.raft.TransferLeadership(ctx, to); err != nil {
 		a.log.Warn("leadership hand-off", "group", gr.id, "to", to, "err", err)
 		return
 	}
@@ -168,7 +174,7 @@ func (a *App) handOffGroup(gr *groupReplica) {
 // leader and drops it when leadership ends. handler, for group 0, serves
 // the admin API. The leader's housekeeping runs beside it (tendGroup), so
 // that a slow metadata call or hand-off never delays the end of a term.
-func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listenerRoute, front *kafkaFront, handler *switchHandler, budget *task.ByteBudget) error {
+func (a *App) leadLoop(ctx context.Context, gr *groupReplica, lr *localReplica, routes []*listenerRoute, front *kafkaFront, handler *switchHandler, budget *task.ByteBudget) error {
 	var cur *term
 	var standby http.Handler
 	if handler != nil {
@@ -176,7 +182,7 @@ func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listener
 	}
 	tctx, stopTending := context.WithCancel(ctx)
 	tended := make(chan struct{})
-	go func() { defer close(tended); a.tendGroup(tctx, gr) }()
+	go func() { defer close(tended); a.tendGroup(tctx, gr, lr) }()
 	defer func() { stopTending(); <-tended }()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -185,19 +191,19 @@ func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listener
 		select {
 		case <-ctx.Done():
 			if cur != nil {
-				a.endTerm(cur, gr, routes, front, handler, standby)
+				a.endTerm(cur, gr, lr, routes, front, handler, standby)
 			}
 			return nil
 		case <-tick.C:
 		}
-		leading := gr.raft.Writable()
+		leading := lr.raft.Writable()
 		// A leader holding appends (a hand-off or a membership change
 		// under way) still leads its term: its stack stays.
-		_, raftTerm := gr.raft.Leader()
-		leads := gr.raft.Leads()
+		_, raftTerm := lr.raft.Leader()
+		leads := lr.raft.Leads()
 		switch {
 		case leading && cur == nil && time.Now().After(retryAt):
-			t, err := a.startTerm(ctx, gr, routes, front, handler, budget)
+			t, err := a.startTerm(ctx, gr, lr, routes, front, handler, budget)
 			if err != nil {
 				a.log.Error("serving as leader failed; retrying", "group", gr.id, "err", err)
 				retryAt = time.Now().Add(time.Second)
@@ -205,10 +211,10 @@ func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listener
 			}
 			cur = t
 		case cur != nil && (!leads || raftTerm != cur.raftTerm):
-			a.endTerm(cur, gr, routes, front, handler, standby)
+			a.endTerm(cur, gr, lr, routes, front, handler, standby)
 			cur = nil
 		}
-		if err := gr.raft.Err(); err != nil {
+		if err := lr.raft.Err(); err != nil {
 			return fmt.Errorf("replica of group %d: %w", gr.id, err)
 		}
 	}
@@ -217,35 +223,43 @@ func (a *App) leadLoop(ctx context.Context, gr *groupReplica, routes []*listener
 // tendGroup does a group leader's housekeeping until ctx ends: it hands
 // the group off when its disk guard refuses writes, keeps the group's
 // membership as the cluster's and hands the group to its preferred member.
-func (a *App) tendGroup(ctx context.Context, gr *groupReplica) {
+func (a *App) tendGroup(ctx context.Context, gr *groupReplica, lr *localReplica) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var stepDownAt, balanceAt, membersAt time.Time
 	balanceWait := balanceInterval
-	var published string // the group membership last published
+	var published string         // the group membership last published
+	var publishedTerm model.Term // the term this member last published itself the leader of
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		if !gr.raft.Writable() {
+		if !lr.raft.Writable() {
 			continue
 		}
-		if gr.engine.DiskFull() && time.Now().After(stepDownAt) {
+		if _, tm := lr.raft.Leader(); tm != publishedTerm {
+			if err := a.publishLeader(ctx, gr, tm); err != nil {
+				a.log.Info("publishing the group's leader failed", "group", gr.id, "err", err)
+			} else {
+				publishedTerm = tm
+			}
+		}
+		if lr.engine.DiskFull() && time.Now().After(stepDownAt) {
 			// A leader whose disk guard refuses writes would stall the
 			// group: a follower with room takes over.
 			a.log.Warn("disk guard refuses writes: handing leadership off", "group", gr.id)
-			a.handOffGroup(gr)
+			a.handOffGroup(gr, lr)
 			stepDownAt = time.Now().Add(10 * time.Second)
 			continue
 		}
 		if time.Now().After(membersAt) {
 			membersAt = time.Now().Add(membershipInterval)
-			a.reconcileMembers(ctx, gr, &published)
+			a.reconcileMembers(ctx, gr, lr, &published)
 		}
 		if time.Now().After(balanceAt) {
-			if a.balance(ctx, gr) {
+			if a.balance(ctx, gr, lr) {
 				balanceWait = min(2*balanceWait, balanceBackoff)
 			} else {
 				balanceWait = balanceInterval
@@ -289,17 +303,17 @@ type term struct {
 
 // startTerm builds the group's broker from the log and starts the
 // protocol servers over its listeners.
-func (a *App) startTerm(ctx context.Context, gr *groupReplica, routes []*listenerRoute, front *kafkaFront, handler *switchHandler, budget *task.ByteBudget) (*term, error) {
+func (a *App) startTerm(ctx context.Context, gr *groupReplica, lr *localReplica, routes []*listenerRoute, front *kafkaFront, handler *switchHandler, budget *task.ByteBudget) (*term, error) {
 	start := time.Now()
-	_, raftTerm := gr.raft.Leader()
-	if err := waitTermCommitted(ctx, gr.engine); err != nil {
+	_, raftTerm := lr.raft.Leader()
+	if err := waitTermCommitted(ctx, lr.engine); err != nil {
 		return nil, err
 	}
 	// State machines are rebuilt from the log alone: the checkpoint
 	// sections the engine opened with may predate records applied since.
-	gr.engine.DropOpenedSections()
+	lr.engine.DropOpenedSections()
 	tctx, cancel := context.WithCancel(ctx)
-	st, err := a.newStack(tctx, a.groupParts(gr))
+	st, err := a.newStack(tctx, a.groupParts(gr, lr))
 	if err != nil {
 		cancel()
 		return nil, err
@@ -351,14 +365,14 @@ func (a *App) startTerm(ctx context.Context, gr *groupReplica, routes []*listene
 	if handler != nil {
 		handler.set(admin.Spanning(groupAPI, admin.GroupAsker{Groups: len(a.replica.groups), Ask: a.askAdmin}))
 	}
-	_, tm := gr.raft.Leader()
+	_, tm := lr.raft.Leader()
 	a.log.Info("leading: serving clients", "group", gr.id, "term", tm, "took", time.Since(start))
 	return &term{raftTerm: raftTerm, st: st, cancel: cancel, g: g, started: time.Now(), metrics: m}, nil
 }
 
 // endTerm stops serving: new connections relay again, the term's
 // connections close and its broker stops.
-func (a *App) endTerm(t *term, gr *groupReplica, routes []*listenerRoute, front *kafkaFront, handler *switchHandler, standby http.Handler) {
+func (a *App) endTerm(t *term, gr *groupReplica, lr *localReplica, routes []*listenerRoute, front *kafkaFront, handler *switchHandler, standby http.Handler) {
 	front.detach(int(gr.id))
 	for _, rt := range routes {
 		if cl := rt.current.Swap(nil); cl != nil {
@@ -379,7 +393,7 @@ func (a *App) endTerm(t *term, gr *groupReplica, routes []*listenerRoute, front 
 		a.log.Warn("closing the ended term's broker", "group", gr.id, "err", err)
 	}
 	// Checkpoints stop capturing the closed broker's state machines.
-	gr.engine.DropOpenedSections()
+	lr.engine.DropOpenedSections()
 	a.log.Info("no longer leading: relaying clients to the leader", "group", gr.id, "served", time.Since(t.started).Round(time.Millisecond))
 }
 

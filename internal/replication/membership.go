@@ -77,7 +77,7 @@ type MembershipStep struct {
 // in want (as voters): it adds a missing member as a learner, promotes a
 // learner that holds everything committed, or removes a member not
 // wanted (handing leadership to a wanted voter first when this leader is
-// the one leaving). Only the leader acts, one change at a time; call it
+// the one leaving; a voter only once no wanted member is a learner still). Only the leader acts, one change at a time; call it
 // periodically. It never removes the last wanted voter.
 func (g *Group) Reconcile(ctx context.Context, want []model.NodeID) (MembershipStep, error) {
 	if len(want) == 0 {
@@ -145,6 +145,11 @@ func (g *Group) planMembership(want []model.NodeID) (p membershipPlan) {
 			return // no voter to hand off to yet
 		}
 		if slices.Contains(cur.Voters, id) && len(cur.Voters) == 1 {
+			return
+		}
+		if slices.Contains(cur.Voters, id) && slices.ContainsFunc(cur.Learners, func(l model.NodeID) bool { return slices.Contains(want, l) }) {
+			// A voter moving to another member leaves once its
+			// replacement votes: the group keeps its copies throughout.
 			return
 		}
 		cc, p.step = pb.ConfChangeSingle{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(uint64(id))}, MembershipStep{"remove", id}

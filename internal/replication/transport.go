@@ -188,6 +188,16 @@ func (t *TCPTransport) Register(g *Group) {
 	t.mu.Unlock()
 }
 
+// Unregister stops routing messages to g (a replica the node no longer
+// hosts); a group registered since under the same id stays.
+func (t *TCPTransport) Unregister(g *Group) {
+	t.mu.Lock()
+	if t.groups[g.cfg.Group] == g {
+		delete(t.groups, g.cfg.Group)
+	}
+	t.mu.Unlock()
+}
+
 // Close stops the transport and closes its connections.
 func (t *TCPTransport) Close() error {
 	t.cancel()

@@ -50,7 +50,7 @@ const (
 )
 
 // hosts: the three members' addresses, and a fourth joining later.
-var hosts = []string{"127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.14"}
+var hosts = []string{"127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.14", "127.0.0.15"}
 
 // TestClusterChild runs one member for the tests below until it is killed.
 func TestClusterChild(t *testing.T) {

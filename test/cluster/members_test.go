@@ -4,6 +4,7 @@ package cluster_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -17,14 +18,17 @@ import (
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
-// TestClusterMembers adds a fourth member to a running cluster of three
-// (three replication groups) and removes one, under idempotent Kafka
-// producers: the new member joins every group as a learner and is
-// promoted; a member is SIGKILLed and removed, and the groups go on with
-// the other three; every acknowledged record is stored exactly once.
+// TestClusterMembers grows a running cluster of three (three replication
+// groups) to five members and shrinks it again, under idempotent Kafka
+// producers: on five members group 0 keeps every member as a voter and the
+// others three each (the new members join the groups the placement names
+// as learners and are promoted, members the placement no longer names
+// leave them); a member hosting no replica of a group relays RocketMQ 5
+// clients to its leader; a member is SIGKILLed and removed, and the groups
+// go on with the others; every acknowledged record is stored exactly once.
 func TestClusterMembers(t *testing.T) {
 	c := newCluster(t, envGroups+"=0")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	apptest.Eventually(t, 60*time.Second, "group g led by member g+1", func() bool { return c.spread(ctx) })
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
@@ -43,18 +47,21 @@ func TestClusterMembers(t *testing.T) {
 	}
 	waitAcks("records before the change", 2000)
 
-	// Node 4 is added, then started on an empty directory.
+	// Nodes 4 and 5 are added, each then started on an empty directory.
 	start := time.Now()
-	if code := c.adminCallAt(ctx, t, c.member(2), http.MethodPost, "/api/v1/cluster/members", map[string]any{"node": 4, "host": hosts[3]}, nil); code != http.StatusOK {
-		t.Fatalf("add member 4: status %d", code)
+	for _, id := range []int{4, 5} {
+		if code := c.adminCallAt(ctx, t, c.member(2), http.MethodPost, "/api/v1/cluster/members", map[string]any{"node": id, "host": hosts[id-1]}, nil); code != http.StatusOK {
+			t.Fatalf("add member %d: status %d", id, code)
+		}
+		t.Logf("member %d added to its groups as a learner in %v", id, time.Since(start).Round(time.Millisecond))
+		c.startMember(id)
 	}
-	t.Logf("member 4 added to every group as a learner in %v", time.Since(start).Round(time.Millisecond))
-	c.startFourth()
-	apptest.Eventually(t, 90*time.Second, "every group with voters 1–4", c.votersAre(ctx, 1, 2, 3, 4))
-	t.Logf("member 4 votes in every group %v after it was added", time.Since(start).Round(time.Millisecond))
-	waitAcks("records after member 4 joined", 2000)
+	apptest.Eventually(t, 90*time.Second, "the groups placed over members 1–5", c.votersAre(ctx, 1, 2, 3, 4, 5))
+	t.Logf("the groups placed over five members %v after the first was added", time.Since(start).Round(time.Millisecond))
+	waitAcks("records after members 4 and 5 joined", 2000)
+	checkFiveMembers(ctx, t, c, kcl)
 
-	// Member 1 dies and is removed: the groups go on with 2, 3 and 4.
+	// Member 1 dies and is removed: the groups go on with 2–5.
 	killed := time.Now()
 	c.kill(c.member(1))
 	kl.waitAckAfter(t, killed, 30*time.Second)
@@ -62,12 +69,11 @@ func TestClusterMembers(t *testing.T) {
 	if code := c.adminCallAt(ctx, t, c.member(3), http.MethodDelete, "/api/v1/cluster/members/1", nil, nil); code != http.StatusOK {
 		t.Fatalf("remove member 1: status %d", code)
 	}
-	apptest.Eventually(t, 60*time.Second, "every group with voters 2–4", c.votersAre(ctx, 2, 3, 4))
-	t.Logf("member 1 removed from every group in %v", time.Since(start).Round(time.Millisecond))
+	apptest.Eventually(t, 90*time.Second, "the groups placed over members 2–5", c.votersAre(ctx, 2, 3, 4, 5))
+	t.Logf("member 1 removed, the groups placed over the other four in %v", time.Since(start).Round(time.Millisecond))
 	waitAcks("records after member 1 left", 2000)
 
-	// One more failure: with 2, 3 and 4 voting, losing one of them leaves
-	// a majority.
+	// One more failure: every group keeps a majority without member 2.
 	killed = time.Now()
 	victim := c.member(2)
 	c.kill(victim)
@@ -96,25 +102,69 @@ func TestClusterMembers(t *testing.T) {
 	}
 	t.Logf("member 4, leading a group, removed from every group in %v", time.Since(start).Round(time.Millisecond))
 	c.stop(c.member(4))
-	apptest.Eventually(t, 60*time.Second, "every group with voters 2–3", c.votersAre(ctx, 2, 3))
+	apptest.Eventually(t, 90*time.Second, "every group with voters 2, 3 and 5", c.votersAre(ctx, 2, 3, 5))
 	waitAcks("records after member 4 left", 1000)
 	kl.stop()
 	c.members = slices.DeleteFunc(c.members, func(m *member) bool { return m.id == 1 || m.id == 4 })
 	verify(t, c, "members", kl.acks)
 }
 
-// startFourth starts member 4 (added to the cluster before) on an empty
+// checkFiveMembers checks a five-member cluster from member 1, which
+// hosts group 0 alone: Kafka metadata names five brokers and three
+// replicas for the other groups' partitions, its status names the groups'
+// leaders, and RocketMQ 5 clients that reach it first (it sorts first) are
+// relayed to every group's leader.
+func checkFiveMembers(ctx context.Context, t *testing.T, c *cluster, kcl *kgo.Client) {
+	t.Helper()
+	st, ok := c.statusFrom(ctx, c.member(1))
+	if !ok {
+		t.Fatal("no status from member 1")
+	}
+	for _, g := range st.Groups {
+		if g.ID != 0 && (g.Role != "none" || g.Leader == 0) {
+			t.Errorf("member 1's view of group %d: role %q, leader %d (want none, a leader)", g.ID, g.Role, g.Leader)
+		}
+	}
+	one, err := kgo.NewClient(kgo.SeedBrokers(c.addrs(0)[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	md, err := kadm.NewClient(one).Metadata(ctx, "members")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(md.Brokers) != 5 {
+		t.Errorf("member 1's metadata names %d brokers, want 5", len(md.Brokers))
+	}
+	for _, p := range md.Topics["members"].Partitions {
+		want := 3
+		if p.Partition%3 == 0 {
+			want = 5
+		}
+		if len(p.Replicas) != want || p.Leader < 0 {
+			t.Errorf("partition %d: replicas %v, leader %d (want %d replicas)", p.Partition, p.Replicas, p.Leader, want)
+		}
+	}
+	gl := startGRPCLoad(t, c, "members-grpc")
+	apptest.Eventually(t, 60*time.Second, "RocketMQ 5 sends through member 1", func() bool { return gl.ackCount() >= 300 })
+	gl.stop()
+	gl.verify(t)
+}
+
+// startMember starts member id (added to the cluster before) on an empty
 // directory.
-func (c *cluster) startFourth() {
-	m4 := &member{id: 4, dir: filepath.Join(c.root, "node4"), host: hosts[3]}
-	c.members = append(c.members, m4)
-	c.start(m4)
-	c.wait(m4)
+func (c *cluster) startMember(id int) {
+	m := &member{id: id, dir: filepath.Join(c.root, fmt.Sprint("node", id)), host: hosts[id-1]}
+	c.members = append(c.members, m)
+	c.start(m)
+	c.wait(m)
 }
 
 // votersAre says whether every group has a leader and, as its leader
-// applied it, exactly the voters want and no learner.
-func (c *cluster) votersAre(ctx context.Context, want ...model.NodeID) func() bool {
+// applied it, the voters its placement over the members ids names and no
+// learner.
+func (c *cluster) votersAre(ctx context.Context, ids ...model.NodeID) func() bool {
 	return func() bool {
 		for _, m := range c.members {
 			st, ok := c.statusFrom(ctx, m)
@@ -122,7 +172,7 @@ func (c *cluster) votersAre(ctx context.Context, want ...model.NodeID) func() bo
 				continue
 			}
 			for _, g := range st.Groups {
-				if g.Role == "leader" && (!slices.Equal(g.Replicas, want) || len(g.Learners) > 0) {
+				if g.Role == "leader" && (!slices.Equal(g.Replicas, placement(ids, g.ID)) || len(g.Learners) > 0) {
 					return false
 				}
 			}
@@ -138,4 +188,19 @@ func (c *cluster) votersAre(ctx context.Context, want ...model.NodeID) func() bo
 		}
 		return true
 	}
+}
+
+// placement is the voters of group g on members ids (in order): every
+// member for group 0 and on up to three members, otherwise three from the
+// g-th on, wrapping.
+func placement(ids []model.NodeID, g model.GroupID) []model.NodeID {
+	if g == 0 || len(ids) <= 3 {
+		return ids
+	}
+	var out []model.NodeID
+	for i := range 3 {
+		out = append(out, ids[(int(g)+i)%len(ids)])
+	}
+	slices.Sort(out)
+	return out
 }

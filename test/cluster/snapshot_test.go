@@ -131,8 +131,8 @@ func TestClusterSnapshot(t *testing.T) {
 		t.Fatalf("add member 4: status %d", code)
 	}
 	joined := time.Now()
-	c.startFourth()
-	apptest.Eventually(t, 2*time.Minute, "every group with voters 1–4", c.votersAre(ctx, 1, 2, 3, 4))
+	c.startMember(4)
+	apptest.Eventually(t, 2*time.Minute, "the groups placed over members 1–4", c.votersAre(ctx, 1, 2, 3, 4))
 	t.Logf("a member joining from images voted in every group %v after its start", time.Since(joined).Round(time.Millisecond))
 	acks = append(acks, produce("snap-kept", 1500, 300, 100)...)
 	verify(t, c, "snap-kept", acks)
