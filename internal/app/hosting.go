@@ -363,6 +363,9 @@ func (h *hosting) host(ctx context.Context, gr *groupReplica) {
 // from the group, and deletes its files.
 func (h *hosting) drop(gr *groupReplica) {
 	a := h.a
+	if gr.id == 0 {
+		return // group 0's files are the node's data directory
+	}
 	h.mu.Lock()
 	run := h.running[gr.id]
 	delete(h.running, gr.id)

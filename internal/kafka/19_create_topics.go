@@ -4,9 +4,11 @@ package kafka
 //
 // Version notes: any positive replication factor (or -1) is accepted on a
 // single node so tools that hard-code RF=3 work; the topic has one replica.
-// In a cluster every topic is replicated to every member (one replication
-// group holds all queues): a factor above the member count is
-// INVALID_REPLICATION_FACTOR, and the answer names the real factor.
+// In a cluster a partition has the replicas of its replication group (every
+// member on up to three members; three on larger clusters, group 0's every
+// member): a factor above what every partition of the topic gets is
+// INVALID_REPLICATION_FACTOR (fewer copies than asked for are never
+// made), a smaller one is accepted, and the answer names the real factor.
 // 0 or below -1 is INVALID_REPLICATION_FACTOR. NumPartitions -1 takes the
 // broker default, 0 or below -1 is INVALID_PARTITIONS; manual assignments set
 // the partition count. Names outside [a-zA-Z0-9._-] (a '/' separates a
@@ -29,7 +31,6 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	s := rc.srv()
-	replicas := s.groupView(0).Replicas
 	seen := map[string]int{}
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
@@ -71,9 +72,9 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 			err = nerr
 		case err == nil && (rt.ReplicationFactor == 0 || rt.ReplicationFactor < -1):
 			tr.ErrorCode = kerr.InvalidReplicationFactor.Code
-		case err == nil && len(replicas) > 1 && int(rt.ReplicationFactor) > len(replicas):
+		case err == nil && n > 0 && s.replicationFactor(n) > 1 && int(rt.ReplicationFactor) > s.replicationFactor(n):
 			tr.ErrorCode = kerr.InvalidReplicationFactor.Code
-			tr.ErrorMessage = strp(fmt.Sprintf("Replication factor: %d larger than available brokers: %d.", rt.ReplicationFactor, len(replicas)))
+			tr.ErrorMessage = strp(fmt.Sprintf("Replication factor: %d larger than the %d copies this cluster keeps of each partition.", rt.ReplicationFactor, s.replicationFactor(n)))
 		case err == nil && n <= 0:
 			tr.ErrorCode = kerr.InvalidPartitions.Code
 		case err == nil && cfg.Validate() != nil:
@@ -93,7 +94,7 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 			tr.ErrorMessage = errorMessage(err)
 		}
 		if tr.ErrorCode == 0 {
-			tr.NumPartitions, tr.ReplicationFactor = int32(n), int16(len(replicas))
+			tr.NumPartitions, tr.ReplicationFactor = int32(n), int16(s.replicationFactor(n))
 			for _, dc := range describeTopicConfig(&cfg, brokerTopicDefaults(s.cat())) {
 				v := dc.value
 				tc := kmsg.NewCreateTopicsResponseTopicConfig()

@@ -78,6 +78,23 @@ func (s *Server) groupView(g int) GroupView {
 	return GroupView{Leader: s.opts.NodeID, Epoch: -1, Replicas: self, ISR: self}
 }
 
+// replicationFactor is how many copies every partition of a topic of n
+// partitions has at least: the fewest replicas of the groups holding them
+// (one on a single node).
+func (s *Server) replicationFactor(n int) int {
+	v := s.clusterView()
+	if v == nil {
+		return 1
+	}
+	rf := 0
+	for g := 0; g < min(n, len(v.Groups)); g++ {
+		if r := len(v.Groups[g].Replicas); rf == 0 || r < rf {
+			rf = r
+		}
+	}
+	return max(rf, 1)
+}
+
 // groupLeader returns a group's leader and epoch (-1 while unknown).
 func (s *Server) groupLeader(g int) (leader, epoch int32) {
 	v := s.groupView(g)

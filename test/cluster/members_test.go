@@ -4,6 +4,7 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/rosettamq/rosetta/internal/app/apptest"
@@ -145,6 +147,14 @@ func checkFiveMembers(ctx context.Context, t *testing.T, c *cluster, kcl *kgo.Cl
 		if len(p.Replicas) != want || p.Leader < 0 {
 			t.Errorf("partition %d: replicas %v, leader %d (want %d replicas)", p.Partition, p.Replicas, p.Leader, want)
 		}
+	}
+	// Each partition keeps three copies at least: more is refused.
+	adm := kadm.NewClient(one)
+	if resp, err := adm.CreateTopic(ctx, 3, 5, nil, "members-rf5"); err == nil && !errors.Is(resp.Err, kerr.InvalidReplicationFactor) {
+		t.Errorf("a topic of replication factor 5: %v, want INVALID_REPLICATION_FACTOR", resp.Err)
+	}
+	if resp, err := adm.CreateTopic(ctx, 3, -1, nil, "members-rf"); err != nil || resp.Err != nil || resp.ReplicationFactor != 3 {
+		t.Errorf("a topic of the default replication factor: %v %v, factor %d (want 3)", err, resp.Err, resp.ReplicationFactor)
 	}
 	gl := startGRPCLoad(t, c, "members-grpc")
 	apptest.Eventually(t, 60*time.Second, "RocketMQ 5 sends through member 1", func() bool { return gl.ackCount() >= 300 })
