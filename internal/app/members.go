@@ -26,8 +26,10 @@ import (
 // the record is the truth and cluster.members only says how to reach the
 // metadata. Adding a member (addMember) records it (and adds it to the
 // embedded etcd as a learner); every member then connects to it, and each
-// group's leader adds it to its group as a Raft learner and promotes it
-// to voter once it holds everything committed (reconcileMembers).
+// group's leader moves the group towards its placement over the members
+// (groupVoters): it adds the members the placement names as Raft learners,
+// promotes them to voters once they hold everything committed, then
+// removes the voters it no longer names (reconcileMembers).
 // Removing one records its absence: leaders remove it from their groups
 // (a leader being removed hands its group off first), then it leaves the
 // embedded etcd. Each group's leader publishes the group's membership
@@ -263,8 +265,8 @@ func (a *App) etcdPeerURL(host string) string {
 
 // addMember adds node id on host to the cluster: the embedded etcd gets
 // it as a learner, the record lists it, and the answer waits (up to
-// memberChangeWait) until every group has added it as a learner, so the
-// node can be started.
+// memberChangeWait) until every group whose placement names it has added
+// it as a learner, so the node can be started.
 func (a *App) addMember(ctx context.Context, id model.NodeID, host string) error {
 	if id <= 0 || host == "" || (strings.Contains(host, ":") && net.ParseIP(host) == nil) {
 		return fmt.Errorf("%w: a member needs a positive id and a host (no port)", model.ErrInvalidConfig)

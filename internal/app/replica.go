@@ -20,8 +20,8 @@ import (
 
 // A cluster member (cluster.members): every member runs an etcd member for
 // the metadata (unless cluster.etcd_endpoints names an external etcd) and
-// a replica of every replication group (cluster.groups; one per member by default),
-// each replicated with Raft. The member that leads a group serves its
+// a replica of each replication group its placement names (cluster.groups;
+// one per member by default; hosting.go), each replicated with Raft. The member that leads a group serves its
 // clients: it builds the group's broker from the log (as a restart does)
 // when it becomes leader and drops it when leadership ends. The others
 // accept clients on the same ports and relay each connection to the
@@ -134,8 +134,8 @@ func (a *App) prepareReplica(ctx context.Context, sc *storage.Config) error {
 	return err
 }
 
-// startReplica connects to the other members and starts the node's replica
-// of every group.
+// startReplica connects to the other members and starts the node's
+// replicas of the groups it hosts.
 func (a *App) startReplica(ctx context.Context) error {
 	r := a.replica
 	peers := map[model.NodeID]string{}
