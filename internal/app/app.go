@@ -169,6 +169,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 			a.closeBase()
 			return nil, err
 		}
+		if err := a.resolveReplicationFactor(ctx); err != nil {
+			a.closeBase()
+			return nil, err
+		}
 		g0 := a.replica.opened[0]
 		g0.engine, g0.producers, g0.kafkaTxns = a.engine, a.producers, a.kafkaTxns
 		if err := a.hostedEngines(ctx, sc); err != nil {

@@ -214,16 +214,17 @@ type BrokerConfig struct {
 // ClusterConfig places the node's metadata in a cluster's etcd (empty: the
 // node keeps its own store).
 type ClusterConfig struct {
-	EtcdEndpoints string `yaml:"etcd_endpoints" help:"comma-separated client URLs of an etcd holding the metadata instead of the node's own store (with cluster.members: instead of the members' embedded etcd); without cluster.members, data is not replicated, so a cluster name serves one node"`
-	Name          string `yaml:"name" help:"cluster name: its metadata lives under /rosetta/<name>/ in etcd"`
-	NodeID        int    `yaml:"node_id" help:"this node's id in cluster.members (same as node_id; Kafka broker id)"`
-	Members       string `yaml:"members" help:"the cluster's nodes as id=host,… (up to 5), e.g. 1=127.0.0.11,2=127.0.0.12,3=127.0.0.13: each runs an etcd member for the metadata (unless cluster.etcd_endpoints is set) and a replica of the commit log, replicated with Raft; every listener defaults to the node's own host"`
-	RaftPort      int    `yaml:"raft_port" help:"port of the replication transport on every member's host"`
-	EtcdPort      int    `yaml:"etcd_port" help:"client port of the embedded etcd member on every member's host (its peer port is the next one)"`
-	Secret        string `yaml:"secret" secret:"true" help:"shared secret the members authenticate one another's replication connections with (each end answers the other's challenge with an HMAC); empty: none"`
-	TLS           bool   `yaml:"tls" help:"encrypt replication connections with TLS 1.3 (needs cluster.secret, whose proofs are bound to each TLS session, so no certificate authority is needed)"`
-	Groups        int    `yaml:"groups" help:"replication groups the queues spread over (queue i of a topic in group i mod groups), each led by one member and seen by RocketMQ clients as one broker (name <cluster.name>-<group>; group g's RocketMQ listeners on the remoting and gRPC ports + g); fixed when the cluster is made; 0 (default): as the cluster was made, and for a new cluster one group per member (a leader each, spread over the members). Kafka partition p is queue p, in group p mod groups; consumer groups and transactional ids are coordinated by the leader of the group their id hashes to"`
-	LeaderAck     bool   `yaml:"leader_ack" help:"answer Kafka acks=1 produces once the leader wrote them, before a majority has them (faster; a leader's failure can lose what it acknowledged); off: acks=1 waits for the commit like acks=all"`
+	EtcdEndpoints     string `yaml:"etcd_endpoints" help:"comma-separated client URLs of an etcd holding the metadata instead of the node's own store (with cluster.members: instead of the members' embedded etcd); without cluster.members, data is not replicated, so a cluster name serves one node"`
+	Name              string `yaml:"name" help:"cluster name: its metadata lives under /rosetta/<name>/ in etcd"`
+	NodeID            int    `yaml:"node_id" help:"this node's id in cluster.members (same as node_id; Kafka broker id)"`
+	Members           string `yaml:"members" help:"the cluster's nodes as id=host,… (up to 5), e.g. 1=127.0.0.11,2=127.0.0.12,3=127.0.0.13: each runs an etcd member for the metadata (unless cluster.etcd_endpoints is set) and a replica of the commit log, replicated with Raft; every listener defaults to the node's own host"`
+	RaftPort          int    `yaml:"raft_port" help:"port of the replication transport on every member's host"`
+	EtcdPort          int    `yaml:"etcd_port" help:"client port of the embedded etcd member on every member's host (its peer port is the next one)"`
+	Secret            string `yaml:"secret" secret:"true" help:"shared secret the members authenticate one another's replication connections with (each end answers the other's challenge with an HMAC); empty: none"`
+	TLS               bool   `yaml:"tls" help:"encrypt replication connections with TLS 1.3 (needs cluster.secret, whose proofs are bound to each TLS session, so no certificate authority is needed)"`
+	Groups            int    `yaml:"groups" help:"replication groups the queues spread over (queue i of a topic in group i mod groups), each led by one member and seen by RocketMQ clients as one broker (name <cluster.name>-<group>; group g's RocketMQ listeners on the remoting and gRPC ports + g); fixed when the cluster is made; 0 (default): as the cluster was made, and for a new cluster one group per member (a leader each, spread over the members). Kafka partition p is queue p, in group p mod groups; consumer groups and transactional ids are coordinated by the leader of the group their id hashes to"`
+	ReplicationFactor int    `yaml:"replication_factor" help:"copies of each queue (Kafka partition) on a cluster of more members: groups other than group 0 get that many members as voters, group 0 keeps every member; 1, 3 or 5 (an even factor survives no more failures than the odd one below it); fixed when the cluster is made; 0 (default): as the cluster was made, 3 for a new cluster"`
+	LeaderAck         bool   `yaml:"leader_ack" help:"answer Kafka acks=1 produces once the leader wrote them, before a majority has them (faster; a leader's failure can lose what it acknowledged); off: acks=1 waits for the commit like acks=all"`
 }
 
 // maxGroups bounds cluster.groups.
@@ -355,6 +356,8 @@ func (c Config) Validate() error {
 		return bad("cluster.raft_port and cluster.etcd_port must be ports")
 	case c.Cluster.Groups < 0 || c.Cluster.Groups > maxGroups:
 		return bad("cluster.groups %d: want 1 to %d", c.Cluster.Groups, maxGroups)
+	case c.Cluster.ReplicationFactor != 0 && c.Cluster.ReplicationFactor != 1 && c.Cluster.ReplicationFactor != 3 && c.Cluster.ReplicationFactor != 5:
+		return bad("cluster.replication_factor %d: want 1, 3 or 5 (an even factor survives no more failures than the odd one below it)", c.Cluster.ReplicationFactor)
 	case c.Cluster.Groups > 1 && c.Cluster.Members == "":
 		return bad("cluster.groups needs cluster.members (groups are replicated over the members)")
 	case c.Broker.StateSnapshotInterval <= 0:

@@ -3,8 +3,10 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/rosettamq/rosetta/internal/meta"
@@ -74,5 +76,66 @@ func TestCheckGroups(t *testing.T) {
 	}
 	if n := resolve(old); n != 1 {
 		t.Fatalf("a cluster made with topics before groups were recorded: %d groups", n)
+	}
+}
+
+func TestGroupVoters(t *testing.T) {
+	members := func(n int) map[model.NodeID]string {
+		m := map[model.NodeID]string{}
+		for i := 1; i <= n; i++ {
+			m[model.NodeID(i*10)] = fmt.Sprint("127.0.0.", 10+i)
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		members, factor int
+		g               model.GroupID
+		want            []model.NodeID
+	}{
+		{3, 3, 0, []model.NodeID{10, 20, 30}},
+		{3, 3, 2, []model.NodeID{30, 10, 20}}, // every member, the preferred leader first
+		{5, 3, 0, []model.NodeID{10, 20, 30, 40, 50}},
+		{5, 3, 1, []model.NodeID{20, 30, 40}},
+		{5, 3, 4, []model.NodeID{50, 10, 20}}, // wrapping
+		{5, 0, 4, []model.NodeID{50, 10, 20}}, // unset: the default
+		{5, 5, 3, []model.NodeID{40, 50, 10, 20, 30}},
+		{4, 1, 2, []model.NodeID{30}},
+		{2, 3, 1, []model.NodeID{20, 10}},
+	} {
+		if got := groupVoters(members(tc.members), tc.g, tc.factor); !slices.Equal(got, tc.want) {
+			t.Errorf("%d members, factor %d, group %d: %v, want %v", tc.members, tc.factor, tc.g, got, tc.want)
+		}
+	}
+}
+
+// TestResolveReplicationFactor: the first member records the cluster's
+// replication factor (3 unless configured); members unset take it, and a
+// member configured otherwise is refused.
+func TestResolveReplicationFactor(t *testing.T) {
+	ctx := context.Background()
+	s, err := meta.OpenBolt(filepath.Join(t.TempDir(), "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	member := func(factor int) (*App, error) {
+		c := DefaultConfig()
+		c.Cluster.ReplicationFactor = factor
+		a := &App{cfg: c, meta: s, log: slog.New(slog.DiscardHandler), replica: &replica{}}
+		return a, a.resolveReplicationFactor(ctx)
+	}
+	if a, err := member(5); err != nil || a.replica.factor != 5 {
+		t.Fatalf("the first member: %v, factor %d", err, a.replica.factor)
+	}
+	if a, err := member(0); err != nil || a.replica.factor != 5 {
+		t.Fatalf("a member unset: %v, factor %d", err, a.replica.factor)
+	}
+	if _, err := member(3); !errors.Is(err, model.ErrInvalidConfig) {
+		t.Fatalf("a member configured with 3: %v", err)
+	}
+	c := DefaultConfig()
+	c.Cluster.ReplicationFactor = 2
+	if err := c.Validate(); err == nil {
+		t.Fatal("a replication factor of 2 accepted")
 	}
 }

@@ -24,9 +24,10 @@ import (
 
 // Which members host which groups. Group 0, which serves every listener
 // and the node-wide state, has every member as a voter. On a cluster of
-// up to replicasPerGroup members so has every other group; on a larger
-// one group g has replicasPerGroup voters, the members from its preferred
-// leader on in id order (wrapping), so the copies spread evenly. A member
+// up to cluster.replication_factor members (3 by default) so has every
+// other group; on a larger one group g has that many voters, the members
+// from its preferred leader on in id order (wrapping), so the copies
+// spread evenly. A member
 // hosts a replica of a group while it is one of the group's voters or
 // learners or the placement names it: it starts one when the placement
 // comes to name it (its leader then adds it as a learner and promotes it
@@ -35,17 +36,24 @@ import (
 // from the metadata (leaderKey), where each leader publishes its term:
 // they relay its connections there and name it to clients.
 
-// replicasPerGroup is how many voters a group other than group 0 has on
-// a cluster of more members (Kafka's default replication factor).
-const replicasPerGroup = 3
+// defaultReplicationFactor is how many voters a group other than group 0
+// has on a cluster of more members unless cluster.replication_factor says
+// otherwise (Kafka's usual replication factor).
+const defaultReplicationFactor = 3
 
-// groupVoters is the placement of group g over members: the voters it
-// should have, its preferred leader first.
-func groupVoters(members map[model.NodeID]string, g model.GroupID) []model.NodeID {
+// replicationFactorKey holds the cluster's replication factor.
+const replicationFactorKey = "cluster/replication-factor"
+
+// groupVoters is the placement of group g over members with factor
+// copies: the voters it should have, its preferred leader first.
+func groupVoters(members map[model.NodeID]string, g model.GroupID, factor int) []model.NodeID {
 	ids := sortedIDs(members)
 	n := len(ids)
-	if g != 0 && n > replicasPerGroup {
-		n = replicasPerGroup
+	if factor <= 0 {
+		factor = defaultReplicationFactor
+	}
+	if g != 0 && n > factor {
+		n = factor
 	}
 	out := make([]model.NodeID, n)
 	for i := range out {
@@ -55,7 +63,37 @@ func groupVoters(members map[model.NodeID]string, g model.GroupID) []model.NodeI
 }
 
 // placed is group g's placement over the cluster's members now.
-func (r *replica) placed(g model.GroupID) []model.NodeID { return groupVoters(r.members(), g) }
+func (r *replica) placed(g model.GroupID) []model.NodeID { return groupVoters(r.members(), g, r.factor) }
+
+// resolveReplicationFactor settles the cluster's replication factor: as
+// the cluster was made (recorded in the metadata by its first member, from
+// cluster.replication_factor or the default); a member configured
+// otherwise refuses to start (the groups' copies would move).
+func (a *App) resolveReplicationFactor(ctx context.Context) error {
+	want := a.cfg.Cluster.ReplicationFactor
+	if want == 0 {
+		want = defaultReplicationFactor
+	}
+	_, err := a.meta.Txn(ctx, []meta.Compare{{Key: replicationFactorKey, Target: meta.CompareCreate}},
+		[]meta.Op{{Key: replicationFactorKey, Value: []byte(strconv.Itoa(want))}})
+	if err != nil && !errors.Is(err, meta.ErrConflict) {
+		return err
+	}
+	kv, err := a.meta.Get(ctx, replicationFactorKey)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(string(kv.Value))
+	if err != nil || n < 1 || n > maxMembers {
+		return fmt.Errorf("%w: the cluster's recorded replication factor %q", model.ErrCorruptRecord, kv.Value)
+	}
+	if a.cfg.Cluster.ReplicationFactor != 0 && n != a.cfg.Cluster.ReplicationFactor {
+		return fmt.Errorf("%w: cluster.replication_factor is %d but the cluster was made with %d (it cannot change)",
+			model.ErrInvalidConfig, a.cfg.Cluster.ReplicationFactor, n)
+	}
+	a.replica.factor = n
+	return nil
+}
 
 // placedSorted is a placement in id order.
 func placedSorted(ids []model.NodeID) []model.NodeID {
@@ -68,7 +106,7 @@ func placedSorted(ids []model.NodeID) []model.NodeID {
 func (r *replica) placedMap(g model.GroupID) map[model.NodeID]string {
 	m := r.members()
 	out := map[model.NodeID]string{}
-	for _, id := range groupVoters(m, g) {
+	for _, id := range groupVoters(m, g, r.factor) {
 		out[id] = m[id]
 	}
 	return out
@@ -311,14 +349,17 @@ func (h *hosting) tend(ctx context.Context) {
 			if busy {
 				continue
 			}
+			placed := slices.Contains(r.placed(gr.id), r.self)
+			lr := gr.hosted()
+			if lr != nil && placed {
+				continue // hosted where it belongs
+			}
 			gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			m, published, err := a.publishedMembership(gctx, gr.id)
 			cancel()
 			if err != nil {
 				continue
 			}
-			placed := slices.Contains(r.placed(gr.id), r.self)
-			lr := gr.hosted()
 			switch {
 			case lr == nil && (placed || m.Has(r.self)):
 				h.mu.Lock()

@@ -304,7 +304,7 @@ func (a *App) addMember(ctx context.Context, id model.NodeID, host string) error
 	}
 	a.log.Info("member added", "node", id, "host", host)
 	return a.waitGroups(ctx, func(g model.GroupID, m replication.Membership) bool {
-		return m.Has(id) || !slices.Contains(groupVoters(next, g), id)
+		return m.Has(id) || !slices.Contains(groupVoters(next, g, a.replica.factor), id)
 	})
 }
 

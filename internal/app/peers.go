@@ -31,6 +31,7 @@ const (
 	callWriteMarkers    byte = 3 // partition leader: a decided transaction's markers
 	callCommitOffsets   byte = 4 // group coordinator: a committed transaction's offsets
 	callAdmin           byte = 5 // group leader: an admin API request for its group
+	callElect           byte = 9 // group leader: hand the group to a member (a preferred leader election)
 )
 
 // callTimeout bounds one call to another member.
@@ -47,6 +48,7 @@ type callRequest struct {
 	Commit        bool                `json:"k,omitempty"`
 	Partitions    []txn.Partition     `json:"ps,omitempty"`
 	Offsets       []txn.PendingOffset `json:"os,omitempty"`
+	Node          model.NodeID        `json:"n,omitempty"`
 }
 
 // callErrors are the errors a call's answer carries by name, so the caller
@@ -214,6 +216,16 @@ func (a *App) answerLocal(ctx context.Context, method byte, req callRequest) err
 		return st.txns.CommitOffsets(ctx, req.TxnID, req.ConsumerGroup, req.PID, req.Epoch, req.Offsets)
 	case callWriteMarkers:
 		return st.txns.WriteMarkers(ctx, req.Partitions, req.PID, req.Epoch, req.Commit)
+	case callElect:
+		lr := r.groups[req.Group].hosted()
+		if lr == nil {
+			return fmt.Errorf("%w: group %d is not led here", model.ErrNotLeader, req.Group)
+		}
+		if err := lr.raft.TransferLeadership(ctx, req.Node); err != nil {
+			return err
+		}
+		a.log.Info("leadership moved by a preferred leader election", "group", req.Group, "to", req.Node)
+		return nil
 	case callCommitOffsets:
 		commits := make([]broker.OffsetCommit, len(req.Offsets))
 		for i, o := range req.Offsets {

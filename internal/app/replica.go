@@ -54,6 +54,9 @@ type replica struct {
 	// started, until startReplica starts them.
 	engineBase storage.Config
 	opened     map[model.GroupID]*localReplica
+	// factor is the cluster's replication factor: the voters of each
+	// group but group 0 on a cluster of more members.
+	factor int
 }
 
 // first is group 0, which serves every listener.
@@ -233,7 +236,7 @@ func (a *App) kafkaCluster() func() *kafka.ClusterView {
 		// preferred replica), the member it returns to.
 		replicas := make([][]int32, len(r.groups))
 		for g := range r.groups {
-			for _, id := range groupVoters(m, model.GroupID(g)) {
+			for _, id := range groupVoters(m, model.GroupID(g), r.factor) {
 				replicas[g] = append(replicas[g], int32(id))
 			}
 		}
@@ -296,15 +299,8 @@ func (a *App) electLeader() func(ctx context.Context, group int, node int32) err
 		if group < 0 || group >= len(r.groups) {
 			return fmt.Errorf("no group %d", group)
 		}
-		lr := r.groups[group].hosted()
-		if lr == nil {
-			return fmt.Errorf("group %d has no replica on this member", group)
-		}
-		if err := lr.raft.TransferLeadership(ctx, model.NodeID(node)); err != nil {
-			return err
-		}
-		a.log.Info("leadership moved by a preferred leader election", "group", group, "to", node)
-		return nil
+		// The group's leader hands it off (here, or over the transport).
+		return a.callGroup(ctx, group, callElect, callRequest{Node: model.NodeID(node)})
 	}
 }
 
