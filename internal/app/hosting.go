@@ -63,7 +63,9 @@ func groupVoters(members map[model.NodeID]string, g model.GroupID, factor int) [
 }
 
 // placed is group g's placement over the cluster's members now.
-func (r *replica) placed(g model.GroupID) []model.NodeID { return groupVoters(r.members(), g, r.factor) }
+func (r *replica) placed(g model.GroupID) []model.NodeID {
+	return groupVoters(r.members(), g, r.factor)
+}
 
 // resolveReplicationFactor settles the cluster's replication factor: as
 // the cluster was made (recorded in the metadata by its first member, from
