@@ -100,6 +100,25 @@ func (br *browser) click(what, xpath string) {
 	}
 }
 
+// openModal clicks what xpath finds until the message dialog shows: a
+// click on a list the page redrew just then (its first load replaced by
+// the next) opens nothing, and is made again.
+func (br *browser) openModal(what, xpath string) {
+	br.t.Helper()
+	const shown = `(() => { const e = document.querySelector("#modal-body pre"); return !!e && e.offsetParent !== null })()`
+	for attempt := 1; ; attempt++ {
+		br.click(what, xpath)
+		_, err := chromedp.Run(br.ctx, chromedp.Poll[bool](shown, chromedp.WithPollingTimeout(5*time.Second)))
+		if err == nil {
+			return
+		}
+		if attempt == 5 {
+			text, _ := chromedp.Run(br.ctx, chromedp.Evaluate[string](`(document.getElementById("modal-body") || {}).innerText || "(no dialog)"`))
+			br.t.Fatalf("%s: the dialog never showed its message: %v\n%s", what, err, text)
+		}
+	}
+}
+
 // shot writes a screenshot of the page as name.png.
 func (br *browser) shot(name string) {
 	br.t.Helper()

@@ -168,8 +168,7 @@ func TestConsoleRedriveAndReset(t *testing.T) {
 	}
 
 	br.do("the topic", chromedp.Navigate(base+"/#/topics/refunds"))
-	br.click("the Kafka record", `//span[contains(text(), 'kafka refund 7')]`)
-	br.do("the Kafka record", chromedp.WaitVisible(chromedp.CSS("#modal-body pre")))
+	br.openModal("the Kafka record", `//span[contains(text(), 'kafka refund 7')]`)
 	timeline := br.waitIn("modal-body", "dead-lettered")
 	br.shot("kafka-record-dead-lettered")
 	for _, want := range []string{"produced", "refund-app", "retried", "refunds-cg"} {
