@@ -93,7 +93,11 @@ func (s *Server) ReceiveMessage(req *v2.ReceiveMessageRequest, stream v2.Messagi
 	}
 	var got []pop.Delivery
 	received := time.Now()
-	found, err := s.broker.PollTopic(ctx, t, poll, func() (bool, error) {
+	// A poll parked when the servers stop answers as one that found nothing
+	// (the client asks again, on a new connection).
+	pctx, stopPoll := s.untilStopped(ctx)
+	defer stopPoll()
+	found, err := s.broker.PollTopic(pctx, t, poll, func() (bool, error) {
 		var err error
 		got, err = s.pop.ReceiveLive(broker.WithTraceSource(ctx, "grpc", clientID(ctx)), group, queues, batch, invisible, cfg.ConsumeMessageOrderly, match)
 		return len(got) > 0, err

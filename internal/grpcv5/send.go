@@ -101,6 +101,19 @@ func (s *Server) awaitLeaderMove(ctx context.Context) {
 	}
 }
 
+// untilStopped is ctx, ended also when the servers this server runs in
+// stop (a cluster member's term ends, the node stops): a long wait then
+// answers instead of holding the stop, which waits for every call.
+func (s *Server) untilStopped(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	serving := s.serving.Load()
+	if serving == nil {
+		return ctx, cancel
+	}
+	stop := context.AfterFunc(*serving, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
 // termEnded reports whether the servers this server runs in are stopping
 // (a cluster member's term ended).
 func (s *Server) termEnded() bool {

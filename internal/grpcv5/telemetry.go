@@ -31,10 +31,31 @@ func (s *Server) Telemetry(stream v2.MessagingService_TelemetryServer) error {
 	}
 	s.clients.add(c)
 	defer s.clients.remove(c)
+	// The stream ends when the client goes away or when the servers stop
+	// (the client opens a new one), which would otherwise wait for it.
+	ctx, stop := s.untilStopped(stream.Context())
+	defer stop()
+	cmds := make(chan *v2.TelemetryCommand)
+	go func() { // ends with the stream, once the handler returns
+		for {
+			cmd, err := stream.Recv()
+			if err != nil {
+				stop()
+				return
+			}
+			select {
+			case cmds <- cmd:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	for {
-		cmd, err := stream.Recv()
-		if err != nil {
-			return nil // the client went away
+		var cmd *v2.TelemetryCommand
+		select {
+		case cmd = <-cmds:
+		case <-ctx.Done():
+			return nil
 		}
 		switch x := cmd.GetCommand().(type) {
 		case *v2.TelemetryCommand_Settings:

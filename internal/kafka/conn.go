@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -32,6 +33,10 @@ type conn struct {
 	// gone ends when the client stops sending (its connection closed):
 	// waits that only serve an answer, such as a parked fetch, end with it.
 	gone context.Context
+	// handling and awaiting are the API keys (plus one; 0: none) of the
+	// request being handled and of the answer waiting for durability, for
+	// the log of a stopping connection slow to finish.
+	handling, awaiting atomic.Int32
 }
 
 // request is one request moving through the connection.
@@ -100,9 +105,23 @@ func (c *conn) serve(ctx context.Context) {
 	// connection for nobody.
 	clientGone()
 	close(c.reqs)
+	if task.Draining(c.ctx) {
+		slow := time.AfterFunc(time.Second, func() {
+			c.log.Info("a stopping connection is still answering what it read", "handling", apiName(c.handling.Load()), "awaiting", apiName(c.awaiting.Load()))
+		})
+		defer slow.Stop()
+	}
 	<-done
 	<-done
 	c.nc.Close()
+}
+
+// apiName names an API key stored plus one ("" for none).
+func apiName(k int32) string {
+	if k == 0 {
+		return ""
+	}
+	return kmsg.NameForKey(int16(k - 1))
 }
 
 // read frames requests. A frame's size is checked before anything is
@@ -199,7 +218,9 @@ const maxUpFrontFrame = 1 << 20
 func (c *conn) process() {
 	defer close(c.resps)
 	for req := range c.reqs {
+		c.handling.Store(int32(req.hdr.Key) + 1)
 		req.reply = c.dispatch(req)
+		c.handling.Store(0)
 		req.body = nil
 		if req.frame != nil {
 			c.s.frames.put(req.frame)
@@ -238,7 +259,9 @@ func (c *conn) write() {
 	var buf []byte
 	for req := range c.resps {
 		if req.reply.await != nil {
+			c.awaiting.Store(int32(req.hdr.Key) + 1)
 			req.reply.await()
+			c.awaiting.Store(0)
 		}
 		if req.reply.resp != nil && !req.reply.none {
 			buf = encodeResponse(buf[:0], req.hdr, req.reply.resp)
