@@ -133,6 +133,21 @@ func TestResolveReplicationFactor(t *testing.T) {
 	if _, err := member(3); !errors.Is(err, model.ErrInvalidConfig) {
 		t.Fatalf("a member configured with 3: %v", err)
 	}
+	// A cluster that ran before the factor was recorded keeps every
+	// member in every group.
+	old, err := meta.OpenBolt(filepath.Join(t.TempDir(), "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if _, err := old.Txn(ctx, nil, []meta.Op{{Key: groupMembersKey(0), Value: []byte(`{"voters":[1,2,3,4]}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	a := &App{cfg: DefaultConfig(), meta: old, log: slog.New(slog.DiscardHandler), replica: &replica{}}
+	if err := a.resolveReplicationFactor(ctx); err != nil || a.replica.factor != maxMembers {
+		t.Fatalf("a cluster made before the factor was recorded: %v, factor %d", err, a.replica.factor)
+	}
+
 	c := DefaultConfig()
 	c.Cluster.ReplicationFactor = 2
 	if err := c.Validate(); err == nil {

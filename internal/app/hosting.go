@@ -69,12 +69,21 @@ func (r *replica) placed(g model.GroupID) []model.NodeID {
 
 // resolveReplicationFactor settles the cluster's replication factor: as
 // the cluster was made (recorded in the metadata by its first member, from
-// cluster.replication_factor or the default); a member configured
-// otherwise refuses to start (the groups' copies would move).
+// cluster.replication_factor or the default; five — every member — for a
+// cluster that ran before it was recorded); a member configured otherwise
+// refuses to start (the groups' copies would move).
 func (a *App) resolveReplicationFactor(ctx context.Context) error {
 	want := a.cfg.Cluster.ReplicationFactor
 	if want == 0 {
 		want = defaultReplicationFactor
+		// A cluster that ran before the factor was recorded had every
+		// member in every group: it keeps them (up to five), rather than
+		// losing copies as it starts on this version.
+		if _, err := a.meta.Get(ctx, groupMembersKey(0)); err == nil {
+			want = maxMembers
+		} else if !errors.Is(err, meta.ErrNotFound) {
+			return err
+		}
 	}
 	_, err := a.meta.Txn(ctx, []meta.Compare{{Key: replicationFactorKey, Target: meta.CompareCreate}},
 		[]meta.Op{{Key: replicationFactorKey, Value: []byte(strconv.Itoa(want))}})
