@@ -123,8 +123,11 @@ func (r *replica) placedMap(g model.GroupID) map[model.NodeID]string {
 	return out
 }
 
+// leaderPrefix is where the groups' leaders publish themselves.
+const leaderPrefix = "cluster/group-leader/"
+
 // leaderKey holds group g's leader as it published itself.
-func leaderKey(g model.GroupID) string { return "cluster/group-leader/" + strconv.Itoa(int(g)) }
+func leaderKey(g model.GroupID) string { return leaderPrefix + strconv.Itoa(int(g)) }
 
 // leaderRecord is a group's leader as published under leaderKey.
 type leaderRecord struct {
@@ -165,7 +168,7 @@ func (a *App) publishLeader(ctx context.Context, gr *groupReplica, tm model.Term
 func (a *App) watchLeaders(ctx context.Context) {
 	r := a.replica
 	apply := func(kv meta.KV) {
-		g, err := strconv.Atoi(strings.TrimPrefix(kv.Key, leaderKey(0)[:len(leaderKey(0))-1]))
+		g, err := strconv.Atoi(strings.TrimPrefix(kv.Key, leaderPrefix))
 		var rec leaderRecord
 		if err != nil || g < 0 || g >= len(r.groups) || json.Unmarshal(kv.Value, &rec) != nil {
 			return
@@ -178,9 +181,8 @@ func (a *App) watchLeaders(ctx context.Context) {
 			gr.relays.closeUpstreams()
 		}
 	}
-	prefix := leaderKey(0)[:len(leaderKey(0))-1]
 	for ctx.Err() == nil {
-		kvs, rev, err := a.meta.ListRev(ctx, prefix)
+		kvs, rev, err := a.meta.ListRev(ctx, leaderPrefix)
 		if err != nil {
 			sleepCtx(ctx, membershipInterval)
 			continue
@@ -188,7 +190,7 @@ func (a *App) watchLeaders(ctx context.Context) {
 		for _, kv := range kvs {
 			apply(kv)
 		}
-		for ev := range a.meta.WatchFrom(ctx, prefix, rev) {
+		for ev := range a.meta.WatchFrom(ctx, leaderPrefix, rev) {
 			if ev.Compacted {
 				break
 			}
