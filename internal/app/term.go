@@ -226,7 +226,7 @@ func (a *App) leadLoop(ctx context.Context, gr *groupReplica, lr *localReplica, 
 func (a *App) tendGroup(ctx context.Context, gr *groupReplica, lr *localReplica) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	var stepDownAt, balanceAt, membersAt time.Time
+	var stepDownAt, balanceAt, membersAt, publishAt time.Time
 	balanceWait := balanceInterval
 	var published string         // the group membership last published
 	var publishedTerm model.Term // the term this member last published itself the leader of
@@ -239,9 +239,10 @@ func (a *App) tendGroup(ctx context.Context, gr *groupReplica, lr *localReplica)
 		if !lr.raft.Writable() {
 			continue
 		}
-		if _, tm := lr.raft.Leader(); tm != publishedTerm {
+		if _, tm := lr.raft.Leader(); tm != publishedTerm && time.Now().After(publishAt) {
 			if err := a.publishLeader(ctx, gr, tm); err != nil {
 				a.log.Info("publishing the group's leader failed", "group", gr.id, "err", err)
+				publishAt = time.Now().Add(membershipInterval) // etcd out of reach: not on every tick
 			} else {
 				publishedTerm = tm
 			}
