@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"runtime/pprof"
 	"time"
@@ -301,7 +302,21 @@ func grpcBenchCmd() *cobra.Command {
 	receive := &cobra.Command{Use: "receive", Short: "SimpleConsumers receiving and acknowledging what the topic holds", RunE: runReport(&o, bench.GRPCReceive)}
 	receive.Flags().IntVar(&o.Receivers, "receivers", 4, "SimpleConsumer loops")
 	receive.Flags().Int32Var(&o.Batch, "batch", 32, "messages per receive")
-	cmd.AddCommand(send, receive)
+	var so bench.GRPCStubOptions
+	var listen string
+	stub := &cobra.Command{Use: "stub-server", Short: "A RocketMQ 5 gRPC service that stores nothing and answers at once: what the client's calls cost grpc-go, to compare a broker with",
+		RunE: func(c *cobra.Command, _ []string) error {
+			l, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.OutOrStdout(), "stub RocketMQ 5 gRPC service on %s\n", l.Addr())
+			return bench.GRPCStubServe(c.Context(), l, so)
+		}}
+	stub.Flags().StringVar(&listen, "listen", "127.0.0.1:8091", "address to serve on")
+	stub.Flags().IntVar(&so.Size, "size", 128, "bytes per message body handed out")
+	stub.Flags().BoolVar(&so.Tuned, "tuned", true, "serve with the broker's grpc-go options (false: grpc-go's defaults)")
+	cmd.AddCommand(send, receive, stub)
 	return cmd
 }
 
