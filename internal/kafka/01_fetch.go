@@ -288,6 +288,22 @@ func (s *Server) fetchPartition(rc *reqCtx, pp part, offset model.QueueOffset, b
 // last one encoded.
 func encodeStored(recs []broker.StoredRecord, offset, end model.QueueOffset) (out []byte, upTo model.QueueOffset, err error) {
 	upTo = offset
+	// Sized once: a fetch's records are most of what the broker allocates
+	// while consumers catch up, and growing the buffer by doubling
+	// allocated three times what it returned.
+	size := 0
+	for i := range recs {
+		if recs[i].BaseOffset >= end {
+			break
+		}
+		size += len(recs[i].Payload)
+		if recs[i].Format == model.FormatMessage {
+			size += messageBatchOverhead
+		}
+	}
+	if size > 0 {
+		out = make([]byte, 0, size)
+	}
 	for i := range recs {
 		r := &recs[i]
 		if r.BaseOffset >= end {

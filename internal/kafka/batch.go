@@ -31,6 +31,10 @@ func appendStoredAsBatches(dst []byte, r *broker.StoredRecord) ([]byte, error) {
 	}
 }
 
+// messageBatchOverhead is about what a one-record batch adds to a stored
+// message's bytes (batch header and record framing), to size buffers.
+const messageBatchOverhead = 96
+
 // appendMessageBatch encodes one neutral message as a one-record batch.
 func appendMessageBatch(dst []byte, offset, storeTime int64, m *model.Message) []byte {
 	ts := m.BornTime

@@ -264,6 +264,9 @@ func (c *conn) write() {
 			c.awaiting.Store(0)
 		}
 		if req.reply.resp != nil && !req.reply.none {
+			if need := responseSizeHint(req.reply.resp); need > cap(buf) {
+				buf = make([]byte, 0, need)
+			}
 			buf = encodeResponse(buf[:0], req.hdr, req.reply.resp)
 			_ = c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
 			if _, err := w.Write(buf); err != nil {
@@ -299,6 +302,25 @@ func (c *conn) drain() {
 
 // encodeResponse frames a response: size, header, body. ApiVersions always
 // uses response header v0 (KIP-511).
+// responseSizeHint is about the encoded size of a response carrying
+// records (0 for others), so that its buffer is allocated once rather than
+// grown through copies of every record.
+func responseSizeHint(resp kmsg.Response) int {
+	f, ok := resp.(*kmsg.FetchResponse)
+	if !ok {
+		return 0
+	}
+	n := 64
+	for i := range f.Topics {
+		n += 64 + len(f.Topics[i].Topic)
+		for j := range f.Topics[i].Partitions {
+			p := &f.Topics[i].Partitions[j]
+			n += 64 + len(p.RecordBatches) + 24*len(p.AbortedTransactions)
+		}
+	}
+	return n
+}
+
 func encodeResponse(dst []byte, hdr requestHeader, resp kmsg.Response) []byte {
 	dst = append(dst, 0, 0, 0, 0)
 	dst = appendResponseHeader(dst, hdr.CorrelationID, resp.IsFlexible() && hdr.Key != apiVersionsKey)
