@@ -290,7 +290,7 @@ func encodeStored(recs []broker.StoredRecord, offset, end model.QueueOffset) (ou
 	upTo = offset
 	// Sized once: a fetch's records are most of what the broker allocates
 	// while consumers catch up, and growing the buffer by doubling
-	// allocated three times what it returned.
+	// allocated about four times what it returned.
 	size := 0
 	for i := range recs {
 		if recs[i].BaseOffset >= end {

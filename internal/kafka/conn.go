@@ -300,8 +300,6 @@ func (c *conn) drain() {
 	}
 }
 
-// encodeResponse frames a response: size, header, body. ApiVersions always
-// uses response header v0 (KIP-511).
 // responseSizeHint is about the encoded size of a response carrying
 // records (0 for others), so that its buffer is allocated once rather than
 // grown through copies of every record.
@@ -321,6 +319,8 @@ func responseSizeHint(resp kmsg.Response) int {
 	return n
 }
 
+// encodeResponse frames a response: size, header, body. ApiVersions always
+// uses response header v0 (KIP-511).
 func encodeResponse(dst []byte, hdr requestHeader, resp kmsg.Response) []byte {
 	dst = append(dst, 0, 0, 0, 0)
 	dst = appendResponseHeader(dst, hdr.CorrelationID, resp.IsFlexible() && hdr.Key != apiVersionsKey)
