@@ -484,7 +484,10 @@ async function route() {
   stopTimers.forEach((stop) => stop());
   stopTimers = [];
   hideModal();
-  const view = document.getElementById("view");
+  // A fresh element per page: the last page's rows can't be clicked while
+  // this one loads, and a slower earlier page writes into the detached one.
+  const view = h("main", { id: "view" }, h("p", { class: "muted" }, "Loading…"));
+  document.getElementById("view").replaceWith(view);
   for (const [re, nav, fn] of routes) {
     const m = location.hash.match(re);
     if (!m) continue;
