@@ -302,6 +302,7 @@ func grpcBenchCmd() *cobra.Command {
 	receive := &cobra.Command{Use: "receive", Short: "SimpleConsumers receiving and acknowledging what the topic holds", RunE: runReport(&o, bench.GRPCReceive)}
 	receive.Flags().IntVar(&o.Receivers, "receivers", 4, "SimpleConsumer loops")
 	receive.Flags().Int32Var(&o.Batch, "batch", 32, "messages per receive")
+	receive.Flags().IntVar(&o.AckInflight, "ack-inflight", 1, "acks of a batch one loop has in flight at once (1: one after another)")
 	var so bench.GRPCStubOptions
 	var listen string
 	stub := &cobra.Command{Use: "stub-server", Short: "A RocketMQ 5 gRPC service that stores nothing and answers at once: what the client's calls cost grpc-go, to compare a broker with",

@@ -27,9 +27,12 @@ func TestGRPCStubServesTheClient(t *testing.T) {
 	if r, err := GRPCSend(ctx, o); err != nil || r.Messages != 200 {
 		t.Fatalf("send: %v %+v", err, r)
 	}
-	r, err := GRPCReceive(ctx, o)
-	if err != nil || r.Messages < 200 {
-		t.Fatalf("receive: %v %+v", err, r)
+	for _, inflight := range []int{1, 16} {
+		o.AckInflight = inflight
+		r, err := GRPCReceive(ctx, o)
+		if err != nil || r.Messages < 200 {
+			t.Fatalf("receive, %d acks in flight: %v %+v", inflight, err, r)
+		}
 	}
 	cancel()
 	if err := <-served; err != nil {
