@@ -30,7 +30,7 @@ type GRPCOptions struct {
 	// once, each its own call; 1 acknowledges one after another.
 	AckInflight int
 	BrokerPID   int
-	TLS       bool // connect with TLS (the clients' default)
+	TLS         bool // connect with TLS (the clients' default)
 }
 
 func (o GRPCOptions) config() *rmq.Config {
