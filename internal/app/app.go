@@ -391,8 +391,8 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 // runNode starts what runs for the node's whole life, whatever it leads.
 func (a *App) runNode(ctx context.Context, g *errgroup.Group) {
 	if a.membership != nil {
-		// A node fenced by a newer incarnation of itself, or whose lease
-		// ended, stops serving.
+		// A node fenced by a newer incarnation of itself stops serving (one
+		// whose lease ended registers again).
 		g.Go(func() error {
 			select {
 			case <-ctx.Done():

@@ -29,7 +29,8 @@ func nodeIDs(t *testing.T, s meta.Store) string {
 // TestMembership: the first node creates the cluster's identity and later
 // ones adopt it; nodes list while registered; a restarted node (a newer
 // incarnation) replaces its older self, which learns it is fenced; an older
-// incarnation cannot come back; a node that leaves is gone at once.
+// incarnation cannot come back; a node that leaves is gone at once; a node
+// whose lease the store ended registers again.
 func TestMembership(t *testing.T) {
 	metatest.Stores(t, func(t *testing.T, s meta.Store) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -72,6 +73,24 @@ func TestMembership(t *testing.T) {
 		}
 		if ids := nodeIDs(t, s); ids != "[1]" {
 			t.Fatalf("nodes after a leave %s", ids)
+		}
+		// Node 1's lease ends though the node lives (an etcd leader change
+		// can expire it): the node registers again under a new lease.
+		first := n1.Lease()
+		if err := s.Revoke(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		for n1.Lease() == first || nodeIDs(t, s) != "[1]" {
+			select {
+			case <-n1.Lost():
+				t.Fatalf("node 1 lost: %v", n1.Err())
+			case <-ctx.Done():
+				t.Fatalf("node 1 never registered again (nodes %s)", nodeIDs(t, s))
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		if err := s.KeepAlive(ctx, n1.Lease()); err != nil {
+			t.Fatalf("the new lease: %v", err)
 		}
 		select {
 		case <-n1.Lost():

@@ -50,12 +50,15 @@ type MembershipOptions struct {
 }
 
 // Membership is a node's registration in its cluster: a key under a lease
-// kept alive until Leave, or until it is lost (Lost is closed; Err says
-// why).
+// kept alive until Leave, or until a newer incarnation of the node takes it
+// (Lost is closed; Err says why). A lease the store lets end — an expiry
+// while its metadata leader changes, a long pause — is replaced: the node
+// registers again under a new one.
 type Membership struct {
 	store     meta.Store
 	node      Node
-	lease     meta.LeaseID
+	body      []byte // the registration's value
+	ttl       time.Duration
 	clusterID model.ClusterID
 	log       *slog.Logger
 
@@ -63,6 +66,7 @@ type Membership struct {
 	done   chan struct{}
 	lost   chan struct{}
 	mu     sync.Mutex
+	lease  meta.LeaseID
 	err    error
 }
 
@@ -95,6 +99,21 @@ func Join(ctx context.Context, store meta.Store, node Node, opts MembershipOptio
 	if err != nil {
 		return nil, err
 	}
+	if err := register(ctx, store, node, body, lease); err != nil {
+		_ = store.Revoke(ctx, lease)
+		return nil, err
+	}
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m := &Membership{store: store, node: node, body: body, ttl: opts.TTL, lease: lease, clusterID: id,
+		log: opts.Logger.With("node", node.ID), cancel: cancel, done: make(chan struct{}), lost: make(chan struct{})}
+	watch := store.Watch(bctx, NodeKey(node.ID)) // from now: a replacement after this is seen
+	go m.keepAlive(bctx, watch)
+	return m, nil
+}
+
+// register writes the node's key under lease unless the same or a newer
+// incarnation of the node holds it (ErrFenced); an older one is replaced.
+func register(ctx context.Context, store meta.Store, node Node, body []byte, lease meta.LeaseID) error {
 	key := NodeKey(node.ID)
 	for {
 		var cmp meta.Compare
@@ -102,29 +121,20 @@ func Join(ctx context.Context, store meta.Store, node Node, opts MembershipOptio
 		case errors.Is(err, meta.ErrNotFound):
 			cmp = meta.Compare{Key: key} // still absent
 		case err != nil:
-			_ = store.Revoke(ctx, lease)
-			return nil, fmt.Errorf("cluster: read %s: %w", key, err)
+			return fmt.Errorf("cluster: read %s: %w", key, err)
 		default:
 			var held Node
 			if json.Unmarshal(kv.Value, &held) == nil && held.Incarnation >= node.Incarnation {
-				_ = store.Revoke(ctx, lease)
-				return nil, fmt.Errorf("%w: node %d incarnation %d is registered (this is %d)", ErrFenced, node.ID, held.Incarnation, node.Incarnation)
+				return fmt.Errorf("%w: node %d incarnation %d is registered (this is %d)", ErrFenced, node.ID, held.Incarnation, node.Incarnation)
 			}
 			cmp = meta.Compare{Key: key, Revision: kv.Revision} // replace that older one only
 		}
 		if _, err := store.Txn(ctx, []meta.Compare{cmp}, []meta.Op{{Key: key, Value: body, Lease: lease}}); err == nil {
-			break
+			return nil
 		} else if !errors.Is(err, meta.ErrConflict) {
-			_ = store.Revoke(ctx, lease)
-			return nil, fmt.Errorf("cluster: register node %d: %w", node.ID, err)
+			return fmt.Errorf("cluster: register node %d: %w", node.ID, err)
 		}
 	}
-	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m := &Membership{store: store, node: node, lease: lease, clusterID: id, log: opts.Logger.With("node", node.ID),
-		cancel: cancel, done: make(chan struct{}), lost: make(chan struct{})}
-	watch := store.Watch(bctx, key) // from now: a replacement after this is seen
-	go m.keepAlive(bctx, opts.TTL, watch)
-	return m, nil
 }
 
 // clusterID reads the cluster's identity, creating it from proposed when
@@ -149,11 +159,12 @@ func clusterID(ctx context.Context, store meta.Store, proposed model.ClusterID) 
 }
 
 // keepAlive renews the lease every third of its TTL and watches the node's
-// key (and reads it at every renewal); the membership is lost when the
-// lease ends or another incarnation takes the key.
-func (m *Membership) keepAlive(ctx context.Context, ttl time.Duration, watch <-chan meta.Event) {
+// key (and reads it at every renewal); the membership is lost when another
+// incarnation takes the key. When the lease ended, the node registers again.
+func (m *Membership) keepAlive(ctx context.Context, watch <-chan meta.Event) {
 	defer close(m.done)
 	key := NodeKey(m.node.ID)
+	ttl := m.ttl
 	t := time.NewTicker(ttl / 3)
 	defer t.Stop()
 	for {
@@ -174,11 +185,13 @@ func (m *Membership) keepAlive(ctx context.Context, ttl time.Duration, watch <-c
 			}
 		case <-t.C:
 			kctx, cancel := context.WithTimeout(ctx, ttl)
-			err := m.store.KeepAlive(kctx, m.lease)
+			err := m.store.KeepAlive(kctx, m.Lease())
 			cancel()
 			if errors.Is(err, meta.ErrNoLease) {
-				m.fail(fmt.Errorf("cluster: node %d's lease expired: %w", m.node.ID, err))
-				return
+				if !m.registerAgain(ctx) {
+					return
+				}
+				continue
 			}
 			if err != nil && ctx.Err() == nil {
 				m.log.Warn("cluster lease keep-alive failed; retrying", "err", err)
@@ -190,14 +203,49 @@ func (m *Membership) keepAlive(ctx context.Context, ttl time.Duration, watch <-c
 	}
 }
 
-// holds checks the node's key is still this registration's; when it is not,
-// the membership is lost.
+// holds checks the node's key is still this registration's: when another
+// holds it the membership is lost; when it is gone (its lease ended) the
+// node registers again.
 func (m *Membership) holds(ctx context.Context) bool {
 	kv, err := m.store.Get(ctx, NodeKey(m.node.ID))
-	if errors.Is(err, meta.ErrNotFound) || err == nil && kv.Lease != m.lease {
-		m.fail(fmt.Errorf("%w: node %d's registration was replaced or removed", ErrFenced, m.node.ID))
-		return false
+	switch {
+	case errors.Is(err, meta.ErrNotFound):
+		return m.registerAgain(ctx)
+	case err != nil || kv.Lease == m.Lease():
+		return true // unknown (checked again at the next renewal), or ours
 	}
+	m.fail(fmt.Errorf("%w: node %d's registration was replaced", ErrFenced, m.node.ID))
+	return false
+}
+
+// registerAgain registers the node under a new lease after its lease ended
+// with its key: the store let it expire (while its own leader changed, say)
+// though this node was alive. Only a newer incarnation holding the key
+// fences the node; a store that cannot be reached is tried again at the
+// next renewal.
+func (m *Membership) registerAgain(ctx context.Context) bool {
+	lease, err := m.store.Grant(ctx, m.ttl)
+	if err == nil {
+		if err = register(ctx, m.store, m.node, m.body, lease); err != nil {
+			_ = m.store.Revoke(ctx, lease)
+		}
+	}
+	switch {
+	case errors.Is(err, ErrFenced):
+		m.fail(err)
+		return false
+	case err != nil:
+		if ctx.Err() == nil {
+			m.log.Warn("the node's registration ended with its lease; registering again failed, retrying", "err", err)
+		}
+		return true
+	}
+	m.mu.Lock()
+	old := m.lease
+	m.lease = lease
+	m.mu.Unlock()
+	_ = m.store.Revoke(ctx, old) // gone already, or about to be
+	m.log.Warn("the node's registration ended with its lease; registered again", "lease", int64(lease))
 	return true
 }
 
@@ -215,8 +263,13 @@ func (m *Membership) fail(err error) {
 func (m *Membership) ClusterID() model.ClusterID { return m.clusterID }
 
 // Lease is the registration's lease: keys a node owns only while it is
-// live (an election's key) go under it.
-func (m *Membership) Lease() meta.LeaseID { return m.lease }
+// live (an election's key) go under it. A new one replaces it when the
+// store let it end.
+func (m *Membership) Lease() meta.LeaseID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lease
+}
 
 // Lost is closed when the registration is lost; Err says why.
 func (m *Membership) Lost() <-chan struct{} { return m.lost }
@@ -232,7 +285,7 @@ func (m *Membership) Err() error {
 func (m *Membership) Leave(ctx context.Context) error {
 	m.cancel()
 	<-m.done
-	if err := m.store.Revoke(ctx, m.lease); err != nil && !errors.Is(err, meta.ErrNoLease) {
+	if err := m.store.Revoke(ctx, m.Lease()); err != nil && !errors.Is(err, meta.ErrNoLease) {
 		return fmt.Errorf("cluster: leave: %w", err)
 	}
 	return nil
