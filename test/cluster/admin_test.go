@@ -38,6 +38,17 @@ func (c *cluster) groupLeader(ctx context.Context, t *testing.T, g int) int {
 // adminCallAt asks member m's admin API.
 func (c *cluster) adminCallAt(ctx context.Context, t *testing.T, m *member, method, path string, body, out any) int {
 	t.Helper()
+	code, err := c.adminTry(ctx, t, m, method, path, body, out)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return code
+}
+
+// adminTry is adminCallAt returning its error (for diagnostics, which
+// must not fail a test).
+func (c *cluster) adminTry(ctx context.Context, t *testing.T, m *member, method, path string, body, out any) (int, error) {
+	t.Helper()
 	var rd bytes.Buffer
 	if body != nil {
 		_ = json.NewEncoder(&rd).Encode(body)
@@ -47,7 +58,7 @@ func (c *cluster) adminCallAt(ctx context.Context, t *testing.T, m *member, meth
 	req, _ := http.NewRequestWithContext(ctx, method, "http://"+net.JoinHostPort(m.host, strconv.Itoa(c.ports[5]))+path, &rd)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+		return 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
@@ -56,10 +67,10 @@ func (c *cluster) adminCallAt(ctx context.Context, t *testing.T, m *member, meth
 	}
 	if out != nil && resp.StatusCode < 300 {
 		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
+			return resp.StatusCode, err
 		}
 	}
-	return resp.StatusCode
+	return resp.StatusCode, nil
 }
 
 // checkAdminOverGroups: the admin API answers for the whole cluster of

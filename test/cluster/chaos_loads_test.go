@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,8 @@ import (
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/rosettamq/rosetta/internal/apiv1"
 )
 
 // runner is a loop in a goroutine of its own until stopped.
@@ -353,6 +356,7 @@ func (l *rocketLoad) explainMissing(t *testing.T, missing []string) {
 	}
 	defer cl.Close()
 	found := map[int32]int{}
+	var where []*kgo.Record
 	stored, empty := 0, 0
 	for deadline := time.Now().Add(30 * time.Second); empty < 4 && time.Now().Before(deadline); {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -368,11 +372,37 @@ func (l *rocketLoad) explainMissing(t *testing.T, missing []string) {
 				delete(want, string(r.Value))
 				stored++
 				found[r.Partition]++
+				where = append(where, r)
 			}
 		})
 	}
 	t.Logf("%s: %d of the %d missing messages are stored (by partition %v): stored but never delivered, the rest not stored",
 		l.name, stored, len(missing), found)
+	for _, r := range where[:min(len(where), 3)] {
+		l.logTrace(t, r)
+	}
+}
+
+// logTrace logs what the broker recorded of a stored message's life (on
+// topics with message_trace on).
+func (l *rocketLoad) logTrace(t *testing.T, r *kgo.Record) {
+	t.Helper()
+	var tr apiv1.MessageTrace
+	path := fmt.Sprintf("/api/v1/trace?topic=%s&queue=%d&offset=%d", l.topic, r.Partition, r.Offset)
+	for _, m := range l.c.members {
+		if m.cmd == nil {
+			continue
+		}
+		if code, err := l.c.adminTry(context.Background(), t, m, http.MethodGet, path, nil, &tr); err != nil || code >= 300 {
+			continue
+		}
+		t.Logf("%s: %s at partition %d offset %d, as member %d's admin API traces it:", l.name, r.Value, r.Partition, r.Offset, m.id)
+		for _, e := range tr.Events {
+			t.Logf("    %s %s %s group %s client %s attempt %d %s", e.Time, e.Kind, e.Protocol, e.Group, e.Client, e.Attempt, e.Detail)
+		}
+		return
+	}
+	t.Logf("%s: no trace of %s (partition %d offset %d)", l.name, r.Value, r.Partition, r.Offset)
 }
 
 // startRemotingLoad: rocketmq-client-go sync sends (two retries) and a
@@ -460,6 +490,12 @@ func startGRPCLoad(t *testing.T, c *cluster, topic string) *rocketLoad {
 		t.Logf("RocketMQ 5 producer start (try %d): %v", attempt+1, err)
 		_ = p.GracefulStop()
 		time.Sleep(time.Second)
+	}
+	// Every message's lifecycle (produced, delivered, acknowledged) is
+	// traced, so that a missing one can tell where it stopped.
+	if code, err := c.adminTry(context.Background(), t, c.member(1), http.MethodPatch, "/api/v1/topics/"+topic,
+		map[string]any{"message_trace": true}, nil); err != nil || code >= 300 {
+		t.Logf("tracing %s: %d %v", topic, code, err)
 	}
 	sc, err := rmq.NewSimpleConsumer(cfg("chaos-grpc-consumer"), rmq.WithSimpleAwaitDuration(2*time.Second),
 		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
