@@ -157,10 +157,14 @@ func (a *App) relay(ctx context.Context, c *clientConn, rt *listenerRoute, moves
 	case <-ctx.Done():
 	}
 	if move && ctx.Err() == nil && moves < maxMoves {
-		// Only when leadership moved: a leader that closed the connection
-		// itself meant it. This node may learn of the move a little after
-		// the old leader's end went away.
-		moved := func() bool { leader, term := gr.leader(); return leader != dialedLeader || term != dialedTerm }
+		// Only when leadership moved, or this node now serves the listener
+		// itself (its Kafka front ends relays when it starts): a leader that
+		// closed the connection itself meant it. This node may learn of the
+		// move a little after the old leader's end went away.
+		moved := func() bool {
+			leader, term := gr.leader()
+			return leader != dialedLeader || term != dialedTerm || rt.current.Load() != nil
+		}
 		for wait := time.Now().Add(3 * time.Second); !moved() && time.Now().Before(wait) && ctx.Err() == nil; {
 			time.Sleep(20 * time.Millisecond)
 		}
