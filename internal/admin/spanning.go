@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/apiv1"
+	"github.com/rosettamq/rosetta/internal/broker/route"
 )
 
 // When a cluster spreads topics over several replication groups, each
@@ -268,7 +269,7 @@ func (s *spanning) groupOfQueue(q string) int {
 	if err != nil || n < 0 {
 		return 0
 	}
-	return int(n % int64(s.ask.Groups))
+	return int(route.GroupOf(int(n), s.ask.Groups))
 }
 
 // byQueue sends a request naming a queue (?queue=) to the group holding it.
@@ -452,7 +453,7 @@ func (s *spanning) publish(w http.ResponseWriter, r *http.Request) {
 			h.Write([]byte(m.Key))
 			q := int32(h.Sum32() % uint32(d.Queues))
 			m.Queue = &q
-			g = int(q) % s.ask.Groups
+			g = int(route.GroupOf(int(q), s.ask.Groups))
 			if nb, err := json.Marshal(m); err == nil {
 				b = nb
 			}

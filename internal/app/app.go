@@ -28,6 +28,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/cluster"
 	"github.com/rosettamq/rosetta/internal/kafka"
+	"github.com/rosettamq/rosetta/internal/member"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
@@ -96,8 +97,13 @@ type App struct {
 	started    time.Time
 	// stack serves clients: built once on a single node, at every
 	// leadership on a cluster member (nil while it follows).
-	stack     atomic.Pointer[stack]
-	replica   *replica // cluster.members: the node's replica of the log
+	stack atomic.Pointer[stack]
+	// member is the node's cluster member runtime (cluster.members; nil
+	// on a single node).
+	member *member.Member
+	// serving is what serves each group's clients while the member leads
+	// it (a single node's one group: serving[0]).
+	serving   []*groupServing
 	producers *producers.Manager
 	kafkaTxns *producers.TxnIndex
 	security  *security.Service
@@ -133,25 +139,22 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		NodeID: cfg.NodeID, BatchTimeout: cfg.Telemetry.BatchTimeout}); err != nil {
 		return nil, err
 	}
+	a.serving = []*groupServing{{stack: &a.stack}}
 	if a.replicated() {
-		if err := a.prepareReplica(ctx, &sc); err != nil {
+		if err := a.newMember(ctx, &sc); err != nil {
 			return nil, err
 		}
 	}
-	if a.meta, err = openMeta(ctx, cfg, a.etcdEndpoints(), a.etcdTLS(), log); err != nil {
+	if a.meta, err = openMeta(ctx, cfg, a.etcdEndpoints(), a.member.EtcdTLS(), log); err != nil {
 		a.closeBase()
 		return nil, err
 	}
 	// Producer state is checkpointed with the log and rebuilt from it.
-	a.producers = producers.New(a.meta, producers.Options{
-		Expiration: cfg.Broker.ProducerIDExpiration,
-		MaxStates:  cfg.Broker.MaxProducerStates,
-		Logger:     log,
-	})
+	a.producers = a.newProducers()
 	a.kafkaTxns = producers.NewTxnIndex()
 	sc.StateKeepers = append(sc.StateKeepers, a.producers, a.kafkaTxns)
-	if a.replica != nil {
-		if err := a.installImage(sc.Dir, 0); err != nil {
+	if a.member != nil {
+		if err := a.member.InstallImage(sc.Dir, 0); err != nil {
 			a.closeBase()
 			return nil, err
 		}
@@ -160,24 +163,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		a.closeBase()
 		return nil, err
 	}
-	if a.replica != nil {
-		if err := a.resolveMembers(ctx); err != nil {
+	if a.member != nil {
+		if err := a.member.Settle(ctx, a.meta, a.engine, &groupState{producers: a.producers, kafkaTxns: a.kafkaTxns}, sc); err != nil {
 			a.closeBase()
 			return nil, err
 		}
-		if err := a.resolveGroups(ctx); err != nil {
-			a.closeBase()
-			return nil, err
-		}
-		if err := a.resolveReplicationFactor(ctx); err != nil {
-			a.closeBase()
-			return nil, err
-		}
-		g0 := a.replica.opened[0]
-		g0.engine, g0.producers, g0.kafkaTxns = a.engine, a.producers, a.kafkaTxns
-		if err := a.hostedEngines(ctx, sc); err != nil {
-			a.closeBase()
-			return nil, err
+		a.cfg.Cluster.Groups = a.member.GroupCount()
+		for g := 1; g < a.member.GroupCount(); g++ {
+			a.serving = append(a.serving, &groupServing{stack: &atomic.Pointer[stack]{}})
 		}
 	}
 	if len(a.etcdEndpoints()) > 0 {
@@ -186,8 +179,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 			return nil, err
 		}
 	}
-	if a.replicated() {
-		if err := a.checkGroups(ctx); err != nil {
+	if a.member != nil {
+		if err := a.member.CheckGroups(ctx); err != nil {
 			a.closeBase()
 			return nil, err
 		}
@@ -201,11 +194,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	a.guard = security.NewGuard(cfg.Security.MaxUnauthenticated, cfg.Security.FailureDelay, 5*time.Second)
-	if a.replicated() {
-		if err := a.startReplica(ctx); err != nil {
+	if a.member != nil {
+		if err := a.member.Start(ctx, a.answerCalls); err != nil {
 			a.closeBase()
 			return nil, err
 		}
+		a.metrics.Registry.MustRegister(a.member.Collector())
 		return a, nil
 	}
 	st, err := a.newStack(ctx, a.singleParts())
@@ -302,7 +296,7 @@ func (a *App) openEndpoints() ([]endpoint, error) {
 		ep.raw = l
 		opened = append(opened, ep)
 	}
-	if a.replica != nil {
+	if a.member != nil {
 		more, err := a.groupEndpoints(opened)
 		if err != nil {
 			for _, o := range append(opened, more...) {
@@ -328,7 +322,7 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 	if err != nil {
 		return errors.Join(err, a.close())
 	}
-	if a.replica != nil {
+	if a.member != nil {
 		return a.runReplicated(ctx, ready, eps)
 	}
 	var fe frontEnds
@@ -437,8 +431,8 @@ func (a *App) closeBase() error {
 		errs = append(errs, fn())
 		a.log.Debug("closed", "what", name, "took", time.Since(start))
 	}
-	if a.replica != nil {
-		step("replica", func() error { a.replica.stop(); return nil })
+	if a.member != nil {
+		step("replica", func() error { a.member.Stop(); return nil })
 	}
 	if a.membership != nil {
 		step("membership", func() error {
@@ -453,11 +447,9 @@ func (a *App) closeBase() error {
 	if a.engine != nil {
 		step("storage", a.engine.Close)
 	}
-	if a.replica != nil {
-		step("group storage", a.replica.closeEngines)
-	}
-	if a.replica != nil {
-		step("etcd", func() error { a.replica.closeEtcd(); return nil })
+	if a.member != nil {
+		step("group storage", a.member.CloseEngines)
+		step("etcd", func() error { a.member.CloseEtcd(); return nil })
 	}
 	if a.tracer != nil {
 		step("telemetry", func() error {

@@ -132,3 +132,17 @@ func fetch(t *testing.T, url string) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// TestReplicationFactorConfig: an even replication factor is refused (it
+// survives no more failures than the odd one below it).
+func TestReplicationFactorConfig(t *testing.T) {
+	c := DefaultConfig()
+	c.Cluster.ReplicationFactor = 2
+	if err := c.Validate(); err == nil {
+		t.Fatal("a replication factor of 2 accepted")
+	}
+	c.Cluster.ReplicationFactor = 3
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a replication factor of 3: %v", err)
+	}
+}

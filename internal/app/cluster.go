@@ -6,16 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/admin"
 	"github.com/rosettamq/rosetta/internal/cluster"
+	"github.com/rosettamq/rosetta/internal/member"
+	"github.com/rosettamq/rosetta/internal/member/placement"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage"
 )
 
 // openMeta opens the metadata store: the node's own (meta.db in the data
@@ -27,41 +28,52 @@ func openMeta(ctx context.Context, cfg Config, endpoints []string, tlsCfg *tls.C
 	return meta.OpenEtcd(ctx, meta.EtcdConfig{Endpoints: endpoints, Prefix: "/rosetta/" + cfg.Cluster.Name + "/", TLS: tlsCfg, Logger: log})
 }
 
-// etcdScheme is the scheme of the embedded etcd members' URLs: https with
-// cluster.tls (certificates from the cluster secret), http otherwise.
-func (a *App) etcdScheme() string {
-	if a.cfg.Cluster.TLS {
-		return "https"
-	}
-	return "http"
-}
-
-// etcdTLS is the etcd client's TLS (the members' embedded etcd with
-// cluster.tls), nil otherwise.
-func (a *App) etcdTLS() *tls.Config {
-	if a.replica == nil || a.replica.pki == nil {
-		return nil
-	}
-	return a.replica.pki.client
-}
-
 // etcdEndpoints are the client URLs of the cluster's etcd: cluster.etcd_endpoints,
 // or the members' embedded etcd (none for a node on its own store).
 func (a *App) etcdEndpoints() []string {
-	var endpoints []string
-	for _, e := range strings.Split(a.cfg.Cluster.EtcdEndpoints, ",") {
+	if a.member != nil {
+		return a.member.EtcdEndpoints()
+	}
+	return etcdEndpointList(a.cfg.Cluster.EtcdEndpoints)
+}
+
+// etcdEndpointList reads cluster.etcd_endpoints.
+func etcdEndpointList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
 		if e = strings.TrimSpace(e); e != "" {
-			endpoints = append(endpoints, e)
+			out = append(out, e)
 		}
 	}
-	if len(endpoints) > 0 || !a.replicated() {
-		return endpoints
+	return out
+}
+
+// newMember prepares the node as a cluster member before its metadata
+// and engine open: the embedded etcd member starts, and sc (the node's
+// engine, group 0's) becomes a replica's.
+func (a *App) newMember(ctx context.Context, sc *storage.Config) error {
+	members, err := a.cfg.Cluster.members()
+	if err != nil {
+		return err
 	}
-	members, _ := a.cfg.Cluster.members()
-	for _, id := range sortedIDs(members) {
-		endpoints = append(endpoints, a.etcdScheme()+"://"+net.JoinHostPort(members[id], strconv.Itoa(a.cfg.Cluster.EtcdPort)))
-	}
-	return endpoints
+	a.member, err = member.New(ctx, member.Config{
+		Self:              model.NodeID(a.cfg.NodeID),
+		DataDir:           a.cfg.DataDir,
+		Cluster:           a.cfg.Cluster.Name,
+		Members:           members,
+		EtcdEndpoints:     etcdEndpointList(a.cfg.Cluster.EtcdEndpoints),
+		EtcdPort:          a.cfg.Cluster.EtcdPort,
+		RaftPort:          a.cfg.Cluster.RaftPort,
+		Secret:            a.cfg.Cluster.Secret,
+		TLS:               a.cfg.Cluster.TLS,
+		Groups:            a.cfg.Cluster.Groups,
+		MaxGroups:         maxGroups,
+		ReplicationFactor: a.cfg.Cluster.ReplicationFactor,
+		Logger:            a.log,
+		CallErrors:        callErrors,
+		NewState:          a.newGroupState,
+	}, sc)
+	return err
 }
 
 // joinCluster registers the node in its cluster's etcd. Until queues are
@@ -148,10 +160,10 @@ func (a *App) clusterID() string {
 func (a *App) clusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 	self := model.NodeID(a.cfg.NodeID)
 	st := admin.ClusterStatus{ClusterID: a.clusterID(), Metadata: "local", Self: self}
-	if a.replica == nil {
+	if a.member == nil {
 		st.Groups = []admin.GroupStatus{a.groupStatus(nil)}
 	} else {
-		for _, gr := range a.replica.groups {
+		for _, gr := range a.member.Groups() {
 			st.Groups = append(st.Groups, a.groupStatus(gr))
 		}
 	}
@@ -181,16 +193,16 @@ func (a *App) clusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 // nil) the node's own commit log as group 0, led by the node. A group the
 // node hosts no replica of is described by its published leader and its
 // placement, role "none".
-func (a *App) groupStatus(gr *groupReplica) admin.GroupStatus {
+func (a *App) groupStatus(gr *member.Group) admin.GroupStatus {
 	self := model.NodeID(a.cfg.NodeID)
 	e := a.engine
-	var lr *localReplica
+	var r *member.Replica
 	if gr != nil {
-		if lr = gr.hosted(); lr == nil {
-			leader, tm := gr.leader()
-			return admin.GroupStatus{ID: gr.id, Leader: leader, Term: tm, Role: "none", Replicas: placedSorted(a.replica.placed(gr.id))}
+		if r = gr.Hosted(); r == nil {
+			leader, tm := gr.Leader()
+			return admin.GroupStatus{ID: gr.ID(), Leader: leader, Term: tm, Role: "none", Replicas: placement.Sorted(a.member.Placed(gr.ID()))}
 		}
-		e = lr.engine
+		e = r.Engine
 	}
 	ls := e.LogStats()
 	last := ls.NextIndex
@@ -202,15 +214,20 @@ func (a *App) groupStatus(gr *groupReplica) admin.GroupStatus {
 	if gr == nil {
 		return gs
 	}
-	st := lr.raft.Status()
-	gs.ID = gr.id
+	st := r.Raft.Status()
+	gs.ID = gr.ID()
 	gs.Leader, gs.Term, gs.Role, gs.CommitIndex = st.Leader, model.Term(st.Term), st.Role, e.CommitIndex()
 	gs.Replicas, gs.Learners = st.Voters, st.Learners
 	if len(gs.Replicas) == 0 {
-		gs.Replicas = placedSorted(a.replica.placed(gr.id))
+		gs.Replicas = placement.Sorted(a.member.Placed(gr.ID()))
 	}
 	for _, p := range st.Replicas {
 		gs.Progress = append(gs.Progress, admin.ReplicaProgress{Node: p.Node, Match: model.Index(p.Match), Lag: p.Lag, State: p.State})
 	}
 	return gs
+}
+
+// clusterOps are a member's cluster endpoints.
+func (a *App) clusterOps() admin.ClusterOps {
+	return admin.ClusterOps{Status: a.clusterStatus, AddMember: a.member.AddMember, RemoveMember: a.member.RemoveMember}
 }

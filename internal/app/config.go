@@ -15,6 +15,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/kafka"
+	"github.com/rosettamq/rosetta/internal/member/directory"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/tlsmux"
 )
@@ -233,32 +234,9 @@ const maxGroups = 16
 // groups is the number of replication groups (at least one).
 func (c ClusterConfig) groups() int { return max(c.Groups, 1) }
 
-// maxMembers bounds clusters started from cluster.members (larger ones
-// use an external etcd).
-const maxMembers = 5
-
 // members parses cluster.members (nil when unset).
 func (c ClusterConfig) members() (map[model.NodeID]string, error) {
-	if strings.TrimSpace(c.Members) == "" {
-		return nil, nil
-	}
-	out := map[model.NodeID]string{}
-	for _, part := range strings.Split(c.Members, ",") {
-		idStr, host, ok := strings.Cut(strings.TrimSpace(part), "=")
-		id, err := strconv.Atoi(strings.TrimSpace(idStr))
-		host = strings.TrimSpace(host)
-		if !ok || err != nil || id <= 0 || host == "" || strings.Contains(host, ":") && net.ParseIP(host) == nil {
-			return nil, fmt.Errorf("%w: cluster.members entry %q: want id=host", model.ErrInvalidConfig, part)
-		}
-		if _, dup := out[model.NodeID(id)]; dup {
-			return nil, fmt.Errorf("%w: cluster.members names node %d twice", model.ErrInvalidConfig, id)
-		}
-		out[model.NodeID(id)] = host
-	}
-	if len(out) > maxMembers {
-		return nil, fmt.Errorf("%w: cluster.members names %d nodes; up to %d start this way, larger clusters use an external etcd", model.ErrInvalidConfig, len(out), maxMembers)
-	}
-	return out, nil
+	return directory.ParseMembers(c.Members)
 }
 
 // LimitsConfig bounds what clients may make the broker hold.

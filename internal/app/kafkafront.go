@@ -9,6 +9,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/kafka"
+	"github.com/rosettamq/rosetta/internal/member/relay"
 	"github.com/rosettamq/rosetta/internal/task"
 )
 
@@ -46,16 +47,17 @@ func (a *App) newKafkaFront(ctx context.Context, routes []*listenerRoute, budget
 		return nil
 	}
 	opts := a.kafkaOptions(budget)
-	opts.Groups = len(a.replica.groups)
+	groups := a.member.Groups()
+	opts.Groups = len(groups)
 	opts.LogCopy = func(g int) *broker.LogCopy {
-		if g < 0 || g >= len(a.replica.groups) {
+		if g < 0 || g >= len(groups) {
 			return nil
 		}
-		lr := a.replica.groups[g].hosted()
-		if lr == nil {
+		r := groups[g].Hosted()
+		if r == nil {
 			return nil
 		}
-		return broker.NewLogCopy(lr.engine, a.log)
+		return broker.NewLogCopy(r.Engine, a.log)
 	}
 	if opts.Groups > 1 {
 		opts.Remote = kafkaRemote{a}
@@ -82,9 +84,9 @@ func (f *kafkaFront) attach(gid int, st *stack) error {
 	}
 	sctx, cancel := context.WithCancel(f.ctx)
 	g, gctx := errgroup.WithContext(sctx)
-	cls := make([]*connListener, len(f.routes))
+	cls := make([]*relay.Listener, len(f.routes))
 	for i, rt := range f.routes {
-		cl := newConnListener(rt.ep.raw.Addr())
+		cl := relay.NewListener(rt.ep.raw.Addr())
 		l, err := f.a.tlsListener(rt.ep.name, cl, rt.ep.tls, rt.ep.alpn...)
 		if err != nil {
 			cancel()
@@ -97,13 +99,13 @@ func (f *kafkaFront) attach(gid int, st *stack) error {
 		cls[i] = cl
 	}
 	for i, rt := range f.routes {
-		rt.current.Store(cls[i])
+		rt.Serve(cls[i])
 	}
 	f.cancel, f.g, f.serving = cancel, g, true
 	// Connections relayed to group 0's leader while this member led no
 	// group end (or, if nothing was answered on them, are served here):
 	// clients reach this member for the partitions it now leads.
-	f.a.replica.kafkaRelays.closeUpstreams()
+	f.a.member.KafkaRelays().CloseUpstreams()
 	return nil
 }
 
@@ -147,7 +149,7 @@ func (f *kafkaFront) detach(gid int) {
 func (f *kafkaFront) stopLocked() *errgroup.Group {
 	f.serving = false
 	for _, rt := range f.routes {
-		if cl := rt.current.Swap(nil); cl != nil {
+		if cl := rt.Stop(); cl != nil {
 			cl.Close()
 		}
 	}

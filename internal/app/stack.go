@@ -59,12 +59,6 @@ func (a *App) singleParts() stackParts {
 	return stackParts{engine: a.engine, producers: a.producers, kafkaTxns: a.kafkaTxns}
 }
 
-// groupParts are a cluster member's for one of its groups.
-func (a *App) groupParts(gr *groupReplica, lr *localReplica) stackParts {
-	return stackParts{group: gr.id, engine: lr.engine, producers: lr.producers, kafkaTxns: lr.kafkaTxns,
-		placement: gr.placement(a.cfg.Cluster.groups()), brokerName: a.groupBrokerName(gr.id)}
-}
-
 // newStack builds the broker core over an open engine and the metadata.
 func (a *App) newStack(ctx context.Context, parts stackParts) (*stack, error) {
 	cfg, log := a.cfg, a.log
@@ -102,8 +96,8 @@ func (a *App) newStack(ctx context.Context, parts stackParts) (*stack, error) {
 		return nil, err
 	}
 	txnOpts := txn.Options{MaxTimeout: cfg.Broker.TransactionMaxTimeout, SnapshotInterval: cfg.Broker.StateSnapshotInterval, Logger: log}
-	if a.replica != nil && len(a.replica.groups) > 1 {
-		txnOpts.Peers = txnPeers{a: a, self: int(parts.group), groups: len(a.replica.groups)}
+	if len(a.serving) > 1 {
+		txnOpts.Peers = txnPeers{a: a, self: int(parts.group), groups: len(a.serving)}
 	}
 	st.txns, err = txn.New(ctx, st.broker, parts.producers, parts.kafkaTxns, txnOpts)
 	if err != nil {

@@ -43,22 +43,27 @@ var rules = map[string]rule{
 	"internal/cluster": {allowed: []string{"model", "meta", "cluster"}},
 	// replication drives a storage engine as one replica of a Raft group.
 	"internal/replication": {allowed: []string{"model", "storage", "task", "replication"}},
-	"internal/broker":      {allowed: []string{"model", "storage", "meta", "broker", "task"}},
-	"internal/kafka":       frontEnd("kafka"),
-	"internal/remoting":    frontEnd("remoting"),
-	"internal/grpcv5":      frontEnd("grpcv5"),
-	"internal/admin":       {allowed: []string{"model", "broker", "meta", "apiv1", "admin"}},
-	"internal/apiv1":       {allowed: nil},
-	"internal/telemetry":   {allowed: nil},
-	"internal/bench":       {allowed: []string{"model", "storage", "broker", "meta", "bench", "kafka", "remoting", "grpcv5"}, protocols: true},
-	"internal/app":         {allowed: []string{"task", "model", "storage", "meta", "cluster", "replication", "broker", "kafka", "remoting", "grpcv5", "admin", "apiv1", "app", "tlsmux", "telemetry"}, protocols: true},
-	"internal/lint":        {allowed: nil},
-	"internal/task":        {allowed: nil},
-	"internal/tlsmux":      {allowed: nil},
-	"internal/testutil":    {allowed: nil},
-	"cmd":                  {allowed: []string{"app", "bench", "model", "apiv1"}, protocols: true},
-	"cmd/rosetta":          {allowed: []string{"app", "model", "apiv1"}}, // the server: no load generator, no client library
-	"cmd/rosetta-bench":    {allowed: []string{"app", "bench", "model"}, protocols: true},
+	// The member runtime: a cluster member's groups, terms, relays and
+	// calls between members. It never imports the broker, the front-ends or
+	// the admin server; the composition root gives it what serves clients.
+	"internal/member":           {allowed: []string{"model", "storage", "meta", "cluster", "replication", "task", "tlsmux", "member"}},
+	"internal/member/placement": {allowed: []string{"model"}},
+	"internal/broker":           {allowed: []string{"model", "storage", "meta", "broker", "task"}},
+	"internal/kafka":            frontEnd("kafka"),
+	"internal/remoting":         frontEnd("remoting"),
+	"internal/grpcv5":           frontEnd("grpcv5"),
+	"internal/admin":            {allowed: []string{"model", "broker", "meta", "apiv1", "admin"}},
+	"internal/apiv1":            {allowed: nil},
+	"internal/telemetry":        {allowed: nil},
+	"internal/bench":            {allowed: []string{"model", "storage", "broker", "meta", "bench", "kafka", "remoting", "grpcv5"}, protocols: true},
+	"internal/app":              {allowed: []string{"member", "task", "model", "storage", "meta", "cluster", "replication", "broker", "kafka", "remoting", "grpcv5", "admin", "apiv1", "app", "tlsmux", "telemetry"}, protocols: true},
+	"internal/lint":             {allowed: nil},
+	"internal/task":             {allowed: nil},
+	"internal/tlsmux":           {allowed: nil},
+	"internal/testutil":         {allowed: nil},
+	"cmd":                       {allowed: []string{"app", "bench", "model", "apiv1"}, protocols: true},
+	"cmd/rosetta":               {allowed: []string{"app", "model", "apiv1"}}, // the server: no load generator, no client library
+	"cmd/rosetta-bench":         {allowed: []string{"app", "bench", "model"}, protocols: true},
 }
 
 func ruleFor(dir string) (rule, string, bool) {

@@ -157,6 +157,9 @@ type Group struct {
 	elections atomic.Int64 // leadership changes seen
 	writable  atomic.Bool  // mirrors open
 	holding   atomic.Bool  // mirrors held
+	// roles is signalled (never blocking; one pending signal) whenever the
+	// leader, the term, writable, holding or the error change.
+	roles chan struct{}
 	// transferTo is the member a hand-off this node asked for goes to
 	// (Raft goroutine).
 	transferTo model.NodeID
@@ -217,6 +220,7 @@ func Start(cfg Config) (*Group, error) {
 		engine: cfg.Engine,
 		inbox:  make(chan *pb.Message, 4096),
 		calls:  make(chan func(), 64),
+		roles:  make(chan struct{}, 1),
 	}
 	g.work.init()
 	g.responses.init()
@@ -279,6 +283,7 @@ func (g *Group) Stop() {
 	g.writable.Store(false)
 	g.holding.Store(false)
 	g.engine.SetFollower()
+	g.signalRoles()
 }
 
 // Deliver hands a message from another node to the group. It never
@@ -460,6 +465,18 @@ func (g *Group) Writable() bool { return g.writable.Load() }
 // they go on in the same term if it leads on, and nothing written was cut).
 func (g *Group) Leads() bool { return g.writable.Load() || g.holding.Load() }
 
+// RoleChanged is signalled whenever what Leader, Writable, Leads or Err
+// report may have changed: a loop that follows the replica's role waits on
+// it instead of polling. One signal is kept while nobody waits.
+func (g *Group) RoleChanged() <-chan struct{} { return g.roles }
+
+func (g *Group) signalRoles() {
+	select {
+	case g.roles <- struct{}{}:
+	default:
+	}
+}
+
 // Err returns the error that stopped the replica, if any.
 func (g *Group) Err() error {
 	if p := g.err.Load(); p != nil {
@@ -480,6 +497,7 @@ func (g *Group) fail(err error) {
 		g.holding.Store(false)
 		g.engine.SetFollower()
 		g.cancel()
+		g.signalRoles()
 	}
 }
 
@@ -599,6 +617,7 @@ func (g *Group) stopAppends(closeLog func()) {
 		g.open, g.held = false, false
 		g.writable.Store(false)
 		g.holding.Store(false)
+		g.signalRoles()
 	}
 	g.cfg.Handoff.take()
 	g.raftLast = g.store.stable.Load()
@@ -634,6 +653,7 @@ func (g *Group) ready() {
 				if g.cfg.OnRoleChange != nil {
 					g.cfg.OnRoleChange(model.NodeID(lead), model.Term(term))
 				}
+				g.signalRoles()
 			}
 		}
 		var local, remote []*pb.Message

@@ -187,6 +187,7 @@ func (g *Group) holdAppends() {
 		g.open, g.held = false, true
 		g.holding.Store(true) // before writable: Leads stays true throughout
 		g.writable.Store(false)
+		g.signalRoles()
 	}
 }
 

@@ -97,6 +97,7 @@ func (g *Group) openEngine(term uint64) {
 	g.open, g.held = true, false
 	g.writable.Store(true)
 	g.holding.Store(false) // after writable: Leads stays true throughout
+	g.signalRoles()
 	g.publishStatus()
 }
 

@@ -29,3 +29,13 @@ func Every(ctx context.Context, wg *sync.WaitGroup, d time.Duration, fn func(con
 		}
 	}()
 }
+
+// Sleep waits d or until ctx ends, whichever comes first.
+func Sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/url"
 	"slices"
-	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -210,7 +209,9 @@ func promoteSelf(ctx context.Context, c EmbeddedConfig, id uint64) error {
 		pctx, cancel := context.WithTimeout(ctx, rejoinTimeout)
 		_, err := cli.MemberPromote(pctx, id)
 		cancel()
-		if err == nil || strings.Contains(err.Error(), "not a learner") {
+		// A promotion applied whose answer was lost (a timeout) is
+		// refused as the next try's: the member votes already.
+		if err == nil || errors.Is(err, rpctypes.ErrMemberNotLearner) {
 			c.Logger.Info("this etcd member is a voting member now", "name", c.Name)
 			return nil
 		}

@@ -1,4 +1,4 @@
-package app
+package relay
 
 import (
 	"errors"
@@ -32,7 +32,7 @@ func tcpPair(t *testing.T) (client, server net.Conn) {
 // socket is woken by the move.
 func TestClientConnMovesUnansweredRequests(t *testing.T) {
 	client, server := tcpPair(t)
-	c := newClientConn(server)
+	c := NewConn(server)
 	if _, err := client.Write([]byte("first")); err != nil {
 		t.Fatal(err)
 	}
@@ -43,14 +43,14 @@ func TestClientConnMovesUnansweredRequests(t *testing.T) {
 	blocked := make(chan error, 1)
 	go func() { _, err := c.Read(buf); blocked <- err }()
 	time.Sleep(20 * time.Millisecond)
-	nc := c.detach()
+	nc := c.Detach()
 	if nc == nil {
 		t.Fatal("an unanswered connection did not move")
 	}
-	if err := <-blocked; !errors.Is(err, errDetached) {
+	if err := <-blocked; !errors.Is(err, ErrDetached) {
 		t.Fatalf("the old owner's read: %v", err)
 	}
-	if _, err := c.Write([]byte("x")); !errors.Is(err, errDetached) {
+	if _, err := c.Write([]byte("x")); !errors.Is(err, ErrDetached) {
 		t.Fatalf("the old owner wrote after the move: %v", err)
 	}
 	if _, err := client.Write([]byte("-second")); err != nil {
@@ -64,14 +64,14 @@ func TestClientConnMovesUnansweredRequests(t *testing.T) {
 	if _, err := nc.Write([]byte("answer")); err != nil {
 		t.Fatal(err)
 	}
-	if nc.detach() != nil {
+	if nc.Detach() != nil {
 		t.Fatal("an answered connection moved")
 	}
 	moved := false
-	nc.handoff = func(*clientConn) bool { moved = true; return true }
+	nc.Handoff = func(*Conn) bool { moved = true; return true }
 	nc.Close()
 	if moved {
-		t.Fatal("handoff asked for an answered connection")
+		t.Fatal("Handoff asked for an answered connection")
 	}
 	if _, err := client.Read(make([]byte, 16)); err != nil {
 		t.Fatal(err)
@@ -85,29 +85,29 @@ func TestClientConnMovesUnansweredRequests(t *testing.T) {
 // and the connection no longer moves.
 func TestClientConnKeepsOnlySmallRequests(t *testing.T) {
 	client, server := tcpPair(t)
-	c := newClientConn(server)
+	c := NewConn(server)
 	go func() { _, _ = client.Write(make([]byte, maxReplayBytes+1)) }()
 	if _, err := io.ReadFull(c, make([]byte, maxReplayBytes+1)); err != nil {
 		t.Fatal(err)
 	}
-	if c.detach() != nil {
+	if c.Detach() != nil {
 		t.Fatal("a connection past the replay bound moved")
 	}
 }
 
 // TestClientConnResetsWhenNotClosedGracefully: a socket closed other than
 // by Close — as the kernel closes it when the member dies — or by
-// closeReset reaches the client as a reset after what was written, never
+// CloseReset reaches the client as a reset after what was written, never
 // as an end of stream (which clients take for a misconfiguration before
 // their first answer).
 func TestClientConnResetsWhenNotClosedGracefully(t *testing.T) {
-	for name, closeIt := range map[string]func(*clientConn){
-		"socket closed": func(c *clientConn) { c.Conn.Close() },
-		"closeReset":    func(c *clientConn) { closeReset(c.Conn) },
+	for name, closeIt := range map[string]func(*Conn){
+		"socket closed": func(c *Conn) { c.Conn.Close() },
+		"CloseReset":    func(c *Conn) { CloseReset(c.Conn) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			client, server := tcpPair(t)
-			c := newClientConn(server)
+			c := NewConn(server)
 			if _, err := c.Write([]byte("answer")); err != nil {
 				t.Fatal(err)
 			}

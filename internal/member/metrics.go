@@ -1,4 +1,4 @@
-package app
+package member
 
 import (
 	"strconv"
@@ -8,18 +8,22 @@ import (
 
 // replicaCollector exports the replica's view of its groups to Prometheus.
 type replicaCollector struct {
-	r                                           *replica
+	m                                           *Member
 	leader, term, commit, applied, last, isLead *prometheus.Desc
 	changes, lag, match                         *prometheus.Desc
 	imagesServed, imagesInstalled               *prometheus.Desc
 }
 
-func newReplicaCollector(r *replica) *replicaCollector {
+// Collector exports the member's view of the groups it hosts to
+// Prometheus (rosetta_replication_*).
+func (m *Member) Collector() prometheus.Collector { return newReplicaCollector(m) }
+
+func newReplicaCollector(m *Member) *replicaCollector {
 	g := []string{"group"}
 	d := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc("rosetta_replication_"+name, help, labels, nil)
 	}
-	return &replicaCollector{r: r,
+	return &replicaCollector{m: m,
 		leader:  d("leader", "The node leading the group (0 while none is known).", g),
 		term:    d("term", "The group's Raft term.", g),
 		commit:  d("commit_index", "The group's commit index as this replica knows it.", g),
@@ -43,15 +47,15 @@ func (c *replicaCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, gr := range c.r.groups {
-		if lr := gr.hosted(); lr != nil {
-			c.collect(ch, gr, lr)
+	for _, gr := range c.m.groups {
+		if r := gr.Hosted(); r != nil {
+			c.collect(ch, gr, r)
 		}
 	}
 }
 
-func (c *replicaCollector) collect(ch chan<- prometheus.Metric, gr *groupReplica, lr *localReplica) {
-	st := lr.raft.Status()
+func (c *replicaCollector) collect(ch chan<- prometheus.Metric, gr *Group, r *Replica) {
+	st := r.Raft.Status()
 	g := strconv.Itoa(int(st.Group))
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
@@ -66,7 +70,7 @@ func (c *replicaCollector) collect(ch chan<- prometheus.Metric, gr *groupReplica
 		w = 1
 	}
 	gauge(c.isLead, w, g)
-	ch <- prometheus.MustNewConstMetric(c.changes, prometheus.CounterValue, float64(lr.raft.LeaderChanges()), g)
+	ch <- prometheus.MustNewConstMetric(c.changes, prometheus.CounterValue, float64(r.Raft.LeaderChanges()), g)
 	ch <- prometheus.MustNewConstMetric(c.imagesServed, prometheus.CounterValue, float64(gr.imagesServed.Load()), g)
 	ch <- prometheus.MustNewConstMetric(c.imagesInstalled, prometheus.CounterValue, float64(gr.imagesInstalled.Load()), g)
 	for _, p := range st.Replicas {

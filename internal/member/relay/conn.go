@@ -1,4 +1,4 @@
-package app
+package relay
 
 import (
 	"errors"
@@ -14,18 +14,18 @@ import (
 // ApiVersions, SASL, a RocketMQ heartbeat — are far smaller).
 const maxReplayBytes = 64 << 10
 
-// errDetached is what the previous owner of a moved connection gets.
-var errDetached = errors.New("client connection moved to the leader")
+// ErrDetached is what the previous owner of a moved connection gets.
+var ErrDetached = errors.New("client connection moved to the leader")
 
-// clientConn is a cluster member's client connection as one owner — a
+// Conn is a cluster member's client connection as one owner — a
 // term's protocol server, or a relay to the leader — sees it. Until the
 // first byte of an answer reaches the client it keeps every byte the
 // client sent, so that when leadership moves before anything was answered
-// the connection moves too (detach) and its requests are replayed to the
+// the connection moves too (Detach) and its requests are replayed to the
 // next leader, instead of being closed: a client whose connection closes
 // before its first answer takes that for a misconfiguration (franz-go
 // fails the records it was sending). What was answered is never replayed.
-type clientConn struct {
+type Conn struct {
 	net.Conn
 	mu       sync.Mutex
 	readMu   sync.Mutex // held across a read of the socket
@@ -33,20 +33,20 @@ type clientConn struct {
 	kept     []byte     // every byte read while nothing was answered
 	answered bool       // a byte went back, or kept overflowed: never replayed
 	detached bool
-	// handoff, when set, is asked on Close whether the connection moves
+	// Handoff, when set, is asked on Close whether the connection moves
 	// rather than closes; it takes the detached connection if so.
-	handoff func(*clientConn) bool
+	Handoff func(*Conn) bool
 }
 
-// newClientConn takes an accepted connection. Its socket is set to reset
-// when closed without closeGracefully — above all when the member dies: a
+// NewConn takes an accepted connection. Its socket is set to reset
+// when closed without CloseGracefully — above all when the member dies: a
 // client whose request finds the connection merely closed (end of stream)
 // before its first answer takes that for a misconfiguration and fails the
 // request (franz-go fails the records it was sending, taking it for missing
 // SASL), while a reset is a network failure every client retries.
-func newClientConn(c net.Conn) *clientConn {
+func NewConn(c net.Conn) *Conn {
 	setReset(c, true)
-	return &clientConn{Conn: c}
+	return &Conn{Conn: c}
 }
 
 // setReset makes a TCP socket's close abortive (a reset, unsent bytes
@@ -63,29 +63,29 @@ func setReset(c net.Conn, on bool) {
 	_ = tc.SetLinger(sec)
 }
 
-// closeGracefully closes the socket with an orderly end of stream: what
+// CloseGracefully closes the socket with an orderly end of stream: what
 // was written reaches the client first.
-func closeGracefully(c net.Conn) error {
+func CloseGracefully(c net.Conn) error {
 	setReset(c, false)
 	return c.Close()
 }
 
-// closeReset closes the socket with a reset, for a connection whose
+// CloseReset closes the socket with a reset, for a connection whose
 // requests may be unanswered because leadership went away under them: the
-// client retries them elsewhere (see newClientConn).
-func closeReset(c net.Conn) error {
+// client retries them elsewhere (see NewConn).
+func CloseReset(c net.Conn) error {
 	setReset(c, true)
 	return c.Close()
 }
 
 // Read returns kept bytes replayed to this owner first, then the socket's.
-func (c *clientConn) Read(p []byte) (int, error) {
+func (c *Conn) Read(p []byte) (int, error) {
 	c.readMu.Lock()
 	defer c.readMu.Unlock()
 	c.mu.Lock()
 	if c.detached {
 		c.mu.Unlock()
-		return 0, errDetached
+		return 0, ErrDetached
 	}
 	if len(c.pending) > 0 {
 		n := copy(p, c.pending)
@@ -106,14 +106,14 @@ func (c *clientConn) Read(p []byte) (int, error) {
 	}
 	if c.detached {
 		// What was read is kept for the next owner.
-		return 0, errDetached
+		return 0, ErrDetached
 	}
 	return n, err
 }
 
 // PeekByte shows the next byte Read returns without consuming it (the
 // listener's TLS sniffing looks at the first byte).
-func (c *clientConn) PeekByte() (byte, error) {
+func (c *Conn) PeekByte() (byte, error) {
 	c.mu.Lock()
 	if len(c.pending) > 0 {
 		b := c.pending[0]
@@ -126,11 +126,11 @@ func (c *clientConn) PeekByte() (byte, error) {
 
 // Write marks the connection answered: from now on it closes rather than
 // moves.
-func (c *clientConn) Write(p []byte) (int, error) {
+func (c *Conn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	if c.detached {
 		c.mu.Unlock()
-		return 0, errDetached
+		return 0, ErrDetached
 	}
 	if len(p) > 0 {
 		c.answered, c.kept, c.pending = true, nil, nil
@@ -139,15 +139,15 @@ func (c *clientConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// Close closes the socket, unless handoff takes the connection to the
+// Close closes the socket, unless Handoff takes the connection to the
 // next leader (nothing was answered yet).
-func (c *clientConn) Close() error {
-	if h := c.handoff; h != nil {
-		if nc := c.detach(); nc != nil {
+func (c *Conn) Close() error {
+	if h := c.Handoff; h != nil {
+		if nc := c.Detach(); nc != nil {
 			if h(nc) {
 				return nil
 			}
-			return closeGracefully(nc.Conn)
+			return CloseGracefully(nc.Conn)
 		}
 	}
 	c.mu.Lock()
@@ -156,13 +156,13 @@ func (c *clientConn) Close() error {
 	if detached {
 		return nil
 	}
-	return closeGracefully(c.Conn)
+	return CloseGracefully(c.Conn)
 }
 
-// detach ends this owner's use of the socket and returns the connection
+// Detach ends this owner's use of the socket and returns the connection
 // for the next owner, who reads the kept bytes first; nil when something
 // was answered (or the connection is already detached or closed).
-func (c *clientConn) detach() *clientConn {
+func (c *Conn) Detach() *Conn {
 	c.mu.Lock()
 	if c.answered || c.detached {
 		c.mu.Unlock()
@@ -182,39 +182,39 @@ func (c *clientConn) detach() *clientConn {
 		return nil
 	}
 	kept := append([]byte(nil), c.kept...)
-	return &clientConn{Conn: c.Conn, kept: kept, pending: kept}
+	return &Conn{Conn: c.Conn, kept: kept, pending: kept}
 }
 
 // SetDeadline and the others reach the socket while this owner has it.
-func (c *clientConn) SetDeadline(t time.Time) error {
+func (c *Conn) SetDeadline(t time.Time) error {
 	if c.isDetached() {
 		return nil
 	}
 	return c.Conn.SetDeadline(t)
 }
 
-func (c *clientConn) SetReadDeadline(t time.Time) error {
+func (c *Conn) SetReadDeadline(t time.Time) error {
 	if c.isDetached() {
 		return nil
 	}
 	return c.Conn.SetReadDeadline(t)
 }
 
-func (c *clientConn) SetWriteDeadline(t time.Time) error {
+func (c *Conn) SetWriteDeadline(t time.Time) error {
 	if c.isDetached() {
 		return nil
 	}
 	return c.Conn.SetWriteDeadline(t)
 }
 
-func (c *clientConn) isDetached() bool {
+func (c *Conn) isDetached() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.detached
 }
 
-// replayable reports whether nothing was answered yet.
-func (c *clientConn) replayable() bool {
+// Replayable reports whether nothing was answered yet.
+func (c *Conn) Replayable() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return !c.answered && !c.detached

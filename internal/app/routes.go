@@ -1,0 +1,206 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/rosettamq/rosetta/internal/grpcv5"
+	"github.com/rosettamq/rosetta/internal/kafka"
+	"github.com/rosettamq/rosetta/internal/member/placement"
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/remoting"
+	"github.com/rosettamq/rosetta/internal/replication"
+)
+
+// What each protocol's clients are told of a cluster: Kafka metadata, and
+// the RocketMQ routes of remoting and gRPC clients, from the member
+// runtime's view of the members and the groups' leaders.
+
+// replicated says whether the node is a member of a replicated cluster.
+func (a *App) replicated() bool { return a.cfg.Cluster.Members != "" }
+
+// groupBrokerName is the RocketMQ broker name of group g: the default one
+// on a cluster of one group (as a single node), <cluster name>-<g>
+// otherwise.
+func (a *App) groupBrokerName(g model.GroupID) string {
+	if a.cfg.Cluster.groups() == 1 {
+		return ""
+	}
+	return fmt.Sprintf("%s-%d", a.cfg.Cluster.Name, g)
+}
+
+// brokerRoutes describes every group as a RocketMQ broker to clients of
+// the listener on addr (group g's at the listener's port + g): its name
+// and, by broker id, the member leading it (0, absent while none does)
+// and its other replicas (1..). Nil on a cluster of one group, whose
+// clients keep the address they asked (see relayedAdvertise).
+func (a *App) brokerRoutes(listener string) func() []remoting.BrokerRoute {
+	m := a.member
+	if m == nil || len(m.Groups()) == 1 {
+		return nil
+	}
+	return func() []remoting.BrokerRoute {
+		out := make([]remoting.BrokerRoute, len(m.Groups()))
+		for i, gr := range m.Groups() {
+			br := remoting.BrokerRoute{Name: a.groupBrokerName(gr.ID()), Addrs: map[int64]string{}}
+			port, ok := placement.GroupPort(a.Addr(listener), gr.ID())
+			if !ok {
+				out[i] = br
+				continue
+			}
+			addr := func(id model.NodeID) string {
+				h, _ := m.HostOf(id)
+				return net.JoinHostPort(h, strconv.Itoa(port))
+			}
+			leader, _ := gr.Leader()
+			if _, known := m.HostOf(leader); leader != 0 && known {
+				br.Addrs[0] = addr(leader)
+			}
+			next := int64(1)
+			for _, id := range placement.Sorted(m.Placed(gr.ID())) {
+				if id != leader {
+					br.Addrs[next] = addr(id)
+					next++
+				}
+			}
+			out[i] = br
+		}
+		return out
+	}
+}
+
+// grpcRoutes is brokerRoutes for the gRPC listeners.
+func (a *App) grpcRoutes() func() []grpcv5.BrokerRoute {
+	routes := a.brokerRoutes("grpc")
+	if routes == nil {
+		return nil
+	}
+	return func() []grpcv5.BrokerRoute {
+		rs := routes()
+		out := make([]grpcv5.BrokerRoute, len(rs))
+		for i, r := range rs {
+			out[i].Name = r.Name
+			if r.Addrs[0] == "" {
+				continue // no leader: its queues are left out
+			}
+			for id := int64(0); id < int64(len(r.Addrs)); id++ {
+				out[i].Addrs = append(out[i].Addrs, r.Addrs[id])
+			}
+		}
+		return out
+	}
+}
+
+// kafkaCluster describes the cluster to Kafka clients (nil on a single
+// node).
+func (a *App) kafkaCluster() func() *kafka.ClusterView {
+	m := a.member
+	if m == nil {
+		return nil
+	}
+	return func() *kafka.ClusterView {
+		// The members as they are now (they join and leave).
+		members := m.Members()
+		hosts := make(map[int32]string, len(members))
+		for _, id := range placement.SortedIDs(members) {
+			hosts[int32(id)] = members[id]
+		}
+		groups := m.Groups()
+		// Each group's replicas start with its preferred leader (Kafka's
+		// preferred replica), the member it returns to.
+		replicas := make([][]int32, len(groups))
+		for g := range groups {
+			for _, id := range placement.Voters(members, model.GroupID(g), m.Factor()) {
+				replicas[g] = append(replicas[g], int32(id))
+			}
+		}
+		v := &kafka.ClusterView{Hosts: hosts, Groups: make([]kafka.GroupView, len(groups))}
+		for g, gr := range groups {
+			var st replication.Status
+			if r := gr.Hosted(); r != nil {
+				st = r.Raft.Status()
+			} else {
+				leader, tm := gr.Leader()
+				st.Leader, st.Term = leader, uint64(tm)
+			}
+			// The leader's epoch is its Raft term's (the term a follower
+			// knows once it hears from the leader).
+			gv := kafka.GroupView{Leader: int32(st.Leader), Epoch: int32(model.Term(st.Term).LeaderEpoch()), Replicas: replicas[g]}
+			if st.Leader == 0 {
+				gv.Leader, gv.Epoch = -1, -1
+			} else if _, ok := hosts[int32(st.Leader)]; !ok {
+				// A member that left still leads the group until it
+				// hands it off: clients reach it where it was.
+				if h, known := m.HostOf(st.Leader); known {
+					hosts[int32(st.Leader)] = h
+				} else {
+					gv.Leader, gv.Epoch = -1, -1
+				}
+			}
+			// In sync: the replicas the leader knows hold everything
+			// committed (within a small margin: a batch in flight). A
+			// follower does not know the others' progress: it names every
+			// replica while the group has a leader.
+			for _, p := range st.Replicas {
+				if p.Lag <= 1024 {
+					gv.ISR = append(gv.ISR, int32(p.Node))
+				}
+			}
+			switch {
+			case len(gv.ISR) > 0:
+			case st.Leader != 0 && st.Leader != m.Self():
+				gv.ISR = replicas[g]
+			default:
+				gv.ISR = []int32{int32(m.Self())}
+			}
+			v.Groups[g] = gv
+		}
+		return v
+	}
+}
+
+// electLeader moves a group's leadership to a node (Kafka's preferred
+// leader election); nil on a single node.
+func (a *App) electLeader() func(ctx context.Context, group int, node int32) error {
+	if a.member == nil {
+		return nil
+	}
+	return func(ctx context.Context, group int, node int32) error {
+		return a.member.Elect(ctx, group, model.NodeID(node))
+	}
+}
+
+// relayedAdvertise points RocketMQ clients that reached the leader through
+// another member's relay back at that member (its host, the same port):
+// their routes then keep working when leadership moves, since the member
+// relays to whichever node leads, and remoting clients refresh routes only
+// every 30 s. Nil on a single node and with several groups, whose routes
+// name each group's leader and other members (brokerRoutes): a client
+// whose broker fails retries another broker.
+func (a *App) relayedAdvertise() func(local, remote net.Addr) string {
+	m := a.member
+	if m == nil || len(m.Groups()) > 1 {
+		return nil
+	}
+	isMember := func(host string) bool {
+		for id, h := range m.Members() {
+			if id != m.Self() && h == host {
+				return true
+			}
+		}
+		return false
+	}
+	return func(local, remote net.Addr) string {
+		rh, _, err := net.SplitHostPort(remote.String())
+		if err != nil || !isMember(rh) {
+			return ""
+		}
+		_, port, err := net.SplitHostPort(local.String())
+		if err != nil {
+			return ""
+		}
+		return net.JoinHostPort(rh, port)
+	}
+}
