@@ -58,7 +58,7 @@ func exposed(t *testing.T) map[string]bool {
 // conditional are metrics a single node without that kind of state does
 // not expose; they must be defined in the source.
 var conditional = map[string]string{
-	"rosetta_replication_": "internal/app/replica_metrics.go",
+	"rosetta_replication_": "internal/member/metrics.go",
 	"rosetta_pop_":         "internal/admin/admin.go",
 }
 
