@@ -103,26 +103,68 @@ func (e *Engine) GC(ctx context.Context, threshold float64) (GCResult, error) {
 	return res, errors.Join(errs...)
 }
 
-// scheduledGC is the frequent pass: it relocates nearly-dead segments
-// (GCMinorThreshold) and, once the bytes it could free in half-dead ones
-// (GCMajorThreshold) reach two segments or a quarter of the log, those too,
-// without waiting for the major pass. Expired space thus comes back within
-// a retention interval and a pass of copying, however the live and the
-// expired data are interleaved.
+// scheduledGC is the frequent pass (gcThreshold says which segments it
+// relocates).
 func (e *Engine) scheduledGC(ctx context.Context) (GCResult, error) {
-	var reclaimable, total int64
-	for _, u := range e.Usage() {
+	return e.GC(ctx, gcThreshold(e.Usage(), e.cfg.GCMinorThreshold, e.cfg.GCMajorThreshold, e.cfg.SegmentSize))
+}
+
+// gcPressureMax is the most live a segment may be for the frequent pass to
+// relocate it under space pressure: copying it frees at least a quarter of
+// it.
+const gcPressureMax = 0.75
+
+// gcThreshold is the live fraction up to which the frequent pass relocates
+// sealed segments: nearly-dead ones (minor); half-dead ones (major) too
+// once the bytes they would free reach two segments or a quarter of the
+// log, without waiting for the major pass; and, under space pressure —
+// dead bytes in segments at most gcPressureMax live reach two segments and
+// a quarter of the log — the least live of those until what stays dead in
+// them is under a sixteenth of the log. Expired space thus comes back
+// within a retention interval and a pass of copying, however the live and
+// the expired data are interleaved (exactly half and half leaves every
+// segment a few bytes over half live, which the major threshold never
+// takes), and the log stays within about a third more than what it holds.
+func gcThreshold(usage []SegmentUsage, minor, major float64, segmentSize int64) float64 {
+	type seg struct {
+		live float64 // fraction
+		dead int64
+	}
+	var segs []seg
+	var total, reclaimable, pressed int64
+	for _, u := range usage {
 		size := int64(u.End - u.Base)
 		total += size
-		if u.Sealed && size > 0 && u.Live > 0 && float64(u.Live) <= e.cfg.GCMajorThreshold*float64(size) {
-			reclaimable += size - u.Live
+		if !u.Sealed || size == 0 || u.Live == 0 {
+			continue // empty segments go with the next reclamation
+		}
+		s := seg{live: float64(u.Live) / float64(size), dead: size - u.Live}
+		if float64(u.Live) <= major*float64(size) {
+			reclaimable += s.dead
+		}
+		if s.live <= gcPressureMax {
+			pressed += s.dead
+			segs = append(segs, s)
 		}
 	}
-	threshold := e.cfg.GCMinorThreshold
-	if reclaimable >= 2*e.cfg.SegmentSize || (total > 0 && reclaimable*4 >= total && reclaimable >= e.cfg.SegmentSize) {
-		threshold = max(threshold, e.cfg.GCMajorThreshold)
+	threshold := minor
+	if reclaimable >= 2*segmentSize || (total > 0 && reclaimable*4 >= total && reclaimable >= segmentSize) {
+		threshold = max(threshold, major)
 	}
-	return e.GC(ctx, threshold)
+	if pressed < 2*segmentSize || pressed*4 < total {
+		return threshold
+	}
+	sort.Slice(segs, func(i, j int) bool { return segs[i].live < segs[j].live })
+	for _, s := range segs {
+		if pressed*16 < total {
+			break
+		}
+		// A hair above the fraction: GC compares live bytes with
+		// threshold × size, which may round below them.
+		threshold = max(threshold, s.live+1e-9)
+		pressed -= s.dead
+	}
+	return threshold
 }
 
 // relocate copies the live records of one segment to the local area.
