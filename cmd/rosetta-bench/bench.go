@@ -166,7 +166,10 @@ func benchCmd() *cobra.Command {
 	gc.Flags().IntVar(&gco.Size, "size", 128, "foreground record bytes")
 	var fo bench.FloodOptions
 	flood := &cobra.Command{Use: "flood", Short: "Floods every listener (idle, slow, huge and malformed requests) and reports the broker's RSS and a real producer's latency",
-		RunE: func(c *cobra.Command, _ []string) error { return bench.Flood(c.Context(), fo, c.OutOrStdout()) }}
+		RunE: func(c *cobra.Command, _ []string) error {
+			_, err := bench.Flood(c.Context(), fo, c.OutOrStdout())
+			return err
+		}}
 	ff := flood.Flags()
 	ff.StringVar(&fo.Kafka, "kafka", "127.0.0.1:9092", "Kafka listener")
 	ff.StringVar(&fo.Remoting, "remoting", "127.0.0.1:9876", "RocketMQ remoting listener")

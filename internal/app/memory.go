@@ -15,21 +15,26 @@ import (
 // collection, which an idle broker never does — so after a burst of large
 // requests the node would sit on hundreds of MiB it no longer uses (most
 // of it garbage no collection has found yet). Every returnMemoryCheck,
-// once no collection ran for returnMemoryQuiet (the node is quiet) and the
-// heap holds more than returnMemorySlack beyond what the last return left,
-// the heap is collected and its free pages returned to the operating
-// system.
+// once no collection ran for returnMemoryQuiet (the node is quiet), the
+// heap is collected (twice, so that pooled buffers go too) and its free
+// pages returned to the operating system when it holds returnMemorySlack
+// more than the last return left, or when fewer than half the goroutines
+// run than then (and returnMemoryGoroutines fewer at least): a return made
+// while a flood of connections was held cannot free what they hold, and
+// once they close their memory is garbage without the heap growing.
 const (
-	returnMemoryCheck = 5 * time.Second
-	returnMemoryQuiet = 10 * time.Second
-	returnMemorySlack = 32 << 20
+	returnMemoryCheck      = 5 * time.Second
+	returnMemoryQuiet      = 10 * time.Second
+	returnMemorySlack      = 32 << 20
+	returnMemoryGoroutines = 100
 )
 
 // returnMemory runs until ctx ends.
 func returnMemory(ctx context.Context, log *slog.Logger) {
 	t := time.NewTicker(returnMemoryCheck)
 	defer t.Stop()
-	var leftHeld uint64 // what the last return left held
+	var leftHeld uint64    // what the last return left held
+	var leftGoroutines int // how many goroutines ran then
 	for {
 		select {
 		case <-ctx.Done():
@@ -40,14 +45,21 @@ func returnMemory(ctx context.Context, log *slog.Logger) {
 		runtime.ReadMemStats(&ms)
 		held := ms.HeapSys - ms.HeapReleased
 		quiet := time.Since(time.Unix(0, int64(ms.LastGC))) >= returnMemoryQuiet
-		if !quiet || held < leftHeld+returnMemorySlack {
+		goroutines := runtime.NumGoroutine()
+		grown := held >= leftHeld+returnMemorySlack
+		closed := 2*goroutines <= leftGoroutines && goroutines+returnMemoryGoroutines <= leftGoroutines
+		if !quiet || !grown && !closed {
 			continue
 		}
+		// Two collections: the first moves what sync.Pools hold (frame
+		// buffers a flood of large requests filled) to their victim
+		// caches, the second frees it; then the free pages go back.
+		runtime.GC()
 		debug.FreeOSMemory()
 		var after runtime.MemStats
 		runtime.ReadMemStats(&after)
-		leftHeld = after.HeapSys - after.HeapReleased
-		log.Info("returned idle memory to the system", "held_mib", held>>20, "now_mib", leftHeld>>20)
+		leftHeld, leftGoroutines = after.HeapSys-after.HeapReleased, goroutines
+		log.Info("returned idle memory to the system", "held_mib", held>>20, "now_mib", leftHeld>>20, "goroutines", goroutines)
 	}
 }
 

@@ -31,12 +31,18 @@ type FloodOptions struct {
 	After                       time.Duration // RSS watched this long after the flood ends
 }
 
+// FloodResult is the broker's resident memory (bytes) before the flood,
+// at its peak and o.After after it closed.
+type FloodResult struct {
+	Start, Peak, After int64
+}
+
 // Flood runs the floods together, holds them, closes them, and reports the
 // broker's RSS (start, peak, after) and a real Kafka producer's latency
 // throughout.
-func Flood(ctx context.Context, o FloodOptions, out io.Writer) error {
+func Flood(ctx context.Context, o FloodOptions, out io.Writer) (FloodResult, error) {
 	if o.BrokerPID <= 0 {
-		return fmt.Errorf("--broker-pid is required")
+		return FloodResult{}, fmt.Errorf("--broker-pid is required")
 	}
 	start := procRSS(o.BrokerPID)
 	var peakMu sync.Mutex
@@ -63,7 +69,7 @@ func Flood(ctx context.Context, o FloodOptions, out io.Writer) error {
 	// A real client producing once a second throughout.
 	probe, err := kgo.NewClient(kgo.SeedBrokers(o.Kafka), kgo.DefaultProduceTopic("flood-probe"), kgo.AllowAutoTopicCreation())
 	if err != nil {
-		return err
+		return FloodResult{}, err
 	}
 	defer probe.Close()
 	var probeMu sync.Mutex
@@ -231,5 +237,5 @@ func Flood(ctx context.Context, o FloodOptions, out io.Writer) error {
 	slices.Sort(lats)
 	fmt.Fprintf(out, "probe produce  %d acknowledged, %d failed, p50 %v, max %v\n", len(lats), fails,
 		percentile(lats, 0.5).Round(time.Microsecond), percentile(lats, 1).Round(time.Microsecond))
-	return nil
+	return FloodResult{Start: start, Peak: during, After: after}, nil
 }

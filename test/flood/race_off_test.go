@@ -1,0 +1,5 @@
+//go:build !race
+
+package flood
+
+const raceDetector = false
