@@ -191,7 +191,14 @@ func (b *Broker) recoverHalves(ctx context.Context, h *halfStore) error {
 		return err
 	}
 	h.saved = strconv.FormatInt(int64(halfFrom), 10) + ":" + strconv.FormatInt(int64(opFrom), 10)
-	if err := meta.Delete(ctx, b.meta, legacyHalfCursorKey); err != nil {
+	// Read first: a write on every new term would put an etcd proposal on
+	// a failover's path, which a concurrent etcd leader change can hold
+	// for etcd's request timeout (7 s).
+	if _, err := b.meta.Get(ctx, legacyHalfCursorKey); err == nil {
+		if err := meta.Delete(ctx, b.meta, legacyHalfCursorKey); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, meta.ErrNotFound) {
 		return err
 	}
 	type opState struct {

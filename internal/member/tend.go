@@ -166,8 +166,16 @@ func (m *Member) balance(ctx context.Context, gr *Group, r *Replica) (failed boo
 
 // HandOff moves the leadership of every group this member leads to a
 // caught-up replica before it stops, so clients fail over within a round
-// trip rather than an election timeout.
+// trip rather than an election timeout. The embedded etcd's leadership
+// moves first: the groups' new leaders build their brokers with etcd
+// calls, which an etcd leader change under way would hold for etcd's
+// request timeout.
 func (m *Member) HandOff() {
+	if m.etcd != nil {
+		if err := m.etcd.HandOffLeadership(); err != nil {
+			m.log.Warn("etcd leadership hand-off", "err", err)
+		}
+	}
 	var wg sync.WaitGroup
 	for _, gr := range m.groups {
 		r := gr.Hosted()
