@@ -121,3 +121,60 @@ func TestGCShortRetentionInterleavedWithForever(t *testing.T) {
 		t.Fatalf("hourly topic starts at %d", s.Offset)
 	}
 }
+
+// TestGCReclaimsHalfLiveSegmentsOnItsOwn: a 60-second topic interleaved
+// half and half with a keep-forever topic (every segment a little over
+// half live once the short one expires); with the default retention and
+// garbage-collection settings and no admin call, the log comes down to
+// about the keep-forever data within a few minutes (retention every 30 s,
+// the frequent GC pass every minute), and the kept records read back.
+func TestGCReclaimsHalfLiveSegmentsOnItsOwn(t *testing.T) {
+	t.Parallel()
+	c := apptest.TestConfig(t.TempDir())
+	c.Storage.SegmentSize = 1 << 20
+	c.Storage.MaxRecordSize = 256 << 10
+	n := apptest.StartTestNode(t, c)
+	ctx := ctxTimeout(t, 5*time.Minute)
+	cl := newClient(t, n.KafkaAddr(), kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerLinger(time.Millisecond),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	adm := kadm.NewClient(cl)
+	minute, forever := "60000", "-1"
+	for topic, ret := range map[string]*string{"gc-minute": &minute, "gc-kept": &forever} {
+		if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.ms": ret}, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * time.Minute) // expired at the next retention check
+	const keep = 6000
+	for i := range keep {
+		cl.Produce(ctx, &kgo.Record{Topic: "gc-minute", Value: bytes.Repeat([]byte{'m'}, 1390), Timestamp: old}, nil)
+		cl.Produce(ctx, &kgo.Record{Topic: "gc-kept", Value: foreverValue(i), Timestamp: old}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before, _, topics := storageReport(t, n)
+	kept := topics["public/default/gc-kept"]
+	start := time.Now()
+	var after int64
+	apptest.Eventually(t, 4*time.Minute, "the expired topic's space back", func() bool {
+		time.Sleep(time.Second)
+		after, _, _ = storageReport(t, n)
+		return after <= kept+3*int64(c.Storage.SegmentSize)
+	})
+	t.Logf("log %d → %d bytes %v after the writes, with %d bytes of keep-forever data", before, after, time.Since(start).Round(time.Second), kept)
+	rd := newClient(t, n.KafkaAddr(), kgo.ConsumeTopics("gc-kept"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := 0
+	for got < keep {
+		fs := rd.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset != int64(got) || !bytes.Equal(r.Value, foreverValue(got)) {
+				t.Fatalf("record at %d: offset %d, %q…", got, r.Offset, r.Value[:min(20, len(r.Value))])
+			}
+			got++
+		})
+	}
+}
