@@ -563,10 +563,7 @@ func TestClusterFailover(t *testing.T) {
 	t.Logf("acknowledged %d records (%d failed and were not acknowledged)", len(l.acks), l.errs)
 	verify(t, c, "orders", l.acks)
 	// The group consumer reaches every acknowledged record.
-	apptest.Eventually(t, 60*time.Second, "the consumer group to read every acknowledged record", func() bool {
-		return consumed.covers(l.acks)
-	})
-	consumed.stop()
+	consumed.readAll(t, l.acks, 60*time.Second)
 	preferredElection(t, c, adm)
 }
 
@@ -745,6 +742,20 @@ func (g *groupConsumer) missing(acks []ack) map[int32]int {
 		}
 	}
 	return out
+}
+
+// readAll waits up to d for the group to have read every acknowledged
+// record (failing the test with what is missing), then stops it.
+func (g *groupConsumer) readAll(t *testing.T, acks []ack, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !g.covers(acks) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the consumer group did not read every acknowledged record: missing by partition %v", g.missing(acks))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	g.stop()
 }
 
 func (g *groupConsumer) stop() {

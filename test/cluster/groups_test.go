@@ -136,14 +136,7 @@ func TestClusterGroups(t *testing.T) {
 	gl.verify(t)
 	t.Logf("Kafka: %d records acknowledged (%d failed, not acknowledged)", len(kl.acks), kl.errs)
 	verify(t, c, "groups-kafka", kl.acks)
-	deadline := time.Now().Add(60 * time.Second)
-	for !consumed.covers(kl.acks) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the consumer group did not read every acknowledged record: missing by partition %v", consumed.missing(kl.acks))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	consumed.stop()
+	consumed.readAll(t, kl.acks, 60*time.Second)
 	tl.verify(t, c)
 	checkAdminOverGroups(ctx, t, c, "groups-kafka", "groups-audit", len(kl.acks))
 	checkReplicaCopies(ctx, t, kcl, "groups-kafka", 6)
@@ -271,7 +264,7 @@ func TestClusterGroupsChaos(t *testing.T) {
 		}
 	}
 	consumed := startGroupConsumer(t, c, "groups-chaos-kafka", "groups-chaos-audit")
-	offsets := watchCommittedOffsets(t, c, "groups-chaos-audit")
+	offsets := watchCommits(t, c, "groups-chaos-audit")
 	kl := startLoad(t, c, "groups-chaos-kafka", 2)
 	tl := startTxnLoad(t, c, "groups-chaos-txn")
 	rl := startRemotingLoad(t, c, "groups-chaos")
@@ -372,13 +365,6 @@ func TestClusterGroupsChaos(t *testing.T) {
 	t.Logf("kafka idempotent: acknowledged %d records (%d failed)", len(kl.acks), kl.errs)
 	verify(t, c, "groups-chaos-kafka", kl.acks)
 	tl.verify(t, c)
-	deadline := time.Now().Add(90 * time.Second)
-	for !consumed.covers(kl.acks) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the consumer group did not read every acknowledged record: missing by partition %v", consumed.missing(kl.acks))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	consumed.stop()
+	consumed.readAll(t, kl.acks, 90*time.Second)
 	offsets.stop(t)
 }

@@ -85,12 +85,5 @@ func TestClusterStopExit(t *testing.T) {
 	gl.verify(t)
 	t.Logf("Kafka: %d records acknowledged (%d failed, not acknowledged)", len(kl.acks), kl.errs)
 	verify(t, c, "stop-kafka", kl.acks)
-	deadline := time.Now().Add(60 * time.Second)
-	for !consumed.covers(kl.acks) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the consumer group did not read every acknowledged record: missing by partition %v", consumed.missing(kl.acks))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	consumed.stop()
+	consumed.readAll(t, kl.acks, 60*time.Second)
 }

@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -99,20 +100,7 @@ func TestGCShortRetentionInterleavedWithForever(t *testing.T) {
 		t.Fatalf("log %d → %d bytes with %d bytes of keep-forever data", before, after, foreverBytes)
 	}
 	// Every keep-forever record, byte-identical at its offset.
-	rd := newClient(t, n.KafkaAddr(), kgo.ConsumeTopics("gc-forever"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	got := 0
-	for got < keep {
-		fs := rd.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			t.Fatal(err)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset != int64(got) || !bytes.Equal(r.Value, foreverValue(got)) {
-				t.Fatalf("record at %d: offset %d, %q…", got, r.Offset, r.Value[:min(20, len(r.Value))])
-			}
-			got++
-		})
-	}
+	readForever(ctx, t, n, "gc-forever", keep)
 	starts, err := adm.ListStartOffsets(ctx, "gc-hourly")
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +151,14 @@ func TestGCReclaimsHalfLiveSegmentsOnItsOwn(t *testing.T) {
 		return after <= kept+3*int64(c.Storage.SegmentSize)
 	})
 	t.Logf("log %d → %d bytes %v after the writes, with %d bytes of keep-forever data", before, after, time.Since(start).Round(time.Second), kept)
-	rd := newClient(t, n.KafkaAddr(), kgo.ConsumeTopics("gc-kept"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	readForever(ctx, t, n, "gc-kept", keep)
+}
+
+// readForever reads a topic of foreverValue records from the start: every
+// one of the n, byte-identical at its offset.
+func readForever(ctx context.Context, t *testing.T, n *apptest.TestNode, topic string, keep int) {
+	t.Helper()
+	rd := newClient(t, n.KafkaAddr(), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	got := 0
 	for got < keep {
 		fs := rd.PollFetches(ctx)
