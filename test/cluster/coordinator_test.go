@@ -1,0 +1,206 @@
+//go:build !race
+
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/rosettamq/rosetta/internal/app/apptest"
+)
+
+// commitWatch fetches a group's committed offsets over and over: whether
+// one ever moved backwards, and when each fetch that saw one move forward
+// started.
+type commitWatch struct {
+	mu        sync.Mutex
+	fetches   int
+	advanced  []time.Time
+	backwards []string
+	lastErr   error
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+func watchCommits(t *testing.T, c *cluster, group string) *commitWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &commitWatch{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		high := map[string]int64{}
+		for ctx.Err() == nil {
+			at := time.Now()
+			// A client a fetch: one that cached a dead coordinator would
+			// keep asking it, seeing no commits where there are.
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RetryTimeout(time.Second))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			fctx, fcancel := context.WithTimeout(ctx, time.Second)
+			os, err := kadm.NewClient(cl).FetchOffsets(fctx, group)
+			fcancel()
+			cl.Close()
+			if err == nil {
+				err = os.Error()
+			}
+			w.mu.Lock()
+			w.fetches++
+			if err != nil {
+				w.lastErr = err
+			} else {
+				moved := false
+				os.Each(func(o kadm.OffsetResponse) {
+					k := fmt.Sprintf("%s/%d", o.Topic, o.Partition)
+					switch {
+					case o.At < high[k]:
+						w.backwards = append(w.backwards, fmt.Sprintf("%s: %d after %d", k, o.At, high[k]))
+					case o.At > high[k]:
+						moved = true
+						high[k] = o.At
+					}
+				})
+				if moved {
+					w.advanced = append(w.advanced, at)
+				}
+			}
+			w.mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return w
+}
+
+// firstAfter waits for a fetch started after since to see a commit move
+// forward and returns how long after since it started.
+func (w *commitWatch) firstAfter(t *testing.T, since time.Time, d time.Duration) time.Duration {
+	t.Helper()
+	var got time.Duration
+	defer func() {
+		if got == 0 {
+			w.mu.Lock()
+			t.Logf("no commit seen after %s (%d fetches, last error %v)", since.Format(time.StampMilli), w.fetches, w.lastErr)
+			w.mu.Unlock()
+		}
+	}()
+	apptest.Eventually(t, d, "a commit after "+since.Format(time.StampMilli), func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, at := range w.advanced {
+			if at.After(since) {
+				got = at.Sub(since)
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+func (w *commitWatch) stop(t *testing.T) {
+	t.Helper()
+	w.cancel()
+	<-w.done
+	for _, b := range w.backwards {
+		t.Errorf("committed offset moved backwards: %s", b)
+	}
+	t.Logf("committed offsets fetched %d times, never moving backwards: %v", w.fetches, len(w.backwards) == 0)
+}
+
+// startConsumers starts n members of a consumer group (classic protocol
+// unless kip848) committing every second, as applications do by default.
+func startConsumers(t *testing.T, c *cluster, topic, group string, n int, kip848 bool) func() {
+	var stops []func()
+	for i := range n {
+		opts := []kgo.Opt{kgo.SeedBrokers(c.seeds()...), kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.AutoCommitInterval(time.Second), clientLog(fmt.Sprint("member", i))}
+		if kip848 {
+			opts = append(opts, kgo.ServerSideBalancer())
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for ctx.Err() == nil {
+				cl.PollFetches(ctx)
+			}
+		}()
+		stops = append(stops, func() { cancel(); <-done; cl.Close() })
+	}
+	return func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+}
+
+// TestClusterCoordinatorFailover: a consumer group's coordinator is
+// SIGKILLed while its three members consume and commit every second: the
+// group's commits resume (the time from the kill is printed, classic and
+// KIP-848 groups) and no committed offset ever moves backwards.
+// ROSETTA_CLUSTER_COORDINATOR_KILLS sets the kills per group kind (2).
+func TestClusterCoordinatorFailover(t *testing.T) {
+	c := newCluster(t, envGroups+"=0")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	apptest.Eventually(t, 60*time.Second, "group g led by member g+1", func() bool { return c.spread(ctx) })
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kcl.Close()
+	adm := kadm.NewClient(kcl)
+	if resp, err := adm.CreateTopic(ctx, 6, 3, nil, "coord"); err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	l := startLoad(t, c, "coord", 1)
+	kills := 2
+	if n, err := strconv.Atoi(os.Getenv("ROSETTA_CLUSTER_COORDINATOR_KILLS")); err == nil && n > 0 {
+		kills = n
+	}
+	for _, kind := range []string{"classic", "kip848"} {
+		group := "coord-" + kind
+		stop := startConsumers(t, c, "coord", group, 3, kind == "kip848")
+		w := watchCommits(t, c, group)
+		var resumed []time.Duration
+		for range kills {
+			w.firstAfter(t, time.Now(), 60*time.Second) // committing
+			var coord int32 = -1
+			apptest.Eventually(t, 30*time.Second, "the group's coordinator", func() bool {
+				r := adm.FindGroupCoordinators(ctx, group)
+				if fr, ok := r[group]; ok && fr.Err == nil {
+					coord = fr.NodeID
+				}
+				return coord > 0
+			})
+			m := c.member(int(coord))
+			killed := time.Now()
+			c.kill(m)
+			d := w.firstAfter(t, killed.Add(250*time.Millisecond), 60*time.Second) + 250*time.Millisecond
+			resumed = append(resumed, d)
+			t.Logf("%s group: coordinator member %d SIGKILLed; the group's commits moved again %v after", kind, coord, d.Round(time.Millisecond))
+			c.start(m)
+			c.wait(m)
+			apptest.Eventually(t, 60*time.Second, "group g led by member g+1", func() bool { return c.spread(ctx) })
+		}
+		stop()
+		w.stop(t)
+		t.Logf("%s group: commits resumed after a coordinator's SIGKILL: %s", kind, distribution(resumed))
+	}
+	l.stop()
+}
