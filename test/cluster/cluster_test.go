@@ -198,6 +198,9 @@ func (c *cluster) start(m *member) {
 		c.t.Fatal(err)
 	}
 	cmd.Stderr = os.Stderr
+	// A test binary that dies (its timeout's panic skips every cleanup)
+	// takes its members with it rather than leaving them on the hosts.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
