@@ -185,7 +185,6 @@ func (m *Member) Run(ctx context.Context, srv Server) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { m.watchMembers(gctx); return nil })
 	h := &hosting{m: m, ctx: gctx, g: g, srv: srv, running: map[model.GroupID]*hostedRun{}, busy: map[model.GroupID]bool{}}
-	m.hosting = h
 	for _, gr := range m.groups {
 		if r := gr.Hosted(); r != nil {
 			h.lead(gr, r)

@@ -83,7 +83,6 @@ type Member struct {
 	// started, until Start starts them.
 	engineBase storage.Config
 	opened     map[model.GroupID]*Replica
-	hosting    *hosting
 }
 
 // New prepares member cfg.Self: it starts the embedded etcd member
@@ -320,9 +319,6 @@ func (m *Member) Members() placement.Members { return m.dir.Members() }
 // HostOf is the host of node id: a member's, or one that left ("" and
 // false for a node never known).
 func (m *Member) HostOf(id model.NodeID) (string, bool) { return m.dir.HostOf(id) }
-
-// SelfHost is this member's host.
-func (m *Member) SelfHost() string { return m.dir.SelfHost() }
 
 // Groups are the cluster's replication groups, by id.
 func (m *Member) Groups() []*Group { return m.groups }
