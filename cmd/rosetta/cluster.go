@@ -90,7 +90,18 @@ func clusterCmd() *cobra.Command {
 			return a.do(cmd, "DELETE", "/api/v1/cluster/members/"+args[0], nil)
 		}}
 	member.AddCommand(add, remove)
-	cmd.AddCommand(status, member)
+	leader := &cobra.Command{Use: "leader", Short: "Move a replication group's leadership"}
+	move := &cobra.Command{Use: "move <group> <member id>", Short: "Hand a group's leadership to a member holding a replica of it", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			g, gerr := strconv.Atoi(args[0])
+			id, err := strconv.Atoi(args[1])
+			if gerr != nil || err != nil || g < 0 || id <= 0 {
+				return fmt.Errorf("want a group number and a member id, e.g. 1 3")
+			}
+			return a.do(cmd, "POST", "/api/v1/cluster/groups/"+args[0]+"/leader", map[string]any{"node": id})
+		}}
+	leader.AddCommand(move)
+	cmd.AddCommand(status, member, leader)
 	return cmd
 }
 

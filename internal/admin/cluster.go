@@ -63,11 +63,13 @@ type ReplicaProgress struct {
 // ClusterOps answers the cluster endpoints: GET /api/v1/cluster (Status),
 // and, on a cluster member, POST /api/v1/cluster/members ({"node": id,
 // "host": host}) and DELETE /api/v1/cluster/members/{node} (nil: not
-// offered).
+// offered), and POST /api/v1/cluster/groups/{group}/leader ({"node": id}:
+// the group's leader hands its leadership to that member).
 type ClusterOps struct {
 	Status       func(context.Context) (ClusterStatus, error)
 	AddMember    func(ctx context.Context, node model.NodeID, host string) error
 	RemoveMember func(ctx context.Context, node model.NodeID) error
+	MoveLeader   func(ctx context.Context, group int, node model.NodeID) error
 }
 
 // register adds the cluster endpoints to mux.
@@ -104,6 +106,26 @@ func (c ClusterOps) register(mux *http.ServeMux, sec Security) {
 				return
 			}
 			writeJSON(w, map[string]any{"removed": id})
+		}))
+	}
+	if c.MoveLeader != nil {
+		mux.HandleFunc("POST /api/v1/cluster/groups/{group}/leader", sec.guard(func(w http.ResponseWriter, r *http.Request) {
+			g, err := strconv.Atoi(r.PathValue("group"))
+			var req struct {
+				Node model.NodeID `json:"node"`
+			}
+			if err == nil {
+				err = json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10)).Decode(&req)
+			}
+			if err != nil || g < 0 || req.Node <= 0 {
+				apiError(w, http.StatusBadRequest, "bad_request", "want a group number in the path and {\"node\": id}")
+				return
+			}
+			if err := c.MoveLeader(r.Context(), g, req.Node); err != nil {
+				writeErr(w, err)
+				return
+			}
+			writeJSON(w, map[string]any{"group": g, "leader": req.Node})
 		}))
 	}
 }

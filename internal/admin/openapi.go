@@ -57,6 +57,9 @@ func openAPI() map[string]any {
 		"/api/v1/cluster/members/{node}": map[string]any{
 			"delete": op("remove a member from the cluster (cluster members only); answers once no group has it", 200, anyObject),
 		},
+		"/api/v1/cluster/groups/{group}/leader": map[string]any{
+			"post": withBody(op("hand a replication group's leadership to a member holding a replica of it ({\"node\": id}; cluster members only)", 200, anyObject), anyObject),
+		},
 		"/api/v1/topics": map[string]any{
 			"get":  op("list topics with queue counts, messages held, bytes and retention", 200, arr(apiv1.TopicSummary{}), query("internal", "boolean", "include the broker's internal topics")),
 			"post": withBody(op("create a topic", 201, ref(apiv1.TopicDetail{})), ref(apiv1.TopicCreate{})),

@@ -110,7 +110,11 @@ func (a *App) newStack(ctx context.Context, parts stackParts) (*stack, error) {
 	}
 	st.groups = groups.New(groups.Options{Logger: log,
 		MinSessionTimeout: cfg.Broker.GroupMinSessionTimeout, MaxSessionTimeout: cfg.Broker.GroupMaxSessionTimeout,
-		ConsumerSessionTimeout: cfg.Broker.GroupConsumerSessionTimeout, ConsumerHeartbeatInterval: cfg.Broker.GroupConsumerHeartbeatInterval})
+		ConsumerSessionTimeout: cfg.Broker.GroupConsumerSessionTimeout, ConsumerHeartbeatInterval: cfg.Broker.GroupConsumerHeartbeatInterval,
+		Persist: st.broker.PersistGroup})
+	if n, bad := st.groups.Restore(st.broker.GroupImages()); n+bad > 0 {
+		log.Info("consumer groups restored", "groups", n, "skipped", bad)
+	}
 	st.members = &admin.Members{Kafka: st.groups, ConsumerProtocol: kafka.DecodeConsumerProtocol}
 	st.history = admin.NewHistory(st.broker, 0)
 	return st, nil

@@ -129,14 +129,16 @@ type Broker struct {
 
 	topicsVersion atomic.Uint64
 
-	offsets    *offsetStore
-	groupCfg   groupConfigs
-	dynCfg     dynamicConfigs
-	reqModes   requestModes
-	compaction compactState
-	timers     *timerWheel
-	halves     *halfStore
-	batches    *kbatch.Reader // looks into Kafka batches (exact time lookups)
+	offsets *offsetStore
+	// groupImages: the group coordinator's persisted state (groupstate.go).
+	groupImages *groupImages
+	groupCfg    groupConfigs
+	dynCfg      dynamicConfigs
+	reqModes    requestModes
+	compaction  compactState
+	timers      *timerWheel
+	halves      *halfStore
+	batches     *kbatch.Reader // looks into Kafka batches (exact time lookups)
 
 	stateLogsMu sync.Mutex // guards stateLogs
 	stateLogs   []*StateLog
@@ -250,6 +252,11 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 			defer b.wg.Done()
 			b.watchTopics(bctx, topicsRev)
 		}()
+	}
+	if err := b.startGroupImages(ctx, bctx); err != nil {
+		cancel()
+		b.wg.Wait()
+		return nil, err
 	}
 	b.every(bctx, pullCommitFlush, "pull-offsets", b.flushPulled)
 	b.every(bctx, opts.RetentionInterval, "topic-retention", b.enforceTopicRetention)

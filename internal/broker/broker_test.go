@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rosettamq/rosetta/internal/broker/route"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/rosettamq/rosetta/internal/broker/route"
 
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"

@@ -184,4 +184,6 @@ func (m *Member) answerElect(ctx context.Context, _ model.NodeID, c electCall) (
 }
 
 // errNoSuch is an election naming a member or group that does not exist.
-func errNoSuch(what string, n int) error { return fmt.Errorf("no %s %d", what, n) }
+func errNoSuch(what string, n int) error {
+	return fmt.Errorf("%w: no %s %d", model.ErrNotFound, what, n)
+}

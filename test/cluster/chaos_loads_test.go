@@ -456,10 +456,10 @@ func startRemotingLoad(t *testing.T, c *cluster, topic string) *rocketLoad {
 	return l
 }
 
-// startGRPCLoad: RocketMQ 5 client sends and a SimpleConsumer receiving
-// in batches and acknowledging each message, with every member as an
-// endpoint.
-func startGRPCLoad(t *testing.T, c *cluster, topic string) *rocketLoad {
+// startGRPCLoad: RocketMQ 5 client sends from senders goroutines (one
+// producer) and a SimpleConsumer receiving in batches and acknowledging
+// each message, with every member as an endpoint.
+func startGRPCLoad(t *testing.T, c *cluster, topic string, senders int) *rocketLoad {
 	l := &rocketLoad{runner: newRunner(), name: "rocketmq 5 gRPC", received: values{}, c: c, topic: topic}
 	endpoint := ""
 	for i, a := range c.addrs(4) {
@@ -526,20 +526,35 @@ func startGRPCLoad(t *testing.T, c *cluster, topic string) *rocketLoad {
 			}
 		}
 	})
+	var sending sync.WaitGroup
+	for s := range senders {
+		sending.Add(1)
+		l.goLoop(func(ctx context.Context) {
+			defer sending.Done()
+			sendGRPC(ctx, l, p, topic, s)
+		})
+	}
 	l.goLoop(func(ctx context.Context) {
-		defer func() { _ = p.GracefulStop() }()
-		for i := 0; ctx.Err() == nil; i++ {
-			time.Sleep(10 * time.Millisecond)
-			body := fmt.Sprintf("g%07d", i)
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			rs, err := p.Send(sctx, &rmq.Message{Topic: topic, Body: []byte(body)})
-			cancel()
-			if err == nil && len(rs) > 0 && len(rs[0].Endpoints.GetAddresses()) > 0 {
-				a := rs[0].Endpoints.GetAddresses()[0]
-				l.ackedBy(body, fmt.Sprintf("%s:%d", a.GetHost(), a.GetPort()))
-			}
-			l.sent(body, err)
-		}
+		<-ctx.Done()
+		sending.Wait()
+		_ = p.GracefulStop()
 	})
 	return l
+}
+
+// sendGRPC sends one message every 10 ms until ctx ends, bodies numbered
+// within sender s's range.
+func sendGRPC(ctx context.Context, l *rocketLoad, p rmq.Producer, topic string, s int) {
+	for i := s * 10_000_000; ctx.Err() == nil; i++ {
+		time.Sleep(10 * time.Millisecond)
+		body := fmt.Sprintf("g%08d", i)
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		rs, err := p.Send(sctx, &rmq.Message{Topic: topic, Body: []byte(body)})
+		cancel()
+		if err == nil && len(rs) > 0 && len(rs[0].Endpoints.GetAddresses()) > 0 {
+			a := rs[0].Endpoints.GetAddresses()[0]
+			l.ackedBy(body, fmt.Sprintf("%s:%d", a.GetHost(), a.GetPort()))
+		}
+		l.sent(body, err)
+	}
 }

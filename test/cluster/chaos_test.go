@@ -69,7 +69,7 @@ func TestClusterChaos(t *testing.T) {
 	l := startLoad(t, c, "chaos", 2)
 	txns := startTxnLoad(t, c, "chaos-txn")
 	remoting := startRemotingLoad(t, c, "chaos-rmq")
-	grpc := startGRPCLoad(t, c, "chaos-grpc")
+	grpc := startGRPCLoad(t, c, "chaos-grpc", 1)
 	apptest.Eventually(t, 30*time.Second, "records acknowledged", func() bool { return l.count() > 200 })
 
 	var leaderTimes, followerTimes, partitionTimes, stopTimes []time.Duration

@@ -46,7 +46,7 @@ func TestClusterGroups(t *testing.T) {
 	// A topic made through one broker has its queues in every group.
 	adm := groupsAdmin(ctx, t, c, "groups-remoting")
 	rl := startRemotingLoad(t, c, "groups-remoting")
-	gl := startGRPCLoad(t, c, "groups-grpc")
+	gl := startGRPCLoad(t, c, "groups-grpc", 1)
 	var waitAcks func(what string, n int)
 	waitAcks = func(what string, n int) {
 		t.Helper()
@@ -268,7 +268,7 @@ func TestClusterGroupsChaos(t *testing.T) {
 	kl := startLoad(t, c, "groups-chaos-kafka", 2)
 	tl := startTxnLoad(t, c, "groups-chaos-txn")
 	rl := startRemotingLoad(t, c, "groups-chaos")
-	gl := startGRPCLoad(t, c, "groups-chaos-grpc")
+	gl := startGRPCLoad(t, c, "groups-chaos-grpc", 1)
 	apptest.Eventually(t, 30*time.Second, "sends acknowledged", func() bool {
 		return rl.ackCount() > 100 && gl.ackCount() > 20 && kl.count() > 200
 	})

@@ -156,7 +156,7 @@ func checkFiveMembers(ctx context.Context, t *testing.T, c *cluster, kcl *kgo.Cl
 	if resp, err := adm.CreateTopic(ctx, 3, -1, nil, "members-rf"); err != nil || resp.Err != nil || resp.ReplicationFactor != 3 {
 		t.Errorf("a topic of the default replication factor: %v %v, factor %d (want 3)", err, resp.Err, resp.ReplicationFactor)
 	}
-	gl := startGRPCLoad(t, c, "members-grpc")
+	gl := startGRPCLoad(t, c, "members-grpc", 1)
 	apptest.Eventually(t, 60*time.Second, "RocketMQ 5 sends through member 1", func() bool { return gl.ackCount() >= 300 })
 	gl.stop()
 	gl.verify(t)

@@ -45,7 +45,7 @@ func TestClusterStopExit(t *testing.T) {
 	}
 	consumed := startGroupConsumer(t, c, "stop-kafka", "stop-audit")
 	kl := startLoad(t, c, "stop-kafka", 2)
-	gl := startGRPCLoad(t, c, "stop-grpc")
+	gl := startGRPCLoad(t, c, "stop-grpc", 1)
 	rounds := 1
 	if n, err := strconv.Atoi(os.Getenv("ROSETTA_CLUSTER_STOP_ROUNDS")); err == nil && n > 0 {
 		rounds = n

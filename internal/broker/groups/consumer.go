@@ -147,6 +147,7 @@ func (c *Coordinator) consumerGroupLocked(id string, create bool) (*consumerGrou
 			return nil, fmt.Errorf("%w: group %s is not a consumer group", ErrGroupNotFound, id)
 		}
 		delete(c.groups, id)
+		c.noteImage(id, nil, true)
 	}
 	if !create {
 		return nil, fmt.Errorf("%w: group %s", ErrGroupNotFound, id)
@@ -176,7 +177,9 @@ func (c *Coordinator) ConsumerGroupHeartbeat(topics Topics, h ConsumerHeartbeat)
 	}
 	now := c.opts.Now()
 	if h.MemberEpoch < 0 {
-		return g.leaveLocked(c, h, now), nil
+		res := g.leaveLocked(c, h, now)
+		c.persistConsumerLocked(g)
+		return res, nil
 	}
 	m, joined, err := g.memberFor(c, h)
 	if err != nil {
@@ -207,6 +210,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(topics Topics, h ConsumerHeartbeat)
 	if h.MemberEpoch == epochJoin || h.isFull() || !sameParts(before, m.assigned) {
 		res.Assignment = m.assigned.list()
 	}
+	c.persistConsumerLocked(g)
 	return res, nil
 }
 
@@ -401,4 +405,5 @@ func (c *Coordinator) checkMember(g *consumerGroup, m *cmember) {
 	if len(g.members) == 0 {
 		g.owners = map[partitionRef]string{}
 	}
+	c.persistConsumerLocked(g)
 }

@@ -90,8 +90,13 @@ type Options struct {
 	// group.consumer.heartbeat.interval.ms, default 5 s).
 	ConsumerSessionTimeout    time.Duration
 	ConsumerHeartbeatInterval time.Duration
-	Logger                    *slog.Logger
-	Now                       func() time.Time
+	// Persist stores a group's image (nil: the group is gone), so that
+	// the next coordinator restores it (Restore). The coordinator calls it
+	// from one goroutine of its own with each group's latest image once it
+	// changed. Nil: nothing is persisted.
+	Persist func(ctx context.Context, group string, image []byte) error
+	Logger  *slog.Logger
+	Now     func() time.Time
 }
 
 // Coordinator holds every group.
@@ -104,6 +109,7 @@ type Coordinator struct {
 	cgroups map[string]*consumerGroup // consumer-protocol groups; an id is in one map at most
 	nextID  atomic.Uint64
 	closed  bool
+	persist persister
 }
 
 // New returns a coordinator.
@@ -126,8 +132,10 @@ func New(opts Options) *Coordinator {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Coordinator{opts: opts, log: opts.Logger.With("component", "groups"), groups: map[string]*group{},
+	c := &Coordinator{opts: opts, log: opts.Logger.With("component", "groups"), groups: map[string]*group{},
 		cgroups: map[string]*consumerGroup{}}
+	c.startPersist()
+	return c
 }
 
 type member struct {
@@ -176,6 +184,7 @@ func (c *Coordinator) group(id string, create bool) *group {
 				return nil // a consumer group: not joinable as classic
 			}
 			delete(c.cgroups, id) // an empty consumer group converts
+			c.noteImage(id, nil, true)
 		}
 		g = &group{c: c, id: id, state: Empty, members: map[string]*member{}, instances: map[string]string{}}
 		c.groups[id] = g
@@ -393,6 +402,7 @@ func (g *group) completeJoinLocked() {
 		g.state = Empty
 		g.generation++
 		g.protocol, g.leader = "", ""
+		g.persistLocked()
 		return
 	}
 	g.generation++
@@ -512,6 +522,7 @@ func (g *group) afterRemovalLocked() {
 		g.state = Empty
 		g.generation++
 		g.protocol, g.leader = "", ""
+		g.persistLocked()
 		return
 	}
 	g.prepareRebalanceLocked()

@@ -41,6 +41,7 @@ func (c *Coordinator) Sync(ctx context.Context, groupID, memberID, instanceID st
 			}
 		}
 		g.state = Stable
+		g.persistLocked()
 		a, p := m.assignment, g.protocol
 		g.mu.Unlock()
 		return a, p, nil
@@ -253,6 +254,7 @@ func (c *Coordinator) Delete(groupID string) error {
 			return ErrGroupNotEmpty
 		}
 		delete(c.cgroups, groupID)
+		c.noteImage(groupID, nil, true)
 		return nil
 	}
 	g := c.groups[groupID]
@@ -266,11 +268,13 @@ func (c *Coordinator) Delete(groupID string) error {
 	}
 	g.state = Dead
 	delete(c.groups, groupID)
+	g.persistLocked()
 	return nil
 }
 
-// Close stops every timer.
+// Close stops every timer and the image writer.
 func (c *Coordinator) Close() {
+	c.stopPersist()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
