@@ -227,6 +227,7 @@ type rocketLoad struct {
 	ackAt map[string]ackNote
 	c     *cluster
 	topic string
+	group string // the consumer group receiving
 	// failures: runs of failed sends (a gap of over 2 s starts a new one).
 	failures []failRun
 }
@@ -381,6 +382,33 @@ func (l *rocketLoad) explainMissing(t *testing.T, missing []string) {
 	for _, r := range where[:min(len(where), 3)] {
 		l.logTrace(t, r)
 	}
+	l.logProgress(t, where)
+}
+
+// logProgress logs the consumer group's committed offsets (a POP group's
+// are where everything below was acknowledged) for the queues of records
+// never delivered.
+func (l *rocketLoad) logProgress(t *testing.T, where []*kgo.Record) {
+	t.Helper()
+	if len(where) == 0 {
+		return
+	}
+	var d apiv1.GroupDetail
+	for _, m := range l.c.members {
+		if m.cmd == nil {
+			continue
+		}
+		if code, err := l.c.adminTry(context.Background(), t, m, http.MethodGet, "/api/v1/groups/"+l.group, nil, &d); err == nil && code < 300 {
+			break
+		}
+	}
+	for _, r := range where[:min(len(where), 3)] {
+		for _, o := range d.Offsets {
+			if o.Topic == l.topic && o.Queue == r.Partition {
+				t.Logf("%s: group %s committed %d of partition %d (end %d); the missing record is at %d", l.name, l.group, o.Committed, o.Queue, o.End, r.Offset)
+			}
+		}
+	}
 }
 
 // logTrace logs what the broker recorded of a stored message's life (on
@@ -408,7 +436,7 @@ func (l *rocketLoad) logTrace(t *testing.T, r *kgo.Record) {
 // startRemotingLoad: rocketmq-client-go sync sends (two retries) and a
 // clustering push consumer, through every member's name server.
 func startRemotingLoad(t *testing.T, c *cluster, topic string) *rocketLoad {
-	l := &rocketLoad{runner: newRunner(), name: "rocketmq remoting", received: values{}, c: c, topic: topic}
+	l := &rocketLoad{runner: newRunner(), name: "rocketmq remoting", received: values{}, c: c, topic: topic, group: "chaos-rmq-consumer"}
 	ns := primitive.NewPassthroughResolver(c.addrs(3))
 	p, err := rocketmq.NewProducer(producer.WithNsResolver(ns), producer.WithGroupName("chaos-producer"),
 		producer.WithInstanceName("chaos-producer"), producer.WithRetry(2), producer.WithSendMsgTimeout(3*time.Second))
@@ -460,7 +488,7 @@ func startRemotingLoad(t *testing.T, c *cluster, topic string) *rocketLoad {
 // producer) and a SimpleConsumer receiving in batches and acknowledging
 // each message, with every member as an endpoint.
 func startGRPCLoad(t *testing.T, c *cluster, topic string, senders int) *rocketLoad {
-	l := &rocketLoad{runner: newRunner(), name: "rocketmq 5 gRPC", received: values{}, c: c, topic: topic}
+	l := &rocketLoad{runner: newRunner(), name: "rocketmq 5 gRPC", received: values{}, c: c, topic: topic, group: "chaos-grpc-consumer"}
 	endpoint := ""
 	for i, a := range c.addrs(4) {
 		if i > 0 {

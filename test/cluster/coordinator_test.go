@@ -3,11 +3,16 @@
 package cluster_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -149,11 +154,84 @@ func startConsumers(t *testing.T, c *cluster, topic, group string, n int, kip848
 	}
 }
 
+// lockedBuffer is a bytes.Buffer safe for a child's output and readers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startRdkafkaConsumers starts n members of a consumer group in librdkafka
+// 2.12 (node-rdkafka, test/kafka/interop/rdkafka/group.js) with the
+// classic protocol or KIP-848's ("consumer"), committing every second.
+func startRdkafkaConsumers(t *testing.T, c *cluster, topic, group string, n int, protocol string) func() {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	dir, _ := filepath.Abs(filepath.Join("..", "kafka", "interop", "rdkafka"))
+	if _, serr := os.Stat(filepath.Join(dir, "node_modules", "node-rdkafka", "build", "Release")); err != nil || serr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("node-rdkafka not built (scripts/test.sh runs npm ci)")
+		}
+		t.Skip("node-rdkafka not built: run npm ci in test/kafka/interop/rdkafka")
+	}
+	cmd := exec.Command(node, "group.js", strings.Join(c.seeds(), ","), topic, group, strconv.Itoa(n), protocol)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = stdin.Close()
+			select {
+			case <-exited:
+			case <-time.After(10 * time.Second): // a close can hang in node-rdkafka
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+			if t.Failed() {
+				t.Logf("node-rdkafka group %s:\n%s", group, out.String())
+			}
+		})
+	}
+	t.Cleanup(stop)
+	apptest.Eventually(t, 90*time.Second, "every librdkafka member assigned", func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("node-rdkafka group exited:\n%s", out.String())
+		default:
+		}
+		return strings.Contains(out.String(), "rdkafka group ready")
+	})
+	return stop
+}
+
 // TestClusterCoordinatorFailover: a consumer group's coordinator is
 // SIGKILLed while its three members consume and commit every second: the
-// group's commits resume (the time from the kill is printed, classic and
-// KIP-848 groups) and no committed offset ever moves backwards.
-// ROSETTA_CLUSTER_COORDINATOR_KILLS sets the kills per group kind (2).
+// group's commits resume (the time from the kill is printed, for classic
+// and KIP-848 groups of franz-go and of librdkafka) and no committed
+// offset ever moves backwards. ROSETTA_CLUSTER_COORDINATOR_KILLS sets the
+// kills per group kind (1).
 func TestClusterCoordinatorFailover(t *testing.T) {
 	c := newCluster(t, envGroups+"=0")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -169,13 +247,22 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 		t.Fatalf("create topic: %v %v", err, resp.Err)
 	}
 	l := startLoad(t, c, "coord", 1)
-	kills := 2
+	kills := 1
 	if n, err := strconv.Atoi(os.Getenv("ROSETTA_CLUSTER_COORDINATOR_KILLS")); err == nil && n > 0 {
 		kills = n
 	}
-	for _, kind := range []string{"classic", "kip848"} {
+	var all []time.Duration
+	for _, kind := range []string{"classic", "kip848", "rdkafka-classic", "rdkafka-kip848"} {
 		group := "coord-" + kind
-		stop := startConsumers(t, c, "coord", group, 3, kind == "kip848")
+		var stop func()
+		switch kind {
+		case "rdkafka-classic":
+			stop = startRdkafkaConsumers(t, c, "coord", group, 3, "classic")
+		case "rdkafka-kip848":
+			stop = startRdkafkaConsumers(t, c, "coord", group, 3, "consumer")
+		default:
+			stop = startConsumers(t, c, "coord", group, 3, kind == "kip848")
+		}
 		w := watchCommits(t, c, group)
 		var resumed []time.Duration
 		for range kills {
@@ -201,6 +288,8 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 		stop()
 		w.stop(t)
 		t.Logf("%s group: commits resumed after a coordinator's SIGKILL: %s", kind, distribution(resumed))
+		all = append(all, resumed...)
 	}
+	t.Logf("every group: commits resumed after a coordinator's SIGKILL: %s", distribution(all))
 	l.stop()
 }
