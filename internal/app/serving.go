@@ -18,6 +18,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/member"
 	"github.com/rosettamq/rosetta/internal/member/placement"
 	"github.com/rosettamq/rosetta/internal/member/relay"
+	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
 	"github.com/rosettamq/rosetta/internal/task"
@@ -187,7 +188,10 @@ type term struct {
 func (s *server) Serve(ctx context.Context, gr *member.Group, r *member.Replica) (member.Serving, error) {
 	a, id := s.a, gr.ID()
 	tctx, cancel := context.WithCancel(ctx)
-	st, err := a.newStack(tctx, a.groupParts(gr, r))
+	// The broker loads its metadata with local reads (each load is
+	// followed by a watch from its revision): a group whose leader died
+	// with etcd's leader serves before etcd has elected another.
+	st, err := a.newStack(meta.LocalReads(tctx), a.groupParts(gr, r))
 	if err != nil {
 		cancel()
 		return nil, err

@@ -89,9 +89,18 @@ func fromEtcd(kv *mvccpb.KeyValue) KV {
 		Version: kv.Version, Lease: LeaseID(kv.Lease)}
 }
 
+// readOpts are the options of a read under ctx: serializable (answered by
+// the member asked, no leader needed) under LocalReads.
+func readOpts(ctx context.Context, opts ...clientv3.OpOption) []clientv3.OpOption {
+	if localReads(ctx) {
+		opts = append(opts, clientv3.WithSerializable())
+	}
+	return opts
+}
+
 // Get implements Store.
 func (s *EtcdStore) Get(ctx context.Context, key string) (KV, error) {
-	resp, err := s.kv.Get(ctx, key)
+	resp, err := s.kv.Get(ctx, key, readOpts(ctx)...)
 	if err != nil {
 		return KV{}, fmt.Errorf("meta get %q: %w", key, err)
 	}
@@ -117,7 +126,7 @@ func (s *EtcdStore) ListRev(ctx context.Context, prefix string) ([]KV, int64, er
 	} else {
 		opts = append(opts, clientv3.WithPrefix())
 	}
-	resp, err := s.kv.Get(ctx, prefix, opts...)
+	resp, err := s.kv.Get(ctx, prefix, readOpts(ctx, opts...)...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("meta list %q: %w", prefix, err)
 	}

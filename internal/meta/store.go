@@ -112,3 +112,22 @@ func Delete(ctx context.Context, s Store, key string) error {
 	_, err := s.Txn(ctx, nil, []Op{{Key: key, Delete: true}})
 	return err
 }
+
+// localReadsKey marks a context whose reads may be answered locally.
+type localReadsKey struct{}
+
+// LocalReads returns a context under which the store's reads may be
+// answered by the member asked without its leader (etcd's serializable
+// reads): possibly a moment behind the cluster, but answered while the
+// store elects a leader. For loads followed by a watch from the revision
+// they read at, such as a new group leader building its broker, which
+// would otherwise wait out an etcd election when the member that died was
+// etcd's leader too. Writes are unaffected.
+func LocalReads(ctx context.Context) context.Context {
+	return context.WithValue(ctx, localReadsKey{}, true)
+}
+
+func localReads(ctx context.Context) bool {
+	v, _ := ctx.Value(localReadsKey{}).(bool)
+	return v
+}

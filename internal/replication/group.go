@@ -165,6 +165,11 @@ type Group struct {
 	transferTo model.NodeID
 	status     atomic.Pointer[Status]
 	ticks      int
+	// campaignTicks: campaign at each of this many next ticks while no
+	// leader is known (the leader is gone, PeerGone; Raft goroutine).
+	campaignTicks int
+	campaignWait  int // ticks before campaignTicks start
+	goneLeader    model.NodeID
 	// openWait is when openEngine first found the engine not yet holding
 	// Raft's log in the current wait; openWaitLogged: that was reported.
 	openWait       time.Time
@@ -303,6 +308,55 @@ func (g *Group) Unreachable(node model.NodeID) {
 	case g.calls <- func() { g.rn.ReportUnreachable(uint64(node)) }:
 	default:
 	}
+}
+
+// PeerGone tells the replica that node's process is gone: its connection
+// ended with an end of stream or a reset, as a killed process's do (a cut
+// network times out instead). A follower whose leader node was stops
+// waiting out its election timeout: its timer is advanced past the
+// leader's lease (it grants votes at once), and the voter with the lowest
+// id among the others campaigns from its next tick on (the others have
+// heard the same by then), the others a few ticks later should it not win,
+// instead of all of them waiting up to two election timeouts after the
+// leader's last heartbeat. Elections stay Raft's: a
+// leader that is in fact alive keeps its group (pre-votes fail while its
+// other followers hear from it). It never blocks.
+func (g *Group) PeerGone(node model.NodeID) {
+	select {
+	case g.calls <- func() { g.peerGone(node) }:
+	default:
+	}
+}
+
+// When the leader is gone, the voter with the lowest id campaigns at each
+// of the next goneCampaignTicks ticks while no leader is known (its first
+// pre-vote may reach a voter that has not heard yet); the others do the
+// same goneCampaignWait ticks later, should it not win (its log may be
+// behind theirs, which they then refuse to vote for).
+const (
+	goneCampaignTicks = 5
+	goneCampaignWait  = 3
+)
+
+func (g *Group) peerGone(node model.NodeID) {
+	st := g.rn.BasicStatus()
+	if st.RaftState != raft.StateFollower || st.Lead != uint64(node) {
+		return
+	}
+	for range g.cfg.ElectionTicks {
+		g.rn.Tick()
+	}
+	first := model.NodeID(0)
+	for id := range g.rn.Status().Config.Voters.IDs() {
+		if n := model.NodeID(id); n != node && (first == 0 || n < first) {
+			first = n
+		}
+	}
+	g.campaignTicks, g.goneLeader, g.campaignWait = goneCampaignTicks, node, 0
+	if first != g.cfg.Node {
+		g.campaignWait = goneCampaignWait
+	}
+	g.log.Info("the group's leader is gone: election timer advanced", "leader", node, "campaigns_first", first == g.cfg.Node)
 }
 
 // call runs fn on the Raft goroutine (dropped if the group is stopping).
@@ -511,6 +565,17 @@ func (g *Group) run(ctx context.Context) {
 			return
 		case <-tick.C:
 			g.rn.Tick()
+			if g.campaignTicks > 0 && g.campaignWait > 0 {
+				g.campaignWait--
+			} else if g.campaignTicks > 0 {
+				g.campaignTicks--
+				st := g.rn.BasicStatus()
+				if st.RaftState == raft.StatePreCandidate || st.RaftState == raft.StateFollower && (st.Lead == 0 || st.Lead == uint64(g.goneLeader)) {
+					_ = g.rn.Campaign()
+				} else {
+					g.campaignTicks = 0
+				}
+			}
 			if g.ticks++; g.ticks%5 == 0 {
 				g.publishStatus()
 				if g.leading && !g.open {

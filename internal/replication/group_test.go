@@ -2,6 +2,7 @@ package replication
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,17 +87,24 @@ type testCluster struct {
 	// tls: over TLS.
 	tcp, tls bool
 	addrs    map[model.NodeID]string
+	// electionTicks: the nodes' election timeout in 10 ms ticks (30).
+	electionTicks int
 }
 
 func newTestCluster(t *testing.T, n int) *testCluster { return newCluster(t, n, false) }
 
 func newCluster(t *testing.T, n int, tcp bool) *testCluster {
-	c := &testCluster{t: t, net: &memNet{groups: map[model.NodeID]*Group{}, cut: map[model.NodeID]bool{}},
-		nodes: map[model.NodeID]*replica{}, tcp: tcp, addrs: map[model.NodeID]string{}}
+	return newClusterFrom(&testCluster{t: t, net: &memNet{groups: map[model.NodeID]*Group{}, cut: map[model.NodeID]bool{}},
+		nodes: map[model.NodeID]*replica{}, tcp: tcp, addrs: map[model.NodeID]string{}}, n)
+}
+
+// newClusterFrom starts n nodes of c.
+func newClusterFrom(c *testCluster, n int) *testCluster {
+	t := c.t
 	for i := 1; i <= n; i++ {
 		c.ids = append(c.ids, model.NodeID(i))
 	}
-	if tcp {
+	if c.tcp {
 		for _, id := range c.ids {
 			l, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
@@ -156,7 +164,7 @@ func (c *testCluster) start(id model.NodeID) {
 		voters, learners = r.joined.Voters, r.joined.Learners
 	}
 	g, err := Start(Config{Node: id, Voters: voters, Learners: learners, Dir: filepath.Join(r.dir, "raft"), Engine: e, Handoff: h,
-		Transport: tr, Tick: 10 * time.Millisecond, ElectionTicks: 30, Logger: testLogger().With("node", id)})
+		Transport: tr, Tick: 10 * time.Millisecond, ElectionTicks: cmp.Or(c.electionTicks, 30), Logger: testLogger().With("node", id)})
 	if err != nil {
 		c.t.Fatalf("start node %d: %v", id, err)
 	}
@@ -441,6 +449,27 @@ func TestOverTCP(t *testing.T) {
 			c.sameLogs()
 		})
 	}
+}
+
+// TestLeaderGoneElectsAtOnce: when the leader's process dies its
+// connections end, and its followers elect a new leader at once instead
+// of waiting out an election timeout (3 s here) after its last heartbeat.
+func TestLeaderGoneElectsAtOnce(t *testing.T) {
+	c := &testCluster{t: t, net: &memNet{groups: map[model.NodeID]*Group{}, cut: map[model.NodeID]bool{}},
+		nodes: map[model.NodeID]*replica{}, tcp: true, addrs: map[model.NodeID]string{}, electionTicks: 300}
+	c = newClusterFrom(c, 3)
+	l := c.leader()
+	want := produce(t, l, 0, 20)
+	c.converge(want)
+	stopped := time.Now()
+	c.stop(l.id)
+	next := c.leader(l.id)
+	if took := time.Since(stopped); took >= 3*time.Second {
+		t.Fatalf("new leader after %v: the followers waited out their election timeout", took)
+	}
+	want = append(want, produce(t, next, 20, 10)...)
+	c.start(l.id)
+	c.converge(want)
 }
 
 // TestTransportSecret: a peer that cannot answer the cluster secret's

@@ -13,6 +13,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -226,14 +227,33 @@ func (t *TCPTransport) Send(group model.GroupID, msgs []*pb.Message) {
 	}
 }
 
-func (t *TCPTransport) unreachable(id model.NodeID) {
+// processGone says whether a connection's read error is the end a dead
+// process's connection has (an end of stream or a reset), not a timeout or
+// this side's own close.
+func processGone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// peerGone tells every group that a peer's process is gone.
+func (t *TCPTransport) peerGone(id model.NodeID) {
+	for _, g := range t.registered() {
+		g.PeerGone(id)
+	}
+}
+
+// registered lists the registered groups.
+func (t *TCPTransport) registered() []*Group {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	gs := make([]*Group, 0, len(t.groups))
 	for _, g := range t.groups {
 		gs = append(gs, g)
 	}
-	t.mu.Unlock()
-	for _, g := range gs {
+	return gs
+}
+
+func (t *TCPTransport) unreachable(id model.NodeID) {
+	for _, g := range t.registered() {
 		g.Unreachable(id)
 	}
 }
@@ -564,6 +584,9 @@ func (t *TCPTransport) readLoop(ctx context.Context, p *peer, conn net.Conn) {
 				t.log.Warn("bad frame from peer; dropping the connection", "peer", p.id, "err", err)
 			} else {
 				t.log.Debug("peer connection ended", "peer", p.id, "err", err)
+			}
+			if ctx.Err() == nil && processGone(err) {
+				t.peerGone(p.id)
 			}
 			return
 		}
