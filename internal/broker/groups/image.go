@@ -15,6 +15,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -102,11 +103,7 @@ func (w *imageWriter) epochs(s epochSet) {
 	w.u32(len(topics))
 	for _, t := range topics {
 		w.b = append(w.b, t[:]...)
-		parts := make([]int32, 0, len(s[t]))
-		for p := range s[t] {
-			parts = append(parts, p)
-		}
-		slices.Sort(parts)
+		parts := slices.Sorted(maps.Keys(s[t]))
 		w.u32(len(parts))
 		for _, p := range parts {
 			w.i32(p)
@@ -174,11 +171,7 @@ func (g *group) imageLocked() []byte {
 	w.str(g.protocolType)
 	w.str(g.protocol)
 	w.str(g.leader)
-	ids := make([]string, 0, len(g.members))
-	for id := range g.members {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := slices.Sorted(maps.Keys(g.members))
 	w.u32(len(ids))
 	for _, id := range ids {
 		m := g.members[id]
@@ -206,11 +199,7 @@ func (g *consumerGroup) image() []byte {
 	w.i32(g.assignmentEpoch)
 	w.str(g.assignor)
 	w.str(g.topicsSig)
-	ids := make([]string, 0, len(g.members))
-	for id := range g.members {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := slices.Sorted(maps.Keys(g.members))
 	w.u32(len(ids))
 	for _, id := range ids {
 		m := g.members[id]
@@ -237,11 +226,7 @@ func (g *consumerGroup) image() []byte {
 		w.epochs(m.assigned)
 		w.epochs(m.pending)
 	}
-	targets := make([]string, 0, len(g.target))
-	for id := range g.target {
-		targets = append(targets, id)
-	}
-	sort.Strings(targets)
+	targets := slices.Sorted(maps.Keys(g.target))
 	w.u32(len(targets))
 	for _, id := range targets {
 		w.str(id)
