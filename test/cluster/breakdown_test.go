@@ -14,9 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/rosettamq/rosetta/internal/app/apptest"
 )
 
@@ -82,15 +79,7 @@ func TestClusterFailoverBreakdown(t *testing.T) {
 	c := newCluster(t, envGroups+"=0")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	apptest.Eventually(t, 60*time.Second, "group g led by member g+1", func() bool { return c.spread(ctx) })
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kcl.Close()
-	if resp, err := kadm.NewClient(kcl).CreateTopic(ctx, 6, 3, nil, "breakdown"); err != nil || resp.Err != nil {
-		t.Fatalf("create topic: %v %v", err, resp.Err)
-	}
+	c.spreadTopic(ctx, t, "breakdown")
 	l := startLoad(t, c, "breakdown", 2)
 	apptest.Eventually(t, 30*time.Second, "records acknowledged", func() bool { return l.count() > 200 })
 	if os.Getenv("ROSETTA_CLUSTER_HOG") != "" {

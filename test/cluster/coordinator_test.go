@@ -236,16 +236,7 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 	c := newCluster(t, envGroups+"=0")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	apptest.Eventually(t, 60*time.Second, "group g led by member g+1", func() bool { return c.spread(ctx) })
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kcl.Close()
-	adm := kadm.NewClient(kcl)
-	if resp, err := adm.CreateTopic(ctx, 6, 3, nil, "coord"); err != nil || resp.Err != nil {
-		t.Fatalf("create topic: %v %v", err, resp.Err)
-	}
+	adm := kadm.NewClient(c.spreadTopic(ctx, t, "coord"))
 	l := startLoad(t, c, "coord", 1)
 	kills := 1
 	if n, err := strconv.Atoi(os.Getenv("ROSETTA_CLUSTER_COORDINATOR_KILLS")); err == nil && n > 0 {

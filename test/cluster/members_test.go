@@ -32,15 +32,7 @@ func TestClusterMembers(t *testing.T) {
 	c := newCluster(t, envGroups+"=0")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	apptest.Eventually(t, 60*time.Second, "group g led by member g+1", func() bool { return c.spread(ctx) })
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kcl.Close()
-	if resp, err := kadm.NewClient(kcl).CreateTopic(ctx, 6, 3, nil, "members"); err != nil || resp.Err != nil {
-		t.Fatalf("create topic: %v %v", err, resp.Err)
-	}
+	kcl := c.spreadTopic(ctx, t, "members")
 	kl := startLoad(t, c, "members", 2)
 	waitAcks := func(what string, n int) {
 		t.Helper()
