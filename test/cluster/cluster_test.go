@@ -399,23 +399,6 @@ func startLoad(t *testing.T, c *cluster, topic string, producers int) *load {
 	return l
 }
 
-// spreadTopic waits for each group to be led by its preferred member, then
-// creates a Kafka topic of six partitions with three replicas through a
-// client it returns (closed when the test ends).
-func (c *cluster) spreadTopic(ctx context.Context, t *testing.T, topic string) *kgo.Client {
-	t.Helper()
-	apptest.Eventually(t, 60*time.Second, "group g led by member g+1", func() bool { return c.spread(ctx) })
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kcl.Close)
-	if resp, err := kadm.NewClient(kcl).CreateTopic(ctx, 6, 3, nil, topic); err != nil || resp.Err != nil {
-		t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)
-	}
-	return kcl
-}
-
 // clientLog logs a client's doings when ROSETTA_CLUSTER_CLIENT_LOG is set.
 // clientLog logs a franz-go client to stderr when ROSETTA_CLUSTER_CLIENT_LOG
 // names a level (debug, info, warn or error).

@@ -368,3 +368,20 @@ func TestClusterGroupsChaos(t *testing.T) {
 	consumed.readAll(t, kl.acks, 90*time.Second)
 	offsets.stop(t)
 }
+
+// spreadTopic waits for each group to be led by its preferred member, then
+// creates a Kafka topic of six partitions with three replicas through a
+// client it returns (closed when the test ends).
+func (c *cluster) spreadTopic(ctx context.Context, t *testing.T, topic string) *kgo.Client {
+	t.Helper()
+	apptest.Eventually(t, 60*time.Second, "group g led by member g+1", func() bool { return c.spread(ctx) })
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kcl.Close)
+	if resp, err := kadm.NewClient(kcl).CreateTopic(ctx, 6, 3, nil, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)
+	}
+	return kcl
+}
