@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"sync"
@@ -8,6 +9,8 @@ import (
 	"github.com/rosettamq/rosetta/internal/apiv1"
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/groups"
+	"github.com/rosettamq/rosetta/internal/broker/pop"
+	"github.com/rosettamq/rosetta/internal/model"
 )
 
 // Members gathers the live members of consumer groups: the Kafka group
@@ -15,6 +18,8 @@ import (
 // (RocketMQ remoting consumers), added as they start.
 type Members struct {
 	Kafka *groups.Coordinator
+	// Pop is the POP engine whose progress group details show (nil: none).
+	Pop *pop.Engine
 	// ConsumerProtocol decodes a classic member's subscription and
 	// assignment of Kafka's consumer protocol (nil: not shown).
 	ConsumerProtocol func(metadata, assignment []byte) (topics []string, assigned map[string][]int32)
@@ -73,6 +78,33 @@ func (m *Members) describe(b *broker.Broker, d *apiv1.GroupDetail) {
 		d.Members = append(d.Members, s.Members(d.Name)...)
 	}
 	m.mu.RUnlock()
+	if m.Pop != nil {
+		d.Pop = popProgress(m.Pop, queueRefs(b), d.Name)
+	}
+}
+
+// popLeasesShown is how many in-flight messages a queue's POP progress
+// lists.
+const popLeasesShown = 16
+
+// popProgress is a group's POP progress in the queues this broker holds.
+func popProgress(e *pop.Engine, refs map[model.QueueID]queueRef, group string) []apiv1.PopProgress {
+	var out []apiv1.PopProgress
+	for _, p := range e.Progress(group, popLeasesShown) {
+		ref, ok := refs[p.Queue]
+		if !ok {
+			continue
+		}
+		pp := apiv1.PopProgress{Topic: ref.topic.Name.Short(), Queue: ref.queue, Base: int64(p.Base), Next: int64(p.Next), InFlight: p.InFlight}
+		for _, l := range p.Leases {
+			pp.Leases = append(pp.Leases, apiv1.PopLease{Offset: int64(l.Offset), DeadlineMs: l.DeadlineMs, Attempts: l.Attempts})
+		}
+		out = append(out, pp)
+	}
+	slices.SortFunc(out, func(a, b apiv1.PopProgress) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Queue, b.Queue))
+	})
+	return out
 }
 
 func (m *Members) describeKafka(b *broker.Broker, d *apiv1.GroupDetail) {

@@ -69,6 +69,11 @@ func (s *spanning) mergeGroup(shares []apiv1.GroupDetail, ends map[string]map[in
 			at[k] = len(d.Offsets)
 			d.Offsets = append(d.Offsets, o)
 		}
+		for _, p := range sh.Pop {
+			if !slices.ContainsFunc(d.Pop, func(q apiv1.PopProgress) bool { return q.Topic == p.Topic && q.Queue == p.Queue }) {
+				d.Pop = append(d.Pop, p)
+			}
+		}
 		for _, m := range sh.Members {
 			id := [5]string{m.Protocol, m.MemberID, m.InstanceID, m.ClientID, m.Host}
 			if !seen[id] {

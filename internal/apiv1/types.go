@@ -144,6 +144,31 @@ type GroupDetail struct {
 	Members []GroupMember `json:"members"`
 	// LagHistory is its lag sampled over the last minutes (every 10 s).
 	LagHistory []LagPoint `json:"lag_history"`
+	// Pop is its progress per queue as a POP consumer (RocketMQ 5
+	// SimpleConsumer and PushConsumer, remoting POP): live, where its
+	// committed offsets follow every 30 s.
+	Pop []PopProgress `json:"pop,omitempty"`
+}
+
+// PopProgress is a POP consumer group's position in one queue.
+type PopProgress struct {
+	Topic string `json:"topic"`
+	Queue int32  `json:"queue"`
+	// Base: every offset below is acknowledged (or filtered out); Next:
+	// the first offset never handed out.
+	Base     int64 `json:"base"`
+	Next     int64 `json:"next"`
+	InFlight int   `json:"in_flight"` // handed out, not acknowledged
+	// Leases are the lowest in-flight messages: invisible until
+	// DeadlineMs, handed out Attempts times.
+	Leases []PopLease `json:"leases,omitempty"`
+}
+
+// PopLease is one message handed out and not acknowledged.
+type PopLease struct {
+	Offset     int64 `json:"offset"`
+	DeadlineMs int64 `json:"deadline_ms"`
+	Attempts   int32 `json:"attempts"`
 }
 
 // GroupMember is one live member of a consumer group.

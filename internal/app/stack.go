@@ -115,7 +115,7 @@ func (a *App) newStack(ctx context.Context, parts stackParts) (*stack, error) {
 	if n, bad := st.groups.Restore(st.broker.GroupImages()); n+bad > 0 {
 		log.Info("consumer groups restored", "groups", n, "skipped", bad)
 	}
-	st.members = &admin.Members{Kafka: st.groups, ConsumerProtocol: kafka.DecodeConsumerProtocol}
+	st.members = &admin.Members{Kafka: st.groups, Pop: st.pop, ConsumerProtocol: kafka.DecodeConsumerProtocol}
 	st.history = admin.NewHistory(st.broker, 0)
 	return st, nil
 }

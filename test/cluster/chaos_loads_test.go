@@ -408,6 +408,12 @@ func (l *rocketLoad) logProgress(t *testing.T, where []*kgo.Record) {
 				t.Logf("%s: group %s committed %d of partition %d (end %d); the missing record is at %d", l.name, l.group, o.Committed, o.Queue, o.End, r.Offset)
 			}
 		}
+		for _, p := range d.Pop {
+			if p.Topic == l.topic && p.Queue == r.Partition {
+				t.Logf("%s: group %s POP progress in partition %d: base %d, next %d, %d in flight, lowest %+v; the missing record is at %d",
+					l.name, l.group, p.Queue, p.Base, p.Next, p.InFlight, p.Leases, r.Offset)
+			}
+		}
 	}
 }
 

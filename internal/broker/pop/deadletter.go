@@ -2,9 +2,6 @@ package pop
 
 import (
 	"context"
-	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker"
@@ -52,32 +49,4 @@ func (e *Engine) DeadLetter(ctx context.Context, group string, d *Delivery) erro
 	e.DeadLettered(group)
 	e.log.Info("message moved to the dead-letter topic", "group", group, "topic", ref.Topic.Name.String(), "offset", d.Offset, "attempts", d.Attempt-1)
 	return e.ack(ctx, group, d.Handle)
-}
-
-// Dump renders every (group, queue) state in a stable text form
-// (replay-equivalence tests).
-func (e *Engine) Dump() string {
-	var sb strings.Builder
-	for _, b := range e.Entries(0) {
-		r := &reader{b: b}
-		group := string(r.take(int(le.Uint16(r.take(2)))))
-		q := model.QueueID(r.u32())
-		s, err := decodeState(r.b)
-		if err != nil {
-			fmt.Fprintf(&sb, "pop %s/%d: %v\n", group, q, err)
-			continue
-		}
-		leases := make([]string, 0, len(s.leases))
-		for off, l := range s.leases {
-			leases = append(leases, fmt.Sprintf("%d:%+v", off, *l))
-		}
-		done := make([]string, 0, len(s.done))
-		for off := range s.done {
-			done = append(done, fmt.Sprint(off))
-		}
-		sort.Strings(leases)
-		sort.Strings(done)
-		fmt.Fprintf(&sb, "pop %s/%d base=%d next=%d gen=%d leases=%v done=%v\n", group, q, s.base, s.next, s.gen, leases, done)
-	}
-	return sb.String()
 }

@@ -135,6 +135,12 @@ func testPopLeases(t *testing.T) {
 	if n := f.pop.InFlight("g"); n != 3 {
 		t.Fatalf("in flight %d", n)
 	}
+	// m0, m2 and m3 acknowledged: base stops at m1, the lowest in flight.
+	prog := f.pop.Progress("g", 2)
+	if len(prog) != 1 || prog[0].Base != 1 || prog[0].Next != 6 || prog[0].InFlight != 3 || len(prog[0].Leases) != 2 ||
+		prog[0].Leases[0].Offset != 1 || prog[0].Leases[0].Attempts != 2 || prog[0].Leases[1].Offset != 4 {
+		t.Fatalf("progress %+v", prog)
+	}
 }
 
 func TestHandleRoundTrip(t *testing.T) {
