@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rosettamq/rosetta/internal/app"
+	"github.com/rosettamq/rosetta/internal/memory"
 )
 
 func serveCmd() *cobra.Command {
@@ -61,7 +62,7 @@ the variable ROSETTA_STORAGE_DURABILITY.`,
 				tracked := make(chan struct{})
 				go func() {
 					defer close(tracked)
-					app.TrackMemoryLimit(tctx, log)
+					memory.TrackLimit(tctx, log)
 				}()
 				defer func() { cancel(); <-tracked }()
 			}

@@ -10,10 +10,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,12 +25,12 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/quota"
 	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/cluster"
-	"github.com/rosettamq/rosetta/internal/kafka"
 	"github.com/rosettamq/rosetta/internal/member"
+	"github.com/rosettamq/rosetta/internal/memory"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/serving"
 	"github.com/rosettamq/rosetta/internal/storage"
-	"github.com/rosettamq/rosetta/internal/task"
 	"github.com/rosettamq/rosetta/internal/telemetry"
 	"github.com/rosettamq/rosetta/internal/tlsmux"
 )
@@ -95,15 +93,12 @@ type App struct {
 	// a node with its own store).
 	membership *cluster.Membership
 	started    time.Time
-	// stack serves clients: built once on a single node, at every
-	// leadership on a cluster member (nil while it follows).
-	stack atomic.Pointer[stack]
 	// member is the node's cluster member runtime (cluster.members; nil
 	// on a single node).
 	member *member.Member
-	// serving is what serves each group's clients while the member leads
-	// it (a single node's one group: serving[0]).
-	serving   []*groupServing
+	// node serves clients: a single node's one stack, or each group's
+	// while the member leads it.
+	node      *serving.Node
 	producers *producers.Manager
 	kafkaTxns *producers.TxnIndex
 	security  *security.Service
@@ -139,7 +134,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		NodeID: cfg.NodeID, BatchTimeout: cfg.Telemetry.BatchTimeout}); err != nil {
 		return nil, err
 	}
-	a.serving = []*groupServing{{stack: &a.stack}}
 	if a.replicated() {
 		if err := a.newMember(ctx, &sc); err != nil {
 			return nil, err
@@ -164,14 +158,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	if a.member != nil {
-		if err := a.member.Settle(ctx, a.meta, a.engine, &groupState{producers: a.producers, kafkaTxns: a.kafkaTxns}, sc); err != nil {
+		if err := a.member.Settle(ctx, a.meta, a.engine, &serving.GroupState{Producers: a.producers, KafkaTxns: a.kafkaTxns}, sc); err != nil {
 			a.closeBase()
 			return nil, err
 		}
 		a.cfg.Cluster.Groups = a.member.GroupCount()
-		for g := 1; g < a.member.GroupCount(); g++ {
-			a.serving = append(a.serving, &groupServing{stack: &atomic.Pointer[stack]{}})
-		}
 	}
 	if len(a.etcdEndpoints()) > 0 {
 		if a.membership, err = a.joinCluster(ctx); err != nil {
@@ -194,36 +185,41 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	a.guard = security.NewGuard(cfg.Security.MaxUnauthenticated, cfg.Security.FailureDelay, 5*time.Second)
+	deps, err := a.servingDeps()
+	if err != nil {
+		a.closeBase()
+		return nil, err
+	}
+	a.node = serving.NewNode(deps)
 	if a.member != nil {
-		if err := a.member.Start(ctx, a.answerCalls); err != nil {
+		if err := a.member.Start(ctx, a.node.AnswerCalls); err != nil {
 			a.closeBase()
 			return nil, err
 		}
 		a.metrics.Registry.MustRegister(a.member.Collector())
 		return a, nil
 	}
-	st, err := a.newStack(ctx, a.singleParts())
-	if err != nil {
+	// A single node's engine holds every queue.
+	if err := a.node.Start(ctx, serving.Parts{Engine: a.engine, Producers: a.producers, KafkaTxns: a.kafkaTxns}); err != nil {
 		a.closeBase()
 		return nil, err
 	}
-	a.stack.Store(st)
 	return a, nil
 }
 
 // Broker returns the broker core (nil on a cluster member that does not
 // lead its group).
 func (a *App) Broker() *broker.Broker {
-	if st := a.stack.Load(); st != nil {
-		return st.broker
+	if st := a.node.Stack(0); st != nil {
+		return st.Broker
 	}
 	return nil
 }
 
 // Pop is the node's POP engine (nil like Broker).
 func (a *App) Pop() *pop.Engine {
-	if st := a.stack.Load(); st != nil {
-		return st.pop
+	if st := a.node.Stack(0); st != nil {
+		return st.Pop
 	}
 	return nil
 }
@@ -251,56 +247,43 @@ func (a *App) listen(name, addr string) (net.Listener, error) {
 	return l, nil
 }
 
-// endpoint is one opened listener: its name ("http", "kafka",
-// "kafka/<NAME>", "remoting", "grpc"; "remoting/<g>" and "grpc/<g>" for
-// replication group g's), its kind (the name without the group), the group
-// it serves, its TLS mode and ALPN protocols, and for Kafka the listener it
-// is.
-type endpoint struct {
-	name, kind, tls string
-	group           int
-	alpn            []string
-	raw             net.Listener
-	kafka           *kafka.Listener
-}
-
 // openEndpoints opens every configured listener, so a port in use fails
 // before anything runs.
-func (a *App) openEndpoints() ([]endpoint, error) {
+func (a *App) openEndpoints() ([]serving.Endpoint, error) {
 	kafkaSpecs, err := a.kafkaListeners()
 	if err != nil {
 		return nil, err
 	}
-	eps := []endpoint{
-		{name: "http", kind: "http", tls: a.cfg.Listen.HTTPTLS, alpn: []string{"http/1.1"}},
-		{name: "remoting", kind: "remoting", tls: a.cfg.Listen.RemotingTLS},
-		{name: "grpc", kind: "grpc", tls: a.cfg.Listen.GRPCTLS, alpn: []string{"h2"}},
+	eps := []serving.Endpoint{
+		{Name: "http", Kind: "http", TLS: a.cfg.Listen.HTTPTLS, ALPN: []string{"http/1.1"}},
+		{Name: "remoting", Kind: "remoting", TLS: a.cfg.Listen.RemotingTLS},
+		{Name: "grpc", Kind: "grpc", TLS: a.cfg.Listen.GRPCTLS, ALPN: []string{"h2"}},
 	}
 	addrs := []string{a.cfg.Listen.HTTP, a.cfg.Listen.Remoting, a.cfg.Listen.GRPC}
 	for _, k := range kafkaSpecs {
-		eps = append(eps, endpoint{name: k.name, kind: "kafka", tls: k.tls, kafka: &k.listener})
+		eps = append(eps, serving.Endpoint{Name: k.name, Kind: "kafka", TLS: k.tls, Kafka: &k.listener})
 		addrs = append(addrs, k.addr)
 	}
-	var opened []endpoint
+	var opened []serving.Endpoint
 	for i, ep := range eps {
 		if addrs[i] == "" {
 			continue
 		}
-		l, err := a.listen(ep.name, addrs[i])
+		l, err := a.listen(ep.Name, addrs[i])
 		if err != nil {
 			for _, o := range opened {
-				o.raw.Close()
+				o.Raw.Close()
 			}
 			return nil, err
 		}
-		ep.raw = l
+		ep.Raw = l
 		opened = append(opened, ep)
 	}
 	if a.member != nil {
 		more, err := a.groupEndpoints(opened)
 		if err != nil {
 			for _, o := range append(opened, more...) {
-				o.raw.Close()
+				o.Raw.Close()
 			}
 			return nil, err
 		}
@@ -322,63 +305,18 @@ func (a *App) Run(ctx context.Context, ready func()) error {
 	if err != nil {
 		return errors.Join(err, a.close())
 	}
+	var stopping atomic.Int64 // when ctx ended (unix ns)
+	stop := context.AfterFunc(ctx, func() { stopping.Store(time.Now().UnixNano()) })
+	defer stop()
 	if a.member != nil {
-		return a.runReplicated(ctx, ready, eps)
+		err = a.node.RunMember(ctx, ready, eps, a.runNode)
+	} else {
+		err = a.node.RunSingle(ctx, ready, eps, a.runNode)
 	}
-	var fe frontEnds
-	var httpL net.Listener
-	for _, ep := range eps {
-		l, err := a.tlsListener(ep.name, ep.raw, ep.tls, ep.alpn...)
-		if err != nil {
-			for _, o := range eps {
-				o.raw.Close()
-			}
-			return errors.Join(err, a.close())
-		}
-		switch {
-		case ep.name == "http":
-			httpL = l
-		case ep.name == "remoting":
-			fe.remoting = l
-		case ep.name == "grpc":
-			fe.grpc = l
-		case ep.kafka != nil:
-			fe.kafka = append(fe.kafka, l)
-			fe.kafkaLis = append(fe.kafkaLis, *ep.kafka)
-		}
-	}
-	st := a.stack.Load()
-	g, gctx := errgroup.WithContext(ctx)
-	var httpSrv *http.Server
-	if httpL != nil {
-		admin.RegisterPopMetrics(a.metrics.Registry, st.pop)
-		httpSrv = &http.Server{Handler: admin.Handler(st.broker, st.txns, a.metrics, a.log, admin.Security{Service: a.security, Quotas: a.quotas}, admin.ClusterOps{Status: a.clusterStatus}, st.members, st.history), ReadHeaderTimeout: 10 * time.Second}
-		g.Go(func() error {
-			if err := httpSrv.Serve(httpL); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("http: %w", err)
-			}
-			return nil
-		})
-	}
-	a.runNode(gctx, g)
-	// One request byte budget for every front-end that frames requests.
-	a.serve(gctx, g, st, fe, task.NewByteBudget(int64(a.cfg.Limits.MaxBytesInFlight)))
-	if ready != nil {
-		ready()
-	}
-	<-gctx.Done()
-	start := time.Now()
-	a.log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
-	defer cancel()
-	if httpSrv != nil {
-		_ = httpSrv.Shutdown(sctx)
-	}
-	err = g.Wait()
 	if cerr := a.close(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
-	a.log.Info("stopped", "took", time.Since(start))
+	a.log.Info("stopped", "took", time.Since(time.Unix(0, stopping.Load())))
 	return err
 }
 
@@ -396,27 +334,15 @@ func (a *App) runNode(ctx context.Context, g *errgroup.Group) {
 			}
 		})
 	}
-	g.Go(func() error { returnMemory(ctx, a.log); return nil })
+	g.Go(func() error { memory.ReturnIdle(ctx, a.log); return nil })
 	g.Go(func() error { a.security.Run(ctx); return nil })
-}
-
-func (a *App) listenAddr(name string) string {
-	switch strings.ToLower(name) {
-	case "kafka":
-		return a.cfg.Listen.Kafka
-	case "remoting":
-		return a.cfg.Listen.Remoting
-	case "grpc":
-		return a.cfg.Listen.GRPC
-	}
-	return ""
 }
 
 // close releases everything in reverse order of construction.
 func (a *App) close() error {
 	var errs []error
-	if st := a.stack.Swap(nil); st != nil {
-		errs = append(errs, st.close())
+	if a.node != nil {
+		errs = append(errs, a.node.Close())
 	}
 	errs = append(errs, a.closeBase())
 	return errors.Join(errs...)
@@ -461,53 +387,20 @@ func (a *App) closeBase() error {
 	return errors.Join(errs...)
 }
 
-// tlsListener serves TLS on a listener per its mode (listen.<name>_tls):
-// permissive (TLS and plaintext on the one port, told apart by the first
-// byte — what RocketMQ's proxy offers; no Kafka, remoting or HTTP request
-// begins with a TLS handshake byte), enforcing or disabled. The
-// certificate is tls.cert_file/tls.key_file, re-read when they change, or
-// a self-signed one (the RocketMQ clients skip verification by default).
-// l is closed on failure.
-func (a *App) tlsListener(name string, l net.Listener, modeName string, alpn ...string) (net.Listener, error) {
-	mode, err := tlsmux.ParseMode(modeName)
-	if err != nil || mode == tlsmux.Disabled {
-		return l, err
-	}
-	cfg, err := tlsmux.ServerConfig(a.cfg.TLS.CertFile, a.cfg.TLS.KeyFile, alpn...)
-	if err == nil {
-		err = tlsmux.WithClientAuth(cfg, a.cfg.TLS.ClientAuth, a.cfg.TLS.ClientCAFile)
-	}
-	if err != nil {
-		l.Close()
-		return nil, fmt.Errorf("%s listener: %w", name, err)
-	}
-	if a.cfg.TLS.CertFile == "" {
-		a.log.Debug("TLS uses a self-signed certificate; set tls.cert_file and tls.key_file for a real one", "listener", name, "mode", mode)
-	}
-	return tlsmux.Listen(l, cfg, mode, a.log.With("listener", name)), nil
+// tlsListener serves TLS on a listener per its mode (tlsmux.Wrap) with
+// the configured certificate.
+func (a *App) tlsListener(name string, l net.Listener, mode string, alpn ...string) (net.Listener, error) {
+	t := a.cfg.TLS
+	return tlsmux.Wrap(name, l, mode, tlsmux.Files{CertFile: t.CertFile, KeyFile: t.KeyFile, ClientAuth: t.ClientAuth, ClientCAFile: t.ClientCAFile}, a.log, alpn...)
 }
 
 // StateDump renders the state the node's log determines (broker state and
 // idempotent-producer states) in a stable text form, for replay-equivalence
 // tests.
 func (a *App) StateDump() (string, error) {
-	st := a.stack.Load()
+	st := a.node.Stack(0)
 	if st == nil {
 		return "", fmt.Errorf("%w: this node does not lead its group", model.ErrNotLeader)
 	}
-	producers, err := a.producers.Capture()
-	if err != nil {
-		return "", err
-	}
-	var sb strings.Builder
-	sb.WriteString(st.broker.StateDump())
-	fmt.Fprintf(&sb, "producers %x\n", producers)
-	sb.WriteString(a.kafkaTxns.Dump())
-	sb.WriteString(st.pop.Dump())
-	if st.txns != nil {
-		for _, t := range st.txns.List(nil, nil) {
-			fmt.Fprintf(&sb, "transaction %+v\n", t)
-		}
-	}
-	return sb.String(), nil
+	return st.StateDump()
 }

@@ -3,8 +3,6 @@ package app
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -16,6 +14,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/member/placement"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/serving"
 	"github.com/rosettamq/rosetta/internal/storage"
 )
 
@@ -70,37 +69,15 @@ func (a *App) newMember(ctx context.Context, sc *storage.Config) error {
 		MaxGroups:         maxGroups,
 		ReplicationFactor: a.cfg.Cluster.ReplicationFactor,
 		Logger:            a.log,
-		CallErrors:        callErrors,
+		CallErrors:        serving.CallErrors,
 		NewState:          a.newGroupState,
 	}, sc)
 	return err
 }
 
-// joinCluster registers the node in its cluster's etcd. Until queues are
-// replicated between nodes, a cluster name serves one node: another live
-// node under the name is refused (a restart of this node replaces its
-// older incarnation).
+// joinCluster registers the node in its cluster's etcd: with its
+// replicas as a member, alone otherwise (cluster.Start).
 func (a *App) joinCluster(ctx context.Context) (*cluster.Membership, error) {
-	self := model.NodeID(a.cfg.NodeID)
-	refuseOthers := func() error {
-		nodes, err := cluster.Nodes(ctx, a.meta)
-		if err != nil {
-			return err
-		}
-		for _, n := range nodes {
-			if n.ID != self {
-				return fmt.Errorf("%w: cluster %q already has node %d live; nodes do not replicate one another yet, so each needs its own cluster.name",
-					model.ErrInvalidConfig, a.cfg.Cluster.Name, n.ID)
-			}
-		}
-		return nil
-	}
-	if a.replicated() {
-		refuseOthers = func() error { return nil } // members replicate one another
-	}
-	if err := refuseOthers(); err != nil {
-		return nil, err
-	}
 	id := a.engine.Identity()
 	endpoints := map[string]string{}
 	for name, addr := range map[string]string{"kafka": a.cfg.Listen.Kafka, "remoting": a.cfg.Listen.Remoting, "grpc": a.cfg.Listen.GRPC, "http": a.cfg.Listen.HTTP} {
@@ -111,39 +88,15 @@ func (a *App) joinCluster(ctx context.Context) (*cluster.Membership, error) {
 	if a.cfg.Listen.KafkaAdvertised != "" {
 		endpoints["kafka"] = a.cfg.Listen.KafkaAdvertised
 	}
-	join := func() (*cluster.Membership, error) {
-		return cluster.Join(ctx, a.meta, cluster.Node{ID: self, Incarnation: id.Incarnation, Endpoints: endpoints},
-			cluster.MembershipOptions{Logger: a.log, ClusterID: id.ClusterID})
-	}
-	m, err := join()
-	// A member on a fresh directory (a replaced disk) starts its
-	// incarnations again: the registration of its dead predecessor
-	// lapses with that process's lease, a few seconds after it died.
-	for start := time.Now(); errors.Is(err, cluster.ErrFenced) && id.Incarnation == 1 && time.Since(start) < fencedWait; {
-		a.log.Warn("an earlier process of this node is still registered; waiting for its registration to lapse", "err", err)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-		m, err = join()
-	}
+	self := model.NodeID(a.cfg.NodeID)
+	m, err := cluster.Start(ctx, a.meta, cluster.Node{ID: self, Incarnation: id.Incarnation, Endpoints: endpoints},
+		cluster.MembershipOptions{Logger: a.log, ClusterID: id.ClusterID}, a.cfg.Cluster.Name, !a.replicated())
 	if err != nil {
-		return nil, err
-	}
-	if err := refuseOthers(); err != nil { // another joined at the same time
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = m.Leave(lctx)
 		return nil, err
 	}
 	a.log.Info("joined the cluster", "cluster", a.cfg.Cluster.Name, "cluster_id", m.ClusterID(), "node", self, "incarnation", id.Incarnation)
 	return m, nil
 }
-
-// fencedWait bounds how long a member on a fresh directory waits for its
-// predecessor's registration to lapse (its lease, 3 s).
-const fencedWait = 15 * time.Second
 
 // clusterID is the identity Kafka clients are told: the cluster's when the
 // node is in one, its own otherwise.
@@ -231,4 +184,21 @@ func (a *App) groupStatus(gr *member.Group) admin.GroupStatus {
 func (a *App) clusterOps() admin.ClusterOps {
 	return admin.ClusterOps{Status: a.clusterStatus, AddMember: a.member.AddMember, RemoveMember: a.member.RemoveMember,
 		MoveLeader: func(ctx context.Context, g int, node model.NodeID) error { return a.member.Elect(ctx, g, node) }}
+}
+
+// replicated says whether the node is a member of a replicated cluster.
+func (a *App) replicated() bool { return a.cfg.Cluster.Members != "" }
+
+// leaveEarly ends the node's registration before it hands its groups off,
+// so the members taking them over do not hand them back to it as their
+// preferred leader while it stops.
+func (a *App) leaveEarly() {
+	if a.membership == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := a.membership.Leave(ctx); err != nil {
+		a.log.Warn("leaving the cluster's registry", "err", err)
+	}
 }

@@ -56,14 +56,18 @@ var rules = map[string]rule{
 	"internal/apiv1":            {allowed: nil},
 	"internal/telemetry":        {allowed: nil},
 	"internal/bench":            {allowed: []string{"model", "storage", "broker", "meta", "bench", "kafka", "remoting", "grpcv5"}, protocols: true},
-	"internal/app":              {allowed: []string{"member", "task", "model", "storage", "meta", "cluster", "replication", "broker", "kafka", "remoting", "grpcv5", "admin", "apiv1", "app", "tlsmux", "telemetry"}, protocols: true},
-	"internal/lint":             {allowed: nil},
-	"internal/task":             {allowed: nil},
-	"internal/tlsmux":           {allowed: nil},
-	"internal/testutil":         {allowed: nil},
-	"cmd":                       {allowed: []string{"app", "bench", "model", "apiv1"}, protocols: true},
-	"cmd/rosetta":               {allowed: []string{"app", "model", "apiv1"}}, // the server: no load generator, no client library
-	"cmd/rosetta-bench":         {allowed: []string{"app", "bench", "model"}, protocols: true},
+	// What serves clients: a group's broker stack and the protocol servers
+	// over it, for a single node or a member's term.
+	"internal/serving":  {allowed: []string{"member", "task", "model", "storage", "meta", "replication", "broker", "kafka", "remoting", "grpcv5", "admin", "apiv1", "serving"}},
+	"internal/memory":   {allowed: nil},
+	"internal/app":      {allowed: []string{"member", "serving", "memory", "task", "model", "storage", "meta", "cluster", "replication", "broker", "kafka", "remoting", "grpcv5", "admin", "apiv1", "app", "tlsmux", "telemetry"}, protocols: true},
+	"internal/lint":     {allowed: nil},
+	"internal/task":     {allowed: nil},
+	"internal/tlsmux":   {allowed: nil},
+	"internal/testutil": {allowed: nil},
+	"cmd":               {allowed: []string{"app", "bench", "model", "apiv1"}, protocols: true},
+	"cmd/rosetta":       {allowed: []string{"app", "memory", "model", "apiv1"}}, // the server: no load generator, no client library
+	"cmd/rosetta-bench": {allowed: []string{"app", "bench", "model"}, protocols: true},
 }
 
 func ruleFor(dir string) (rule, string, bool) {

@@ -2,8 +2,9 @@
 // a cluster's members (cluster.members) hosts replicas of the replication
 // groups, becomes a group's leader and serves it, hands it over, and
 // reaches the other members. It never imports the broker, the front-ends
-// or the admin server: the composition root (internal/app) implements
-// Server, which builds what serves a group's clients for one term.
+// or the admin server: internal/serving implements Server, which builds
+// what serves a group's clients for one term, and the composition root
+// (internal/app) wires the two.
 //
 // The pieces:
 //

@@ -200,3 +200,36 @@ func (l *Listener) Close() error {
 
 // Addr is the inner listener's address.
 func (l *Listener) Addr() net.Addr { return l.inner.Addr() }
+
+// Files are a server's certificate, key and client-authentication
+// settings (the tls section of the configuration).
+type Files struct {
+	CertFile, KeyFile        string
+	ClientAuth, ClientCAFile string
+}
+
+// Wrap serves TLS on a named listener per its mode (listen.<name>_tls):
+// permissive (TLS and plaintext on the one port, told apart by the first
+// byte — what RocketMQ's proxy offers; no Kafka, remoting or HTTP request
+// begins with a TLS handshake byte), enforcing, or disabled (l as is). The
+// certificate is f's, re-read when its files change, or a self-signed one
+// (the RocketMQ clients skip verification by default). l is closed on
+// failure.
+func Wrap(name string, l net.Listener, modeName string, f Files, log *slog.Logger, alpn ...string) (net.Listener, error) {
+	mode, err := ParseMode(modeName)
+	if err != nil || mode == Disabled {
+		return l, err
+	}
+	cfg, err := ServerConfig(f.CertFile, f.KeyFile, alpn...)
+	if err == nil {
+		err = WithClientAuth(cfg, f.ClientAuth, f.ClientCAFile)
+	}
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("%s listener: %w", name, err)
+	}
+	if f.CertFile == "" {
+		log.Debug("TLS uses a self-signed certificate; set tls.cert_file and tls.key_file for a real one", "listener", name, "mode", mode)
+	}
+	return Listen(l, cfg, mode, log.With("listener", name)), nil
+}

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rosettamq/rosetta/internal/app"
 	"github.com/rosettamq/rosetta/internal/app/apptest"
 	"github.com/rosettamq/rosetta/internal/bench"
+	"github.com/rosettamq/rosetta/internal/memory"
 )
 
 const floodDirEnv = "ROSETTA_FLOOD_NODE_DIR"
@@ -28,7 +28,7 @@ func TestFloodNodeChild(t *testing.T) {
 	}
 	cfg := apptest.TestConfig(dir)
 	debug.SetGCPercent(cfg.GCTarget())
-	go app.TrackMemoryLimit(context.Background(), slog.New(slog.DiscardHandler))
+	go memory.TrackLimit(context.Background(), slog.New(slog.DiscardHandler))
 	n := apptest.StartTestNode(t, cfg)
 	fmt.Printf("ADDRS=%s %s %s %s\n", n.KafkaAddr(), n.RemotingAddr(), n.GRPCAddr(), n.HTTPAddr())
 	select {} // until killed

@@ -1,4 +1,4 @@
-package app
+package serving
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/member/peer"
 	"github.com/rosettamq/rosetta/internal/model"
-	"github.com/rosettamq/rosetta/internal/replication"
 )
 
 // With several replication groups, a Kafka transaction spans groups: its
@@ -23,14 +22,9 @@ import (
 // call when that is this member; member/peer). The admin API asks each
 // group's leader the same way.
 
-// ErrRestartToInstall is what Run returns when this member fetched a
-// snapshot of a group: start it again (the same process arguments) and it
-// installs the snapshot.
-var ErrRestartToInstall = replication.ErrRestartToInstall
-
-// callErrors are the errors a call's answer carries by name, so the caller
+// CallErrors are the errors a call's answer carries by name, so the caller
 // maps them to the same protocol codes as a local failure.
-var callErrors = []peer.NamedError{
+var CallErrors = []peer.NamedError{
 	{Name: "not_in_transaction", Err: txn.ErrNotInTransaction},
 	{Name: "invalid_producer_epoch", Err: txn.ErrInvalidProducerEpoch},
 	{Name: "producer_fenced", Err: txn.ErrProducerFenced},
@@ -68,58 +62,58 @@ type adminCall struct {
 // none is the answer of calls that answer nothing but their error.
 type none struct{}
 
-// answerCalls registers this member's answers to the calls of others.
-func (a *App) answerCalls(p *peer.Peers) {
+// AnswerCalls registers this member's answers to the calls of others.
+func (n *Node) AnswerCalls(p *peer.Peers) {
 	for _, m := range []peer.Method{peer.Verify, peer.TxnOffsetCommit, peer.WriteMarkers, peer.CommitOffsets} {
 		peer.Handle(p, m, func(ctx context.Context, _ model.NodeID, req callRequest) (none, error) {
-			return none{}, a.answerGroup(ctx, m, req)
+			return none{}, n.answerGroup(ctx, m, req)
 		})
 	}
-	peer.Handle(p, peer.Admin, a.answerAdmin)
+	peer.Handle(p, peer.Admin, n.answerAdmin)
 }
 
 // callGroup runs a call on the member leading group g: here when this
 // member leads it, else over the transport.
-func (a *App) callGroup(ctx context.Context, g int, m peer.Method, req callRequest) error {
+func (n *Node) callGroup(ctx context.Context, g int, m peer.Method, req callRequest) error {
 	req.Group = g
-	_, err := peer.CallGroup[callRequest, none](ctx, a.member.Peers(), g, m, req)
+	_, err := peer.CallGroup[callRequest, none](ctx, n.Member.Peers(), g, m, req)
 	return err
 }
 
 // answerGroup runs a call on this member's stack of the group it names.
-func (a *App) answerGroup(ctx context.Context, m peer.Method, req callRequest) error {
-	if req.Group < 0 || req.Group >= len(a.serving) {
+func (n *Node) answerGroup(ctx context.Context, m peer.Method, req callRequest) error {
+	if req.Group < 0 || req.Group >= len(n.serving) {
 		return fmt.Errorf("%w: group %d", model.ErrNotLeader, req.Group)
 	}
-	st := a.serving[req.Group].stack.Load()
+	st := n.serving[req.Group].stack.Load()
 	if st == nil {
 		return fmt.Errorf("%w: group %d is not led here", model.ErrNotLeader, req.Group)
 	}
 	switch m {
 	case peer.Verify:
-		return st.txns.Verify(req.PID, req.Epoch, req.Queue)
+		return st.Txns.Verify(req.PID, req.Epoch, req.Queue)
 	case peer.TxnOffsetCommit:
-		return st.txns.CommitOffsets(ctx, req.TxnID, req.ConsumerGroup, req.PID, req.Epoch, req.Offsets)
+		return st.Txns.CommitOffsets(ctx, req.TxnID, req.ConsumerGroup, req.PID, req.Epoch, req.Offsets)
 	case peer.WriteMarkers:
-		return st.txns.WriteMarkers(ctx, req.Partitions, req.PID, req.Epoch, req.Commit)
+		return st.Txns.WriteMarkers(ctx, req.Partitions, req.PID, req.Epoch, req.Commit)
 	case peer.CommitOffsets:
 		commits := make([]broker.OffsetCommit, len(req.Offsets))
 		for i, o := range req.Offsets {
 			commits[i] = broker.OffsetCommit{Queue: o.Queue, Offset: o.Offset, Metadata: o.Metadata, LeaderEpoch: o.LeaderEpoch}
 		}
-		return st.broker.CommitQueueOffsets(ctx, req.ConsumerGroup, commits)
+		return st.Broker.CommitQueueOffsets(ctx, req.ConsumerGroup, commits)
 	}
 	return fmt.Errorf("unknown call method %s", m)
 }
 
 // askAdmin runs an admin API request on the handler of group g's leader:
 // here when this member leads it, else over the transport.
-func (a *App) askAdmin(ctx context.Context, g int, req admin.SubRequest) (admin.SubAnswer, error) {
-	m := a.member
-	if g < 0 || g >= len(a.serving) {
+func (n *Node) askAdmin(ctx context.Context, g int, req admin.SubRequest) (admin.SubAnswer, error) {
+	m := n.Member
+	if g < 0 || g >= len(n.serving) {
 		return admin.SubAnswer{}, fmt.Errorf("%w: group %d", model.ErrNotLeader, g)
 	}
-	if h := a.serving[g].admin.Load(); h != nil {
+	if h := n.serving[g].admin.Load(); h != nil {
 		return admin.Answer(ctx, *h, req, "local"), nil
 	}
 	leader, _ := m.Groups()[g].Leader()
@@ -131,11 +125,11 @@ func (a *App) askAdmin(ctx context.Context, g int, req admin.SubRequest) (admin.
 
 // answerAdmin answers another member's admin API request for a group
 // this member leads.
-func (a *App) answerAdmin(ctx context.Context, from model.NodeID, c adminCall) (admin.SubAnswer, error) {
-	if c.Group < 0 || c.Group >= len(a.serving) {
+func (n *Node) answerAdmin(ctx context.Context, from model.NodeID, c adminCall) (admin.SubAnswer, error) {
+	if c.Group < 0 || c.Group >= len(n.serving) {
 		return admin.SubAnswer{}, fmt.Errorf("%w: group %d", model.ErrNotLeader, c.Group)
 	}
-	h := a.serving[c.Group].admin.Load()
+	h := n.serving[c.Group].admin.Load()
 	if h == nil {
 		return admin.SubAnswer{}, fmt.Errorf("%w: group %d is not led here", model.ErrNotLeader, c.Group)
 	}
@@ -144,19 +138,19 @@ func (a *App) answerAdmin(ctx context.Context, from model.NodeID, c adminCall) (
 
 // kafkaRemote is the Kafka front-end's reach into groups other members
 // lead.
-type kafkaRemote struct{ a *App }
+type kafkaRemote struct{ n *Node }
 
 func (k kafkaRemote) Verify(ctx context.Context, group int, pid int64, epoch int16, queue model.QueueID) error {
-	return k.a.callGroup(ctx, group, peer.Verify, callRequest{PID: pid, Epoch: epoch, Queue: queue})
+	return k.n.callGroup(ctx, group, peer.Verify, callRequest{PID: pid, Epoch: epoch, Queue: queue})
 }
 
 func (k kafkaRemote) TxnOffsetCommit(ctx context.Context, group int, txnID, consumerGroup string, pid int64, epoch int16, offsets []txn.PendingOffset) error {
-	return k.a.callGroup(ctx, group, peer.TxnOffsetCommit, callRequest{TxnID: txnID, ConsumerGroup: consumerGroup, PID: pid, Epoch: epoch, Offsets: offsets})
+	return k.n.callGroup(ctx, group, peer.TxnOffsetCommit, callRequest{TxnID: txnID, ConsumerGroup: consumerGroup, PID: pid, Epoch: epoch, Offsets: offsets})
 }
 
 // txnPeers is a transaction coordinator's reach into the other groups.
 type txnPeers struct {
-	a      *App
+	n      *Node
 	self   int
 	groups int
 }
@@ -172,7 +166,7 @@ func (p txnPeers) WriteMarkers(ctx context.Context, parts []txn.Partition, pid i
 		byGroup[g] = append(byGroup[g], part)
 	}
 	for g, ps := range byGroup {
-		if err := p.a.callGroup(ctx, g, peer.WriteMarkers, callRequest{PID: pid, Epoch: epoch, Commit: commit, Partitions: ps}); err != nil {
+		if err := p.n.callGroup(ctx, g, peer.WriteMarkers, callRequest{PID: pid, Epoch: epoch, Commit: commit, Partitions: ps}); err != nil {
 			return err
 		}
 	}
@@ -181,5 +175,5 @@ func (p txnPeers) WriteMarkers(ctx context.Context, parts []txn.Partition, pid i
 
 func (p txnPeers) CommitOffsets(ctx context.Context, group string, offsets []txn.PendingOffset) error {
 	g := broker.KeyPartition(group, p.groups)
-	return p.a.callGroup(ctx, g, peer.CommitOffsets, callRequest{ConsumerGroup: group, Offsets: offsets})
+	return p.n.callGroup(ctx, g, peer.CommitOffsets, callRequest{ConsumerGroup: group, Offsets: offsets})
 }

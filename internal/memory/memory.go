@@ -1,4 +1,7 @@
-package app
+// Package memory manages the process's heap for a long-lived server: it
+// gives memory back to the system once a storm is over, and keeps a soft
+// memory limit that follows the live heap.
+package memory
 
 import (
 	"context"
@@ -29,8 +32,8 @@ const (
 	returnMemoryGoroutines = 100
 )
 
-// returnMemory runs until ctx ends.
-func returnMemory(ctx context.Context, log *slog.Logger) {
+// ReturnIdle gives idle memory back as described above, until ctx ends.
+func ReturnIdle(ctx context.Context, log *slog.Logger) {
 	t := time.NewTicker(returnMemoryCheck)
 	defer t.Stop()
 	var leftHeld uint64    // what the last return left held
@@ -79,11 +82,11 @@ const (
 	autoLimitHeadroom = 128 << 20
 )
 
-// TrackMemoryLimit keeps the process's soft memory limit at the automatic
+// TrackLimit keeps the process's soft memory limit at the automatic
 // one, following the live heap, until ctx ends (then it removes the
 // limit). It owns the process's memory limit: rosetta serve runs it when
 // neither memory_limit nor GOMEMLIMIT sets one.
-func TrackMemoryLimit(ctx context.Context, log *slog.Logger) {
+func TrackLimit(ctx context.Context, log *slog.Logger) {
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	t := time.NewTicker(autoLimitCheck)
 	defer t.Stop()

@@ -1,4 +1,4 @@
-package app
+package serving
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 // knew — so clients look the new leaders up at once, also when it was cut
 // off from the others (a relay would wait for a leader it cannot reach).
 type kafkaFront struct {
-	a      *App
+	n      *Node
 	srv    *kafka.Server
 	routes []*listenerRoute
 	ctx    context.Context
@@ -42,12 +42,12 @@ const standbyServe = 10 * time.Second
 
 // newKafkaFront builds the member's Kafka server over its Kafka routes
 // (nil when it has no Kafka listener).
-func (a *App) newKafkaFront(ctx context.Context, routes []*listenerRoute, budget *task.ByteBudget) *kafkaFront {
+func (n *Node) newKafkaFront(ctx context.Context, routes []*listenerRoute, budget *task.ByteBudget) *kafkaFront {
 	if len(routes) == 0 {
 		return nil
 	}
-	opts := a.kafkaOptions(budget)
-	groups := a.member.Groups()
+	opts := n.kafkaOptions(budget)
+	groups := n.Member.Groups()
 	opts.Groups = len(groups)
 	opts.LogCopy = func(g int) *broker.LogCopy {
 		if g < 0 || g >= len(groups) {
@@ -57,21 +57,21 @@ func (a *App) newKafkaFront(ctx context.Context, routes []*listenerRoute, budget
 		if r == nil {
 			return nil
 		}
-		return broker.NewLogCopy(r.Engine, a.log)
+		return broker.NewLogCopy(r.Engine, n.log)
 	}
 	if opts.Groups > 1 {
-		opts.Remote = kafkaRemote{a}
+		opts.Remote = kafkaRemote{n}
 	}
-	return &kafkaFront{a: a, srv: kafka.NewServer(opts), routes: routes, ctx: ctx}
+	return &kafkaFront{n: n, srv: kafka.NewServer(opts), routes: routes, ctx: ctx}
 }
 
 // attach serves a group's stack; the first attached group starts the
 // listeners' servers.
-func (f *kafkaFront) attach(gid int, st *stack) error {
+func (f *kafkaFront) attach(gid int, st *Stack) error {
 	if f == nil {
 		return nil
 	}
-	f.srv.Attach(gid, kafka.Backend{Broker: st.broker, Groups: st.groups, Producers: st.parts.producers, Transactions: st.txns})
+	f.srv.Attach(gid, kafka.Backend{Broker: st.Broker, Groups: st.Groups, Producers: st.Parts.Producers, Transactions: st.Txns})
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.attached++
@@ -86,15 +86,15 @@ func (f *kafkaFront) attach(gid int, st *stack) error {
 	g, gctx := errgroup.WithContext(sctx)
 	cls := make([]*relay.Listener, len(f.routes))
 	for i, rt := range f.routes {
-		cl := relay.NewListener(rt.ep.raw.Addr())
-		l, err := f.a.tlsListener(rt.ep.name, cl, rt.ep.tls, rt.ep.alpn...)
+		cl := relay.NewListener(rt.ep.Raw.Addr())
+		l, err := f.n.TLS(rt.ep.Name, cl, rt.ep.TLS, rt.ep.ALPN...)
 		if err != nil {
 			cancel()
 			f.attached--
 			f.srv.Detach(gid)
 			return err
 		}
-		lis := *rt.ep.kafka
+		lis := *rt.ep.Kafka
 		g.Go(func() error { return f.srv.ServeListener(gctx, l, lis) })
 		cls[i] = cl
 	}
@@ -105,7 +105,7 @@ func (f *kafkaFront) attach(gid int, st *stack) error {
 	// Connections relayed to group 0's leader while this member led no
 	// group end (or, if nothing was answered on them, are served here):
 	// clients reach this member for the partitions it now leads.
-	f.a.member.KafkaRelays().CloseUpstreams()
+	f.n.Member.KafkaRelays().CloseUpstreams()
 	return nil
 }
 
@@ -163,6 +163,6 @@ func (f *kafkaFront) wait(g *errgroup.Group) {
 		return
 	}
 	if err := g.Wait(); err != nil {
-		f.a.log.Warn("kafka servers of the ended term", "err", err)
+		f.n.log.Warn("kafka servers of the ended term", "err", err)
 	}
 }

@@ -1,4 +1,4 @@
-package app
+package serving
 
 import (
 	"context"
@@ -18,17 +18,14 @@ import (
 // the RocketMQ routes of remoting and gRPC clients, from the member
 // runtime's view of the members and the groups' leaders.
 
-// replicated says whether the node is a member of a replicated cluster.
-func (a *App) replicated() bool { return a.cfg.Cluster.Members != "" }
-
 // groupBrokerName is the RocketMQ broker name of group g: the default one
 // on a cluster of one group (as a single node), <cluster name>-<g>
 // otherwise.
-func (a *App) groupBrokerName(g model.GroupID) string {
-	if a.cfg.Cluster.groups() == 1 {
+func (n *Node) groupBrokerName(g model.GroupID) string {
+	if len(n.serving) == 1 {
 		return ""
 	}
-	return fmt.Sprintf("%s-%d", a.cfg.Cluster.Name, g)
+	return fmt.Sprintf("%s-%d", n.ClusterName, g)
 }
 
 // brokerRoutes describes every group as a RocketMQ broker to clients of
@@ -36,16 +33,16 @@ func (a *App) groupBrokerName(g model.GroupID) string {
 // and, by broker id, the member leading it (0, absent while none does)
 // and its other replicas (1..). Nil on a cluster of one group, whose
 // clients keep the address they asked (see relayedAdvertise).
-func (a *App) brokerRoutes(listener string) func() []remoting.BrokerRoute {
-	m := a.member
+func (n *Node) brokerRoutes(listener string) func() []remoting.BrokerRoute {
+	m := n.Member
 	if m == nil || len(m.Groups()) == 1 {
 		return nil
 	}
 	return func() []remoting.BrokerRoute {
 		out := make([]remoting.BrokerRoute, len(m.Groups()))
 		for i, gr := range m.Groups() {
-			br := remoting.BrokerRoute{Name: a.groupBrokerName(gr.ID()), Addrs: map[int64]string{}}
-			port, ok := placement.GroupPort(a.Addr(listener), gr.ID())
+			br := remoting.BrokerRoute{Name: n.groupBrokerName(gr.ID()), Addrs: map[int64]string{}}
+			port, ok := placement.GroupPort(n.Addr(listener), gr.ID())
 			if !ok {
 				out[i] = br
 				continue
@@ -72,8 +69,8 @@ func (a *App) brokerRoutes(listener string) func() []remoting.BrokerRoute {
 }
 
 // grpcRoutes is brokerRoutes for the gRPC listeners.
-func (a *App) grpcRoutes() func() []grpcv5.BrokerRoute {
-	routes := a.brokerRoutes("grpc")
+func (n *Node) grpcRoutes() func() []grpcv5.BrokerRoute {
+	routes := n.brokerRoutes("grpc")
 	if routes == nil {
 		return nil
 	}
@@ -95,8 +92,8 @@ func (a *App) grpcRoutes() func() []grpcv5.BrokerRoute {
 
 // kafkaCluster describes the cluster to Kafka clients (nil on a single
 // node).
-func (a *App) kafkaCluster() func() *kafka.ClusterView {
-	m := a.member
+func (n *Node) kafkaCluster() func() *kafka.ClusterView {
+	m := n.Member
 	if m == nil {
 		return nil
 	}
@@ -163,12 +160,12 @@ func (a *App) kafkaCluster() func() *kafka.ClusterView {
 
 // electLeader moves a group's leadership to a node (Kafka's preferred
 // leader election); nil on a single node.
-func (a *App) electLeader() func(ctx context.Context, group int, node int32) error {
-	if a.member == nil {
+func (n *Node) electLeader() func(ctx context.Context, group int, node int32) error {
+	if n.Member == nil {
 		return nil
 	}
 	return func(ctx context.Context, group int, node int32) error {
-		return a.member.Elect(ctx, group, model.NodeID(node))
+		return n.Member.Elect(ctx, group, model.NodeID(node))
 	}
 }
 
@@ -179,8 +176,8 @@ func (a *App) electLeader() func(ctx context.Context, group int, node int32) err
 // every 30 s. Nil on a single node and with several groups, whose routes
 // name each group's leader and other members (brokerRoutes): a client
 // whose broker fails retries another broker.
-func (a *App) relayedAdvertise() func(local, remote net.Addr) string {
-	m := a.member
+func (n *Node) relayedAdvertise() func(local, remote net.Addr) string {
+	m := n.Member
 	if m == nil || len(m.Groups()) > 1 {
 		return nil
 	}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# What a replica costs: the same workload against a single node and against
+# three members (127.0.0.11-13, default groups, replication factor 3), the
+# brokers on core 0 and the load generator on core 1, sync durability.
+# Prints the bench's throughput and latency and each broker process's CPU
+# seconds per million messages (utime+stime over the run).
+#   go build -o rosetta ./cmd/rosetta && go build -o rosetta-bench ./cmd/rosetta-bench
+#   WORKLOAD=kafka100|kafka1k|rocketmq MODE=single|cluster scripts/replica-bench.sh
+# MSGS=<n> changes the amount; PROFILE=<seconds> also saves a CPU profile of
+# the first member (or the node) from the middle of the run to $OUT.
+set -u
+BIN=${BIN:-./rosetta}
+BENCH=${BENCH:-./rosetta-bench}
+WORKLOAD=${WORKLOAD:-kafka100}
+MODE=${MODE:-cluster}
+OUT=${OUT:-/tmp/replica-bench}
+D=$(mktemp -d /tmp/replica.XXXX)
+M=1=127.0.0.11,2=127.0.0.12,3=127.0.0.13
+mkdir -p "$OUT"
+cleanup() {
+  pkill -9 -f "serve --data_dir $D" 2>/dev/null
+  while pgrep -f "serve --data_dir $D" >/dev/null; do sleep 0.2; done
+  rm -rf "$D"
+}
+trap cleanup EXIT
+pids=()
+if [ "$MODE" = single ]; then
+  taskset -c 0 $BIN serve --data_dir $D/d1 --listen.host 127.0.0.11 --storage.durability sync > $D/log1 2>&1 &
+  pids+=($!)
+else
+  for i in 1 2 3; do
+    taskset -c 0 $BIN serve --data_dir $D/d$i --cluster.node_id $i --cluster.members $M --storage.durability sync > $D/log$i 2>&1 &
+    pids+=($!)
+  done
+fi
+# Until every group has a leader and serves (the admin API answers on each).
+for _ in $(seq 1 120); do
+  sleep 0.5
+  ok=1
+  for h in 127.0.0.11 $( [ "$MODE" = cluster ] && echo 127.0.0.12 127.0.0.13 ); do
+    curl -sf "http://$h:8080/api/v1/cluster" | python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(0 if all(g.get("leader") for g in s["groups"]) else 1)' || ok=0
+  done
+  [ $ok = 1 ] && break
+done
+sleep 2
+cpu() { awk '{print $14+$15}' /proc/$1/stat; }
+declare -A before
+for p in "${pids[@]}"; do before[$p]=$(cpu $p); done
+if [ -n "${PROFILE:-}" ]; then
+  (sleep 5; curl -s -o "$OUT/$WORKLOAD-$MODE.pprof" "http://127.0.0.11:8080/debug/pprof/profile?seconds=$PROFILE") &
+fi
+case $WORKLOAD in
+  kafka100) n=${MSGS:-2000000}; taskset -c 1 $BENCH kafka produce --brokers 127.0.0.11:9092 --topic rb --partitions 12 --linger 5ms --size 100 --messages $n ;;
+  kafka1k) n=${MSGS:-500000}; taskset -c 1 $BENCH kafka produce --brokers 127.0.0.11:9092 --topic rb --partitions 12 --linger 5ms --size 1024 --messages $n ;;
+  rocketmq) n=${MSGS:-200000}; taskset -c 1 $BENCH rocketmq produce --namesrv 127.0.0.11:9876 --topic rb --senders 64 --size 128 --messages $n ;;
+esac 2>&1 | grep -vE '^\s*$' | tail -8
+hz=$(getconf CLK_TCK)
+total=0
+for p in "${pids[@]}"; do
+  d=$(( $(cpu $p) - ${before[$p]} ))
+  total=$(( total + d ))
+  awk -v d=$d -v hz=$hz -v n=$n -v p=$p 'BEGIN{printf "pid %d: %.2f CPU-s per million messages\n", p, d/hz/n*1e6}'
+done
+awk -v d=$total -v hz=$hz -v n=$n 'BEGIN{printf "all brokers: %.2f CPU-s per million messages\n", d/hz/n*1e6}'
+wait
