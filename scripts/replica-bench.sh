@@ -44,16 +44,21 @@ for _ in $(seq 1 120); do
 done
 sleep 2
 cpu() { awk '{print $14+$15}' /proc/$1/stat; }
+split() { awk '{print "utime", $14, "stime", $15}' /proc/$1/stat; }
 declare -A before
 for p in "${pids[@]}"; do before[$p]=$(cpu $p); done
+profiler=
 if [ -n "${PROFILE:-}" ]; then
   (sleep 5; curl -s -o "$OUT/$WORKLOAD-$MODE.pprof" "http://127.0.0.11:8080/debug/pprof/profile?seconds=$PROFILE") &
+  profiler=$!
 fi
 case $WORKLOAD in
-  kafka100) n=${MSGS:-2000000}; taskset -c 1 $BENCH kafka produce --brokers 127.0.0.11:9092 --topic rb --partitions 12 --linger 5ms --size 100 --messages $n ;;
-  kafka1k) n=${MSGS:-500000}; taskset -c 1 $BENCH kafka produce --brokers 127.0.0.11:9092 --topic rb --partitions 12 --linger 5ms --size 1024 --messages $n ;;
-  rocketmq) n=${MSGS:-200000}; taskset -c 1 $BENCH rocketmq produce --namesrv 127.0.0.11:9876 --topic rb --senders 64 --size 128 --messages $n ;;
-esac 2>&1 | grep -vE '^\s*$' | tail -8
+  kafka100) n=${MSGS:-2000000}; run=(kafka produce --brokers 127.0.0.11:9092 --partitions 12 --linger 5ms --size 100) ;;
+  kafka1k) n=${MSGS:-500000}; run=(kafka produce --brokers 127.0.0.11:9092 --partitions 12 --linger 5ms --size 1024) ;;
+  rocketmq) n=${MSGS:-200000}; run=(rocketmq produce --namesrv 127.0.0.11:9876 --senders 64 --size 128) ;;
+  *) echo "unknown WORKLOAD $WORKLOAD"; exit 2 ;;
+esac
+taskset -c 1 $BENCH "${run[@]}" --topic rb --messages $n 2>&1 | grep -vE '^\s*$' | tail -8
 hz=$(getconf CLK_TCK)
 total=0
 for p in "${pids[@]}"; do
@@ -62,4 +67,6 @@ for p in "${pids[@]}"; do
   awk -v d=$d -v hz=$hz -v n=$n -v p=$p 'BEGIN{printf "pid %d: %.2f CPU-s per million messages\n", p, d/hz/n*1e6}'
 done
 awk -v d=$total -v hz=$hz -v n=$n 'BEGIN{printf "all brokers: %.2f CPU-s per million messages\n", d/hz/n*1e6}'
-wait
+for p in "${pids[@]}"; do split $p; done
+du -sh $D/d* | sed "s|/tmp/replica[^/]*/||"; [ -n "${KEEP:-}" ] && find $D -type f -size +10M -exec ls -la {} + | awk "{print \$5, \$9}" | sed "s|/tmp/replica[^/]*/||" | head -40
+[ -n "$profiler" ] && wait $profiler
