@@ -434,9 +434,10 @@ func decodeHello(r io.Reader) (model.NodeID, string, error) {
 // maxKeptScratch bounds the frame buffer a reader keeps between frames.
 const maxKeptScratch = 8 << 20
 
-// readFrame reads one frame into scratch (kept for the next one: decoding
-// copies what the message keeps). A call frame's body comes back copied,
-// with no message.
+// readFrame reads one frame. A Raft message's body is read into a buffer
+// of its own, which the decoded message keeps slices of (decodeMessage); a
+// keepalive's or call's into scratch (kept for the next one), a call's
+// body coming back copied, with no message.
 func readFrame(r io.Reader, scratch *[]byte) (model.GroupID, *pb.Message, []byte, error) {
 	var head [frameHeader]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
@@ -446,18 +447,24 @@ func readFrame(r io.Reader, scratch *[]byte) (model.GroupID, *pb.Message, []byte
 	if n < 2 || n > maxFrame {
 		return 0, nil, nil, fmt.Errorf("%w: raft frame of %d bytes", model.ErrCorruptRecord, n)
 	}
-	body := (*scratch)[:0]
-	if cap(body) < int(n-2) {
-		body = make([]byte, n-2)
-		if n-2 <= maxKeptScratch {
-			*scratch = body
+	group := model.GroupID(binary.BigEndian.Uint16(head[4:]))
+	var body []byte
+	if group == keepaliveGroup || group == callGroup {
+		body = (*scratch)[:0]
+		if cap(body) < int(n-2) {
+			body = make([]byte, n-2)
+			if n-2 <= maxKeptScratch {
+				*scratch = body
+			}
 		}
+		body = body[:n-2]
+	} else {
+		// A Raft message's own buffer: its entries keep slices of it.
+		body = make([]byte, n-2)
 	}
-	body = body[:n-2]
 	if _, err := io.ReadFull(r, body); err != nil {
 		return 0, nil, nil, err
 	}
-	group := model.GroupID(binary.BigEndian.Uint16(head[4:]))
 	switch group {
 	case keepaliveGroup:
 		return group, nil, nil, nil
@@ -467,9 +474,9 @@ func readFrame(r io.Reader, scratch *[]byte) (model.GroupID, *pb.Message, []byte
 		}
 		return group, nil, append([]byte(nil), body...), nil
 	}
-	m := &pb.Message{}
-	if err := proto.Unmarshal(body, m); err != nil {
-		return 0, nil, nil, fmt.Errorf("%w: raft message: %w", model.ErrCorruptRecord, err)
+	m, err := decodeMessage(body)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("%w: %w", model.ErrCorruptRecord, err)
 	}
 	return group, m, nil, nil
 }
