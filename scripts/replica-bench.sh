@@ -44,9 +44,12 @@ for _ in $(seq 1 120); do
 done
 sleep 2
 cpu() { awk '{print $14+$15}' /proc/$1/stat; }
-split() { awk '{print "utime", $14, "stime", $15}' /proc/$1/stat; }
+# context switches of every thread of a process
+switches() { cat /proc/$1/task/*/status 2>/dev/null | awk '/ctxt_switches/ {n+=$2} END {print n+0}'; }
+split() { awk '{print "utime", $14, "stime", $15, "minflt", $10, "nvcsw"}' /proc/$1/stat; grep -E '^(voluntary|nonvoluntary)_ctxt_switches' /proc/$1/status | tr '\n' ' '; echo; }
 declare -A before
-for p in "${pids[@]}"; do before[$p]=$(cpu $p); done
+declare -A sw
+for p in "${pids[@]}"; do before[$p]=$(cpu $p); sw[$p]=$(switches $p); done
 profiler=
 if [ -n "${PROFILE:-}" ]; then
   (sleep 5; curl -s -o "$OUT/$WORKLOAD-$MODE.pprof" "http://127.0.0.11:8080/debug/pprof/profile?seconds=$PROFILE") &
@@ -64,7 +67,8 @@ total=0
 for p in "${pids[@]}"; do
   d=$(( $(cpu $p) - ${before[$p]} ))
   total=$(( total + d ))
-  awk -v d=$d -v hz=$hz -v n=$n -v p=$p 'BEGIN{printf "pid %d: %.2f CPU-s per million messages\n", p, d/hz/n*1e6}'
+  s=$(( $(switches $p) - ${sw[$p]} ))
+  awk -v d=$d -v hz=$hz -v n=$n -v p=$p -v s=$s 'BEGIN{printf "pid %d: %.2f CPU-s per million messages, %.0f context switches per million\n", p, d/hz/n*1e6, s/n*1e6}'
 done
 awk -v d=$total -v hz=$hz -v n=$n 'BEGIN{printf "all brokers: %.2f CPU-s per million messages\n", d/hz/n*1e6}'
 for p in "${pids[@]}"; do split $p; done

@@ -93,7 +93,7 @@ type Config struct {
 	// SetLeader opened the log, each written record is handed to OnWritten
 	// to be proposed, and appends return once Commit reached them.
 	Replicated bool
-	OnWritten  func(records []byte)
+	OnWritten  func(records [][]byte, size int64)
 	// Faults, when set, injects commit-log I/O errors (tests).
 	Faults *Faults
 	// StatDisk, when set, replaces statfs of the data directory (tests

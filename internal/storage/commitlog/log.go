@@ -56,12 +56,13 @@ type Options struct {
 	// Replicated makes the log a replication group's: Append and
 	// AppendDeferred are refused (ErrNotWritable) unless SetWritable opened
 	// the log for writing (this node leads the group), and while it is open
-	// OnWritten receives, under the append lock and in index order, a copy
-	// of the bytes of every record they write (one or more whole records
-	// per call), for the group to propose. AppendReplica writes a leader's
-	// records on any node, and hands nothing off.
+	// OnWritten receives, under the append lock and in index order, the
+	// bytes of every record they write (one or more whole records per
+	// call, in pieces: size bytes in all), for the group to propose; the
+	// pieces are the log's and valid only during the call. AppendReplica
+	// writes a leader's records on any node, and hands nothing off.
 	Replicated bool
-	OnWritten  func(records []byte)
+	OnWritten  func(records [][]byte, size int64)
 }
 
 // ErrNotWritable refuses an append to a replicated log this node does not
@@ -409,16 +410,12 @@ func (l *Log) append(entries []*Entry, a Assigner, kick, replica bool) (model.Lo
 	return end, err
 }
 
-// handOff gives OnWritten a copy of a batch's records (l.mu held).
+// handOff gives OnWritten a batch's records (l.mu held).
 func (l *Log) handOff(w *batchWriter) {
 	if w.size == 0 {
 		return
 	}
-	b := make([]byte, 0, w.size)
-	for _, v := range w.vectors() {
-		b = append(b, v...)
-	}
-	l.opts.OnWritten(b)
+	l.opts.OnWritten(w.vectors(), w.size)
 }
 
 // maxStageRetained bounds the staging buffer kept between appends.
