@@ -113,8 +113,8 @@ func (n *Node) Stack(g int) *Stack {
 	return n.serving[g].stack.Load()
 }
 
-// Start builds and serves a single node's stack over parts (its engine
-// holds every queue); Run serves it.
+// Start builds a single node's stack over parts (its engine holds every
+// queue); RunSingle serves it.
 func (n *Node) Start(ctx context.Context, parts Parts) error {
 	st, err := n.NewStack(ctx, parts)
 	if err != nil {
