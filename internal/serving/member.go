@@ -91,7 +91,6 @@ type server struct {
 func (n *Node) RunMember(ctx context.Context, ready func(), eps []Endpoint, also func(context.Context, *errgroup.Group)) error {
 	m := n.Member
 	g, gctx := errgroup.WithContext(ctx)
-	also(gctx, g)
 	handler := &switchHandler{}
 	// A member not leading group 0 answers the admin API through the one
 	// that does (its node endpoints here).
@@ -123,6 +122,7 @@ func (n *Node) RunMember(ctx context.Context, ready func(), eps []Endpoint, also
 		}
 		g.Go(func() error { return relayer.Accept(gctx, rt.Route) })
 	}
+	also(gctx, g)
 	// One request byte budget for every term's front-ends.
 	budget := task.NewByteBudget(n.MaxBytesInFlight)
 	srv := &server{n: n, routes: routes, front: n.newKafkaFront(gctx, kafkaRoutes, budget), handler: handler, standby: handler.get(), budget: budget}
