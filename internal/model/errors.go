@@ -21,6 +21,9 @@ var (
 	ErrInvalidConfig      = errors.New("invalid configuration")
 	ErrUnsupportedVersion = errors.New("unsupported format version")
 	ErrNotFound           = errors.New("not found")
+	// ErrTierUnavailable: a record lives only in the object store, which
+	// cannot serve it now (retriable).
+	ErrTierUnavailable = errors.New("tiered storage unavailable")
 )
 
 // ErrNotLeader is a request for a queue this node does not lead; a

@@ -274,7 +274,7 @@ func (e *Engine) control(ctx context.Context, ids []model.QueueID, op byte) erro
 type controlAssigner struct{ e *Engine }
 
 func (c controlAssigner) Assign(r *commitlog.Entry) {
-	if len(r.Payload) == 13 && r.Payload[0] == opHole {
+	if (len(r.Payload) == 13 && r.Payload[0] == opHole) || (len(r.Payload) > 0 && r.Payload[0] == opTierCommit) {
 		return // applied once durable
 	}
 	if len(r.Payload) == 9 && r.Payload[0] == opSetStart {
@@ -321,6 +321,12 @@ func (e *Engine) applyControl(id model.QueueID, payload []byte, pos model.LogPos
 			q.pins.set(payload, pos, size)
 			if _, err := q.idx.Punch(model.QueueOffset(binary.LittleEndian.Uint64(payload[1:])), queueindex.FromAny); err != nil {
 				e.log.Warn("replay compaction hole", "queue", id, "err", err)
+			}
+		}
+	case opTierCommit:
+		if id == engineQueue {
+			if err := e.manifest.apply(payload); err != nil {
+				e.log.Warn("tier commit record unreadable", "pos", pos, "err", err)
 			}
 		}
 	case opDeleteQueue:

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -94,6 +95,9 @@ type Config struct {
 	// to be proposed, and appends return once Commit reached them.
 	Replicated bool
 	OnWritten  func(records [][]byte, size int64)
+	// Tier, when set, keeps sealed segments in an object store bucket
+	// (tiering.go).
+	Tier *TierConfig
 	// Faults, when set, injects commit-log I/O errors (tests).
 	Faults *Faults
 	// StatDisk, when set, replaces statfs of the data directory (tests
@@ -263,6 +267,8 @@ type Engine struct {
 	keeperSnaps  keeperSnapshots // keepersnap.go
 	committed    atomic.Int64    // the committed end (visibility.go)
 	repl         replication     // replicated.go
+	manifest     tierManifest    // tiered segments (tiermanifest.go)
+	tier         *tiering        // nil when tiering is off (tiering.go)
 	// gcMu serialises garbage-collection passes, reclaimMu segment
 	// reclamation; gcRelocating lets copies roll a segment into the disk
 	// guard's reserve.
@@ -349,6 +355,18 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	e.openedSections = ck.Sections
 	e.ckptIndex, e.ckptSections = ck.nextIndex(), ck.Sections
+	if _, had := ck.Sections[tierManifestName]; had || cfg.Tier != nil {
+		// The manifest is kept as long as the log may name tiered
+		// segments, also by a node opened without a bucket.
+		cfg.StateKeepers = append(slices.Clip(cfg.StateKeepers), &e.manifest)
+		e.cfg.StateKeepers = cfg.StateKeepers
+	}
+	if cfg.Tier != nil {
+		tc := *cfg.Tier
+		tc.fill()
+		e.tier = &tiering{cfg: tc, kick: make(chan struct{}, 1)}
+		e.tier.cache = newTierCache(tc.Bucket, tc.ChunkBytes, tc.CacheBytes, &e.tier.stats)
+	}
 	if err := restoreKeepers(cfg.StateKeepers, ck.Sections); err != nil {
 		e.keys.Close()
 		e.idx.Close()
@@ -540,6 +558,13 @@ func (e *Engine) startBackground(ctx context.Context) {
 	}
 	if e.cfg.GCMajorInterval > 0 {
 		loop(e.cfg.GCMajorInterval, "gc-major", func() error { _, err := e.GC(ctx, e.cfg.GCMajorThreshold); return err })
+	}
+	if e.tier != nil {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			e.uploadLoop(ctx)
+		}()
 	}
 }
 

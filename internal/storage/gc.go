@@ -60,6 +60,9 @@ func (e *Engine) GC(ctx context.Context, threshold float64) (GCResult, error) {
 		if !u.Sealed || size == 0 || (!u.Base.IsLocal() && u.End > synced) || (u.Base.IsLocal() && u.End > localSynced) {
 			continue
 		}
+		if e.tier != nil && !u.Base.IsLocal() {
+			continue // goes to the bucket and leaves local disk whole (tiering.go)
+		}
 		res.Examined++
 		if u.Live > 0 && float64(u.Live) <= threshold*float64(size) {
 			cands = append(cands, u)
@@ -79,7 +82,7 @@ func (e *Engine) GC(ctx context.Context, threshold float64) (GCResult, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		n, bytes, err := e.relocate(ctx, u, th)
+		n, bytes, err := e.relocate(ctx, u, th, false)
 		res.Records += n
 		res.Copied += bytes
 		if err != nil {
@@ -168,7 +171,10 @@ func gcThreshold(usage []SegmentUsage, minor, major float64, segmentSize int64) 
 }
 
 // relocate copies the live records of one segment to the local area.
-func (e *Engine) relocate(ctx context.Context, u SegmentUsage, th *throttle) (int, int64, error) {
+//
+// With pinsOnly it copies only the pinned control records, leaving the data
+// where index entries point (a tiered segment about to leave local disk).
+func (e *Engine) relocate(ctx context.Context, u SegmentUsage, th *throttle, pinsOnly bool) (int, int64, error) {
 	v, err := e.logAt(u.Base).Acquire(u.Base)
 	if err != nil {
 		return 0, 0, err
@@ -212,6 +218,8 @@ func (e *Engine) relocate(ctx context.Context, u SegmentUsage, th *throttle) (in
 			if !e.pinnedControl(&h, full[commitlog.HeaderSize+h.KeysLen:h.Length], at) {
 				continue // a control record nothing needs any more
 			}
+		} else if pinsOnly {
+			continue
 		} else if q, err := e.queue(h.Queue); err != nil || !q.idx.Holds(h.BaseOffset, at) {
 			continue // dead: the queue is gone or no longer retains it
 		}

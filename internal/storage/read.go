@@ -165,21 +165,30 @@ func (e *Engine) readEntry(id model.QueueID, ent queueindex.Entry, cur commitlog
 	if v != (commitlog.View{}) {
 		b, ok = v.Bytes(ent.Pos, int(ent.Size))
 	}
+	var rec StoredRecord
+	var err error
 	if !ok {
-		var err error
 		if v, err = e.logAt(ent.Pos).Acquire(ent.Pos); err != nil {
-			return StoredRecord{}, cur, err
-		}
-		if b, ok = v.Bytes(ent.Pos, int(ent.Size)); !ok {
+			if !errors.Is(err, model.ErrOffsetOutOfRange) || ent.Pos.IsLocal() {
+				return StoredRecord{}, cur, err
+			}
+			// Deleted locally: in the bucket, if the segment is tiered.
+			var tiered bool
+			if rec, tiered, err = e.readTiered(ent); !tiered {
+				return StoredRecord{}, cur, fmt.Errorf("%w: record at %d: segment deleted", model.ErrOffsetOutOfRange, ent.Pos)
+			}
+			v = cur
+		} else if b, ok = v.Bytes(ent.Pos, int(ent.Size)); !ok {
 			v.Release()
 			return StoredRecord{}, cur, fmt.Errorf("%w: index points past segment data at %d", model.ErrCorruptRecord, ent.Pos)
 		}
 	}
-	var rec StoredRecord
-	var err error
-	if e.cfg.VerifyReads {
+	switch {
+	case b == nil:
+		// read from the bucket (and verified) above
+	case e.cfg.VerifyReads:
 		rec, err = commitlog.Decode(b)
-	} else {
+	default:
 		rec.Header, err = commitlog.DecodeHeader(b)
 		if err == nil {
 			rec.Keys = b[commitlog.HeaderSize : commitlog.HeaderSize+rec.KeysLen]
@@ -195,7 +204,11 @@ func (e *Engine) readEntry(id model.QueueID, ent queueindex.Entry, cur commitlog
 		if v != cur {
 			v.Release()
 		}
-		e.log.Error("refusing to serve a bad record", "queue", id, "pos", ent.Pos, "err", err)
+		if errors.Is(err, model.ErrTierUnavailable) {
+			e.log.Warn("cold read failed", "queue", id, "pos", ent.Pos, "err", err)
+		} else {
+			e.log.Error("refusing to serve a bad record", "queue", id, "pos", ent.Pos, "err", err)
+		}
 		return StoredRecord{}, cur, err
 	}
 	return rec, v, nil

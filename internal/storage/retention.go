@@ -33,6 +33,12 @@ func (e *Engine) EnforceRetention() (RetentionResult, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	deleted, freed, err = e.reclaimTiered(context.Background())
+	res.DeletedSegments += deleted
+	res.FreedBytes += freed
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if e.cfg.RetentionBytes > 0 {
 		n, moved, freed, err := e.enforceSizeGuard()
 		res.DeletedSegments += n
@@ -43,7 +49,12 @@ func (e *Engine) EnforceRetention() (RetentionResult, error) {
 		}
 	}
 	res.LogStart = e.clog.Start()
-	e.keys.DeleteBefore(res.LogStart)
+	// Keys of records in the bucket stay findable.
+	keysFrom := res.LogStart
+	if segs := e.manifest.list(); len(segs) > 0 {
+		keysFrom = min(keysFrom, segs[0].Base)
+	}
+	e.keys.DeleteBefore(keysFrom)
 	if res.DeletedSegments > 0 {
 		e.log.Info("retention deleted segments", "segments", res.DeletedSegments, "freed_bytes", res.FreedBytes,
 			"log_start", res.LogStart, "queues_cut_by_size_guard", res.MovedQueues)

@@ -1,0 +1,319 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage/commitlog"
+	"github.com/rosettamq/rosetta/internal/storage/queueindex"
+	"github.com/rosettamq/rosetta/internal/storage/tier"
+)
+
+// Tiering: sealed commit-log segments go to a bucket (package tier) and come
+// back for reads below what a member keeps locally.
+//
+//   - Upload: the group's leader (a single node always) lays out each sealed,
+//     durable (committed) segment that still holds live records as an object
+//     and writes it create-only under <KeyPrefix><first index>-<term>; then
+//     commits it with a tier commit record (tiermanifest.go). A leader deposed
+//     meanwhile fails to commit; its object is an orphan the sweep removes.
+//   - Local deletion: a tiered segment's file is deleted once it falls out of
+//     the local retention (bytes and time); index entries keep pointing at
+//     its positions, which reads then find in the bucket.
+//   - Reads: a record whose segment is gone locally is read from its object
+//     — the object's index (fetched once, checked against the commit record)
+//     locates it, and a ranged GET brings it with the queue's following
+//     records (a chunk) into a bounded cache.
+
+// TierConfig configures tiering. A nil Config.Tier disables it.
+type TierConfig struct {
+	Bucket tier.Bucket
+	// KeyPrefix begins every object key of this engine (the group's
+	// directory in the bucket, e.g. "g3/").
+	KeyPrefix string
+	// UploadInterval is how often sealed segments are looked for.
+	UploadInterval time.Duration
+	// Tiered segments stay on local disk while they are among the newest
+	// LocalRetentionBytes of the log or younger than LocalRetentionTime
+	// (either keeps them); both zero deletes them once tiered.
+	LocalRetentionBytes int64
+	LocalRetentionTime  time.Duration
+	// CacheBytes bounds the cache of cold reads; ChunkBytes is how much of
+	// a queue one ranged GET brings.
+	CacheBytes int64
+	ChunkBytes int64
+	// RequestTimeout bounds one cold read's wait for the store.
+	RequestTimeout time.Duration
+}
+
+func (c *TierConfig) fill() {
+	if c.UploadInterval == 0 {
+		c.UploadInterval = 10 * time.Second
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = 256 << 20
+	}
+	if c.ChunkBytes == 0 {
+		c.ChunkBytes = 4 << 20
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 30 * time.Second
+	}
+}
+
+// TierStats are the tiering counters.
+type TierStats struct {
+	UploadedSegments atomic.Int64
+	UploadedBytes    atomic.Int64
+	UploadErrors     atomic.Int64
+	ColdReadBytes    atomic.Int64
+	ColdReads        atomic.Int64 // ranged GETs of records
+	CacheHits        atomic.Int64
+	CacheMisses      atomic.Int64
+}
+
+// tiering is the engine's tiering state.
+type tiering struct {
+	cfg   TierConfig
+	cache *tierCache
+	stats TierStats
+	// kick wakes the uploader early (a segment was sealed).
+	kick chan struct{}
+}
+
+// TierStats returns the tiering counters (nil when tiering is off).
+func (e *Engine) TierStats() *TierStats {
+	if e.tier == nil {
+		return nil
+	}
+	return &e.tier.stats
+}
+
+// TieredSegments lists the segments committed to the bucket.
+func (e *Engine) TieredSegments() []*TieredSegment { return e.manifest.list() }
+
+// uploadLoop uploads sealed segments until ctx ends.
+func (e *Engine) uploadLoop(ctx context.Context) {
+	t := time.NewTicker(e.tier.cfg.UploadInterval)
+	defer t.Stop()
+	backoff := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-e.tier.kick:
+		}
+		if backoff > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+		}
+		if _, err := e.UploadSealed(ctx); err != nil && ctx.Err() == nil {
+			e.tier.stats.UploadErrors.Add(1)
+			backoff = min(max(2*backoff, time.Second), time.Minute)
+			e.log.Warn("tier upload failed; retrying", "retry_in", backoff, "err", err)
+			continue
+		}
+		backoff = 0
+	}
+}
+
+// UploadSealed uploads and commits every sealed segment that is durable,
+// holds live records and is not tiered yet, oldest first, while this
+// engine may write (a group's leader). It returns how many it committed.
+func (e *Engine) UploadSealed(ctx context.Context) (int, error) {
+	if e.tier == nil {
+		return 0, nil
+	}
+	done := 0
+	for _, u := range e.Usage() {
+		if ctx.Err() != nil {
+			return done, ctx.Err()
+		}
+		if u.Base.IsLocal() || !u.Sealed || u.Live == 0 || e.manifest.has(u.Base) || !e.uploadable(u) {
+			continue
+		}
+		if e.cfg.Replicated && !e.clog.Writable() {
+			return done, nil // only the leader uploads
+		}
+		if err := e.uploadSegment(ctx, u); err != nil {
+			return done, err
+		}
+		done++
+	}
+	return done, nil
+}
+
+// uploadable reports whether every record of a sealed segment is durable:
+// fsynced on a single node, committed in a group.
+func (e *Engine) uploadable(u SegmentUsage) bool {
+	if u.End > e.clog.Synced() {
+		return false
+	}
+	return !e.cfg.Replicated || u.End <= e.visible()
+}
+
+// uploadSegment lays out one segment, writes its object and commits it.
+func (e *Engine) uploadSegment(ctx context.Context, u SegmentUsage) error {
+	v, err := e.clog.Acquire(u.Base)
+	if err != nil {
+		return err
+	}
+	defer v.Release()
+	seg, ok := v.Bytes(u.Base, int(u.End-u.Base))
+	if !ok {
+		return fmt.Errorf("%w: segment %d shorter than %d bytes", model.ErrCorruptRecord, u.Base, u.End-u.Base)
+	}
+	obj, err := tier.Build(seg, u.Base)
+	if err != nil {
+		return err
+	}
+	term := e.clog.CurrentTerm()
+	key := fmt.Sprintf("%s%020d-%d", e.tier.cfg.KeyPrefix, obj.Index.FirstIndex, term)
+	start := time.Now()
+	err = e.tier.cfg.Bucket.Create(ctx, key, obj.Size(), obj.Reader())
+	if errors.Is(err, tier.ErrObjectExists) {
+		// This term's own earlier attempt: the key is unique to the
+		// term and the bytes are the segment's, so it is the same object.
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("upload segment %d: %w", u.Base, err)
+	}
+	s := &TieredSegment{
+		Key: key, Term: term, Base: u.Base, End: u.End, FirstIndex: obj.Index.FirstIndex, LastIndex: obj.Index.LastIndex,
+		Size: obj.Size(), IndexLen: obj.Trailer.IndexLen, IndexCRC: obj.Trailer.IndexCRC, DataCRC: obj.Trailer.DataCRC,
+		MaxStoreTime: obj.Index.MaxStoreTime,
+	}
+	for _, q := range obj.Index.Queues {
+		s.Queues = append(s.Queues, TieredQueue{Queue: q.Queue, First: q.FirstOffset, End: q.EndOffset, MaxTimestamp: q.MaxTimestamp})
+	}
+	if err := e.commitTiered(ctx, s); err != nil {
+		return fmt.Errorf("commit tiered segment %d: %w", u.Base, err)
+	}
+	e.tier.stats.UploadedSegments.Add(1)
+	e.tier.stats.UploadedBytes.Add(obj.Size())
+	e.log.Info("segment tiered", "base", u.Base, "key", key, "bytes", obj.Size(), "queues", len(s.Queues),
+		"records", obj.Index.Records(), "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// commitTiered writes the tier commit record and applies it once durable
+// (committed in a group: a deposed leader's commit fails).
+func (e *Engine) commitTiered(ctx context.Context, s *TieredSegment) error {
+	rec := &commitlog.Entry{Format: model.FormatInternal, Flags: commitlog.FlagControl, Queue: engineQueue, Count: 1, Payload: tierCommitPayload(s)}
+	if err := e.writeDurable(ctx, []*commitlog.Entry{rec}, controlAssigner{e}); err != nil {
+		return err
+	}
+	e.applyControl(rec.Queue, rec.Payload, rec.Pos, rec.Size)
+	e.noteApplied([]*commitlog.Entry{rec})
+	return nil
+}
+
+// readTiered reads the record ent points at from the bucket, when its
+// segment is tiered; ok is false when it is not.
+func (e *Engine) readTiered(ent queueindex.Entry) (StoredRecord, bool, error) {
+	s := e.manifest.find(ent.Pos)
+	if s == nil {
+		return StoredRecord{}, false, nil
+	}
+	if e.tier == nil {
+		return StoredRecord{}, true, fmt.Errorf("%w: record at %d is in the bucket and tiering is not configured", model.ErrTierUnavailable, ent.Pos)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.tier.cfg.RequestTimeout)
+	defer cancel()
+	b, err := e.tier.cache.record(ctx, s, ent.Pos, int64(ent.Size))
+	if err != nil {
+		return StoredRecord{}, true, err
+	}
+	rec, err := commitlog.Decode(b)
+	if err != nil {
+		return StoredRecord{}, true, err
+	}
+	rec.Pos = ent.Pos
+	return rec, true, nil
+}
+
+// reclaimTiered deletes the local files of tiered segments that fell out of
+// the local retention, oldest first: their pinned control records go to the
+// local area first (as garbage collection moves them), and a checkpoint and
+// the keepers' snapshots make the state they fed durable.
+func (e *Engine) reclaimTiered(ctx context.Context) (deleted int, freed int64, err error) {
+	if e.tier == nil {
+		return 0, 0, nil
+	}
+	e.gcMu.Lock() // relocates, as a pass does (lock order: gcMu, reclaimMu)
+	defer e.gcMu.Unlock()
+	e.reclaimMu.Lock()
+	defer e.reclaimMu.Unlock()
+	cands := e.tieredOutOfRetention()
+	if len(cands) == 0 {
+		return 0, 0, nil
+	}
+	th := newThrottle(0)
+	for _, u := range cands {
+		if _, _, err := e.relocate(ctx, u, th, true); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := e.checkpoint(); err != nil {
+		return 0, 0, err
+	}
+	if err := e.snapshotKeepers(ctx, min(cands[len(cands)-1].End, e.lastCheckpoint())); err != nil {
+		return 0, 0, err
+	}
+	pinned := map[model.LogPos]int64{}
+	for _, q := range e.queueList() {
+		q.pins.bytes(pinned, e.segmentBase, q.idx.StartOffset())
+	}
+	e.keeperPinBytes(pinned)
+	var errs []error
+	for _, u := range cands {
+		if pinned[u.Base] != 0 {
+			continue // a pin moved meanwhile; next pass
+		}
+		ok, err := e.clog.DeleteSegment(u.Base, e.lastCheckpoint())
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			deleted++
+			freed += int64(u.End - u.Base)
+		}
+	}
+	if deleted > 0 {
+		e.stats.DeletedSegments.Add(int64(deleted))
+		e.log.Info("tiered segments left local disk", "segments", deleted, "bytes", freed)
+		e.checkDisk()
+	}
+	return deleted, freed, errors.Join(errs...)
+}
+
+// tieredOutOfRetention lists the sealed, tiered commit-log segments outside
+// the local retention: not among the newest LocalRetentionBytes of the log
+// and older than LocalRetentionTime.
+func (e *Engine) tieredOutOfRetention() []SegmentUsage {
+	segs := e.clog.Segments()
+	keepFrom := len(segs)
+	var kept int64
+	for keepFrom > 0 && kept+int64(segs[keepFrom-1].End-segs[keepFrom-1].Base) <= e.tier.cfg.LocalRetentionBytes {
+		keepFrom--
+		kept += int64(segs[keepFrom].End - segs[keepFrom].Base)
+	}
+	now := e.cfg.Now().UnixMilli()
+	var out []SegmentUsage
+	for _, s := range segs[:keepFrom] {
+		if !s.Sealed || !e.manifest.has(s.Base) || now-s.LastTime < e.tier.cfg.LocalRetentionTime.Milliseconds() {
+			continue
+		}
+		out = append(out, SegmentUsage{Base: s.Base, End: s.End, LastTime: s.LastTime, Sealed: true})
+	}
+	return out
+}
