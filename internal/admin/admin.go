@@ -133,6 +133,15 @@ func Handler(b *broker.Broker, txns *txn.Coordinator, m *Metrics, log *slog.Logg
 		} else if u.Full {
 			status["status"] = "read-only"
 		}
+		if ts := b.Engine().TierStatus(); ts.Enabled {
+			tier := map[string]any{"status": "ok", "pending_segments": ts.PendingSegments, "pending_bytes": ts.PendingBytes}
+			if ts.LastError != "" {
+				tier["status"] = "stalled"
+				tier["error"] = ts.LastError
+				tier["since"] = ts.LastErrorAt
+			}
+			status["tier"] = tier
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(status)
 	})
@@ -140,6 +149,7 @@ func Handler(b *broker.Broker, txns *txn.Coordinator, m *Metrics, log *slog.Logg
 	registerTopicAPI(mux, b, sec, hist)
 	registerGroupAPI(mux, b, sec, members, hist)
 	registerTraceAPI(mux, b, sec)
+	registerTierAPI(mux, b, sec)
 	registerMessageAPI(mux, b, sec)
 	registerDeadLetterAPI(mux, b, sec)
 	registerTransactionAPI(mux, b, txns, sec)

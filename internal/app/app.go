@@ -130,6 +130,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		}
 	}
 	var err error
+	if sc.Tier, err = cfg.tierStorage(ctx, log); err != nil {
+		return nil, err
+	}
 	if a.tracer, err = telemetry.New(ctx, telemetry.Config{Endpoint: cfg.Telemetry.OTLPEndpoint, SampleRatio: cfg.Telemetry.SampleRatio,
 		NodeID: cfg.NodeID, BatchTimeout: cfg.Telemetry.BatchTimeout}); err != nil {
 		return nil, err

@@ -177,6 +177,7 @@ type StorageConfig struct {
 	MinFreeRatio       float64       `yaml:"min_free_ratio" help:"or below this fraction of the disk"`
 	VerifyReads        bool          `yaml:"verify_reads" help:"check each record's CRC32C when it is read"`
 	MaxOpenIndexFiles  int           `yaml:"max_open_index_files" help:"queue index files kept open at once"`
+	Tier               TierConfig    `yaml:"tier"`
 }
 
 // BrokerConfig configures the broker core.
@@ -270,6 +271,7 @@ func DefaultConfig() Config {
 			MinFreeRatio:       0.05,
 			VerifyReads:        true,
 			MaxOpenIndexFiles:  2048,
+			Tier:               defaultTierConfig(),
 		},
 		Broker: BrokerConfig{AutoCreateTopics: true, DefaultQueues: 8, MaxQueuesPerTopic: 10000, Retention: 7 * 24 * time.Hour,
 			MessageTraceSample: 1, MessageTraceRetention: 3 * 24 * time.Hour,
@@ -344,6 +346,8 @@ func (c Config) Validate() error {
 		return bad("broker.transaction_timeout, broker.transaction_check_interval and broker.transaction_check_max and broker.transaction_max_timeout must be positive")
 	case c.ShutdownTimeout <= 0:
 		return bad("shutdown_timeout must be positive")
+	case c.Storage.Tier.validate() != nil:
+		return c.Storage.Tier.validate()
 	case c.Storage.GCMinorThreshold <= 0 || c.Storage.GCMinorThreshold > 1 || c.Storage.GCMajorThreshold <= 0 || c.Storage.GCMajorThreshold > 1 || c.Storage.GCBytesPerSecond < 0:
 		return bad("storage.gc_minor_threshold and gc_major_threshold must be in (0, 1], gc_bytes_per_second not negative")
 	case c.Broker.Retention < 0 || c.Broker.RetentionBytes < 0:

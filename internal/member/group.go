@@ -198,6 +198,11 @@ func (m *Member) openEngine(g model.GroupID) (*Replica, error) {
 	sc.OnWritten = r.handoff.Written
 	sc.StateKeepers = r.State.Keepers()
 	sc.Logger = m.log.With("group", g)
+	if sc.Tier != nil {
+		t := *sc.Tier
+		t.KeyPrefix = fmt.Sprintf("g%d/", g)
+		sc.Tier = &t
+	}
 	if err := m.InstallImage(sc.Dir, g); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,9 +38,10 @@ type TierConfig struct {
 	KeyPrefix string
 	// UploadInterval is how often sealed segments are looked for.
 	UploadInterval time.Duration
-	// Tiered segments stay on local disk while they are among the newest
-	// LocalRetentionBytes of the log or younger than LocalRetentionTime
-	// (either keeps them); both zero deletes them once tiered.
+	// A tiered segment leaves local disk once it is older than
+	// LocalRetentionTime or outside the newest LocalRetentionBytes of the
+	// log (Kafka's local.retention.ms/bytes; zero: no such limit; both
+	// zero: as soon as it is tiered).
 	LocalRetentionBytes int64
 	LocalRetentionTime  time.Duration
 	// CacheBytes bounds the cache of cold reads; ChunkBytes is how much of
@@ -83,6 +85,63 @@ type tiering struct {
 	stats TierStats
 	// kick wakes the uploader early (a segment was sealed).
 	kick chan struct{}
+
+	mu        sync.Mutex
+	lastErr   error // the last upload's failure, nil once one succeeds
+	lastErrAt time.Time
+}
+
+// TierStatus says how tiering stands, for the admin API, metrics and health.
+type TierStatus struct {
+	Enabled          bool      `json:"enabled"`
+	Segments         int       `json:"segments"`          // committed to the bucket
+	Bytes            int64     `json:"bytes"`             // their objects' size
+	LocalSegments    int       `json:"local_segments"`    // of them still on local disk
+	PendingSegments  int       `json:"pending_segments"`  // sealed, holding live records, not tiered yet
+	PendingBytes     int64     `json:"pending_bytes"`     // the upload lag
+	UploadedSegments int64     `json:"uploaded_segments"` // by this process
+	UploadedBytes    int64     `json:"uploaded_bytes"`    // by this process
+	UploadErrors     int64     `json:"upload_errors"`     // failed upload passes
+	ColdReads        int64     `json:"cold_reads"`        // ranged GETs of records
+	ColdReadBytes    int64     `json:"cold_read_bytes"`   //
+	CacheHits        int64     `json:"cache_hits"`        // cold reads served from the cache
+	CacheMisses      int64     `json:"cache_misses"`      //
+	LastError        string    `json:"last_error,omitempty"`
+	LastErrorAt      time.Time `json:"last_error_at,omitzero"`
+}
+
+// TierStatus reports tiering's state.
+func (e *Engine) TierStatus() TierStatus {
+	var st TierStatus
+	tiered := e.manifest.list()
+	st.Segments = len(tiered)
+	for _, s := range tiered {
+		st.Bytes += s.Size
+	}
+	for _, u := range e.Usage() {
+		switch {
+		case u.Base.IsLocal() || !u.Sealed:
+		case e.manifest.has(u.Base):
+			st.LocalSegments++
+		case u.Live > 0:
+			st.PendingSegments++
+			st.PendingBytes += int64(u.End - u.Base)
+		}
+	}
+	if e.tier == nil {
+		return st
+	}
+	t := e.tier
+	st.Enabled = true
+	st.UploadedSegments, st.UploadedBytes, st.UploadErrors = t.stats.UploadedSegments.Load(), t.stats.UploadedBytes.Load(), t.stats.UploadErrors.Load()
+	st.ColdReads, st.ColdReadBytes = t.stats.ColdReads.Load(), t.stats.ColdReadBytes.Load()
+	st.CacheHits, st.CacheMisses = t.stats.CacheHits.Load(), t.stats.CacheMisses.Load()
+	t.mu.Lock()
+	if t.lastErr != nil {
+		st.LastError, st.LastErrorAt = t.lastErr.Error(), t.lastErrAt
+	}
+	t.mu.Unlock()
+	return st
 }
 
 // TierStats returns the tiering counters (nil when tiering is off).
@@ -115,7 +174,15 @@ func (e *Engine) uploadLoop(ctx context.Context) {
 			case <-time.After(backoff):
 			}
 		}
-		if _, err := e.UploadSealed(ctx); err != nil && ctx.Err() == nil {
+		_, err := e.UploadSealed(ctx)
+		e.tier.mu.Lock()
+		if err != nil && ctx.Err() == nil {
+			e.tier.lastErr, e.tier.lastErrAt = err, e.cfg.Now()
+		} else if err == nil {
+			e.tier.lastErr = nil
+		}
+		e.tier.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
 			e.tier.stats.UploadErrors.Add(1)
 			backoff = min(max(2*backoff, time.Second), time.Minute)
 			e.log.Warn("tier upload failed; retrying", "retry_in", backoff, "err", err)
@@ -296,24 +363,30 @@ func (e *Engine) reclaimTiered(ctx context.Context) (deleted int, freed int64, e
 	return deleted, freed, errors.Join(errs...)
 }
 
-// tieredOutOfRetention lists the sealed, tiered commit-log segments outside
-// the local retention: not among the newest LocalRetentionBytes of the log
-// and older than LocalRetentionTime.
+// tieredOutOfRetention lists the sealed, tiered commit-log segments past
+// the local retention, as Kafka's local.retention.* apply: older than
+// LocalRetentionTime (when set), or outside the newest LocalRetentionBytes
+// of the log (when set); with neither set, every tiered segment.
 func (e *Engine) tieredOutOfRetention() []SegmentUsage {
 	segs := e.clog.Segments()
-	keepFrom := len(segs)
+	keepBytes, keepTime := e.tier.cfg.LocalRetentionBytes, e.tier.cfg.LocalRetentionTime.Milliseconds()
+	inBytes := len(segs) // segs[inBytes:] are the newest LocalRetentionBytes
 	var kept int64
-	for keepFrom > 0 && kept+int64(segs[keepFrom-1].End-segs[keepFrom-1].Base) <= e.tier.cfg.LocalRetentionBytes {
-		keepFrom--
-		kept += int64(segs[keepFrom].End - segs[keepFrom].Base)
+	for inBytes > 0 && kept+int64(segs[inBytes-1].End-segs[inBytes-1].Base) <= keepBytes {
+		inBytes--
+		kept += int64(segs[inBytes].End - segs[inBytes].Base)
 	}
 	now := e.cfg.Now().UnixMilli()
 	var out []SegmentUsage
-	for _, s := range segs[:keepFrom] {
-		if !s.Sealed || !e.manifest.has(s.Base) || now-s.LastTime < e.tier.cfg.LocalRetentionTime.Milliseconds() {
+	for i, s := range segs {
+		if !s.Sealed || !e.manifest.has(s.Base) {
 			continue
 		}
-		out = append(out, SegmentUsage{Base: s.Base, End: s.End, LastTime: s.LastTime, Sealed: true})
+		expired := keepTime > 0 && now-s.LastTime > keepTime
+		outside := keepBytes > 0 && i < inBytes
+		if expired || outside || (keepTime <= 0 && keepBytes <= 0) {
+			out = append(out, SegmentUsage{Base: s.Base, End: s.End, LastTime: s.LastTime, Sealed: true})
+		}
 	}
 	return out
 }
