@@ -49,7 +49,8 @@ func status(err error) *v2.Status {
 		code = v2.Code_NOT_FOUND
 	case errors.Is(err, broker.ErrHalfGroupMismatch):
 		code = v2.Code_INVALID_TRANSACTION_ID
-	case errors.Is(err, model.ErrDiskFull), errors.Is(err, model.ErrClosed), errors.Is(err, model.ErrNotLeader):
+	case errors.Is(err, model.ErrDiskFull), errors.Is(err, model.ErrClosed), errors.Is(err, model.ErrNotLeader),
+		errors.Is(err, model.ErrTierUnavailable):
 		code = v2.Code_HA_NOT_AVAILABLE
 	case errors.Is(err, quota.ErrExceeded):
 		code = v2.Code_FORBIDDEN

@@ -66,8 +66,8 @@ func errorCode(err error) int16 {
 		return kerr.MessageTooLarge.Code
 	case errors.Is(err, model.ErrCorruptRecord):
 		return kerr.CorruptMessage.Code
-	case errors.Is(err, model.ErrDiskFull):
-		return kerr.KafkaStorageError.Code
+	case errors.Is(err, model.ErrDiskFull), errors.Is(err, model.ErrTierUnavailable):
+		return kerr.KafkaStorageError.Code // retriable
 	case errors.Is(err, quota.ErrExceeded):
 		return kerr.PolicyViolation.Code
 	case errors.Is(err, model.ErrInvalidConfig):

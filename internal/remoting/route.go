@@ -210,7 +210,8 @@ func responseCode(err error) int32 {
 		return protocol.TopicNotExist
 	case errors.Is(err, model.ErrMessageTooLarge):
 		return protocol.MessageIllegal
-	case errors.Is(err, model.ErrDiskFull), errors.Is(err, model.ErrClosed), errors.Is(err, model.ErrNotLeader):
+	case errors.Is(err, model.ErrDiskFull), errors.Is(err, model.ErrClosed), errors.Is(err, model.ErrNotLeader),
+		errors.Is(err, model.ErrTierUnavailable):
 		// SERVICE_NOT_AVAILABLE rather than NOT_LEADER_FOR_QUEUE (501): it
 		// is a code the clients retry on another broker.
 		return protocol.ServiceNotAvailable

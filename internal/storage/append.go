@@ -274,7 +274,7 @@ func (e *Engine) control(ctx context.Context, ids []model.QueueID, op byte) erro
 type controlAssigner struct{ e *Engine }
 
 func (c controlAssigner) Assign(r *commitlog.Entry) {
-	if (len(r.Payload) == 13 && r.Payload[0] == opHole) || (len(r.Payload) > 0 && r.Payload[0] == opTierCommit) {
+	if (len(r.Payload) == 13 && r.Payload[0] == opHole) || tierOp(r.Payload) {
 		return // applied once durable
 	}
 	if len(r.Payload) == 9 && r.Payload[0] == opSetStart {
@@ -327,6 +327,12 @@ func (e *Engine) applyControl(id model.QueueID, payload []byte, pos model.LogPos
 		if id == engineQueue {
 			if err := e.manifest.apply(payload); err != nil {
 				e.log.Warn("tier commit record unreadable", "pos", pos, "err", err)
+			}
+		}
+	case opTierDrop:
+		if id == engineQueue {
+			if err := e.manifest.drop(payload); err != nil {
+				e.log.Warn("tier drop record unreadable", "pos", pos, "err", err)
 			}
 		}
 	case opDeleteQueue:

@@ -50,6 +50,11 @@ type TierConfig struct {
 	ChunkBytes int64
 	// RequestTimeout bounds one cold read's wait for the store.
 	RequestTimeout time.Duration
+	// SweepInterval is how often the leader sweeps the bucket for objects
+	// the manifest does not name; OrphanGrace is how old such an object
+	// must be to go (it outlives any upload in flight).
+	SweepInterval time.Duration
+	OrphanGrace   time.Duration
 }
 
 func (c *TierConfig) fill() {
@@ -64,6 +69,12 @@ func (c *TierConfig) fill() {
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 30 * time.Second
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = 10 * time.Minute
+	}
+	if c.OrphanGrace == 0 {
+		c.OrphanGrace = time.Hour
 	}
 }
 
@@ -160,6 +171,7 @@ func (e *Engine) uploadLoop(ctx context.Context) {
 	t := time.NewTicker(e.tier.cfg.UploadInterval)
 	defer t.Stop()
 	backoff := time.Duration(0)
+	var lastSweep time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -189,6 +201,15 @@ func (e *Engine) uploadLoop(ctx context.Context) {
 			continue
 		}
 		backoff = 0
+		if _, err := e.DropExpiredTiered(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("dropping expired tiered segments failed", "err", err)
+		}
+		if now := e.cfg.Now(); now.Sub(lastSweep) >= e.tier.cfg.SweepInterval {
+			lastSweep = now
+			if _, err := e.SweepBucket(ctx, e.tier.cfg.OrphanGrace); err != nil && ctx.Err() == nil {
+				e.log.Warn("bucket sweep failed", "err", err)
+			}
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -179,5 +180,78 @@ func TestTieringRefusesBadObject(t *testing.T) {
 	_, err := e.Read(1, 0, ReadOptions{})
 	if !errors.Is(err, model.ErrTierUnavailable) || !strings.Contains(err.Error(), "bad object") {
 		t.Fatalf("read of a replaced object: %v", err)
+	}
+}
+
+// TestTieringRetentionAndSweep: once a queue's start passes what tiered
+// segments hold, they are dropped from the manifest and the sweep deletes
+// their objects — and orphans of Rosetta's key form past the grace period
+// — while objects it did not write stay.
+func TestTieringRetentionAndSweep(t *testing.T) {
+	ctx := context.Background()
+	b := testBucket(t)
+	e := openEngine(t, tierConfig(t.TempDir(), b))
+	defer e.Close()
+	for _, q := range []model.QueueID{1, 2} {
+		if err := e.CreateQueue(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 1500 {
+		appendN(t, e, 1, i, 1)
+		appendN(t, e, 2, i, 1)
+	}
+	if _, err := e.UploadSealed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	tiered := len(e.TieredSegments())
+	for _, k := range []string{"g1/00000000000000000001-99", "g1/notes.txt", "g2/00000000000000000001-1"} {
+		if err := b.Create(ctx, k, 1, bytes.NewReader([]byte("x"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Queue 1's old records expire: segments holding only them and queue
+	// 2's are still needed for queue 2.
+	if err := e.SetStartOffset(1, 1500); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.DropExpiredTiered(ctx); err != nil || n != 0 {
+		t.Fatalf("dropped %d segments queue 2 still needs: %v", n, err)
+	}
+	if err := e.SetStartOffset(2, 1000); err != nil {
+		t.Fatal(err)
+	}
+	n, err := e.DropExpiredTiered(ctx)
+	if err != nil || n == 0 || n >= tiered {
+		t.Fatalf("dropped %d of %d tiered segments: %v", n, tiered, err)
+	}
+	got := readAll(t, e, 2, 1000)
+	if len(got) != 500 || !bytes.Equal(got[0], msg(2, 1000)) {
+		t.Fatalf("queue 2 from 1000: %d messages", len(got))
+	}
+	if res, err := e.SweepBucket(ctx, time.Hour); err != nil || res.Deleted != 0 {
+		t.Fatalf("a sweep with an hour's grace deleted %d young objects: %v", res.Deleted, err)
+	}
+	res, err := e.SweepBucket(ctx, -time.Minute)
+	if err != nil || res.Deleted != n+1 || res.Foreign != 1 {
+		t.Fatalf("sweep %+v (want %d deleted, 1 foreign): %v", res, n+1, err)
+	}
+	keys := listKeys(t, b)
+	if len(keys) != tiered-n+2 {
+		t.Fatalf("bucket holds %v", keys)
+	}
+	// Restart: the drop is durable.
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openEngine(t, tierConfig(e.cfg.Dir, b))
+	if len(e.TieredSegments()) != tiered-n {
+		t.Fatalf("after restart %d tiered segments, want %d", len(e.TieredSegments()), tiered-n)
+	}
+	if got := readAll(t, e, 2, 1000); len(got) != 500 {
+		t.Fatalf("after restart queue 2 from 1000: %d messages", len(got))
 	}
 }

@@ -22,6 +22,12 @@ import (
 // opTierCommit is the control op that commits a segment's object.
 const opTierCommit = 7
 
+// tierOp says whether a control payload changes the manifest (applied
+// once durable, or committed in a group).
+func tierOp(payload []byte) bool {
+	return len(payload) > 0 && (payload[0] == opTierCommit || payload[0] == opTierDrop)
+}
+
 // tierManifestName is the manifest's checkpoint section.
 const tierManifestName = "tier-manifest"
 

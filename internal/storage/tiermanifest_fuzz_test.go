@@ -18,6 +18,7 @@ func FuzzTierManifest(f *testing.F) {
 	m.add(s)
 	sec, _ := m.Capture()
 	f.Add(sec)
+	f.Add(tierDropPayload([]model.LogPos{1 << 20}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m tierManifest
 		if m.apply(b) == nil {
@@ -30,6 +31,8 @@ func FuzzTierManifest(f *testing.F) {
 			}
 			_ = m.find(got[0].Base)
 		}
+		m.add(s)
+		_ = m.drop(b)
 		var r tierManifest
 		if r.Restore(b) == nil {
 			for _, s := range r.list() {

@@ -256,7 +256,7 @@ func (e *Engine) applyInPlace(recs []deferredRecord) error {
 					errs = append(errs, err, e.noteInPlace(q))
 				}
 			}
-			if len(en.Payload) > 0 && (en.Payload[0] == opDeleteQueue && e.cfg.Replicated || en.Payload[0] == opTierCommit) {
+			if len(en.Payload) > 0 && (en.Payload[0] == opDeleteQueue && e.cfg.Replicated || tierOp(en.Payload)) {
 				e.applyControl(en.Queue, en.Payload, en.Pos, en.Size)
 			}
 		case en.Flags&commitlog.FlagCompacted != 0:
@@ -289,7 +289,7 @@ func (a *entryAssigner) Assign(en *commitlog.Entry) {
 	}
 	switch {
 	case en.Flags&commitlog.FlagControl != 0:
-		if len(en.Payload) >= 9 && (en.Payload[0] == opSetStart || en.Payload[0] == opHole || en.Payload[0] == opTierCommit) {
+		if (len(en.Payload) >= 9 && (en.Payload[0] == opSetStart || en.Payload[0] == opHole)) || tierOp(en.Payload) {
 			return // applied once durable
 		}
 		if len(en.Payload) > 0 && en.Payload[0] == opDeleteQueue && a.e.cfg.Replicated {

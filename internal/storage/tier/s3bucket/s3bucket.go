@@ -326,7 +326,11 @@ func (b *Bucket) AbortUploads(ctx context.Context, prefix string, before time.Ti
 		out, err := b.client.ListMultipartUploads(rctx, in)
 		cancel()
 		if err != nil {
-			return aborted, b.wrap("list uploads", prefix, err)
+			err = b.wrap("list uploads", prefix, err)
+			if errors.Is(err, tier.ErrObjectNotFound) {
+				return aborted, nil // some stores answer NoSuchUpload when there is none
+			}
+			return aborted, err
 		}
 		for _, u := range out.Uploads {
 			if u.Initiated != nil && !u.Initiated.Before(before) {
