@@ -2,40 +2,15 @@ package kafka_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/rosettamq/rosetta/internal/app/apptest"
 )
-
-// tierStatus reads GET /api/v1/storage/tier.
-func tierStatus(t *testing.T, n *apptest.TestNode) (segments, local int) {
-	t.Helper()
-	resp, err := http.Get("http://" + n.HTTPAddr() + "/api/v1/storage/tier")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Status struct {
-			Segments      int `json:"segments"`
-			LocalSegments int `json:"local_segments"`
-		} `json:"status"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		t.Fatal(err)
-	}
-	return r.Status.Segments, r.Status.LocalSegments
-}
 
 func tieredValue(p, i int) []byte {
 	return append(fmt.Appendf(nil, "p%d-%06d|", p, i), bytes.Repeat([]byte{byte(i), byte(p)}, 400+i%200)...)
@@ -46,15 +21,8 @@ func tieredValue(p, i int) []byte {
 // the start then reads every record back byte-exact from the bucket, in one
 // fetch session spanning every partition — and again after a restart.
 func TestTieredHistoryReadsBack(t *testing.T) {
-	s3 := httptest.NewServer(gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true)).Server())
-	defer s3.Close()
 	c := apptest.TestConfig(t.TempDir())
-	c.Storage.SegmentSize = 1 << 20
-	c.Storage.MaxRecordSize = 256 << 10
-	tc := &c.Storage.Tier
-	tc.Bucket, tc.Endpoint, tc.AccessKey, tc.SecretKey = "tier", s3.URL, "test", "secret"
-	tc.LocalRetention, tc.LocalRetentionBytes = 0, 0
-	tc.UploadInterval, tc.CacheBytes, tc.ChunkBytes = time.Hour, 2<<20, 256<<10
+	apptest.WithTestBucket(t, &c)
 	n := apptest.StartTestNode(t, c)
 	ctx := ctxTimeout(t, 3*time.Minute)
 	const topic, partitions, perPartition = "tiered", 4, 1500
@@ -75,9 +43,7 @@ func TestTieredHistoryReadsBack(t *testing.T) {
 	if err := cl.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	post(t, n, "/api/v1/storage/tier/upload")
-	post(t, n, "/api/v1/storage/retention")
-	segments, local := tierStatus(t, n)
+	segments, local := apptest.TierNow(t, n)
 	if segments < 4 || local != 0 {
 		t.Fatalf("%d segments tiered, %d of them still local", segments, local)
 	}
@@ -108,11 +74,11 @@ func TestTieredHistoryReadsBack(t *testing.T) {
 	consumeAll(n, "from-bucket")
 	n.Stop(t)
 	n = apptest.StartTestNode(t, c)
-	if again, _ := tierStatus(t, n); again != segments {
+	if again, _ := apptest.TierSegments(t, n); again != segments {
 		t.Fatalf("after restart %d segments tiered, before %d", again, segments)
 	}
 	post(t, n, "/api/v1/storage/tier/upload")
-	if again, _ := tierStatus(t, n); again != segments {
+	if again, _ := apptest.TierSegments(t, n); again != segments {
 		t.Fatalf("a restart uploaded again: %d segments, before %d", again, segments)
 	}
 	consumeAll(n, "from-bucket-after-restart")

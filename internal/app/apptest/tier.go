@@ -1,0 +1,69 @@
+package apptest
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/rosettamq/rosetta/internal/app"
+)
+
+// WithTestBucket starts an in-process S3 server on loopback (closed when
+// the test ends) and points c's tiered storage at it: 1 MiB segments, no
+// local retention (a tiered segment leaves local disk at the next retention
+// pass), uploads only when asked (TierNow), a small cold-read cache.
+func WithTestBucket(t testing.TB, c *app.Config) {
+	t.Helper()
+	s3 := httptest.NewServer(gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true)).Server())
+	t.Cleanup(s3.Close)
+	c.Storage.SegmentSize = 1 << 20
+	c.Storage.MaxRecordSize = 256 << 10
+	tc := &c.Storage.Tier
+	tc.Bucket, tc.Endpoint, tc.AccessKey, tc.SecretKey = "tier", s3.URL, "test", "secret"
+	tc.LocalRetention, tc.LocalRetentionBytes = 0, 0
+	tc.UploadInterval, tc.CacheBytes, tc.ChunkBytes = time.Hour, 2<<20, 256<<10
+}
+
+// TierNow uploads the node's sealed segments and runs a retention pass
+// (which deletes the tiered ones locally), returning how many segments are
+// tiered and how many of them are still local.
+func TierNow(t testing.TB, n *TestNode) (segments, local int) {
+	t.Helper()
+	for _, path := range []string{"/api/v1/storage/tier/upload", "/api/v1/storage/retention"} {
+		resp, err := http.Post("http://"+n.HTTPAddr()+path, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %s", path, resp.Status)
+		}
+	}
+	return TierSegments(t, n)
+}
+
+// TierSegments reads GET /api/v1/storage/tier: how many segments are
+// tiered and how many of them are still local.
+func TierSegments(t testing.TB, n *TestNode) (segments, local int) {
+	t.Helper()
+	resp, err := http.Get("http://" + n.HTTPAddr() + "/api/v1/storage/tier")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status struct {
+			Segments      int `json:"segments"`
+			LocalSegments int `json:"local_segments"`
+		} `json:"status"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Status.Segments, r.Status.LocalSegments
+}
