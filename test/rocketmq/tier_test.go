@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/rosettamq/rosetta/internal/app/apptest"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
@@ -29,7 +30,8 @@ func TestTieredHistoryRemoting(t *testing.T) {
 	n := apptest.StartTestNode(t, c)
 	addr := n.RemotingAddr()
 	createTopic(t, addr, "tiered", 2)
-	p := startProducer(t, addr, "tier-pg")
+	// Thousands of asynchronous sends on a busy machine: give each time.
+	p := startProducer(t, addr, "tier-pg", producer.WithSendMsgTimeout(time.Minute))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const total = 3000
