@@ -30,19 +30,20 @@ type TierConfig struct {
 	UploadInterval      time.Duration `yaml:"upload_interval" help:"how often sealed segments are looked for and uploaded"`
 	CacheBytes          ByteSize      `yaml:"cache_bytes" help:"memory holding what cold reads fetched from the bucket, per group"`
 	ChunkBytes          ByteSize      `yaml:"chunk_bytes" help:"bytes of one queue a cold read fetches in one request (read-ahead)"`
+	RequestTimeout      time.Duration `yaml:"request_timeout" help:"how long one request to the store may wait for its answer (larger transfers get 1s per MiB on top)"`
 }
 
 func defaultTierConfig() TierConfig {
 	return TierConfig{Region: "us-east-1", PathStyle: true, LocalRetention: 6 * time.Hour, LocalRetentionBytes: 1 << 30,
-		UploadInterval: 10 * time.Second, CacheBytes: 256 << 20, ChunkBytes: 4 << 20}
+		UploadInterval: 10 * time.Second, CacheBytes: 256 << 20, ChunkBytes: 4 << 20, RequestTimeout: 30 * time.Second}
 }
 
 func (t TierConfig) validate() error {
 	if t.Bucket == "" {
 		return nil
 	}
-	if t.LocalRetention < 0 || t.LocalRetentionBytes < 0 || t.UploadInterval <= 0 || t.CacheBytes <= 0 || t.ChunkBytes < 64<<10 {
-		return fmt.Errorf("%w: storage.tier: local retention must not be negative, upload_interval and cache_bytes must be positive, chunk_bytes at least 64KiB", model.ErrInvalidConfig)
+	if t.LocalRetention < 0 || t.LocalRetentionBytes < 0 || t.UploadInterval <= 0 || t.RequestTimeout <= 0 || t.CacheBytes <= 0 || t.ChunkBytes < 64<<10 {
+		return fmt.Errorf("%w: storage.tier: local retention must not be negative, upload_interval, request_timeout and cache_bytes must be positive, chunk_bytes at least 64KiB", model.ErrInvalidConfig)
 	}
 	return nil
 }
@@ -73,13 +74,13 @@ func (c Config) tierStorage(ctx context.Context, log *slog.Logger) (*storage.Tie
 		prefix = c.Cluster.Name + "/"
 	}
 	b, err := s3bucket.New(ctx, s3bucket.Config{Endpoint: t.Endpoint, Region: t.Region, Bucket: t.Bucket, Prefix: prefix,
-		AccessKey: t.AccessKey, SecretKey: t.SecretKey, PathStyle: t.PathStyle, TLS: tlsCfg})
+		AccessKey: t.AccessKey, SecretKey: t.SecretKey, PathStyle: t.PathStyle, TLS: tlsCfg, Timeout: t.RequestTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("%w: storage.tier: %w", model.ErrInvalidConfig, err)
 	}
 	// A bounded look at the store, so that a wrong bucket, wrong
 	// credentials or an unreachable endpoint are in the log at start.
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, min(5*time.Second, t.RequestTimeout))
 	defer cancel()
 	if err := b.Check(cctx); err != nil {
 		log.Error("tiered storage: the bucket cannot be used; serving from local storage, uploads retry", "bucket", t.Bucket, "endpoint", t.Endpoint, "err", err)
@@ -88,5 +89,5 @@ func (c Config) tierStorage(ctx context.Context, log *slog.Logger) (*storage.Tie
 	}
 	return &storage.TierConfig{Bucket: b, KeyPrefix: "g0/", UploadInterval: t.UploadInterval,
 		LocalRetentionBytes: int64(t.LocalRetentionBytes), LocalRetentionTime: t.LocalRetention,
-		CacheBytes: int64(t.CacheBytes), ChunkBytes: int64(t.ChunkBytes)}, nil
+		CacheBytes: int64(t.CacheBytes), ChunkBytes: int64(t.ChunkBytes), RequestTimeout: t.RequestTimeout + time.Duration(t.ChunkBytes>>20)*time.Second}, nil
 }

@@ -559,6 +559,13 @@ func (b *Broker) Read(name model.TopicName, index int32, offset model.QueueOffse
 	return b.engine.Read(id, offset, opts)
 }
 
+// Tiered says whether the engine keeps history in an object store.
+func (b *Broker) Tiered() bool { return b.engine.Tiered() }
+
+// Prefetch starts reading queue id's record at offset from the object
+// store when it lives only there (storage.Engine.Prefetch).
+func (b *Broker) Prefetch(id model.QueueID, offset model.QueueOffset) { b.engine.Prefetch(id, offset) }
+
 // Offsets returns a queue's start offset, high watermark and log end offset.
 func (b *Broker) Offsets(name model.TopicName, index int32) (start, hw, end model.QueueOffset, err error) {
 	id, _, err := b.QueueID(name, index)

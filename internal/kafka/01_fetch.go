@@ -165,6 +165,7 @@ func (s *Server) fetchOnce(rc *reqCtx, req *kmsg.FetchRequest) (*kmsg.FetchRespo
 	if req.Version >= 15 {
 		replica = req.ReplicaState.ID
 	}
+	s.prefetchCold(rc, req)
 	for _, rt := range req.Topics {
 		tr := kmsg.NewFetchResponseTopic()
 		tr.Topic = rt.Topic
@@ -229,6 +230,23 @@ func (s *Server) fetchOnce(rc *reqCtx, req *kmsg.FetchRequest) (*kmsg.FetchRespo
 		resp.Topics = append(resp.Topics, tr)
 	}
 	return resp, total, watches
+}
+
+// prefetchCold starts the cold reads of the partitions whose fetch offset
+// is only in the object store, all at once, before fetchOnce reads the
+// partitions one after another (nothing to do without tiered storage).
+func (s *Server) prefetchCold(rc *reqCtx, req *kmsg.FetchRequest) {
+	for _, rt := range req.Topics {
+		t, err := rc.lookupTopic(rt.Topic)
+		if err != nil || !rc.allowedTopic(rt.Topic, security.OpRead) {
+			continue
+		}
+		for _, rp := range rt.Partitions {
+			if pp, err := s.partition(t, rp.Partition); err == nil && pp.be.broker.Tiered() {
+				pp.be.broker.Prefetch(pp.queue, model.QueueOffset(rp.FetchOffset))
+			}
+		}
+	}
 }
 
 // fetchPartition fills pr with batches from offset, at most budget bytes

@@ -364,7 +364,7 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.Tier != nil {
 		tc := *cfg.Tier
 		tc.fill()
-		e.tier = &tiering{cfg: tc, kick: make(chan struct{}, 1)}
+		e.tier = &tiering{cfg: tc, kick: make(chan struct{}, 1), prefetches: make(chan struct{}, maxPrefetches)}
 		e.tier.cache = newTierCache(tc.Bucket, tc.ChunkBytes, tc.CacheBytes, &e.tier.stats)
 	}
 	if err := restoreKeepers(cfg.StateKeepers, ck.Sections); err != nil {
@@ -560,6 +560,8 @@ func (e *Engine) startBackground(ctx context.Context) {
 		loop(e.cfg.GCMajorInterval, "gc-major", func() error { _, err := e.GC(ctx, e.cfg.GCMajorThreshold); return err })
 	}
 	if e.tier != nil {
+		e.tier.ctx = ctx
+		e.tier.cache.background = e.inBackground
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()

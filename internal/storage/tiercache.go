@@ -2,12 +2,14 @@ package storage
 
 import (
 	"container/list"
+	"encoding/binary"
 	"context"
 	"fmt"
 	"sort"
 	"sync"
 
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage/commitlog"
 	"github.com/rosettamq/rosetta/internal/storage/tier"
 )
 
@@ -21,6 +23,8 @@ type tierCache struct {
 	chunk  int64
 	limit  int64
 	stats  *TierStats
+	// background runs a read-ahead (nil: none); it may drop it.
+	background func(func(context.Context))
 
 	mu      sync.Mutex
 	objects map[string]*cachedObject
@@ -39,6 +43,7 @@ type cachedChunk struct {
 	start int64
 	data  []byte
 	elem  *list.Element
+	ahead bool // the read-ahead of the next chunk was started
 }
 
 type flightKey struct {
@@ -140,9 +145,17 @@ func (c *tierCache) record(ctx context.Context, s *TieredSegment, pos model.LogP
 		return nil, fmt.Errorf("%w: object %s holds no record of %d bytes at %d", model.ErrCorruptRecord, s.Key, size, pos)
 	}
 	for miss := false; ; miss = true {
-		if b := c.cached(o, at, size); b != nil {
+		if b, next := c.cached(o, at, size); b != nil {
 			if !miss {
 				c.stats.CacheHits.Add(1)
+			}
+			if next > 0 && next < queueEnd && c.background != nil {
+				c.background(func(ctx context.Context) {
+					end := min(next+c.chunk, queueEnd)
+					if b, _ := c.cached(o, next, 1); b == nil {
+						_ = c.once(ctx, flightKey{s.Key, next}, func() error { return c.fetch(ctx, s, o, next, end) })
+					}
+				})
 			}
 			return b, nil
 		}
@@ -161,20 +174,36 @@ func (c *tierCache) record(ctx context.Context, s *TieredSegment, pos model.LogP
 	}
 }
 
-// cached returns [at, at+size) of the object from a cached chunk.
-func (c *tierCache) cached(o *cachedObject, at, size int64) []byte {
+// cached returns [at, at+size) of the object from a cached chunk. Once a
+// reader is past the middle of a chunk, next is where the following chunk
+// of the queue begins (the first record the chunk does not hold whole), for
+// a read-ahead; it is 0 otherwise and for every later reader.
+func (c *tierCache) cached(o *cachedObject, at, size int64) (b []byte, next int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i := sort.Search(len(o.chunks), func(i int) bool { return o.chunks[i].start > at }) - 1
 	if i < 0 {
-		return nil
+		return nil, 0
 	}
 	ch := o.chunks[i]
 	if at+size > ch.start+int64(len(ch.data)) {
-		return nil
+		return nil, 0
 	}
 	c.lru.MoveToFront(ch.elem)
-	return ch.data[at-ch.start : at-ch.start+size : at-ch.start+size]
+	rel := at - ch.start
+	if !ch.ahead && 2*(rel+size) >= int64(len(ch.data)) {
+		ch.ahead = true
+		p := rel
+		for p+commitlog.HeaderSize <= int64(len(ch.data)) {
+			n := int64(binary.LittleEndian.Uint32(ch.data[p:]))
+			if n == 0 || p+n > int64(len(ch.data)) {
+				break
+			}
+			p += n
+		}
+		next = ch.start + p
+	}
+	return ch.data[rel : rel+size : rel+size], next
 }
 
 // fetch reads [at, end) of an object into the cache.

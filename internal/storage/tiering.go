@@ -96,6 +96,10 @@ type tiering struct {
 	stats TierStats
 	// kick wakes the uploader early (a segment was sealed).
 	kick chan struct{}
+	// ctx is the engine's background context (set when background work
+	// starts); prefetches holds a token per running prefetch.
+	ctx        context.Context
+	prefetches chan struct{}
 
 	mu        sync.Mutex
 	lastErr   error // the last upload's failure, nil once one succeeds
@@ -162,6 +166,9 @@ func (e *Engine) TierStats() *TierStats {
 	}
 	return &e.tier.stats
 }
+
+// Tiered says whether tiering is on.
+func (e *Engine) Tiered() bool { return e.tier != nil }
 
 // TieredSegments lists the segments committed to the bucket.
 func (e *Engine) TieredSegments() []*TieredSegment { return e.manifest.list() }
@@ -410,4 +417,62 @@ func (e *Engine) tieredOutOfRetention() []SegmentUsage {
 		}
 	}
 	return out
+}
+
+// maxPrefetches bounds the background cold reads of one engine.
+const maxPrefetches = 8
+
+// Prefetch starts reading, in the background, the record of queue id at
+// offset when it lives only in the bucket, so that a reader of several
+// queues (a Kafka fetch of many partitions) waits for their cold reads at
+// once rather than one after another. It returns at once; when
+// maxPrefetches reads are already running it does nothing.
+func (e *Engine) Prefetch(id model.QueueID, offset model.QueueOffset) {
+	if e.tier == nil {
+		return
+	}
+	q, err := e.queue(id)
+	if err != nil || offset < q.idx.StartOffset() || offset >= q.idx.VisibleEnd(e.visible()) {
+		return
+	}
+	_, ent, err := q.idx.Lookup(offset)
+	if err != nil || ent.Hole() || ent.Pos.IsLocal() {
+		return
+	}
+	e.prefetchAt(ent.Pos, int64(ent.Size))
+}
+
+// prefetchAt fills the cache with the record at pos (and its queue's
+// chunk) in the background, if its segment is tiered and not local.
+func (e *Engine) prefetchAt(pos model.LogPos, size int64) {
+	if _, local := e.clog.SegmentBase(pos); local {
+		return
+	}
+	s := e.manifest.find(pos)
+	if s == nil {
+		return
+	}
+	e.inBackground(func(ctx context.Context) { _, _ = e.tier.cache.record(ctx, s, pos, size) })
+}
+
+// inBackground runs a cold read in a goroutine of the engine's, unless
+// maxPrefetches are running (then it drops it: this is only ever ahead of
+// a reader, who fetches what it needs itself).
+func (e *Engine) inBackground(fn func(context.Context)) {
+	if e.tier.ctx == nil || e.closed.Load() {
+		return
+	}
+	select {
+	case e.tier.prefetches <- struct{}{}:
+	default:
+		return
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		defer func() { <-e.tier.prefetches }()
+		ctx, cancel := context.WithTimeout(e.tier.ctx, e.tier.cfg.RequestTimeout)
+		defer cancel()
+		fn(ctx)
+	}()
 }

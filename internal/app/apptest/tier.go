@@ -21,10 +21,16 @@ func WithTestBucket(t testing.TB, c *app.Config) {
 	t.Helper()
 	s3 := httptest.NewServer(gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true)).Server())
 	t.Cleanup(s3.Close)
+	tierTestSettings(c, s3.URL, "tier", "test", "secret")
+}
+
+// tierTestSettings points c's tiered storage at a bucket with the test
+// settings WithTestBucket describes.
+func tierTestSettings(c *app.Config, endpoint, bucket, accessKey, secretKey string) {
 	c.Storage.SegmentSize = 1 << 20
 	c.Storage.MaxRecordSize = 256 << 10
 	tc := &c.Storage.Tier
-	tc.Bucket, tc.Endpoint, tc.AccessKey, tc.SecretKey = "tier", s3.URL, "test", "secret"
+	tc.Bucket, tc.Endpoint, tc.AccessKey, tc.SecretKey = bucket, endpoint, accessKey, secretKey
 	tc.LocalRetention, tc.LocalRetentionBytes = 0, 0
 	tc.UploadInterval, tc.CacheBytes, tc.ChunkBytes = time.Hour, 2<<20, 256<<10
 }
