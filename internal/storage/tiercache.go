@@ -2,8 +2,8 @@ package storage
 
 import (
 	"container/list"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"sync"
