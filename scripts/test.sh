@@ -2,10 +2,22 @@
 # Runs Rosetta's whole test suite: vet, unit, integration (real Kafka clients:
 # franz-go, sarama, kcat/librdkafka 2.0, node-rdkafka/librdkafka 2.12,
 # kafkajs, kafka-python; the web console in headless Chromium), crash and
-# fuzz-seed tests, with the race detector. Installs what the tests need when
-# it is missing.
+# fuzz-seed tests, with the race detector; tiered storage against a real S3
+# server (versitygw). Installs what the tests need when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# versitygw, the S3 server of the tiered-storage tests (a Go module, built
+# once into a cache directory; a few minutes, in the background meanwhile).
+tools="${ROSETTA_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/rosetta-tools}"
+export ROSETTA_VERSITYGW="$tools/versitygw"
+vgw_pid=""
+if [ ! -x "$ROSETTA_VERSITYGW" ]; then
+  echo "== building versitygw into $tools (background)"
+  mkdir -p "$tools"
+  GOBIN="$tools" go install github.com/versity/versitygw/cmd/versitygw@v1.8.0 >"$tools/versitygw-build.log" 2>&1 &
+  vgw_pid=$!
+fi
 
 need_apt=()
 command -v gcc >/dev/null 2>&1 || need_apt+=(gcc) # the race detector needs cgo
@@ -33,6 +45,12 @@ if [ ! -d test/kafka/interop/rdkafka/node_modules/node-rdkafka/build/Release ]; 
   (cd test/kafka/interop/rdkafka &&
     { npm install-scripts approve node-rdkafka >/dev/null 2>&1 || true; } &&
     npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+if [ -n "$vgw_pid" ] && ! wait "$vgw_pid"; then
+  cat "$tools/versitygw-build.log"
+  echo "building versitygw failed" >&2
+  exit 1
 fi
 
 echo "== go vet"

@@ -32,6 +32,8 @@ type Metrics struct {
 	Registry     *prometheus.Registry
 	node         *prometheus.Registry
 	FsyncSeconds prometheus.Histogram
+	// ColdReadSeconds: reads of record chunks from the object store.
+	ColdReadSeconds prometheus.Histogram
 	// RequestSeconds times each request a front-end handles, by protocol and
 	// request (Kafka API name, RocketMQ request code); its _count is the
 	// request counter.
@@ -46,7 +48,7 @@ type Metrics struct {
 // g, else empty) and
 // the node's histograms.
 func (m *Metrics) Term(group string) *Metrics {
-	t := &Metrics{Registry: prometheus.NewRegistry(), node: m.Registry, FsyncSeconds: m.FsyncSeconds, RequestSeconds: m.RequestSeconds,
+	t := &Metrics{Registry: prometheus.NewRegistry(), node: m.Registry, FsyncSeconds: m.FsyncSeconds, ColdReadSeconds: m.ColdReadSeconds, RequestSeconds: m.RequestSeconds,
 		terms: m.terms}
 	m.terms.add(t.Registry, group)
 	return t
@@ -98,12 +100,17 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
 		}),
 	}
+	m.ColdReadSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "rosetta", Subsystem: "tier", Name: "cold_read_seconds",
+		Help:    "Time taken by each ranged read of records from the object store.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	})
 	m.RequestSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "rosetta", Subsystem: "requests", Name: "seconds",
 		Help:    "Time taken to handle each request, by protocol and request (long polls included).",
 		Buckets: prometheus.ExponentialBuckets(0.00002, 4, 12),
 	}, []string{"proto", "request"})
-	reg.MustRegister(m.FsyncSeconds, m.RequestSeconds)
+	reg.MustRegister(m.FsyncSeconds, m.ColdReadSeconds, m.RequestSeconds)
 	return m
 }
 
@@ -111,7 +118,7 @@ func NewMetrics() *Metrics {
 // coordinator (nil: none) and the security state; cluster answers GET
 // /api/v1/cluster.
 func Handler(b *broker.Broker, txns *txn.Coordinator, m *Metrics, log *slog.Logger, sec Security, cluster ClusterOps, members *Members, hist *History) http.Handler {
-	m.Registry.MustRegister(newStorageCollector(b), newFlowCollector(b))
+	m.Registry.MustRegister(newStorageCollector(b), newFlowCollector(b), newTierCollector(b))
 	registerTxnMetrics(m.Registry, b)
 	m.Registry.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "rosetta", Subsystem: "trace", Name: "events_recorded_total",

@@ -133,6 +133,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if sc.Tier, err = cfg.tierStorage(ctx, log); err != nil {
 		return nil, err
 	}
+	if sc.Tier != nil {
+		sc.Tier.OnColdRead = func(took time.Duration) { a.metrics.ColdReadSeconds.Observe(took.Seconds()) }
+	}
 	if a.tracer, err = telemetry.New(ctx, telemetry.Config{Endpoint: cfg.Telemetry.OTLPEndpoint, SampleRatio: cfg.Telemetry.SampleRatio,
 		NodeID: cfg.NodeID, BatchTimeout: cfg.Telemetry.BatchTimeout}); err != nil {
 		return nil, err

@@ -366,6 +366,7 @@ func Open(cfg Config) (*Engine, error) {
 		tc.fill()
 		e.tier = &tiering{cfg: tc, kick: make(chan struct{}, 1), prefetches: make(chan struct{}, maxPrefetches)}
 		e.tier.cache = newTierCache(tc.Bucket, tc.ChunkBytes, tc.CacheBytes, &e.tier.stats)
+		e.tier.cache.onRead = tc.OnColdRead
 	}
 	if err := restoreKeepers(cfg.StateKeepers, ck.Sections); err != nil {
 		e.keys.Close()

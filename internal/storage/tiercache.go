@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage/commitlog"
@@ -25,6 +26,7 @@ type tierCache struct {
 	stats  *TierStats
 	// background runs a read-ahead (nil: none); it may drop it.
 	background func(func(context.Context))
+	onRead     func(time.Duration) // nil: not measured
 
 	mu      sync.Mutex
 	objects map[string]*cachedObject
@@ -208,7 +210,11 @@ func (c *tierCache) cached(o *cachedObject, at, size int64) (b []byte, next int6
 
 // fetch reads [at, end) of an object into the cache.
 func (c *tierCache) fetch(ctx context.Context, s *TieredSegment, o *cachedObject, at, end int64) error {
+	start := time.Now()
 	b, err := c.bucket.ReadRange(ctx, s.Key, at, end-at)
+	if c.onRead != nil {
+		c.onRead(time.Since(start))
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %s at %d: %w", model.ErrTierUnavailable, s.Key, at, err)
 	}

@@ -55,6 +55,9 @@ type TierConfig struct {
 	// must be to go (it outlives any upload in flight).
 	SweepInterval time.Duration
 	OrphanGrace   time.Duration
+	// OnColdRead, when set, is told how long each ranged read of records
+	// from the store took (metrics).
+	OnColdRead func(took time.Duration)
 }
 
 func (c *TierConfig) fill() {

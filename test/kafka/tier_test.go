@@ -3,6 +3,8 @@ package kafka_test
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net/http"
 	"testing"
 	"time"
 
@@ -72,6 +74,17 @@ func TestTieredHistoryReadsBack(t *testing.T) {
 		cons.Close()
 	}
 	consumeAll(n, "from-bucket")
+	resp, err := http.Get("http://" + n.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{fmt.Sprintf("rosetta_tier_segments %d\n", segments), "rosetta_tier_local_segments 0\n", "rosetta_tier_cold_read_seconds_count "} {
+		if !bytes.Contains(metrics, []byte(m)) {
+			t.Fatalf("metrics lack %q", m)
+		}
+	}
 	n.Stop(t)
 	n = apptest.StartTestNode(t, c)
 	if again, _ := apptest.TierSegments(t, n); again != segments {
