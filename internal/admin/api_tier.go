@@ -55,7 +55,9 @@ type tierCollector struct {
 }
 
 func newTierCollector(b *broker.Broker) *tierCollector {
-	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc("rosetta_tier_"+name, help, nil, nil) }
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("rosetta_tier_"+name, help, nil, nil)
+	}
 	return &tierCollector{b: b, descs: map[string]*prometheus.Desc{
 		"segments":       d("segments", "Commit-log segments in the object store."),
 		"bytes":          d("bytes", "Bytes of the tiered segments' objects."),
