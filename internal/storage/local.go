@@ -218,7 +218,13 @@ func (e *Engine) logAt(pos model.LogPos) *commitlog.Log {
 
 // segmentBase returns the base of the segment holding pos, in either log.
 func (e *Engine) segmentBase(pos model.LogPos) model.LogPos {
-	base, _ := e.logAt(pos).SegmentBase(pos)
+	base, ok := e.logAt(pos).SegmentBase(pos)
+	if !ok && !pos.IsLocal() {
+		// Deleted locally: a tiered segment's entries still count in it.
+		if s := e.manifest.find(pos); s != nil {
+			return s.Base
+		}
+	}
 	return base
 }
 

@@ -13,8 +13,8 @@ import (
 )
 
 // Retention in the bucket. Per-queue retention (topic policy, DeleteRecords,
-// queue deletion) moves queue starts as it does locally; an object whose
-// every queue starts past what it holds (or is gone) is dropped from the
+// queue deletion) and compaction change what queues retain as they do
+// locally; an object that no queue retains anything in is dropped from the
 // manifest by a tier drop record (control op opTierDrop of queue 0,
 // committed like a tier commit), and then deleted by the sweep. The sweep,
 // which only the leader runs, deletes every object under the group's
@@ -68,29 +68,20 @@ func (m *tierManifest) drop(payload []byte) error {
 	return nil
 }
 
-// expiredTiered lists the tiered segments no longer on local disk whose
-// every queue starts past what they hold, or is deleted.
+// expiredTiered lists the tiered segments no longer on local disk that no
+// queue retains anything in: retention moved the starts of its queues past
+// it, its queues were deleted, or compaction superseded every record of it
+// (the same live-byte figures that decide a local segment's deletion;
+// index entries keep counting in a segment after its file is gone).
 func (e *Engine) expiredTiered() []model.LogPos {
 	local := map[model.LogPos]bool{}
 	for _, s := range e.clog.Segments() {
 		local[s.Base] = true
 	}
+	live := e.liveBytes()
 	var out []model.LogPos
 	for _, s := range e.manifest.list() {
-		if local[s.Base] {
-			continue // reclaimed locally first, with the live-byte rules
-		}
-		live := false
-		for _, q := range s.Queues {
-			if q.Queue == engineQueue {
-				continue
-			}
-			if qu, err := e.queue(q.Queue); err == nil && qu.idx.StartOffset() < q.End {
-				live = true
-				break
-			}
-		}
-		if !live {
+		if !local[s.Base] && live[s.Base] == 0 {
 			out = append(out, s.Base)
 		}
 	}
