@@ -206,7 +206,10 @@ func (e *Engine) uploadLoop(ctx context.Context) {
 		e.tier.mu.Unlock()
 		if err != nil && ctx.Err() == nil {
 			e.tier.stats.UploadErrors.Add(1)
-			backoff = min(max(2*backoff, time.Second), time.Minute)
+			// Doubling from a second, up to ten upload intervals and at
+			// most half a minute: the store is found back soon after it
+			// returns.
+			backoff = min(max(2*backoff, time.Second), max(10*e.tier.cfg.UploadInterval, time.Second), 30*time.Second)
 			e.log.Warn("tier upload failed; retrying", "retry_in", backoff, "err", err)
 			continue
 		}

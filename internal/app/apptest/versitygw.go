@@ -79,7 +79,9 @@ func (g *VersityGW) Start() {
 	g.t.Helper()
 	cmd := exec.Command(g.bin, "--port", g.Addr, "--iam-dir", g.iam, "--quiet", "posix", g.root)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+VersityAccessKey, "ROOT_SECRET_KEY="+VersitySecretKey)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if os.Getenv("ROSETTA_TEST_LOG") != "" {
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	}
 	if err := cmd.Start(); err != nil {
 		g.t.Fatal(err)
 	}
