@@ -240,13 +240,13 @@ func (e *Engine) checkDisk() {
 }
 
 // checkDiskNow is asked before a new segment is allocated.
-// Garbage collection may roll into the reserve while a whole segment
-// still fits: that is what the reserve is for (it frees more than it
-// takes), so a broker at its guard can recover on its own.
+// Garbage collection and tier records may roll into the reserve while a
+// whole segment still fits: that is what the reserve is for (they free
+// more than they take), so a broker at its guard can recover on its own.
 func (e *Engine) checkDiskNow() error {
 	e.checkDisk()
 	if e.diskFull.Load() {
-		if e.gcRelocating.Load() {
+		if e.gcRelocating.Load() || e.tierCommitting.Load() > 0 {
 			if u, err := e.DiskUsage(); err == nil && u.Free >= e.cfg.SegmentSize {
 				return nil
 			}

@@ -309,8 +309,19 @@ func (e *Engine) uploadSegment(ctx context.Context, u SegmentUsage) error {
 // commitTiered writes the tier commit record and applies it once durable
 // (committed in a group: a deposed leader's commit fails).
 func (e *Engine) commitTiered(ctx context.Context, s *TieredSegment) error {
-	rec := &commitlog.Entry{Format: model.FormatInternal, Flags: commitlog.FlagControl, Queue: engineQueue, Count: 1, Payload: tierCommitPayload(s)}
-	if err := e.writeDurable(ctx, []*commitlog.Entry{rec}, controlAssigner{e}); err != nil {
+	return e.writeTierRecord(ctx, tierCommitPayload(s))
+}
+
+// writeTierRecord writes a tier commit or drop record and applies it once
+// durable (committed in a group). At the disk guard it may take a segment
+// of the reserve: committing what is in the bucket is what lets local
+// segments go.
+func (e *Engine) writeTierRecord(ctx context.Context, payload []byte) error {
+	rec := &commitlog.Entry{Format: model.FormatInternal, Flags: commitlog.FlagControl, Queue: engineQueue, Count: 1, Payload: payload}
+	e.tierCommitting.Add(1)
+	err := e.writeDurable(ctx, []*commitlog.Entry{rec}, controlAssigner{e})
+	e.tierCommitting.Add(-1)
+	if err != nil {
 		return err
 	}
 	e.applyControl(rec.Queue, rec.Payload, rec.Pos, rec.Size)

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,5 +256,95 @@ func TestTieringRetentionAndSweep(t *testing.T) {
 	}
 	if got := readAll(t, e, 2, 1000); len(got) != 500 {
 		t.Fatalf("after restart queue 2 from 1000: %d messages", len(got))
+	}
+}
+
+// downBucket is a bucket that can be switched off: every call then fails as
+// an unreachable store does.
+type downBucket struct {
+	tier.Bucket
+	down atomic.Bool
+}
+
+func (b *downBucket) Create(ctx context.Context, key string, size int64, body io.Reader) error {
+	if b.down.Load() {
+		return fmt.Errorf("%w: connection refused", tier.ErrStoreUnavailable)
+	}
+	return b.Bucket.Create(ctx, key, size, body)
+}
+
+func (b *downBucket) ReadRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if b.down.Load() {
+		return nil, fmt.Errorf("%w: connection refused", tier.ErrStoreUnavailable)
+	}
+	return b.Bucket.ReadRange(ctx, key, off, n)
+}
+
+// TestTieringStoreDownFillsToGuard: with the store down nothing is deleted
+// locally, so appends go on until the disk guard refuses them (never a
+// loss); once the store is back, uploads and local deletion make room and
+// appends are accepted again, every record readable.
+func TestTieringStoreDownFillsToGuard(t *testing.T) {
+	ctx := context.Background()
+	b := &downBucket{Bucket: testBucket(t)}
+	c := tierConfig(t.TempDir(), b)
+	var e *Engine
+	const disk = 1 << 20
+	c.StatDisk = func() (int64, int64, error) {
+		used := int64(0)
+		if e != nil {
+			// Each segment file takes about a segment: preallocated, or
+			// sealed nearly full.
+			used = int64(len(e.clog.Segments())) * c.SegmentSize
+		}
+		return disk, disk - used, nil
+	}
+	c.MinFreeBytes = 256 << 10
+	e = openEngine(t, c)
+	defer e.Close()
+	if err := e.CreateQueue(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	b.down.Store(true)
+	appended := 0
+	for ; appended < 20000; appended++ {
+		r := &Record{Queue: 1, Count: 1, Payload: msg(1, appended)}
+		err := e.Append(ctx, []*Record{r})
+		if errors.Is(err, model.ErrDiskFull) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if appended%100 == 0 {
+			if _, err := e.UploadSealed(ctx); err != nil && !errors.Is(err, tier.ErrStoreUnavailable) {
+				t.Fatalf("upload with the store down: %v", err)
+			}
+			if _, err := e.EnforceRetention(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if appended == 20000 || len(e.TieredSegments()) != 0 {
+		t.Fatalf("%d appended, %d segments tiered with the store down", appended, len(e.TieredSegments()))
+	}
+	b.down.Store(false)
+	if _, err := e.UploadSealed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Append(ctx, []*Record{{Queue: 1, Count: 1, Payload: msg(1, appended)}}); err != nil {
+		t.Fatalf("append after the store came back: %v", err)
+	}
+	got := readAll(t, e, 1, 0)
+	if len(got) != appended+1 {
+		t.Fatalf("read %d of %d records", len(got), appended+1)
+	}
+	for i, p := range got {
+		if !bytes.Equal(p, msg(1, i)) {
+			t.Fatalf("record %d differs", i)
+		}
 	}
 }

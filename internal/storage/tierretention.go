@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/model"
-	"github.com/rosettamq/rosetta/internal/storage/commitlog"
 	"github.com/rosettamq/rosetta/internal/storage/tier"
 )
 
@@ -99,12 +98,9 @@ func (e *Engine) DropExpiredTiered(ctx context.Context) (int, error) {
 	if len(bases) == 0 {
 		return 0, nil
 	}
-	rec := &commitlog.Entry{Format: model.FormatInternal, Flags: commitlog.FlagControl, Queue: engineQueue, Count: 1, Payload: tierDropPayload(bases)}
-	if err := e.writeDurable(ctx, []*commitlog.Entry{rec}, controlAssigner{e}); err != nil {
+	if err := e.writeTierRecord(ctx, tierDropPayload(bases)); err != nil {
 		return 0, fmt.Errorf("drop tiered segments: %w", err)
 	}
-	e.applyControl(rec.Queue, rec.Payload, rec.Pos, rec.Size)
-	e.noteApplied([]*commitlog.Entry{rec})
 	e.log.Info("expired tiered segments dropped", "segments", len(bases))
 	return len(bases), nil
 }
