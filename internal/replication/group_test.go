@@ -20,6 +20,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
+	"github.com/rosettamq/rosetta/internal/storage/tier"
 )
 
 // memNet connects groups in one process, through marshalled messages, and
@@ -89,6 +90,9 @@ type testCluster struct {
 	addrs    map[model.NodeID]string
 	// electionTicks: the nodes' election timeout in 10 ms ticks (30).
 	electionTicks int
+	// bucket, when set, tiers the nodes' sealed segments to it (64 KiB
+	// segments, uploads only when a test asks).
+	bucket tier.Bucket
 }
 
 func newTestCluster(t *testing.T, n int) *testCluster { return newCluster(t, n, false) }
@@ -146,6 +150,12 @@ func (c *testCluster) start(id model.NodeID) {
 	cfg.Replicated = true
 	cfg.OnWritten = h.Written
 	cfg.Logger = testLogger()
+	if c.bucket != nil {
+		cfg.SegmentSize = 64 << 10
+		cfg.MaxRecordSize = 16 << 10
+		cfg.GCMinorInterval, cfg.GCMajorInterval = -1, -1
+		cfg.Tier = &storage.TierConfig{Bucket: c.bucket, KeyPrefix: "g1/", UploadInterval: time.Hour}
+	}
 	e, err := storage.Open(cfg)
 	if err != nil {
 		c.t.Fatalf("open node %d: %v", id, err)
