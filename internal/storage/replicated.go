@@ -86,6 +86,9 @@ type replication struct {
 	// everything it wrote (HandOff); waits for commits go on.
 	handedOff   atomic.Bool
 	truncations atomic.Uint64
+	// termStart: the index of the first record of this replica's term
+	// as leader (SetLeader).
+	termStart atomic.Uint64
 	// deferred: records a follower stored whose in-place effect waits for
 	// their commit (under mu).
 	deferred []deferredRecord
@@ -126,9 +129,17 @@ func (e *Engine) SetLeader(term model.Term) (model.Index, error) {
 	}
 	e.repl.held.Store(false)
 	e.repl.handedOff.Store(false)
+	e.repl.termStart.Store(uint64(last) + 1)
 	e.repl.leaderGen.Add(1)
 	e.repl.broadcast()
 	return last, nil
+}
+
+// appliedAsLeader says whether this replica leads and has applied every
+// record stored before its term: once the commit index reaches its term's
+// first record, all before it are committed, and applied.
+func (e *Engine) appliedAsLeader() bool {
+	return e.clog.Writable() && uint64(e.CommitIndex()) >= e.repl.termStart.Load()
 }
 
 // HoldAppends closes the log for appends while its leader stays (a

@@ -241,8 +241,11 @@ func (e *Engine) UploadSealed(ctx context.Context) (int, error) {
 		if u.Base.IsLocal() || !u.Sealed || u.Live == 0 || e.manifest.has(u.Base) || !e.uploadable(u) {
 			continue
 		}
-		if e.cfg.Replicated && !e.clog.Writable() {
-			return done, nil // only the leader uploads
+		if e.cfg.Replicated && !e.appliedAsLeader() {
+			// Only the leader uploads, once it has applied what was
+			// stored before its term (a commit it has not applied yet
+			// would make it upload a tiered segment again).
+			return done, nil
 		}
 		if err := e.uploadSegment(ctx, u); err != nil {
 			return done, err

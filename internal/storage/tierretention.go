@@ -114,15 +114,15 @@ type SweepResult struct {
 
 // SweepBucket deletes the objects under the group's prefix that the
 // manifest does not name and that are older than grace, and aborts older
-// multipart uploads. Only a leader whose log is applied up to its end
-// sweeps: a commit it stored but has not applied yet must not look like an
-// orphan.
+// multipart uploads. Only a leader that has applied every record stored
+// before its term sweeps: a commit it stored but has not applied yet must
+// not look like an orphan.
 func (e *Engine) SweepBucket(ctx context.Context, grace time.Duration) (SweepResult, error) {
 	var res SweepResult
 	if e.tier == nil {
 		return res, nil
 	}
-	if e.cfg.Replicated && (!e.clog.Writable() || e.CommitIndex() < e.LastIndex()) {
+	if e.cfg.Replicated && !e.appliedAsLeader() {
 		return res, nil
 	}
 	named := map[string]bool{}
