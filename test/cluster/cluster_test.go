@@ -83,6 +83,7 @@ func TestClusterChild(t *testing.T) {
 	if os.Getenv(envSmallSegments) != "" {
 		cfg.Storage.SegmentSize, cfg.Storage.MaxRecordSize = 1<<20, 512<<10
 	}
+	tierChildConfig(&cfg, ports[5])
 	cfg.Broker.GroupConsumerHeartbeatInterval = 250 * time.Millisecond
 	cfg.Broker.GroupConsumerSessionTimeout = 6 * time.Second
 	term := make(chan os.Signal, 1)

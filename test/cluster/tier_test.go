@@ -1,0 +1,283 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/rosettamq/rosetta/internal/app"
+	"github.com/rosettamq/rosetta/internal/app/apptest"
+	"github.com/rosettamq/rosetta/internal/storage/tier"
+)
+
+const (
+	// envTier: the members tier to the versitygw at this endpoint
+	// (bucket "tier"), with envTierSegmentMB segments (1) and
+	// envTierLocalMB of local retention (4).
+	envTier          = "ROSETTA_CLUSTER_TIER"
+	envTierSegmentMB = "ROSETTA_CLUSTER_TIER_SEGMENT_MB"
+	envTierLocalMB   = "ROSETTA_CLUSTER_TIER_LOCAL_MB"
+)
+
+// tierChildConfig points a member's tiered storage at the test's store
+// (and serves the admin API on httpPort).
+func tierChildConfig(cfg *app.Config, httpPort string) {
+	ep := os.Getenv(envTier)
+	if ep == "" {
+		return
+	}
+	cfg.Listen.HTTP = ":" + httpPort
+	segMB, localMB := envInt(envTierSegmentMB, 1), envInt(envTierLocalMB, 4)
+	cfg.Storage.SegmentSize, cfg.Storage.MaxRecordSize = app.ByteSize(segMB)<<20, 512<<10
+	tc := &cfg.Storage.Tier
+	tc.Bucket, tc.Endpoint, tc.AccessKey, tc.SecretKey, tc.PathStyle = "tier", ep, apptest.VersityAccessKey, apptest.VersitySecretKey, true
+	tc.LocalRetention, tc.LocalRetentionBytes = 0, app.ByteSize(localMB)<<20
+	tc.UploadInterval, tc.RequestTimeout = time.Second, 10*time.Second
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// logBytes sums a member's commit-log segment files.
+func logBytes(t *testing.T, m *member) int64 {
+	t.Helper()
+	var n int64
+	_ = filepath.WalkDir(filepath.Join(m.dir, "storage", "log"), func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// bucketKeys lists group 0's objects.
+func bucketKeys(t *testing.T, b tier.Bucket) []string {
+	t.Helper()
+	var keys []string
+	if err := b.List(context.Background(), "g0/", func(o tier.ObjectInfo) bool { keys = append(keys, o.Key); return true }); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// TestClusterTiering: three members tier to a real S3 server (versitygw)
+// while Kafka and RocketMQ producers write; each keeps a small local tail,
+// the history is in the bucket (about one object per segment, none
+// uploaded twice), and it reads back byte-exact through a franz-go fetch of
+// every partition and a RocketMQ push consumer from the first offset —
+// before and after every member restarts and one is SIGKILLed.
+// ROSETTA_CLUSTER_TIER_MB sets the Kafka data produced (32 MiB).
+func TestClusterTiering(t *testing.T) {
+	gw := apptest.StartVersityGW(t, "tier")
+	totalMB := envInt("ROSETTA_CLUSTER_TIER_MB", 32)
+	segMB, localMB := envInt(envTierSegmentMB, 1), envInt(envTierLocalMB, 4)
+	c := newCluster(t, envTier+"="+gw.Endpoint, envTierSegmentMB+"="+strconv.Itoa(segMB), envTierLocalMB+"="+strconv.Itoa(localMB))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	const topic, rtopic = "tiered", "tiered-rmq"
+	adm, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	if _, err := kadm.NewClient(adm).CreateTopic(ctx, 6, 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+
+	// Kafka: 1 KiB records (the value is what verify checks, the key pads).
+	pad := []byte(strings.Repeat("k", 1000))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(256<<10), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var acks []ack
+	records := totalMB << 10
+	start := time.Now()
+	for i := range records {
+		v := fmt.Sprintf("w0-%07d", i)
+		cl.Produce(ctx, &kgo.Record{Partition: int32(i % 6), Key: pad, Value: []byte(v)}, func(r *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("produce %s: %v", v, err)
+				return
+			}
+			mu.Lock()
+			acks = append(acks, ack{partition: r.Partition, offset: r.Offset, value: v})
+			mu.Unlock()
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	took := time.Since(start)
+
+	// RocketMQ: an eighth as much (at most 20,000), sync sends of 1 KiB
+	// bodies.
+	ns := primitive.NewPassthroughResolver(c.addrs(3))
+	p, err := rocketmq.NewProducer(producer.WithNsResolver(ns), producer.WithGroupName("tier-producer"), producer.WithInstanceName("tier-producer"),
+		producer.WithRetry(2), producer.WithSendMsgTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rbody := func(i int) string { return fmt.Sprintf("r%07d|%s", i, strings.Repeat("b", 1000)) }
+	rmqCount := min(records/8, 20000)
+	for i := range rmqCount {
+		if res, err := p.SendSync(ctx, primitive.NewMessage(rtopic, []byte(rbody(i)))); err != nil || res.Status != primitive.SendOK {
+			t.Fatalf("send %d: %v %v", i, res, err)
+		}
+	}
+	_ = p.Shutdown()
+	produced := int64(records+rmqCount) * 1100
+	t.Logf("produced %d Kafka records (%d MiB) in %v and %d RocketMQ messages", records, totalMB, took.Round(time.Millisecond), rmqCount)
+
+	// Tiered: each member's local log down to about its local retention
+	// (plus the active segment and a sealed one awaiting upload); the
+	// bucket holds about one object per segment of history.
+	b := gw.Bucket("tier", "rosetta/")
+	local := int64(localMB+3*segMB) << 20
+	apptest.Eventually(t, 2*time.Minute, "local logs cut to their tail", func() bool {
+		for _, m := range c.members {
+			if logBytes(t, m) > local {
+				return false
+			}
+		}
+		return true
+	})
+	keys := bucketKeys(t, b)
+	for _, m := range c.members {
+		t.Logf("member %d: %d KiB of commit log locally", m.id, logBytes(t, m)>>10)
+	}
+	t.Logf("%d objects in the bucket for about %d MiB produced (%d MiB segments)", len(keys), produced>>20, segMB)
+	if want := produced / (int64(segMB) << 20); int64(len(keys)) < want/2 || int64(len(keys)) > 2*want+4 {
+		t.Fatalf("%d objects for about %d segments of history", len(keys), want)
+	}
+
+	readBack := func(round string) {
+		t.Helper()
+		verify(t, c, topic, acks)
+		got := map[string]bool{}
+		var gmu sync.Mutex
+		pc, err := rocketmq.NewPushConsumer(consumer.WithNsResolver(ns), consumer.WithGroupName("tier-consumer-"+round),
+			consumer.WithInstance("tier-consumer-"+round), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = pc.Subscribe(rtopic, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			gmu.Lock()
+			defer gmu.Unlock()
+			for _, m := range msgs {
+				var i int
+				if _, err := fmt.Sscanf(string(m.Body), "r%07d|", &i); err == nil && string(m.Body) == rbody(i) {
+					got[string(m.Body[:8])] = true
+				} else {
+					t.Errorf("%s: a message that was never sent: %.20q", round, m.Body)
+				}
+			}
+			return consumer.ConsumeSuccess, nil
+		})
+		if err == nil {
+			err = pc.Start()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = pc.Shutdown() }()
+		apptest.Eventually(t, 3*time.Minute, round+": every RocketMQ message consumed from the first offset", func() bool {
+			gmu.Lock()
+			defer gmu.Unlock()
+			return len(got) == rmqCount
+		})
+	}
+	readBack("first")
+
+	// Every member restarts (SIGTERM), then one is SIGKILLed and comes back.
+	for _, m := range c.members {
+		c.stop(m)
+		c.start(m)
+		c.wait(m)
+	}
+	c.kill(c.members[1])
+	c.start(c.members[1])
+	c.wait(c.members[1])
+	readBack("after-restarts")
+	after := bucketKeys(t, b)
+	firsts := map[string]string{}
+	for _, k := range after {
+		first, _, _ := strings.Cut(strings.TrimPrefix(k, "g0/"), "-")
+		if other, ok := firsts[first]; ok {
+			t.Errorf("segment from index %s uploaded twice: %s and %s", first, other, k)
+		}
+		firsts[first] = k
+	}
+	t.Logf("%d objects after the restarts (%d before)", len(after), len(keys))
+
+	// A member's disk is replaced: it starts with an empty directory and
+	// installs its group's image — state, manifest and local tail, not the
+	// history the bucket holds.
+	wiped := c.members[2]
+	c.kill(wiped)
+	if err := os.RemoveAll(wiped.dir); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	c.start(wiped)
+	apptest.Eventually(t, 3*time.Minute, "the wiped member a caught-up voter", func() bool {
+		for _, m := range c.members[:2] {
+			st, ok := c.statusFrom(ctx, m)
+			if !ok {
+				continue
+			}
+			for _, g := range st.Groups {
+				if g.Role != "leader" {
+					continue
+				}
+				for _, pr := range g.Progress {
+					if int(pr.Node) == wiped.id && pr.Match >= g.CommitIndex && slices.Contains(g.Replicas, pr.Node) {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	})
+	caughtUp := time.Since(restarted)
+	var fetched int64
+	_ = filepath.WalkDir(wiped.dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				fetched += info.Size()
+			}
+		}
+		return nil
+	})
+	t.Logf("a member with a wiped disk was a caught-up voter %v after its start, holding %d MiB (%d MiB of history produced)",
+		caughtUp.Round(time.Millisecond), fetched>>20, produced>>20)
+	readBack("after-wipe")
+}
