@@ -1,0 +1,42 @@
+package cluster_test
+
+import (
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/app"
+	"github.com/rosettamq/rosetta/internal/app/apptest"
+)
+
+const (
+	// envTier: the members tier to the versitygw at this endpoint
+	// (bucket "tier"), with envTierSegmentMB segments (1) and
+	// envTierLocalMB of local retention (4).
+	envTier          = "ROSETTA_CLUSTER_TIER"
+	envTierSegmentMB = "ROSETTA_CLUSTER_TIER_SEGMENT_MB"
+	envTierLocalMB   = "ROSETTA_CLUSTER_TIER_LOCAL_MB"
+)
+
+// tierChildConfig points a member's tiered storage at the test's store
+// (and serves the admin API on httpPort).
+func tierChildConfig(cfg *app.Config, httpPort string) {
+	ep := os.Getenv(envTier)
+	if ep == "" {
+		return
+	}
+	cfg.Listen.HTTP = ":" + httpPort
+	segMB, localMB := envInt(envTierSegmentMB, 1), envInt(envTierLocalMB, 4)
+	cfg.Storage.SegmentSize, cfg.Storage.MaxRecordSize = app.ByteSize(segMB)<<20, 512<<10
+	tc := &cfg.Storage.Tier
+	tc.Bucket, tc.Endpoint, tc.AccessKey, tc.SecretKey, tc.PathStyle = "tier", ep, apptest.VersityAccessKey, apptest.VersitySecretKey, true
+	tc.LocalRetention, tc.LocalRetentionBytes = 0, app.ByteSize(localMB)<<20
+	tc.UploadInterval, tc.RequestTimeout = time.Second, 10*time.Second
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
