@@ -212,6 +212,9 @@ type Group struct {
 	// leader is known (the leader is gone, PeerGone; Raft goroutine).
 	campaignTicks int
 	campaignWait  int // ticks before campaignTicks start
+	// lostLogAt: when this leader last handed its group off for a replica
+	// that lost its log (Raft goroutine).
+	lostLogAt time.Time
 	goneLeader    model.NodeID
 	// openWait is when openEngine first found the engine not yet holding
 	// Raft's log in the current wait; openWaitLogged: that was reported.
@@ -662,9 +665,49 @@ func (g *Group) step(m *pb.Message) {
 		// is missing, or a snapshot.
 		m.Commit = new(g.raftLast)
 	}
+	if m.GetType() == pb.MsgAppResp && m.GetReject() && g.leading {
+		g.lostLog(m)
+	}
 	if err := g.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 		g.log.Debug("raft step", "type", m.GetType(), "from", m.GetFrom(), "err", err)
 	}
+}
+
+// lostLogEvery bounds how often a leader hands its group off for replicas
+// that lost their log.
+const lostLogEvery = 10 * time.Second
+
+// lostLog handles a refusal of appends from below what the follower had
+// acknowledged: its log is gone (a replaced disk, or a crash that lost what
+// it had acknowledged). Raft never moves a follower's progress below what
+// it acknowledged, so this leader would probe it there forever and never
+// send the snapshot it needs; a new leader starts knowing nothing of it,
+// finds out and sends one. So the leader hands the group to another voter
+// that holds everything it wrote (Raft goroutine).
+func (g *Group) lostLog(m *pb.Message) {
+	st := g.rn.Status()
+	from := m.GetFrom()
+	pr, ok := st.Progress[from]
+	if !ok || m.GetIndex() < pr.Match || m.GetRejectHint() >= pr.Match || g.transferTo != 0 || time.Since(g.lostLogAt) < lostLogEvery {
+		return // a stale refusal, or a divergent tail Raft resolves itself
+	}
+	g.lostLogAt = time.Now()
+	var to uint64
+	for id := range st.Config.Voters.IDs() {
+		if id != from && id != uint64(g.cfg.Node) && st.Progress[id].Match >= g.raftLast && (to == 0 || id < to) {
+			to = id
+		}
+	}
+	if to == 0 {
+		g.log.Warn("a replica lost its log and no other voter holds everything to take the group over", "replica", from,
+			"acknowledged", pr.Match, "holds", m.GetRejectHint())
+		return
+	}
+	g.log.Warn("a replica lost its log: handing the group to a voter holding everything, whose probe sends it a snapshot",
+		"replica", from, "acknowledged", pr.Match, "holds", m.GetRejectHint(), "to", to)
+	g.holdAppends()
+	g.transferTo = model.NodeID(to)
+	g.rn.TransferLeader(to)
 }
 
 // propose proposes the records the engine wrote, at the indexes they hold.

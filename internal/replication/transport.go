@@ -252,6 +252,12 @@ func (t *TCPTransport) registered() []*Group {
 	return gs
 }
 
+// reconnected: a new connection to a peer may be to a process that came
+// back with less of a group's log than its leader believes it holds (its
+// disk was replaced); every group probes it again rather than streaming to
+// it, so an idle group's leader still finds out and sends a snapshot.
+func (t *TCPTransport) reconnected(id model.NodeID) { t.unreachable(id) }
+
 func (t *TCPTransport) unreachable(id model.NodeID) {
 	for _, g := range t.registered() {
 		g.Unreachable(id)
@@ -334,6 +340,7 @@ func (t *TCPTransport) dialLoop(ctx context.Context, p *peer) {
 		backoff = 50 * time.Millisecond
 		t.log.Info("connected to peer", "peer", p.id, "addr", p.addr)
 		p.setConn(conn)
+		t.reconnected(p.id)
 		t.wg.Add(1)
 		go func() { defer t.wg.Done(); t.readLoop(ctx, p, conn) }()
 	}
@@ -374,6 +381,7 @@ func (t *TCPTransport) acceptLoop(ctx context.Context) {
 			}
 			t.log.Info("peer connected", "peer", id, "remote", conn.RemoteAddr().String())
 			p.setConn(conn)
+			t.reconnected(id)
 			t.readLoop(ctx, p, conn)
 		}()
 	}

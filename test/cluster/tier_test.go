@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/rosettamq/rosetta/internal/app/apptest"
+	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage/tier"
 )
 
@@ -215,33 +217,41 @@ func TestClusterTiering(t *testing.T) {
 	if err := os.RemoveAll(wiped.dir); err != nil {
 		t.Fatal(err)
 	}
+	var target uint64 // the leader's commit index now: what the wiped member must reach
+	apptest.Eventually(t, time.Minute, "the group's commit index", func() bool {
+		for _, m := range c.members[:2] {
+			if st, ok := c.statusFrom(ctx, m); ok {
+				for _, g := range st.Groups {
+					if g.Role == "leader" {
+						target = uint64(g.CommitIndex)
+					}
+				}
+			}
+		}
+		return target > 0
+	})
 	restarted := time.Now()
 	c.start(wiped)
 	apptest.Eventually(t, 3*time.Minute, "the wiped member a caught-up voter", func() bool {
-		for _, m := range c.members[:2] {
-			st, ok := c.statusFrom(ctx, m)
-			if !ok {
-				continue
-			}
-			for _, g := range st.Groups {
-				if g.Role != "leader" {
-					continue
-				}
-				for _, pr := range g.Progress {
-					if int(pr.Node) == wiped.id && pr.Match >= g.CommitIndex && slices.Contains(g.Replicas, pr.Node) {
-						return true
-					}
-				}
+		st, ok := c.statusFrom(ctx, wiped)
+		if !ok {
+			return false
+		}
+		for _, g := range st.Groups {
+			if uint64(g.CommitIndex) >= target && uint64(g.LastIndex) >= target && slices.Contains(g.Replicas, model.NodeID(wiped.id)) {
+				return true
 			}
 		}
 		return false
 	})
 	caughtUp := time.Since(restarted)
-	var fetched int64
+	var fetched int64 // bytes on disk (preallocated files count what they hold)
 	_ = filepath.WalkDir(wiped.dir, func(_ string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			if info, err := d.Info(); err == nil {
-				fetched += info.Size()
+				if st, ok := info.Sys().(*syscall.Stat_t); ok {
+					fetched += st.Blocks * 512
+				}
 			}
 		}
 		return nil
