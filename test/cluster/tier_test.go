@@ -57,7 +57,8 @@ func bucketKeys(t *testing.T, b tier.Bucket) []string {
 // while Kafka and RocketMQ producers write; each keeps a small local tail,
 // the history is in the bucket (about one object per segment, none
 // uploaded twice), and it reads back byte-exact through a franz-go fetch of
-// every partition and a RocketMQ push consumer from the first offset —
+// every partition, a franz-go consumer group from the start and a RocketMQ
+// push consumer from the first offset —
 // before and after every member restarts and one is SIGKILLed.
 // ROSETTA_CLUSTER_TIER_MB sets the Kafka data produced (32 MiB).
 func TestClusterTiering(t *testing.T) {
@@ -152,7 +153,8 @@ func TestClusterTiering(t *testing.T) {
 
 	readBack := func(round string) {
 		t.Helper()
-		verify(t, c, topic, acks)
+		verify(t, c, topic, acks) // one consumer fetching every partition
+		startGroupConsumer(t, c, topic, "tier-group-"+round).readAll(t, acks, 5*time.Minute)
 		got := map[string]bool{}
 		var gmu sync.Mutex
 		pc, err := rocketmq.NewPushConsumer(consumer.WithNsResolver(ns), consumer.WithGroupName("tier-consumer-"+round),
