@@ -29,7 +29,7 @@ trap cleanup EXIT
 mkdir -p $D/s3 $D/iam
 ROOT_ACCESS_KEY=$AK ROOT_SECRET_KEY=$SK taskset -c 1 $VGW --port 127.0.0.1:19000 --iam-dir $D/iam --quiet posix $D/s3 >$D/vgw.log 2>&1 &
 for _ in $(seq 1 50); do curl -s -o /dev/null http://127.0.0.1:19000/ && break; sleep 0.1; done
-curl -sf --aws-sigv4 "aws:amz:us-east-1:s3" --user $AK:$SK -X PUT http://127.0.0.1:19000/tier >/dev/null || { echo "cannot create the bucket"; exit 1; }
+curl -sf --aws-sigv4 "aws:amz:us-east-1:s3" --user $AK:$SK -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -X PUT http://127.0.0.1:19000/tier >/dev/null || { echo "cannot create the bucket"; exit 1; }
 flags=(--data_dir $D/node --listen.host 127.0.0.1 --storage.durability sync --storage.segment_size 64MiB)
 if [ "$TIER" = on ]; then
   flags+=(--storage.tier.bucket tier --storage.tier.endpoint http://127.0.0.1:19000 --storage.tier.access_key $AK

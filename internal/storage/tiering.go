@@ -104,6 +104,8 @@ type tiering struct {
 	ctx        context.Context
 	prefetches chan struct{}
 
+	uploadMu sync.Mutex // serialises upload passes
+
 	mu        sync.Mutex
 	lastErr   error // the last upload's failure, nil once one succeeds
 	lastErrAt time.Time
@@ -233,6 +235,10 @@ func (e *Engine) UploadSealed(ctx context.Context) (int, error) {
 	if e.tier == nil {
 		return 0, nil
 	}
+	// One pass at a time (the loop's, the admin API's): two would upload
+	// the same segment twice.
+	e.tier.uploadMu.Lock()
+	defer e.tier.uploadMu.Unlock()
 	done := 0
 	for _, u := range e.Usage() {
 		if ctx.Err() != nil {

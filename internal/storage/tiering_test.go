@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -346,5 +347,31 @@ func TestTieringStoreDownFillsToGuard(t *testing.T) {
 		if !bytes.Equal(p, msg(1, i)) {
 			t.Fatalf("record %d differs", i)
 		}
+	}
+}
+
+// TestTieringConcurrentUploads: upload passes started together (the loop's
+// and the admin API's) upload each segment once.
+func TestTieringConcurrentUploads(t *testing.T) {
+	ctx := context.Background()
+	e := openEngine(t, tierConfig(t.TempDir(), testBucket(t)))
+	defer e.Close()
+	if err := e.CreateQueue(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, e, 1, 0, 1500)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := e.UploadSealed(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if st := e.TierStatus(); st.UploadedSegments != int64(st.Segments) || st.Segments < 2 {
+		t.Fatalf("%d segments tiered, %d uploads", st.Segments, st.UploadedSegments)
 	}
 }
