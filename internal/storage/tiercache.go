@@ -153,7 +153,7 @@ func (c *tierCache) record(ctx context.Context, s *TieredSegment, pos model.LogP
 			}
 			if next > 0 && next < queueEnd && c.background != nil {
 				c.background(func(ctx context.Context) {
-					end := min(next+c.chunk, queueEnd)
+					end := c.chunkEnd(next, 1, queueEnd)
 					if b, _ := c.cached(o, next, 1); b == nil {
 						_ = c.once(ctx, flightKey{s.Key, next}, func() error { return c.fetch(ctx, s, o, next, end) })
 					}
@@ -166,7 +166,7 @@ func (c *tierCache) record(ctx context.Context, s *TieredSegment, pos model.LogP
 			// again (a cache far too small for its readers).
 			c.stats.CacheMisses.Add(1)
 		}
-		end := min(max(at+c.chunk, at+size), queueEnd)
+		end := c.chunkEnd(at, size, queueEnd)
 		if err := c.once(ctx, flightKey{s.Key, at}, func() error { return c.fetch(ctx, s, o, at, end) }); err != nil {
 			return nil, err
 		}
@@ -174,6 +174,18 @@ func (c *tierCache) record(ctx context.Context, s *TieredSegment, pos model.LogP
 			c.stats.CacheMisses.Add(1)
 		}
 	}
+}
+
+// chunkEnd is where a fetch of a queue's data from at ends: a chunk on (at
+// least the record of size bytes), or the queue's end in the object when
+// less than half a chunk would be left after it (one GET rather than a
+// second small one).
+func (c *tierCache) chunkEnd(at, size, queueEnd int64) int64 {
+	end := min(max(at+c.chunk, at+size), queueEnd)
+	if queueEnd-end < c.chunk/2 {
+		end = queueEnd
+	}
+	return end
 }
 
 // cached returns [at, at+size) of the object from a cached chunk. Once a
