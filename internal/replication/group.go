@@ -212,10 +212,10 @@ type Group struct {
 	// leader is known (the leader is gone, PeerGone; Raft goroutine).
 	campaignTicks int
 	campaignWait  int // ticks before campaignTicks start
+	goneLeader    model.NodeID
 	// lostLogAt: when this leader last handed its group off for a replica
 	// that lost its log (Raft goroutine).
 	lostLogAt time.Time
-	goneLeader    model.NodeID
 	// openWait is when openEngine first found the engine not yet holding
 	// Raft's log in the current wait; openWaitLogged: that was reported.
 	openWait       time.Time

@@ -274,7 +274,7 @@ type Engine struct {
 	// guard's reserve.
 	gcMu, reclaimMu sync.Mutex
 	gcRelocating    atomic.Bool
-	tierCommitting  atomic.Int32 // tier records being written (tiering.go)
+	tierCommitting  atomic.Int32           // tier records being written (tiering.go)
 	recount         map[*queue]bool        // queues to recount after recovery
 	inPlace         map[model.QueueID]bool // queues changed in place since the last checkpoint (ckptMu)
 
