@@ -89,11 +89,12 @@ func topicCmd() *cobra.Command {
 	create.Flags().StringVar(&cfg.CleanupPolicy, "cleanup-policy", "", "delete or compact")
 	create.Flags().StringVar(&cfg.MessageType, "message-type", "", "normal, fifo, delay, transaction or mixed (RocketMQ 5 topic types)")
 	create.Flags().BoolVar(&cfg.MessageTrace, "message-trace", false, "record its messages' lifecycles (rosetta message trace)")
+	create.Flags().BoolVar(&cfg.NoTiering, "no-tiering", false, "keep its messages on the members' disks, never in the tiered-storage bucket")
 	alter := &cobra.Command{Use: "alter TOPIC", Short: "Change a topic's settings (those given) or grow its queues", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := map[string]any{}
 			for flag, key := range map[string]string{"queues": "queues", "retention-ms": "retention_ms", "retention-bytes": "retention_bytes",
-				"cleanup-policy": "cleanup_policy", "message-type": "message_type", "message-trace": "message_trace"} {
+				"cleanup-policy": "cleanup_policy", "message-type": "message_type", "message-trace": "message_trace", "no-tiering": "no_tiering"} {
 				if f := cmd.Flags().Lookup(flag); f.Changed {
 					switch flag {
 					case "queues":
@@ -108,6 +109,8 @@ func topicCmd() *cobra.Command {
 						req[key] = cfg.MessageType
 					case "message-trace":
 						req[key] = cfg.MessageTrace
+					case "no-tiering":
+						req[key] = cfg.NoTiering
 					}
 				}
 			}
@@ -130,6 +133,7 @@ func topicCmd() *cobra.Command {
 	alter.Flags().StringVar(&cfg.CleanupPolicy, "cleanup-policy", "", "delete or compact")
 	alter.Flags().StringVar(&cfg.MessageType, "message-type", "", "normal, fifo, delay, transaction or mixed")
 	alter.Flags().BoolVar(&cfg.MessageTrace, "message-trace", false, "record its messages' lifecycles (--message-trace=false: stop)")
+	alter.Flags().BoolVar(&cfg.NoTiering, "no-tiering", false, "keep its messages out of the bucket from now on (--no-tiering=false: tier them again)")
 	del := &cobra.Command{Use: "delete TOPIC", Short: "Delete a topic and its messages", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := a.call(cmd, "DELETE", topicPath(args[0]), nil, nil); err != nil {

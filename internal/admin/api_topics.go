@@ -14,7 +14,7 @@ import (
 func topicConfig(c broker.TopicConfig) apiv1.TopicConfig {
 	return apiv1.TopicConfig{RetentionMs: c.RetentionMs, RetentionBytes: c.RetentionBytes, MaxMessageBytes: c.MaxMessageBytes,
 		MessageType: c.MessageType, CleanupPolicy: c.CleanupPolicy, TimestampType: c.TimestampType, Extra: c.Extra,
-		MessageTrace: c.MessageTrace == broker.TopicConfigMessageTrace}
+		MessageTrace: c.MessageTrace == broker.TopicConfigMessageTrace, NoTiering: !c.Tiered()}
 }
 
 // brokerTopicConfig is an API topic configuration for the broker.
@@ -23,6 +23,9 @@ func brokerTopicConfig(c apiv1.TopicConfig) broker.TopicConfig {
 		MessageType: c.MessageType, CleanupPolicy: c.CleanupPolicy, TimestampType: c.TimestampType, Extra: c.Extra}
 	if c.MessageTrace {
 		bc.MessageTrace = broker.TopicConfigMessageTrace
+	}
+	if c.NoTiering {
+		bc.RemoteStorage = "false"
 	}
 	return bc
 }
@@ -49,6 +52,12 @@ func alterTopic(r *http.Request, b *broker.Broker, t *broker.Topic, req apiv1.To
 		c.MessageTrace = "false"
 		if *req.MessageTrace {
 			c.MessageTrace = broker.TopicConfigMessageTrace
+		}
+	}
+	if req.NoTiering != nil {
+		c.RemoteStorage = ""
+		if *req.NoTiering {
+			c.RemoteStorage = "false"
 		}
 	}
 	if req.Queues != 0 && req.Queues < len(t.All) {

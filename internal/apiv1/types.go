@@ -13,6 +13,7 @@ type TopicConfig struct {
 	CleanupPolicy   string            `json:"cleanup_policy,omitempty"` // delete | compact
 	TimestampType   string            `json:"timestamp_type,omitempty"` // CreateTime | LogAppendTime
 	MessageTrace    bool              `json:"message_trace,omitempty"`  // lifecycle events recorded (GET /api/v1/trace)
+	NoTiering       bool              `json:"no_tiering,omitempty"`     // records stay on the members' disks, never in the bucket
 	Extra           map[string]string `json:"extra,omitempty"`          // other settings, kept verbatim
 }
 
@@ -26,6 +27,7 @@ type TopicAlter struct {
 	MessageType     *string `json:"message_type,omitempty"`
 	CleanupPolicy   *string `json:"cleanup_policy,omitempty"`
 	MessageTrace    *bool   `json:"message_trace,omitempty"`
+	NoTiering       *bool   `json:"no_tiering,omitempty"` // applies to segments uploaded from now on
 }
 
 // MessageTrace is a message's recorded lifecycle, in time order.

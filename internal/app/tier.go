@@ -89,5 +89,6 @@ func (c Config) tierStorage(ctx context.Context, log *slog.Logger) (*storage.Tie
 	}
 	return &storage.TierConfig{Bucket: b, KeyPrefix: "g0/", UploadInterval: t.UploadInterval,
 		LocalRetentionBytes: int64(t.LocalRetentionBytes), LocalRetentionTime: t.LocalRetention,
-		CacheBytes: int64(t.CacheBytes), ChunkBytes: int64(t.ChunkBytes), RequestTimeout: t.RequestTimeout + time.Duration(t.ChunkBytes>>20)*time.Second}, nil
+		CacheBytes: int64(t.CacheBytes), ChunkBytes: int64(t.ChunkBytes), RequestTimeout: t.RequestTimeout + time.Duration(t.ChunkBytes>>20)*time.Second,
+		AwaitFilter: true}, nil
 }

@@ -281,6 +281,9 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 		b.wg.Wait()
 		return nil, err
 	}
+	// Uploads wait for this (TierConfig.AwaitFilter): which topics opted
+	// out of tiering.
+	engine.SetTierFilter(b.queueTiered)
 	return b, nil
 }
 
@@ -292,6 +295,7 @@ func (b *Broker) every(ctx context.Context, d time.Duration, name string, fn fun
 // the caller (the engine's last checkpoint holds the state machines'
 // sections).
 func (b *Broker) Close() error {
+	b.engine.SetTierFilter(nil)
 	b.cancel()
 	b.wg.Wait()
 	// Offsets pulls carried are written while the engine is still open

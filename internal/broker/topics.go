@@ -32,6 +32,7 @@ type TopicConfig struct {
 	CleanupPolicy   string            `json:"cleanup_policy,omitempty"` // delete | compact
 	TimestampType   string            `json:"timestamp_type,omitempty"` // CreateTime | LogAppendTime
 	MessageTrace    string            `json:"message_trace,omitempty"`  // "true": lifecycle events recorded (trace.go)
+	RemoteStorage   string            `json:"remote_storage,omitempty"` // "false": never tiered to the bucket (Kafka remote.storage.enable)
 	Extra           map[string]string `json:"extra,omitempty"`          // other settings, kept verbatim
 }
 
@@ -57,11 +58,21 @@ func (c TopicConfig) Validate() error {
 	default:
 		return fmt.Errorf("%w: message trace %q (true or false)", model.ErrInvalidConfig, c.MessageTrace)
 	}
+	switch c.RemoteStorage {
+	case "", "true", "false":
+	default:
+		return fmt.Errorf("%w: remote storage %q (true or false)", model.ErrInvalidConfig, c.RemoteStorage)
+	}
 	if c.MaxMessageBytes < 0 {
 		return fmt.Errorf("%w: max message bytes %d", model.ErrInvalidConfig, c.MaxMessageBytes)
 	}
 	return nil
 }
+
+// Tiered reports whether the topic's records go to the bucket when the
+// node tiers its log: every topic does unless its remote storage is
+// "false" (an opt-out for data that must stay on the members' disks).
+func (c TopicConfig) Tiered() bool { return c.RemoteStorage != "false" }
 
 // Topic is a topic's metadata: its name, its queues (index i is Kafka
 // partition i and RocketMQ queue id i) and its configuration. When a
@@ -245,6 +256,14 @@ func (b *Broker) QueueByID(id model.QueueID) (QueueRef, error) {
 		return QueueRef{}, fmt.Errorf("%w: queue %d", model.ErrUnknownQueue, id)
 	}
 	return ref, nil
+}
+
+// queueTiered says whether a queue's records go to the bucket: not when
+// its topic opted out (TopicConfig.Tiered); queues the broker does not know
+// (control records, deleted topics) go.
+func (b *Broker) queueTiered(id model.QueueID) bool {
+	ref, err := b.QueueByID(id)
+	return err != nil || ref.Topic.Config.Tiered()
 }
 
 // Topic returns a topic by name.

@@ -73,6 +73,13 @@ func (b *Broker) decodeTopic(kv meta.KV) (*Topic, error) {
 	}
 	t.revision = kv.Revision
 	t.Queues = b.opts.Placement.Select(t.All)
+	if v, ok := t.Config.Extra["remote.storage.enable"]; ok {
+		// Stored verbatim before tiering read it.
+		if t.Config.RemoteStorage == "" {
+			t.Config.RemoteStorage = strings.ToLower(strings.TrimSpace(v))
+		}
+		delete(t.Config.Extra, "remote.storage.enable")
+	}
 	return &t, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -90,6 +91,20 @@ var topicConfigKeys = []topicConfigKey{
 	stringKey("cleanup.policy", "delete", func(c *broker.TopicConfig) *string { return &c.CleanupPolicy }),
 	stringKey("rocketmq.message.type", "normal", func(c *broker.TopicConfig) *string { return &c.MessageType }),
 	stringKey("rosetta.message.trace", "false", func(c *broker.TopicConfig) *string { return &c.MessageTrace }),
+	// Tiering is the node's choice; a topic may only opt out.
+	{name: "remote.storage.enable", def: "false", ctype: kmsg.ConfigTypeBoolean,
+		get: func(c *broker.TopicConfig) (string, bool) { return c.RemoteStorage, c.RemoteStorage != "" },
+		set: func(c *broker.TopicConfig, v *string) error {
+			if v == nil {
+				c.RemoteStorage = ""
+				return nil
+			}
+			if !boolean(*v) {
+				return fmt.Errorf("%w: remote.storage.enable=%q", model.ErrInvalidConfig, *v)
+			}
+			c.RemoteStorage = strings.ToLower(strings.TrimSpace(*v))
+			return nil
+		}},
 }
 
 func findConfigKey(name string) *topicConfigKey {
@@ -156,8 +171,9 @@ func describeTopicConfig(c *broker.TopicConfig, defaults map[string]string) []de
 }
 
 // brokerTopicDefaults are the topic config defaults the broker's own
-// configuration sets (its retention).
+// configuration sets (its retention, whether it tiers).
 func brokerTopicDefaults(b *broker.Broker) map[string]string {
 	ms, bytes := b.RetentionDefaults()
-	return map[string]string{"retention.ms": strconv.FormatInt(ms, 10), "retention.bytes": strconv.FormatInt(bytes, 10)}
+	return map[string]string{"retention.ms": strconv.FormatInt(ms, 10), "retention.bytes": strconv.FormatInt(bytes, 10),
+		"remote.storage.enable": strconv.FormatBool(b.Engine().Tiered())}
 }

@@ -35,7 +35,6 @@ var unenforcedConfigs = map[string]func(string) bool{
 	"min.compaction.lag.ms":                   longIn(0, math.MaxInt64),
 	"min.insync.replicas":                     intIn(1, math.MaxInt32),
 	"preallocate":                             boolean,
-	"remote.storage.enable":                   boolean,
 	"remote.log.copy.disable":                 boolean,
 	"remote.log.delete.on.disable":            boolean,
 	"segment.bytes":                           intIn(14, math.MaxInt32),

@@ -58,8 +58,9 @@ func handleUpdateAndCreateTopic(rc *reqCtx, req *protocol.Command) *protocol.Com
 
 // applyTopicAttributes applies RocketMQ 5 topic attributes ("+key=value"
 // sets, "-key" removes, comma-separated): message.type, cleanup.policy
-// (DELETE or COMPACTION) and, Rosetta's own, retention.ms and
-// retention.bytes (per queue; -1 keeps everything).
+// (DELETE or COMPACTION) and, Rosetta's own, retention.ms,
+// retention.bytes (per queue; -1 keeps everything) and
+// remote.storage.enable (false: never tiered to the bucket).
 func applyTopicAttributes(cfg *broker.TopicConfig, attrs string) (bool, error) {
 	changed := false
 	for _, a := range strings.Split(attrs, ",") {
@@ -99,6 +100,14 @@ func applyTopicAttributes(cfg *broker.TopicConfig, attrs string) (bool, error) {
 				cfg.RetentionMs = n
 			} else {
 				cfg.RetentionBytes = n
+			}
+		case "remote.storage.enable":
+			// Rosetta's own: false keeps the topic out of the bucket.
+			switch v := strings.ToLower(strings.TrimSpace(value)); v {
+			case "", "true", "false":
+				cfg.RemoteStorage = v
+			default:
+				return false, fmt.Errorf("remote.storage.enable %q: want true or false", value)
 			}
 		case "queue.type":
 			// BatchCQ / SimpleCQ: one index serves both here.

@@ -82,7 +82,7 @@ func (e *Engine) GC(ctx context.Context, threshold float64) (GCResult, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		n, bytes, err := e.relocate(ctx, u, th, false)
+		n, bytes, err := e.relocate(ctx, u, th, nil)
 		res.Records += n
 		res.Copied += bytes
 		if err != nil {
@@ -172,9 +172,10 @@ func gcThreshold(usage []SegmentUsage, minor, major float64, segmentSize int64) 
 
 // relocate copies the live records of one segment to the local area.
 //
-// With pinsOnly it copies only the pinned control records, leaving the data
-// where index entries point (a tiered segment about to leave local disk).
-func (e *Engine) relocate(ctx context.Context, u SegmentUsage, th *throttle, pinsOnly bool) (int, int64, error) {
+// For a tiered segment about to leave local disk it copies only the pinned
+// control records and the live records of queues its object left out,
+// leaving the rest where index entries point (in the bucket).
+func (e *Engine) relocate(ctx context.Context, u SegmentUsage, th *throttle, tiered *TieredSegment) (int, int64, error) {
 	v, err := e.logAt(u.Base).Acquire(u.Base)
 	if err != nil {
 		return 0, 0, err
@@ -218,8 +219,8 @@ func (e *Engine) relocate(ctx context.Context, u SegmentUsage, th *throttle, pin
 			if !e.pinnedControl(&h, full[commitlog.HeaderSize+h.KeysLen:h.Length], at) {
 				continue // a control record nothing needs any more
 			}
-		} else if pinsOnly {
-			continue
+		} else if tiered != nil && tiered.holds(h.Queue) {
+			continue // in the bucket
 		} else if q, err := e.queue(h.Queue); err != nil || !q.idx.Holds(h.BaseOffset, at) {
 			continue // dead: the queue is gone or no longer retains it
 		}

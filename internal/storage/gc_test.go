@@ -87,7 +87,7 @@ func TestGCRelocatesMixedSegments(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := e.Usage()[1]
-	if _, _, err := e.relocate(context.Background(), u, newThrottle(0), false); err != nil {
+	if _, _, err := e.relocate(context.Background(), u, newThrottle(0), nil); err != nil {
 		t.Fatal(err)
 	}
 	midway := t.TempDir()

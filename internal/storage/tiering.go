@@ -55,6 +55,10 @@ type TierConfig struct {
 	// must be to go (it outlives any upload in flight).
 	SweepInterval time.Duration
 	OrphanGrace   time.Duration
+	// AwaitFilter pauses uploads until SetTierFilter gives a filter (the
+	// broker does once its topics are loaded, and takes it back when it
+	// closes), so a topic's opt-out holds from the first upload on.
+	AwaitFilter bool
 	// OnColdRead, when set, is told how long each ranged read of records
 	// from the store took (metrics).
 	OnColdRead func(took time.Duration)
@@ -105,6 +109,9 @@ type tiering struct {
 	prefetches chan struct{}
 
 	uploadMu sync.Mutex // serialises upload passes
+	// keep, when set, says which queues' records go into objects
+	// (SetTierFilter); the others stay on local disk.
+	keep atomic.Pointer[func(model.QueueID) bool]
 
 	mu        sync.Mutex
 	lastErr   error // the last upload's failure, nil once one succeeds
@@ -170,6 +177,33 @@ func (e *Engine) TierStats() *TierStats {
 		return nil
 	}
 	return &e.tier.stats
+}
+
+// SetTierFilter says which queues' records go to the bucket: keep(q) false
+// leaves q's records out of the objects uploaded from now on, and their
+// local copies outlive the segment's file (moved to the local area as
+// garbage collection moves records). Control records always go. A nil keep
+// tiers every queue (or, with TierConfig.AwaitFilter, pauses uploads).
+func (e *Engine) SetTierFilter(keep func(model.QueueID) bool) {
+	if e.tier == nil {
+		return
+	}
+	if keep == nil {
+		e.tier.keep.Store(nil)
+		return
+	}
+	e.tier.keep.Store(&keep)
+}
+
+// tierKeep is the filter of the next objects (nil: every record); ok is
+// false while uploads wait for one (TierConfig.AwaitFilter).
+func (e *Engine) tierKeep() (keep func(model.QueueID) bool, ok bool) {
+	p := e.tier.keep.Load()
+	if p == nil {
+		return nil, !e.tier.cfg.AwaitFilter
+	}
+	filter := *p
+	return func(q model.QueueID) bool { return q == engineQueue || filter(q) }, true
 }
 
 // Tiered says whether tiering is on.
@@ -239,6 +273,10 @@ func (e *Engine) UploadSealed(ctx context.Context) (int, error) {
 	// the same segment twice.
 	e.tier.uploadMu.Lock()
 	defer e.tier.uploadMu.Unlock()
+	keep, ok := e.tierKeep()
+	if !ok {
+		return 0, nil
+	}
 	done := 0
 	for _, u := range e.Usage() {
 		if ctx.Err() != nil {
@@ -253,7 +291,7 @@ func (e *Engine) UploadSealed(ctx context.Context) (int, error) {
 			// would make it upload a tiered segment again).
 			return done, nil
 		}
-		if err := e.uploadSegment(ctx, u); err != nil {
+		if err := e.uploadSegment(ctx, u, keep); err != nil {
 			return done, err
 		}
 		done++
@@ -271,7 +309,7 @@ func (e *Engine) uploadable(u SegmentUsage) bool {
 }
 
 // uploadSegment lays out one segment, writes its object and commits it.
-func (e *Engine) uploadSegment(ctx context.Context, u SegmentUsage) error {
+func (e *Engine) uploadSegment(ctx context.Context, u SegmentUsage, keep func(model.QueueID) bool) error {
 	v, err := e.clog.Acquire(u.Base)
 	if err != nil {
 		return err
@@ -281,7 +319,7 @@ func (e *Engine) uploadSegment(ctx context.Context, u SegmentUsage) error {
 	if !ok {
 		return fmt.Errorf("%w: segment %d shorter than %d bytes", model.ErrCorruptRecord, u.Base, u.End-u.Base)
 	}
-	obj, err := tier.Build(seg, u.Base)
+	obj, err := tier.Build(seg, u.Base, keep)
 	if err != nil {
 		return err
 	}
@@ -363,9 +401,12 @@ func (e *Engine) readTiered(ent queueindex.Entry) (StoredRecord, bool, error) {
 }
 
 // reclaimTiered deletes the local files of tiered segments that fell out of
-// the local retention, oldest first: their pinned control records go to the
-// local area first (as garbage collection moves them), and a checkpoint and
-// the keepers' snapshots make the state they fed durable.
+// the local retention, oldest first: their pinned control records and the
+// live records their object left out go to the local area first (as garbage
+// collection moves them), and a checkpoint and the keepers' snapshots make
+// the state they fed durable. What an object left out is read from the
+// object's queue list, committed in the log, so every replica moves the
+// same records whatever its filter says.
 func (e *Engine) reclaimTiered(ctx context.Context) (deleted int, freed int64, err error) {
 	if e.tier == nil {
 		return 0, 0, nil
@@ -380,7 +421,7 @@ func (e *Engine) reclaimTiered(ctx context.Context) (deleted int, freed int64, e
 	}
 	th := newThrottle(0)
 	for _, u := range cands {
-		if _, _, err := e.relocate(ctx, u, th, true); err != nil {
+		if _, _, err := e.relocate(ctx, u, th, e.manifest.find(u.Base)); err != nil {
 			return 0, 0, err
 		}
 	}

@@ -375,3 +375,75 @@ func TestTieringConcurrentUploads(t *testing.T) {
 		t.Fatalf("%d segments tiered, %d uploads", st.Segments, st.UploadedSegments)
 	}
 }
+
+// TestTieringOptOut: a queue the filter leaves out never reaches the
+// bucket; its records outlive the tiered segments' local files (moved to
+// the local area) and read back with the tiered queue's, also after a
+// restart. With AwaitFilter nothing is uploaded before a filter is set.
+func TestTieringOptOut(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := testBucket(t)
+	c := tierConfig(dir, b)
+	c.Tier.AwaitFilter = true
+	e := openEngine(t, c)
+	const tiered, local = model.QueueID(3), model.QueueID(5)
+	if err := e.CreateQueues(ctx, []model.QueueID{tiered, local}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 600
+	for i := range n {
+		appendN(t, e, tiered, i, 1)
+		appendN(t, e, local, i, 1)
+	}
+	if up, err := e.UploadSealed(ctx); err != nil || up != 0 {
+		t.Fatalf("uploaded %d segments (%v) before a filter was set", up, err)
+	}
+	e.SetTierFilter(func(q model.QueueID) bool { return q != local })
+	up, err := e.UploadSealed(ctx)
+	if err != nil || up < 2 || len(e.TieredSegments()) != up {
+		t.Fatalf("uploaded %d segments, %d committed: %v", up, len(e.TieredSegments()), err)
+	}
+	for _, s := range e.TieredSegments() {
+		if s.holds(local) || !s.holds(tiered) {
+			t.Fatalf("tiered segment %d holds %+v", s.Base, s.Queues)
+		}
+	}
+	for _, k := range listKeys(t, b) {
+		obj, err := b.ReadRange(ctx, k, 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(obj, []byte(fmt.Sprintf("q%d-m", local))) {
+			t.Fatalf("object %s holds a record of the left-out queue", k)
+		}
+	}
+	res, err := e.EnforceRetention()
+	if err != nil || res.DeletedSegments != up {
+		t.Fatalf("deleted %d local segments of %d tiered: %v", res.DeletedSegments, up, err)
+	}
+	check := func(e *Engine) {
+		t.Helper()
+		for _, q := range []model.QueueID{tiered, local} {
+			got := readAll(t, e, q, 0)
+			if len(got) != n {
+				t.Fatalf("queue %d: read %d of %d", q, len(got), n)
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], msg(int(q), i)) {
+					t.Fatalf("queue %d message %d differs", q, i)
+				}
+			}
+		}
+	}
+	check(e)
+	before := e.TierStats().ColdReads.Load()
+	if got := readAll(t, e, local, 0); len(got) != n || e.TierStats().ColdReads.Load() != before {
+		t.Fatalf("reading the left-out queue took %d cold reads", e.TierStats().ColdReads.Load()-before)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openEngine(t, c)
+	check(e)
+}

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage/tier"
 )
 
 // The tier manifest: which commit-log segments are in the bucket. A segment
@@ -51,6 +52,12 @@ type TieredQueue struct {
 	Queue        model.QueueID
 	First, End   model.QueueOffset
 	MaxTimestamp int64
+}
+
+// holds reports whether the segment's object carries queue q's records.
+func (s *TieredSegment) holds(q model.QueueID) bool {
+	i := sort.Search(len(s.Queues), func(i int) bool { return s.Queues[i].Queue >= q })
+	return i < len(s.Queues) && s.Queues[i].Queue == q
 }
 
 const tieredSegmentFixed = 2 + 8*6 + 8 + 4*3 + 8 + 4
@@ -110,7 +117,7 @@ func decodeTieredSegment(b []byte) (*TieredSegment, []byte, error) {
 	if int64(len(p)) < nq*28 {
 		return bad("queues cut short")
 	}
-	if s.Key == "" || s.Base < 0 || s.End < s.Base || s.Base.IsLocal() || s.LastIndex < s.FirstIndex || s.Size < int64(s.End-s.Base) {
+	if s.Key == "" || s.Base < 0 || s.End < s.Base || s.Base.IsLocal() || s.LastIndex < s.FirstIndex || s.Size < int64(s.IndexLen)+tier.TrailerSize {
 		return bad("inconsistent fields")
 	}
 	s.Queues = make([]TieredQueue, nq)

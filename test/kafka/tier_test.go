@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -95,4 +96,109 @@ func TestTieredHistoryReadsBack(t *testing.T) {
 		t.Fatalf("a restart uploaded again: %d segments, before %d", again, segments)
 	}
 	consumeAll(n, "from-bucket-after-restart")
+}
+
+// TestTieringOptOutTopic: a topic with remote.storage.enable=false (set
+// through Kafka) and one with no_tiering (through the admin API) never reach
+// the bucket, while a topic beside them does; all three read back
+// byte-exact once their shared segments left local disk, and after a
+// restart.
+func TestTieringOptOutTopic(t *testing.T) {
+	c := apptest.TestConfig(t.TempDir())
+	bucket := apptest.WithTestBucket(t, &c)
+	n := apptest.StartTestNode(t, c)
+	ctx := ctxTimeout(t, 3*time.Minute)
+	const partitions, perPartition = 2, 700
+	cl := newClient(t, n.KafkaAddr(), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(time.Millisecond), kgo.ProducerBatchMaxBytes(64<<10))
+	adm := kadm.NewClient(cl)
+	off := "false"
+	if _, err := adm.CreateTopic(ctx, partitions, 1, map[string]*string{"remote.storage.enable": &off}, "kafka-local"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, "tiered"); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"name": "api-local", "queues": partitions, "config": map[string]any{"no_tiering": true}})
+	resp, err := http.Post("http://"+n.HTTPAddr()+"/api/v1/topics", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("create api-local: %s", resp.Status)
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, "kafka-local", "tiered", "api-local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rc := range rcs {
+		for _, cfg := range rc.Configs {
+			if cfg.Key == "remote.storage.enable" {
+				if want := fmt.Sprint(rc.Name == "tiered"); cfg.MaybeValue() != want {
+					t.Fatalf("%s: remote.storage.enable=%s, want %s", rc.Name, cfg.MaybeValue(), want)
+				}
+			}
+		}
+	}
+	topics := []string{"kafka-local", "tiered", "api-local"}
+	value := func(topic string, p, i int) []byte { return append([]byte(topic+"|"), tieredValue(p, i)...) }
+	for i := range perPartition {
+		for p := range partitions {
+			for _, topic := range topics {
+				cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: int32(p), Value: value(topic, p, i)}, func(_ *kgo.Record, err error) {
+					if err != nil {
+						t.Errorf("produce: %v", err)
+					}
+				})
+			}
+		}
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	segments, local := apptest.TierNow(t, n)
+	if segments < 2 || local != 0 {
+		t.Fatalf("%d segments tiered, %d of them still local", segments, local)
+	}
+	var tieredSeen bool
+	for key, obj := range bucket.Objects(t) {
+		for _, topic := range []string{"kafka-local", "api-local"} {
+			if bytes.Contains(obj, []byte(topic+"|")) {
+				t.Fatalf("object %s holds records of %s", key, topic)
+			}
+		}
+		tieredSeen = tieredSeen || bytes.Contains(obj, []byte("tiered|"))
+	}
+	if !tieredSeen {
+		t.Fatal("no object holds the tiered topic's records")
+	}
+	readAll := func(n *apptest.TestNode) {
+		t.Helper()
+		for _, topic := range topics {
+			cons := newClient(t, n.KafkaAddr(), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+				kgo.FetchMaxWait(200*time.Millisecond))
+			next := make([]int, partitions)
+			for total := 0; total < partitions*perPartition; {
+				fs := cons.PollFetches(ctx)
+				if ctx.Err() != nil {
+					t.Fatalf("%s: read %v of %d per partition", topic, next, perPartition)
+				}
+				fs.EachError(func(tp string, p int32, err error) { t.Logf("fetch %s/%d: %v", tp, p, err) })
+				fs.EachRecord(func(r *kgo.Record) {
+					p := int(r.Partition)
+					if int(r.Offset) != next[p] || !bytes.Equal(r.Value, value(topic, p, next[p])) {
+						t.Fatalf("%s partition %d offset %d: want offset %d's value", topic, p, r.Offset, next[p])
+					}
+					next[p]++
+					total++
+				})
+			}
+			cons.Close()
+		}
+	}
+	readAll(n)
+	n.Stop(t)
+	n = apptest.StartTestNode(t, c)
+	readAll(n)
 }

@@ -2,6 +2,7 @@ package apptest
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -16,12 +17,44 @@ import (
 // WithTestBucket starts an in-process S3 server on loopback (closed when
 // the test ends) and points c's tiered storage at it: 1 MiB segments, no
 // local retention (a tiered segment leaves local disk at the next retention
-// pass), uploads only when asked (TierNow), a small cold-read cache.
-func WithTestBucket(t testing.TB, c *app.Config) {
+// pass), uploads only when asked (TierNow), a small cold-read cache. The
+// bucket it returns lets a test look at what was stored.
+func WithTestBucket(t testing.TB, c *app.Config) *TestBucket {
 	t.Helper()
-	s3 := httptest.NewServer(gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true)).Server())
+	b := &TestBucket{backend: s3mem.New(), name: "tier"}
+	s3 := httptest.NewServer(gofakes3.New(b.backend, gofakes3.WithAutoBucket(true)).Server())
 	t.Cleanup(s3.Close)
-	tierTestSettings(c, s3.URL, "tier", "test", "secret")
+	tierTestSettings(c, s3.URL, b.name, "test", "secret")
+	return b
+}
+
+// TestBucket is the in-process bucket of WithTestBucket.
+type TestBucket struct {
+	backend *s3mem.Backend
+	name    string
+}
+
+// Objects returns every object in the bucket, by key.
+func (b *TestBucket) Objects(t testing.TB) map[string][]byte {
+	t.Helper()
+	list, err := b.backend.ListBucket(b.name, nil, gofakes3.ListBucketPage{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, c := range list.Contents {
+		obj, err := b.backend.GetObject(b.name, c.Key, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(obj.Contents)
+		obj.Contents.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[c.Key] = data
+	}
+	return out
 }
 
 // tierTestSettings points c's tiered storage at a bucket with the test

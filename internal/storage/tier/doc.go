@@ -39,6 +39,9 @@
 //	    (the queue index stores positions) find it in the object with one
 //	    binary search; SegRel and ObjRel are 32 bits, so a tiered segment holds
 //	    at most 4 GiB.
+//	  - Records of topics that opted out of tiering are left out (DataLen is
+//	    then less than SegmentLen and the record map skips them); the local
+//	    copies of those records outlive the segment (package storage).
 //	  - A cold read fetches the trailer (a suffix GET of 48 bytes) unless the
 //	    commit record already gave the index's place, then the index (cached),
 //	    then ranged GETs of one queue's records.

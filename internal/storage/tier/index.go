@@ -109,7 +109,7 @@ func DecodeIndex(b []byte, t Trailer) (*Index, error) {
 		return nil, fmt.Errorf("%w: index of %d bytes for %d queues and %d records", ErrBadObject, len(b), nq, nr)
 	}
 	if x.SegmentBase != t.SegmentBase || x.SegmentBase < 0 || x.SegmentLen < 0 || x.SegmentLen > MaxSegmentLen ||
-		x.SegmentLen != t.DataLen || x.LastIndex < x.FirstIndex {
+		x.SegmentLen < t.DataLen || x.LastIndex < x.FirstIndex {
 		return nil, fmt.Errorf("%w: index header disagrees with trailer", ErrBadObject)
 	}
 	p := b[indexHeaderSize:]

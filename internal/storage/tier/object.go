@@ -83,8 +83,10 @@ type run struct{ from, n uint32 }
 // Build lays out the segment data seg (its records, up to the first zero
 // length or the end) that begins at log position base. The records are
 // checked (header and CRC) as they are planned, so a damaged segment is
-// never uploaded.
-func Build(seg []byte, base model.LogPos) (*Object, error) {
+// never uploaded. When keep is set, only records of the queues it keeps go
+// into the object (the index's first and last log index still span the
+// whole segment); a nil keep keeps every record.
+func Build(seg []byte, base model.LogPos, keep func(model.QueueID) bool) (*Object, error) {
 	if int64(len(seg)) > MaxSegmentLen {
 		return nil, fmt.Errorf("%w: segment of %d bytes exceeds %d", ErrBadObject, len(seg), int64(MaxSegmentLen))
 	}
@@ -103,10 +105,15 @@ func Build(seg []byte, base model.LogPos) (*Object, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: segment %d at %d: %w", ErrBadObject, base, off, err)
 		}
-		if len(recs) == 0 {
+		if off == 0 {
 			idx.FirstIndex = r.Index
 		}
 		idx.LastIndex = r.Index
+		idx.SegmentLen = int64(off) + int64(r.Length)
+		if keep != nil && !keep(r.Queue) {
+			off += int(r.Length)
+			continue
+		}
 		idx.MaxStoreTime = max(idx.MaxStoreTime, r.StoreTime)
 		q := byQueue[r.Queue]
 		if q == nil {
@@ -120,7 +127,6 @@ func Build(seg []byte, base model.LogPos) (*Object, error) {
 		q.MaxTimestamp = max(q.MaxTimestamp, r.Timestamp)
 		recs = append(recs, rec{queue: r.Queue, rel: uint32(off), size: r.Length})
 		off += int(r.Length)
-		idx.SegmentLen = int64(off)
 	}
 	idx.Queues = make([]QueueRange, 0, len(byQueue))
 	for _, q := range byQueue {

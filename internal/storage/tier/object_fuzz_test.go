@@ -13,7 +13,7 @@ import (
 func FuzzDecodeObject(f *testing.F) {
 	for seed := range uint64(3) {
 		seg, _, _ := testSegment(f, 20, 3, seed)
-		o, err := Build(seg, model.LogPos(seed<<20))
+		o, err := Build(seg, model.LogPos(seed<<20), nil)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func FuzzBuild(f *testing.F) {
 	seg, _, _ := testSegment(f, 10, 2, 9)
 	f.Add(seg)
 	f.Fuzz(func(t *testing.T, seg []byte) {
-		o, err := Build(seg, 0)
+		o, err := Build(seg, 0, nil)
 		if err != nil {
 			return
 		}

@@ -59,11 +59,54 @@ func open(t testing.TB, obj []byte) (Trailer, *Index) {
 	return tr, x
 }
 
+// TestObjectLeavesOutQueues builds an object without one queue's records
+// (a topic that opted out of tiering): they are not in it, every other
+// record is, and the index still spans the whole segment.
+func TestObjectLeavesOutQueues(t *testing.T) {
+	const base = model.LogPos(1 << 30)
+	const left = model.QueueID(14)
+	seg, rels, hs := testSegment(t, 300, 5, 2)
+	o, err := Build(seg, base, func(q model.QueueID) bool { return q != left })
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := io.ReadAll(o.Reader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, x := open(t, obj)
+	if x.FirstIndex != 100 || x.LastIndex != 399 || x.SegmentEnd() != base+model.LogPos(len(seg)) {
+		t.Fatalf("index header %+v", x)
+	}
+	if _, ok := x.Queue(left); ok {
+		t.Fatalf("queue %d is in the object", left)
+	}
+	var leftBytes, kept int
+	for i, rel := range rels {
+		at, _, ok := x.Locate(base + model.LogPos(rel))
+		if hs[i].Queue == left {
+			if ok {
+				t.Fatalf("record %d of the left-out queue found", i)
+			}
+			leftBytes += int(hs[i].Length)
+			continue
+		}
+		kept++
+		want := seg[rel : rel+int(hs[i].Length)]
+		if !ok || !bytes.Equal(obj[at:at+int64(len(want))], want) {
+			t.Fatalf("record %d missing or different", i)
+		}
+	}
+	if leftBytes == 0 || x.Records() != kept || o.Trailer.DataLen != int64(len(seg)-leftBytes) {
+		t.Fatalf("left out %d bytes, %d of %d records in the object, data %d bytes", leftBytes, x.Records(), kept, o.Trailer.DataLen)
+	}
+}
+
 func TestObjectRoundTrip(t *testing.T) {
 	const base = model.LogPos(5 << 30)
 	seg, rels, hs := testSegment(t, 500, 9, 1)
 	// Trailing zeros stand for a segment's unused space.
-	o, err := Build(append(seg, make([]byte, 100)...), base)
+	o, err := Build(append(seg, make([]byte, 100)...), base, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,10 +166,10 @@ func TestObjectRefusesDamage(t *testing.T) {
 	seg, rels, _ := testSegment(t, 50, 3, 2)
 	bad := bytes.Clone(seg)
 	bad[rels[10]+40] ^= 1
-	if _, err := Build(bad, 0); !errors.Is(err, ErrBadObject) {
+	if _, err := Build(bad, 0, nil); !errors.Is(err, ErrBadObject) {
 		t.Fatalf("built an object of a damaged segment: %v", err)
 	}
-	o, err := Build(seg, 0)
+	o, err := Build(seg, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +189,7 @@ func TestObjectRefusesDamage(t *testing.T) {
 }
 
 func TestObjectEmptySegment(t *testing.T) {
-	o, err := Build(make([]byte, 4096), 64)
+	o, err := Build(make([]byte, 4096), 64, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +203,7 @@ func TestObjectEmptySegment(t *testing.T) {
 // TestObjectReaderSmallReads streams the object through one-byte reads.
 func TestObjectReaderSmallReads(t *testing.T) {
 	seg, _, _ := testSegment(t, 40, 4, 3)
-	o, err := Build(seg, 0)
+	o, err := Build(seg, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
