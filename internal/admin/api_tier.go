@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/storage"
 )
 
 // tierSegment is one tiered segment as the API shows it.
@@ -19,6 +20,13 @@ type tierSegment struct {
 	Bytes      int64  `json:"bytes"`
 	Queues     int    `json:"queues"`
 	Local      bool   `json:"local"` // its file is still on local disk
+	Group      *int   `json:"group,omitempty"` // its replication group (a cluster's merged answer)
+}
+
+// tierReport is GET /api/v1/storage/tier's answer.
+type tierReport struct {
+	Status   storage.TierStatus `json:"status"`
+	Segments []tierSegment      `json:"segments"`
 }
 
 // registerTierAPI serves tiered storage's state (GET /api/v1/storage/tier:
@@ -36,7 +44,7 @@ func registerTierAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 			segs = append(segs, tierSegment{Key: s.Key, Term: uint64(s.Term), Base: int64(s.Base), End: int64(s.End),
 				FirstIndex: uint64(s.FirstIndex), LastIndex: uint64(s.LastIndex), Bytes: s.Size, Queues: len(s.Queues), Local: local[int64(s.Base)]})
 		}
-		writeJSON(w, map[string]any{"status": e.TierStatus(), "segments": segs})
+		writeJSON(w, tierReport{Status: e.TierStatus(), Segments: segs})
 	}))
 	mux.HandleFunc("POST /api/v1/storage/tier/upload", sec.guard(func(w http.ResponseWriter, r *http.Request) {
 		n, err := b.Engine().UploadSealed(r.Context())

@@ -99,6 +99,21 @@ func topicSummary(b *broker.Broker, t *broker.Topic) (apiv1.TopicSummary, []apiv
 	return s, queues
 }
 
+// localStarts sets, when the node tiers, each queue's first offset on local
+// disk (below it the records are in the bucket only).
+func localStarts(b *broker.Broker, t *broker.Topic, queues []apiv1.QueueInfo) {
+	e := b.Engine()
+	if !e.Tiered() {
+		return
+	}
+	ends := e.BucketOnlyEnds()
+	for i, id := range t.Queues {
+		if i < len(queues) {
+			queues[i].LocalStart = max(queues[i].Start, int64(ends[id]))
+		}
+	}
+}
+
 func registerTopicAPI(mux *http.ServeMux, b *broker.Broker, sec Security, hist *History) {
 	mux.HandleFunc("GET /api/v1/topics", sec.guard(func(w http.ResponseWriter, r *http.Request) {
 		out := []apiv1.TopicSummary{}
@@ -115,6 +130,7 @@ func registerTopicAPI(mux *http.ServeMux, b *broker.Broker, sec Security, hist *
 			return
 		}
 		s, queues := topicSummary(b, t)
+		localStarts(b, t, queues)
 		writeJSON(w, apiv1.TopicDetail{TopicSummary: s, QueueList: queues, Config: topicConfig(t.Config)})
 	}))
 	mux.HandleFunc("POST /api/v1/topics", sec.guard(func(w http.ResponseWriter, r *http.Request) {

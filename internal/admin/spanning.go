@@ -100,7 +100,7 @@ type spanning struct {
 
 // Spanning returns the admin API of a cluster of several replication
 // groups: the topic, message, consumer group, transaction, timer,
-// dead-letter and trace endpoints ask every group and merge; the rest
+// dead-letter, trace and storage endpoints ask every group and merge; the rest
 // (metrics, health, security, the console, the cluster's status) is
 // local's.
 func Spanning(local http.Handler, ask GroupAsker) http.Handler {
@@ -130,6 +130,8 @@ func Spanning(local http.Handler, ask GroupAsker) http.Handler {
 	mux.HandleFunc("POST /api/v1/deadletters/{group}/redrive", s.redrive)
 	mux.HandleFunc("GET /api/v1/trace", s.trace)
 	mux.HandleFunc("GET /api/v1/storage", s.storage)
+	mux.HandleFunc("GET /api/v1/storage/tier", s.tier)
+	mux.HandleFunc("POST /api/v1/storage/tier/upload", s.tierUpload)
 	mux.HandleFunc("POST /api/v1/storage/{action}", s.everyGroup)
 	mux.Handle("/", local)
 	return mux

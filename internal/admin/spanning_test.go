@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rosettamq/rosetta/internal/apiv1"
 )
@@ -164,5 +165,21 @@ func TestSpanningSumsStorage(t *testing.T) {
 	if code != http.StatusOK || got.LogBytes != 150 || len(got.Segments) != 2 || got.Topics["t"].Bytes != 33 ||
 		fmt.Sprint(got.Topics["t"].Queues) != "[1 10 2 20]" {
 		t.Fatalf("storage: %d %+v", code, got)
+	}
+}
+
+func TestSpanningSumsTiering(t *testing.T) {
+	share := func(segments int, lastErr string, at time.Time) map[string]any {
+		return map[string]any{"status": map[string]any{"enabled": true, "segments": segments, "bytes": segments * 10, "pending_bytes": 5,
+			"cache_hits": 3, "last_error": lastErr, "last_error_at": at},
+			"segments": []map[string]any{{"key": "k", "bytes": 10, "local": false}}}
+	}
+	now := time.Now()
+	c := &cannedGroups{answers: map[string][]any{"GET /api/v1/storage/tier": {share(2, "old", now.Add(-time.Minute)), share(3, "new", now)}}}
+	got, code := get[tierReport](t, spanningOver(c), "/api/v1/storage/tier")
+	st := got.Status
+	if code != http.StatusOK || !st.Enabled || st.Segments != 5 || st.Bytes != 50 || st.PendingBytes != 10 || st.CacheHits != 6 ||
+		st.LastError != "group 1: new" || len(got.Segments) != 2 || got.Segments[1].Group == nil || *got.Segments[1].Group != 1 {
+		t.Fatalf("tier: %d %+v", code, got)
 	}
 }

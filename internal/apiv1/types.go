@@ -89,6 +89,9 @@ type QueueInfo struct {
 	Start int64 `json:"start"` // first offset held
 	End   int64 `json:"end"`   // next offset to be written (Kafka high watermark)
 	Bytes int64 `json:"bytes"`
+	// LocalStart is the first offset on local disk when the node tiers:
+	// offsets from Start below it are read from the bucket.
+	LocalStart int64 `json:"local_start,omitempty"`
 }
 
 // TopicDetail is one topic with its queues and configuration.

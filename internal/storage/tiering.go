@@ -209,6 +209,28 @@ func (e *Engine) tierKeep() (keep func(model.QueueID) bool, ok bool) {
 // Tiered says whether tiering is on.
 func (e *Engine) Tiered() bool { return e.tier != nil }
 
+// BucketOnlyEnds says, per queue with records only in the bucket (their
+// segment's file deleted locally), the offset those records end at: a
+// queue's records below it are read from the bucket, from it on from local
+// disk (Kafka's local log start offset). Local deletion takes the oldest
+// segments first, so that part is a prefix of the queue.
+func (e *Engine) BucketOnlyEnds() map[model.QueueID]model.QueueOffset {
+	local := map[model.LogPos]bool{}
+	for _, s := range e.clog.Segments() {
+		local[s.Base] = true
+	}
+	out := map[model.QueueID]model.QueueOffset{}
+	for _, s := range e.manifest.list() {
+		if local[s.Base] {
+			continue
+		}
+		for _, q := range s.Queues {
+			out[q.Queue] = max(out[q.Queue], q.End)
+		}
+	}
+	return out
+}
+
 // TieredSegments lists the segments committed to the bucket.
 func (e *Engine) TieredSegments() []*TieredSegment { return e.manifest.list() }
 

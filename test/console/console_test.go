@@ -100,6 +100,8 @@ func TestConsolePages(t *testing.T) {
 	do("cluster", chromedp.Navigate(base+"/#/cluster"))
 	waitFor("Replication groups")
 	shot("cluster")
+	do("storage", chromedp.Navigate(base+"/#/storage"))
+	waitFor("Tiered storage is off")
 	do("users and ACLs", chromedp.Navigate(base+"/#/security"), chromedp.WaitVisible(chromedp.CSS(`input[aria-label="user name"]`)),
 		chromedp.SendKeys(chromedp.CSS(`input[aria-label="user name"]`), "alice"),
 		chromedp.SendKeys(chromedp.CSS(`input[aria-label="password"]`), "alice-secret"),

@@ -259,12 +259,27 @@ async function topicDetail(view, name) {
   } }, "Delete topic");
   view.replaceChildren(h("h1", {}, "Topic ", name),
     h("p", { class: "muted" }, t.full_name, " · ", t.queues, " queues · ", fmtInt(t.messages), " messages · ", fmtBytes(t.bytes), " · retention ", fmtMs(t.retention_ms),
-      t.config.cleanup_policy ? " · cleanup " + t.config.cleanup_policy : "", " ", del),
+      t.config.cleanup_policy ? " · cleanup " + t.config.cleanup_policy : "", t.config.no_tiering ? " · kept out of tiered storage" : "", " ", del),
     h("h2", {}, "Queues"),
-    table([{ label: "queue", num: true }, { label: "start", num: true }, { label: "end", num: true }, { label: "messages", num: true }, { label: "bytes", num: true }],
-      t.queue_list.map((q) => [q.queue, fmtInt(q.start), fmtInt(q.end), fmtInt(q.end - q.start), fmtBytes(q.bytes)])),
+    queueTable(t.queue_list),
     h("h2", {}, "Messages"), messageBrowser("/api/v1/topics/" + enc(name) + "/messages", t.queues),
     h("h2", {}, "Produce a message"), produce);
+}
+
+// queueTable lists a topic's queues; when the node tiers, "local from" is
+// each queue's first offset on local disk (below it, in the bucket only).
+function queueTable(queues) {
+  const tiered = queues.some((q) => q.local_start !== undefined);
+  const headers = [{ label: "queue", num: true }, { label: "start", num: true }, { label: "end", num: true }, { label: "messages", num: true }, { label: "bytes", num: true }];
+  if (tiered) headers.push({ label: "local from", num: true }, { label: "in the bucket only", num: true });
+  return table(headers, queues.map((q) => {
+    const row = [q.queue, fmtInt(q.start), fmtInt(q.end), fmtInt(q.end - q.start), fmtBytes(q.bytes)];
+    if (tiered) {
+      const local = q.local_start === undefined ? q.start : q.local_start;
+      row.push(fmtInt(local), fmtInt(local - q.start) + " messages");
+    }
+    return row;
+  }));
 }
 
 async function groupList(view) {
@@ -462,6 +477,46 @@ async function clusterView(view) {
       groups.map((g) => [g.id, g.leader, g.term, fmtInt(g.commit_index), (g.progress || []).map((p) => p.node + " (lag " + p.lag + ")").join(", ") || (g.replicas || []).join(", ")])));
 }
 
+// storageView shows where the data is: local segments, what went to the
+// tiered-storage bucket (still local too, or in the bucket only) and what
+// waits to go, with the upload and cold-read counters.
+async function storageView(view) {
+  const [s, t] = await Promise.all([api("GET", "/api/v1/storage"), api("GET", "/api/v1/storage/tier")]);
+  const st = t.status || {};
+  const segs = t.segments || [];
+  const sum = (xs) => xs.reduce((n, x) => n + x.bytes, 0);
+  const local = segs.filter((x) => x.local), bucketOnly = segs.filter((x) => !x.local);
+  const head = [h("h1", {}, "Storage"),
+    h("p", { class: "muted" }, "Local disk: ", fmtBytes(s.log_bytes), " in ", (s.segments || []).length, " segments, ", fmtBytes(s.live_bytes), " of it live.")];
+  if (!st.enabled) {
+    view.replaceChildren(...head, h("p", { class: "muted" }, "Tiered storage is off (storage.tier.bucket is not set): everything is on local disk."));
+    return;
+  }
+  const status = h("span");
+  const upload = h("button", { onclick: async () => {
+    try { const r = await api("POST", "/api/v1/storage/tier/upload"); status.replaceChildren(h("span", { class: "muted" }, " uploaded ", r.uploaded_segments, " segments")); setTimeout(route, 800); } catch (err) { status.replaceChildren(errorBox(err)); }
+  } }, "Upload sealed segments now");
+  const lookups = st.cache_hits + st.cache_misses;
+  const grouped = segs.some((x) => x.group !== undefined);
+  const shown = segs.slice(-200).reverse();
+  const stalled = st.last_error ? [h("div", { class: "error", role: "alert" }, "Uploads stalled since ", st.last_error_at || "", ": ", st.last_error)] : [];
+  view.replaceChildren(...head, ...stalled,
+    h("h2", {}, "Where the log is"),
+    table([{ label: "where" }, { label: "segments", num: true }, { label: "bytes", num: true }], [
+      ["local disk only: sealed, waiting for upload", fmtInt(st.pending_segments), fmtBytes(st.pending_bytes)],
+      ["local disk and the bucket", fmtInt(local.length), fmtBytes(sum(local))],
+      ["the bucket only", fmtInt(bucketOnly.length), fmtBytes(sum(bucketOnly))],
+    ]),
+    h("p", { class: "muted" }, "This process uploaded ", fmtInt(st.uploaded_segments), " segments (", fmtBytes(st.uploaded_bytes), "), ",
+      fmtInt(st.upload_errors), " upload passes failed; cold reads: ", fmtInt(st.cold_reads), " ranged reads, ", fmtBytes(st.cold_read_bytes),
+      lookups ? ", cache hits " + Math.round(100 * st.cache_hits / lookups) + "%" : "", ". ", upload, status),
+    h("h2", {}, "Tiered segments", segs.length > shown.length ? " (newest " + shown.length + " of " + segs.length + ")" : ""),
+    table((grouped ? [{ label: "group", num: true }] : []).concat([{ label: "log positions" }, { label: "records (log index)" }, { label: "object", num: true },
+      { label: "queues", num: true }, { label: "where" }, { label: "key" }]),
+    shown.map((x) => (grouped ? [x.group] : []).concat([fmtInt(x.base) + " – " + fmtInt(x.end), fmtInt(x.first_index) + " – " + fmtInt(x.last_index),
+      fmtBytes(x.bytes), x.queues, x.local ? "local and bucket" : "bucket only", x.key]))));
+}
+
 // ---- routing -------------------------------------------------------------
 
 const routes = [
@@ -477,6 +532,7 @@ const routes = [
   [/^#\/timers$/, "timers", timers],
   [/^#\/timers\/(.+)$/, "timers", timers],
   [/^#\/security$/, "security", securityView],
+  [/^#\/storage$/, "storage", storageView],
   [/^#\/cluster$/, "cluster", clusterView],
 ];
 
