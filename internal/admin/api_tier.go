@@ -19,7 +19,7 @@ type tierSegment struct {
 	LastIndex  uint64 `json:"last_index"`
 	Bytes      int64  `json:"bytes"`
 	Queues     int    `json:"queues"`
-	Local      bool   `json:"local"` // its file is still on local disk
+	Local      bool   `json:"local"`           // its file is still on local disk
 	Group      *int   `json:"group,omitempty"` // its replication group (a cluster's merged answer)
 }
 
