@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"sync/atomic"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -50,14 +52,11 @@ func (c *testCluster) waitTiered(n int) {
 	}
 }
 
-// TestTieringReplicated: only the leader uploads; its commit records reach
-// every replica, which then delete their local copies and read the history
-// from the bucket; a new leader uploads under its own term, its sweep keeps
-// every committed object and removes an orphan; a restarted replica comes
-// back with the manifest.
-func TestTieringReplicated(t *testing.T) {
+// testBucket starts an in-process S3 server on loopback with a bucket.
+func testBucket(t *testing.T) *s3bucket.Bucket {
+	t.Helper()
 	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	b, err := s3bucket.New(t.Context(), s3bucket.Config{Endpoint: srv.URL, Bucket: "tier", AccessKey: "a", SecretKey: "s", PathStyle: true})
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +64,16 @@ func TestTieringReplicated(t *testing.T) {
 	if err := b.CreateBucket(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// TestTieringReplicated: only the leader uploads; its commit records reach
+// every replica, which then delete their local copies and read the history
+// from the bucket; a new leader uploads under its own term, its sweep keeps
+// every committed object and removes an orphan; a restarted replica comes
+// back with the manifest.
+func TestTieringReplicated(t *testing.T) {
+	b := testBucket(t)
 	c := newClusterFrom(&testCluster{t: t, net: &memNet{groups: map[model.NodeID]*Group{}, cut: map[model.NodeID]bool{}},
 		nodes: map[model.NodeID]*replica{}, addrs: map[model.NodeID]string{}, bucket: b}, 3)
 	ctx := context.Background()
@@ -123,4 +132,96 @@ func TestTieringReplicated(t *testing.T) {
 	c.start(l.id)
 	c.converge(want)
 	c.waitTiered(n + n2)
+}
+
+// gatedBucket writes objects through; once armed, the next Create writes
+// its object and then waits for release before answering: an upload in
+// flight whose commit record is not written yet.
+type gatedBucket struct {
+	tier.Bucket
+	armed   atomic.Bool
+	reached chan string // the gated object's key
+	release chan struct{}
+}
+
+func (g *gatedBucket) Create(ctx context.Context, key string, size int64, body io.Reader) error {
+	err := g.Bucket.Create(ctx, key, size, body)
+	if g.armed.CompareAndSwap(true, false) {
+		g.reached <- key
+		<-g.release
+	}
+	return err
+}
+
+// TestTieringDeposedLeaderUpload: a leader cut off while its upload is in
+// flight (the object written, the commit not yet) fails to commit it; the
+// new leader uploads the segment under its own term; no replica's manifest
+// ever names the deposed term's object, and the sweep removes it.
+func TestTieringDeposedLeaderUpload(t *testing.T) {
+	gate := &gatedBucket{Bucket: testBucket(t), reached: make(chan string, 1), release: make(chan struct{})}
+	c := newClusterFrom(&testCluster{t: t, net: &memNet{groups: map[model.NodeID]*Group{}, cut: map[model.NodeID]bool{}},
+		nodes: map[model.NodeID]*replica{}, addrs: map[model.NodeID]string{}, bucket: gate}, 3)
+	ctx := context.Background()
+	l := c.leader()
+	want := produceSized(t, l, 0, 800, 200)
+	c.converge(want)
+	gate.armed.Store(true)
+	uploaded := make(chan error, 1)
+	go func() {
+		_, err := l.engine.UploadSealed(ctx)
+		uploaded <- err
+	}()
+	var orphan string
+	select {
+	case orphan = <-gate.reached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leader's upload never reached the bucket")
+	}
+	c.net.setCut(l.id, true)
+	l2 := c.leader(l.id)
+	close(gate.release)
+	select {
+	case err := <-uploaded:
+		if err == nil {
+			t.Fatal("the cut-off leader committed its upload")
+		}
+		t.Logf("the deposed leader's upload of %s: %v", orphan, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the deposed leader's upload never returned")
+	}
+	var n int
+	deadline := time.Now().Add(10 * time.Second)
+	for n == 0 && time.Now().Before(deadline) {
+		var err error
+		if n, err = l2.engine.UploadSealed(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n < 2 {
+		t.Fatalf("the new leader uploaded %d segments", n)
+	}
+	c.net.setCut(l.id, false)
+	c.converge(want)
+	c.waitTiered(n)
+	for _, id := range c.ids {
+		for _, s := range c.nodes[id].engine.TieredSegments() {
+			if s.Key == orphan {
+				t.Fatalf("node %d's manifest names the deposed leader's object %s", id, orphan)
+			}
+		}
+		if _, err := c.nodes[id].engine.EnforceRetention(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := l2.engine.SweepBucket(ctx, -time.Minute)
+	if err != nil || res.Deleted != 1 {
+		t.Fatalf("sweep %+v: %v", res, err)
+	}
+	keys := map[string]bool{}
+	_ = gate.List(ctx, "g1/", func(o tier.ObjectInfo) bool { keys[o.Key] = true; return true })
+	if keys[orphan] || len(keys) != n {
+		t.Fatalf("bucket holds %d objects (the orphan: %v), manifest %d", len(keys), keys[orphan], n)
+	}
+	c.converge(want) // from the bucket now
 }

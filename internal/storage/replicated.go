@@ -136,10 +136,12 @@ func (e *Engine) SetLeader(term model.Term) (model.Index, error) {
 }
 
 // appliedAsLeader says whether this replica leads and has applied every
-// record stored before its term: once the commit index reaches its term's
-// first record, all before it are committed, and applied.
+// record stored before its term: once the commit index reaches the last of
+// them, all are committed, and applied. (Raft's empty entry of the term is
+// among them when the log opened after it was stored; either way a quiet
+// group's new leader need not wait for an append of its own.)
 func (e *Engine) appliedAsLeader() bool {
-	return e.clog.Writable() && uint64(e.CommitIndex()) >= e.repl.termStart.Load()
+	return e.clog.Writable() && uint64(e.CommitIndex())+1 >= e.repl.termStart.Load()
 }
 
 // HoldAppends closes the log for appends while its leader stays (a
