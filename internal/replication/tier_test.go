@@ -5,9 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sync/atomic"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
