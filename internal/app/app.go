@@ -76,6 +76,7 @@ func (c Config) StorageConfig(log *slog.Logger) storage.Config {
 	s.GCBytesPerSecond = int64(c.Storage.GCBytesPerSecond)
 	s.MinFreeBytes = int64(c.Storage.MinFreeBytes)
 	s.MinFreeRatio = c.Storage.MinFreeRatio
+	s.StatDisk = c.Storage.StatDisk
 	s.VerifyReads = c.Storage.VerifyReads
 	s.MaxOpenIndexFiles = c.Storage.MaxOpenIndexFiles
 	s.NodeID = model.NodeID(c.NodeID)

@@ -178,6 +178,9 @@ type StorageConfig struct {
 	VerifyReads        bool          `yaml:"verify_reads" help:"check each record's CRC32C when it is read"`
 	MaxOpenIndexFiles  int           `yaml:"max_open_index_files" help:"queue index files kept open at once"`
 	Tier               TierConfig    `yaml:"tier"`
+	// StatDisk, when set, stands in for the file system's total and free
+	// bytes in the disk guard (an embedder's own quota; tests).
+	StatDisk func() (total, free int64, err error) `yaml:"-"`
 }
 
 // BrokerConfig configures the broker core.

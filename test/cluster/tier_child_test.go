@@ -16,6 +16,9 @@ const (
 	envTier          = "ROSETTA_CLUSTER_TIER"
 	envTierSegmentMB = "ROSETTA_CLUSTER_TIER_SEGMENT_MB"
 	envTierLocalMB   = "ROSETTA_CLUSTER_TIER_LOCAL_MB"
+	// envTierDiskMB: the disk guard sees a disk of this many MiB holding
+	// the member's storage directories, with 4 MiB kept free.
+	envTierDiskMB = "ROSETTA_CLUSTER_TIER_DISK_MB"
 )
 
 // tierChildConfig points a member's tiered storage at the test's store
@@ -32,6 +35,11 @@ func tierChildConfig(cfg *app.Config, httpPort string) {
 	tc.Bucket, tc.Endpoint, tc.AccessKey, tc.SecretKey, tc.PathStyle = "tier", ep, apptest.VersityAccessKey, apptest.VersitySecretKey, true
 	tc.LocalRetention, tc.LocalRetentionBytes = 0, app.ByteSize(localMB)<<20
 	tc.UploadInterval, tc.RequestTimeout = time.Second, 10*time.Second
+	if mb := envInt(envTierDiskMB, 0); mb > 0 {
+		dir, total := cfg.DataDir, int64(mb)<<20
+		cfg.Storage.MinFreeBytes = 4 << 20
+		cfg.Storage.StatDisk = func() (int64, int64, error) { return total, max(0, total-storageBytes(dir)), nil }
+	}
 }
 
 func envInt(name string, def int) int {
