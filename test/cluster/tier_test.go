@@ -4,6 +4,7 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -20,6 +21,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -53,12 +56,99 @@ func bucketKeys(t *testing.T, b tier.Bucket) []string {
 	return keys
 }
 
+// pullAll pulls every queue of topic from its first offset with a
+// rocketmq-client-go pull consumer, returning how many distinct messages
+// check accepted (it fails the test on one it refuses).
+func pullAll(t *testing.T, ns primitive.NsResolver, topic, group string, check func([]byte) (string, bool)) int {
+	t.Helper()
+	pc, err := rocketmq.NewPullConsumer(consumer.WithGroupName(group), consumer.WithNsResolver(ns), consumer.WithInstance(group))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mqs, err := pc.GetTopicRouteInfo(topic)
+	if err == nil {
+		err = pc.Assign(topic, mqs)
+	}
+	if err == nil {
+		err = pc.Start()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = pc.Shutdown() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	seen := map[string]bool{}
+	for _, mq := range mqs {
+		for off := int64(0); ; {
+			res, err := pc.PullFrom(ctx, mq, off, 32)
+			if err != nil {
+				t.Fatalf("pull %s queue %d at %d: %v", group, mq.QueueId, off, err)
+			}
+			if res.Status != primitive.PullFound {
+				break
+			}
+			for _, m := range res.GetMessageExts() {
+				id, ok := check(m.Body)
+				if !ok {
+					t.Fatalf("%s: queue %d offset %d holds a message never sent: %.20q", group, mq.QueueId, m.QueueOffset, m.Body)
+				}
+				seen[id] = true
+			}
+			if off = res.NextBeginOffset; off >= res.MaxOffset {
+				break // a pull at the end would wait for new messages
+			}
+		}
+	}
+	return len(seen)
+}
+
+// receiveAll receives topic with a new RocketMQ 5 SimpleConsumer group
+// (which starts at the first offsets) over every member's gRPC listener
+// until want distinct messages came or a minute passes without one.
+func receiveAll(t *testing.T, c *cluster, topic, group string, want int, check func([]byte) (string, bool)) int {
+	t.Helper()
+	cfg := &rmq.Config{Endpoint: strings.Join(c.addrs(4), ";"), ConsumerGroup: group, Credentials: &credentials.SessionCredentials{}}
+	sc, err := rmq.NewSimpleConsumer(cfg, rmq.WithSimpleAwaitDuration(2*time.Second),
+		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
+	if err == nil {
+		err = sc.Start()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sc.GracefulStop() }()
+	ctx := context.Background()
+	seen := map[string]bool{}
+	for last := time.Now(); len(seen) < want && time.Since(last) < time.Minute; {
+		mvs, err := sc.Receive(ctx, 32, 30*time.Second)
+		var es *rmq.ErrRpcStatus
+		if err != nil && !(errors.As(err, &es) && es.Code == 40401) {
+			t.Logf("%s: receive: %v", group, err)
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		for _, mv := range mvs {
+			id, ok := check(mv.GetBody())
+			if !ok {
+				t.Fatalf("%s: received a message never sent: %.20q", group, mv.GetBody())
+			}
+			if !seen[id] {
+				seen[id], last = true, time.Now()
+			}
+			_ = sc.Ack(ctx, mv)
+		}
+	}
+	return len(seen)
+}
+
 // TestClusterTiering: three members tier to a real S3 server (versitygw)
 // while Kafka and RocketMQ producers write; each keeps a small local tail,
 // the history is in the bucket (about one object per segment, none
 // uploaded twice), and it reads back byte-exact through a franz-go fetch of
-// every partition, a franz-go consumer group from the start and a RocketMQ
-// push consumer from the first offset —
+// every partition, a franz-go consumer group from the start, a RocketMQ
+// push consumer and a pull consumer from the first offsets and a RocketMQ 5
+// SimpleConsumer —
 // before and after every member restarts and one is SIGKILLed.
 // ROSETTA_CLUSTER_TIER_MB sets the Kafka data produced (32 MiB).
 func TestClusterTiering(t *testing.T) {
@@ -187,6 +277,17 @@ func TestClusterTiering(t *testing.T) {
 			defer gmu.Unlock()
 			return len(got) == rmqCount
 		})
+		check := func(body []byte) (string, bool) {
+			var i int
+			_, err := fmt.Sscanf(string(body), "r%07d|", &i)
+			return string(body[:min(8, len(body))]), err == nil && string(body) == rbody(i)
+		}
+		if n := pullAll(t, ns, rtopic, "tier-pull-"+round, check); n != rmqCount {
+			t.Fatalf("%s: pulled %d of %d RocketMQ messages from the first offsets", round, n, rmqCount)
+		}
+		if n := receiveAll(t, c, rtopic, "tier-simple-"+round, rmqCount, check); n != rmqCount {
+			t.Fatalf("%s: a RocketMQ 5 SimpleConsumer received %d of %d messages", round, n, rmqCount)
+		}
 	}
 	readBack("first")
 
