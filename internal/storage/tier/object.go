@@ -96,6 +96,15 @@ func Build(seg []byte, base model.LogPos, keep func(model.QueueID) bool) (*Objec
 	}
 	var recs []rec
 	idx := &Index{SegmentBase: base}
+	kept := map[model.QueueID]bool{} // keep's answers, asked once per queue
+	keeps := func(q model.QueueID) bool {
+		k, ok := kept[q]
+		if !ok {
+			k = keep(q)
+			kept[q] = k
+		}
+		return k
+	}
 	byQueue := map[model.QueueID]*QueueRange{}
 	for off := 0; off+commitlog.HeaderSize <= len(seg); {
 		if binary.LittleEndian.Uint32(seg[off:]) == 0 {
@@ -110,7 +119,7 @@ func Build(seg []byte, base model.LogPos, keep func(model.QueueID) bool) (*Objec
 		}
 		idx.LastIndex = r.Index
 		idx.SegmentLen = int64(off) + int64(r.Length)
-		if keep != nil && !keep(r.Queue) {
+		if keep != nil && !keeps(r.Queue) {
 			off += int(r.Length)
 			continue
 		}
