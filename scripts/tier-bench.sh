@@ -9,7 +9,8 @@
 # per million messages; for the Kafka workloads with TIER=on it then
 # restarts the broker (an empty cache) and reads the topic back from the
 # start — every byte from the bucket — and prints the catch-up read, the
-# ranged GETs it took (per GiB), their latency and the cache's hit ratio.
+# ranged GETs it took (per GiB), their latency and the cache's hit ratio;
+# before it, the time to a first record (kcat) with nothing cached.
 # ROSETTA_VERSITYGW names the versitygw binary (scripts/test.sh builds one).
 set -u
 BIN=${BIN:-./rosetta}
@@ -70,6 +71,16 @@ if ms: print("upload: %d objects of 64 MiB, %.0f ms each on average, %.0f MB/s" 
 case $WORKLOAD in kafka*) ;; *) exit 0 ;; esac
 kill $pid; wait $pid 2>/dev/null
 start
+# Time to first byte: one record of a partition whose history is all in
+# the bucket, nothing cached (kcat's own start included; a second partition
+# after the first shows the cost without the object's index).
+if command -v kcat >/dev/null; then
+  for p in 0 1; do
+    t0=$(date +%s%N)
+    taskset -c 1 kcat -C -b 127.0.0.1:9092 -t tb -p $p -o beginning -c 1 -e -q >/dev/null 2>&1
+    echo "time to first record of partition $p from the bucket (kcat): $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+  done
+fi
 echo "catch-up read of the whole topic from the bucket (the broker restarted: empty cache):"
 taskset -c 1 $BENCH "${run[@]/produce/consume}" --topic tb --messages $n 2>&1 | grep -vE '^\s*$' | tail -6
 curl -sf http://127.0.0.1:8080/metrics | python3 -c '
