@@ -61,9 +61,11 @@ func (m *Member) tendGroup(ctx context.Context, gr *Group, r *Replica) {
 				publishedTerm = tm
 			}
 		}
-		if r.Engine.DiskFull() && now.After(stepDownAt) {
+		if r.Engine.DiskFull() && !r.Engine.TierStalled() && now.After(stepDownAt) {
 			// A leader whose disk guard refuses writes would stall the
-			// group: a follower with room takes over.
+			// group: a follower with room takes over. Not while tiering
+			// is stalled: every replica holds the same segments waiting
+			// for the store.
 			m.log.Warn("disk guard refuses writes: handing leadership off", "group", gr.id)
 			m.handOffGroup(gr, r)
 			stepDownAt = m.clock.Now().Add(10 * time.Second)

@@ -93,6 +93,10 @@ type testCluster struct {
 	// bucket, when set, tiers the nodes' sealed segments to it (64 KiB
 	// segments, uploads only when a test asks).
 	bucket tier.Bucket
+	// free, when set, is each node's free disk space as its disk guard
+	// sees it (a 1 TiB disk), with minFree kept free.
+	free    func(model.NodeID) int64
+	minFree int64
 }
 
 func newTestCluster(t *testing.T, n int) *testCluster { return newCluster(t, n, false) }
@@ -150,6 +154,10 @@ func (c *testCluster) start(id model.NodeID) {
 	cfg.Replicated = true
 	cfg.OnWritten = h.Written
 	cfg.Logger = testLogger()
+	if c.free != nil {
+		cfg.MinFreeBytes = c.minFree
+		cfg.StatDisk = func() (int64, int64, error) { return 1 << 40, c.free(id), nil }
+	}
 	if c.bucket != nil {
 		cfg.SegmentSize = 64 << 10
 		cfg.MaxRecordSize = 16 << 10

@@ -275,6 +275,7 @@ type Engine struct {
 	gcMu, reclaimMu sync.Mutex
 	gcRelocating    atomic.Bool
 	tierCommitting  atomic.Int32           // tier records being written (tiering.go)
+	replicaStoring  atomic.Int32           // a leader's records being stored (AppendEntries)
 	recount         map[*queue]bool        // queues to recount after recovery
 	inPlace         map[model.QueueID]bool // queues changed in place since the last checkpoint (ckptMu)
 

@@ -243,10 +243,14 @@ func (e *Engine) checkDisk() {
 // Garbage collection and tier records may roll into the reserve while a
 // whole segment still fits: that is what the reserve is for (they free
 // more than they take), so a broker at its guard can recover on its own.
+// So may a replica storing its leader's records: the leader decides what
+// the group writes (it refuses clients at its own guard), and a replica
+// refusing records would stop it — the tier commits that free every
+// replica's disk among them.
 func (e *Engine) checkDiskNow() error {
 	e.checkDisk()
 	if e.diskFull.Load() {
-		if e.gcRelocating.Load() || e.tierCommitting.Load() > 0 {
+		if e.gcRelocating.Load() || e.tierCommitting.Load() > 0 || e.replicaStoring.Load() > 0 {
 			if u, err := e.DiskUsage(); err == nil && u.Free >= e.cfg.SegmentSize {
 				return nil
 			}

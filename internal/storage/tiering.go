@@ -206,6 +206,18 @@ func (e *Engine) tierKeep() (keep func(model.QueueID) bool, ok bool) {
 	return func(q model.QueueID) bool { return q == engineQueue || filter(q) }, true
 }
 
+// TierStalled says whether tiering is on and its last upload pass failed
+// (the store is unreachable or refuses): sealed segments pile up on every
+// replica alike until it is back.
+func (e *Engine) TierStalled() bool {
+	if e.tier == nil {
+		return false
+	}
+	e.tier.mu.Lock()
+	defer e.tier.mu.Unlock()
+	return e.tier.lastErr != nil
+}
+
 // Tiered says whether tiering is on.
 func (e *Engine) Tiered() bool { return e.tier != nil }
 

@@ -193,7 +193,9 @@ func (e *Engine) AppendEntries(ctx context.Context, ents []commitlog.IndexedEntr
 	var err error
 	if e.cfg.Replicated {
 		e.repl.pause.RLock()
+		e.replicaStoring.Add(1)
 		end, err = e.clog.AppendReplica(recs, a)
+		e.replicaStoring.Add(-1)
 		e.repl.pause.RUnlock()
 	} else {
 		end, err = e.clog.Append(recs, a)
