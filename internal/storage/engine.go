@@ -555,7 +555,16 @@ func (e *Engine) startBackground(ctx context.Context) {
 	})
 	loop(e.cfg.CheckpointInterval, "checkpoint", e.checkpoint)
 	loop(e.cfg.RetentionInterval, "retention", func() error { _, err := e.EnforceRetention(); return err })
-	loop(e.cfg.DiskCheckInterval, "disk-guard", func() error { e.checkDisk(); return nil })
+	loop(e.cfg.DiskCheckInterval, "disk-guard", func() error {
+		e.checkDisk()
+		if e.tier != nil && e.diskFull.Load() {
+			// Tiered segments make room at once, not at the next
+			// retention pass (tiering.go).
+			_, _, err := e.reclaimTiered(ctx, true)
+			return err
+		}
+		return nil
+	})
 	if e.cfg.GCMinorInterval > 0 {
 		loop(e.cfg.GCMinorInterval, "gc-minor", func() error { _, err := e.scheduledGC(ctx); return err })
 	}

@@ -33,7 +33,7 @@ func (e *Engine) EnforceRetention() (RetentionResult, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	deleted, freed, err = e.reclaimTiered(context.Background())
+	deleted, freed, err = e.reclaimTiered(context.Background(), false)
 	res.DeletedSegments += deleted
 	res.FreedBytes += freed
 	if err != nil {

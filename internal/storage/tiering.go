@@ -277,9 +277,13 @@ func (e *Engine) uploadLoop(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			e.tier.stats.UploadErrors.Add(1)
 			// Doubling from a second, up to ten upload intervals and at
-			// most half a minute: the store is found back soon after it
-			// returns.
+			// most half a minute (5 s at the disk guard): the store is
+			// found back soon after it returns.
 			backoff = min(max(2*backoff, time.Second), max(10*e.tier.cfg.UploadInterval, time.Second), 30*time.Second)
+			if e.diskFull.Load() {
+				// Writes wait for the store: find it back within seconds.
+				backoff = min(backoff, 5*time.Second)
+			}
 			e.log.Warn("tier upload failed; retrying", "retry_in", backoff, "err", err)
 			continue
 		}
@@ -441,7 +445,11 @@ func (e *Engine) readTiered(ent queueindex.Entry) (StoredRecord, bool, error) {
 // the state they fed durable. What an object left out is read from the
 // object's queue list, committed in the log, so every replica moves the
 // same records whatever its filter says.
-func (e *Engine) reclaimTiered(ctx context.Context) (deleted int, freed int64, err error) {
+//
+// At the disk guard (pressed) every tiered segment goes, local retention
+// or not: its records are safe in the bucket, and the hot tail gives way
+// to writes.
+func (e *Engine) reclaimTiered(ctx context.Context, pressed bool) (deleted int, freed int64, err error) {
 	if e.tier == nil {
 		return 0, 0, nil
 	}
@@ -449,7 +457,7 @@ func (e *Engine) reclaimTiered(ctx context.Context) (deleted int, freed int64, e
 	defer e.gcMu.Unlock()
 	e.reclaimMu.Lock()
 	defer e.reclaimMu.Unlock()
-	cands := e.tieredOutOfRetention()
+	cands := e.tieredOutOfRetention(pressed)
 	if len(cands) == 0 {
 		return 0, 0, nil
 	}
@@ -495,8 +503,8 @@ func (e *Engine) reclaimTiered(ctx context.Context) (deleted int, freed int64, e
 // tieredOutOfRetention lists the sealed, tiered commit-log segments past
 // the local retention, as Kafka's local.retention.* apply: older than
 // LocalRetentionTime (when set), or outside the newest LocalRetentionBytes
-// of the log (when set); with neither set, every tiered segment.
-func (e *Engine) tieredOutOfRetention() []SegmentUsage {
+// of the log (when set); with neither set, or all, every tiered segment.
+func (e *Engine) tieredOutOfRetention(all bool) []SegmentUsage {
 	segs := e.clog.Segments()
 	keepBytes, keepTime := e.tier.cfg.LocalRetentionBytes, e.tier.cfg.LocalRetentionTime.Milliseconds()
 	inBytes := len(segs) // segs[inBytes:] are the newest LocalRetentionBytes
@@ -513,7 +521,7 @@ func (e *Engine) tieredOutOfRetention() []SegmentUsage {
 		}
 		expired := keepTime > 0 && now-s.LastTime > keepTime
 		outside := keepBytes > 0 && i < inBytes
-		if expired || outside || (keepTime <= 0 && keepBytes <= 0) {
+		if all || expired || outside || (keepTime <= 0 && keepBytes <= 0) {
 			out = append(out, SegmentUsage{Base: s.Base, End: s.End, LastTime: s.LastTime, Sealed: true})
 		}
 	}
