@@ -5,38 +5,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rosettamq/rosetta/internal/apiv1"
+
 	"github.com/spf13/cobra"
 )
-
-// tierView is GET /api/v1/storage/tier.
-type tierView struct {
-	Status struct {
-		Enabled          bool      `json:"enabled"`
-		Segments         int       `json:"segments"`
-		Bytes            int64     `json:"bytes"`
-		LocalSegments    int       `json:"local_segments"`
-		PendingSegments  int       `json:"pending_segments"`
-		PendingBytes     int64     `json:"pending_bytes"`
-		UploadedSegments int64     `json:"uploaded_segments"`
-		UploadedBytes    int64     `json:"uploaded_bytes"`
-		UploadErrors     int64     `json:"upload_errors"`
-		ColdReads        int64     `json:"cold_reads"`
-		ColdReadBytes    int64     `json:"cold_read_bytes"`
-		CacheHits        int64     `json:"cache_hits"`
-		CacheMisses      int64     `json:"cache_misses"`
-		LastError        string    `json:"last_error"`
-		LastErrorAt      time.Time `json:"last_error_at"`
-	} `json:"status"`
-	Segments []struct {
-		Key        string `json:"key"`
-		Term       uint64 `json:"term"`
-		FirstIndex uint64 `json:"first_index"`
-		LastIndex  uint64 `json:"last_index"`
-		Bytes      int64  `json:"bytes"`
-		Queues     int    `json:"queues"`
-		Local      bool   `json:"local"`
-	} `json:"segments"`
-}
 
 func storageCmd() *cobra.Command {
 	a := &adminClient{}
@@ -48,7 +20,7 @@ func storageCmd() *cobra.Command {
 	var segments bool
 	status := &cobra.Command{Use: "status", Short: "What is in the bucket and what is local, the upload lag, cold reads, the last upload error", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var v tierView
+			var v apiv1.TierReport
 			if err := a.call(cmd, "GET", "/api/v1/storage/tier", nil, &v); err != nil {
 				return err
 			}

@@ -5,29 +5,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rosettamq/rosetta/internal/apiv1"
 	"github.com/rosettamq/rosetta/internal/broker"
-	"github.com/rosettamq/rosetta/internal/storage"
 )
-
-// tierSegment is one tiered segment as the API shows it.
-type tierSegment struct {
-	Key        string `json:"key"`
-	Term       uint64 `json:"term"`
-	Base       int64  `json:"base"`
-	End        int64  `json:"end"`
-	FirstIndex uint64 `json:"first_index"`
-	LastIndex  uint64 `json:"last_index"`
-	Bytes      int64  `json:"bytes"`
-	Queues     int    `json:"queues"`
-	Local      bool   `json:"local"`           // its file is still on local disk
-	Group      *int   `json:"group,omitempty"` // its replication group (a cluster's merged answer)
-}
-
-// tierReport is GET /api/v1/storage/tier's answer.
-type tierReport struct {
-	Status   storage.TierStatus `json:"status"`
-	Segments []tierSegment      `json:"segments"`
-}
 
 // registerTierAPI serves tiered storage's state (GET /api/v1/storage/tier:
 // totals, the upload lag, cold reads, the last upload error and every tiered
@@ -39,12 +19,14 @@ func registerTierAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 		for _, u := range e.Usage() {
 			local[int64(u.Base)] = true
 		}
-		segs := []tierSegment{}
+		segs := []apiv1.TierSegment{}
 		for _, s := range e.TieredSegments() {
-			segs = append(segs, tierSegment{Key: s.Key, Term: uint64(s.Term), Base: int64(s.Base), End: int64(s.End),
+			segs = append(segs, apiv1.TierSegment{Key: s.Key, Term: uint64(s.Term), Base: int64(s.Base), End: int64(s.End),
 				FirstIndex: uint64(s.FirstIndex), LastIndex: uint64(s.LastIndex), Bytes: s.Size, Queues: len(s.Queues), Local: local[int64(s.Base)]})
 		}
-		writeJSON(w, tierReport{Status: e.TierStatus(), Segments: segs})
+		// The engine's status has the API's fields, in order (a change to
+		// one without the other does not compile).
+		writeJSON(w, apiv1.TierReport{Status: apiv1.TierStatus(e.TierStatus()), Segments: segs})
 	}))
 	mux.HandleFunc("POST /api/v1/storage/tier/upload", sec.guard(func(w http.ResponseWriter, r *http.Request) {
 		n, err := b.Engine().UploadSealed(r.Context())

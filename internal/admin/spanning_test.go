@@ -176,7 +176,7 @@ func TestSpanningSumsTiering(t *testing.T) {
 	}
 	now := time.Now()
 	c := &cannedGroups{answers: map[string][]any{"GET /api/v1/storage/tier": {share(2, "old", now.Add(-time.Minute)), share(3, "new", now)}}}
-	got, code := get[tierReport](t, spanningOver(c), "/api/v1/storage/tier")
+	got, code := get[apiv1.TierReport](t, spanningOver(c), "/api/v1/storage/tier")
 	st := got.Status
 	if code != http.StatusOK || !st.Enabled || st.Segments != 5 || st.Bytes != 50 || st.PendingBytes != 10 || st.CacheHits != 6 ||
 		st.LastError != "group 1: new" || len(got.Segments) != 2 || got.Segments[1].Group == nil || *got.Segments[1].Group != 1 {

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/rosettamq/rosetta/internal/apiv1"
 )
 
 // tier merges every group's tiered storage: the totals summed, the last
@@ -15,9 +17,9 @@ func (s *spanning) tier(w http.ResponseWriter, r *http.Request) {
 	if !ok || failed(w, answers, false) {
 		return
 	}
-	out := tierReport{Segments: []tierSegment{}}
+	out := apiv1.TierReport{Segments: []apiv1.TierSegment{}}
 	for g, a := range answers {
-		var rep tierReport
+		var rep apiv1.TierReport
 		if err := json.Unmarshal(a.Body, &rep); err != nil {
 			apiError(w, http.StatusBadGateway, "internal", "replication group "+strconv.Itoa(g)+" answered: "+err.Error())
 			return

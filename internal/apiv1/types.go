@@ -3,6 +3,8 @@
 // only; the standard library only.
 package apiv1
 
+import "time"
+
 // TopicConfig is a topic's configuration. Zero values mean "broker
 // default".
 type TopicConfig struct {
@@ -345,4 +347,43 @@ type HalfMessage struct {
 	StoredMs    int64  `json:"stored_ms"`
 	Checks      int    `json:"checks"`
 	NextCheckMs int64  `json:"next_check_ms"`
+}
+
+// TierStatus is how tiered storage stands (GET /api/v1/storage/tier).
+type TierStatus struct {
+	Enabled          bool      `json:"enabled"`
+	Segments         int       `json:"segments"`          // committed to the bucket
+	Bytes            int64     `json:"bytes"`             // their objects' size
+	LocalSegments    int       `json:"local_segments"`    // of them still on local disk
+	PendingSegments  int       `json:"pending_segments"`  // sealed, holding live records, not tiered yet
+	PendingBytes     int64     `json:"pending_bytes"`     // the upload lag
+	UploadedSegments int64     `json:"uploaded_segments"` // by this process
+	UploadedBytes    int64     `json:"uploaded_bytes"`    // by this process
+	UploadErrors     int64     `json:"upload_errors"`     // failed upload passes
+	ColdReads        int64     `json:"cold_reads"`        // ranged GETs of records
+	ColdReadBytes    int64     `json:"cold_read_bytes"`
+	CacheHits        int64     `json:"cache_hits"` // cold reads served from the cache
+	CacheMisses      int64     `json:"cache_misses"`
+	LastError        string    `json:"last_error,omitempty"`
+	LastErrorAt      time.Time `json:"last_error_at,omitzero"`
+}
+
+// TierSegment is one tiered segment.
+type TierSegment struct {
+	Key        string `json:"key"`
+	Term       uint64 `json:"term"`
+	Base       int64  `json:"base"`
+	End        int64  `json:"end"`
+	FirstIndex uint64 `json:"first_index"`
+	LastIndex  uint64 `json:"last_index"`
+	Bytes      int64  `json:"bytes"`
+	Queues     int    `json:"queues"`
+	Local      bool   `json:"local"`           // its file is still on local disk
+	Group      *int   `json:"group,omitempty"` // its replication group (a cluster's merged answer)
+}
+
+// TierReport is GET /api/v1/storage/tier's answer.
+type TierReport struct {
+	Status   TierStatus    `json:"status"`
+	Segments []TierSegment `json:"segments"`
 }
