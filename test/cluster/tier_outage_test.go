@@ -46,6 +46,7 @@ type probe struct {
 	mu      sync.Mutex
 	refused int           // KAFKA_STORAGE_ERROR answers
 	acked   int           // acknowledged
+	moved   int           // other retriable answers (a leader moving)
 	other   []error       // any other failure
 	slowest time.Duration // longest wait for an answer
 	cancel  context.CancelFunc
@@ -75,6 +76,8 @@ func startProbe(t *testing.T, c *cluster, topic string) *probe {
 				p.acked++
 			case errors.Is(err, kerr.KafkaStorageError):
 				p.refused++
+			case kerr.IsRetriable(err):
+				p.moved++
 			case ctx.Err() == nil:
 				p.other = append(p.other, err)
 			}
@@ -174,7 +177,7 @@ func TestClusterTierStoreOutage(t *testing.T) {
 		}
 	}
 	for _, kind := range []string{"SIGSTOP", "SIGKILL"} {
-		refused0, acked0, _, _ := pr.snapshot()
+		refused0, _, _, _ := pr.snapshot()
 		before := acked()
 		if kind == "SIGSTOP" {
 			gw.Pause()
@@ -201,10 +204,12 @@ func TestClusterTierStoreOutage(t *testing.T) {
 			gw.Start()
 		}
 		back := time.Now()
+		_, ackedBack, _, _ := pr.snapshot()
+		producedBack := acked()
 		apptest.Eventually(t, 3*time.Minute, "produce acknowledged again after the store's "+kind, func() bool {
 			watchDisk()
 			_, a, _, _ := pr.snapshot()
-			return a > acked0 && acked() > before+1000
+			return a > ackedBack && acked() > producedBack+1000
 		})
 		apptest.Eventually(t, 3*time.Minute, "uploads caught up after the store's "+kind, func() bool {
 			for _, m := range c.members {
