@@ -61,11 +61,11 @@ func (m *Member) tendGroup(ctx context.Context, gr *Group, r *Replica) {
 				publishedTerm = tm
 			}
 		}
-		if r.Engine.DiskFull() && !r.Engine.TierStalled() && now.After(stepDownAt) {
+		if r.Engine.DiskFull() && now.After(stepDownAt) && !r.Engine.TierBehind() {
 			// A leader whose disk guard refuses writes would stall the
-			// group: a follower with room takes over. Not while tiering
-			// is stalled: every replica holds the same segments waiting
-			// for the store.
+			// group: a follower with room takes over. Not while segments
+			// wait for the tiered-storage bucket: every replica holds
+			// them alike, and a new leader would upload them again.
 			m.log.Warn("disk guard refuses writes: handing leadership off", "group", gr.id)
 			m.handOffGroup(gr, r)
 			stepDownAt = m.clock.Now().Add(10 * time.Second)

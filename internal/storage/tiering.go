@@ -206,16 +206,26 @@ func (e *Engine) tierKeep() (keep func(model.QueueID) bool, ok bool) {
 	return func(q model.QueueID) bool { return q == engineQueue || filter(q) }, true
 }
 
-// TierStalled says whether tiering is on and its last upload pass failed
-// (the store is unreachable or refuses): sealed segments pile up on every
-// replica alike until it is back.
-func (e *Engine) TierStalled() bool {
+// TierBehind says whether tiering is on and sealed segments wait for
+// their upload (or the last upload pass failed): they are what fills the
+// disk, and every replica of the group holds them alike until the store
+// takes them.
+func (e *Engine) TierBehind() bool {
 	if e.tier == nil {
 		return false
 	}
 	e.tier.mu.Lock()
-	defer e.tier.mu.Unlock()
-	return e.tier.lastErr != nil
+	failed := e.tier.lastErr != nil
+	e.tier.mu.Unlock()
+	if failed {
+		return true
+	}
+	for _, s := range e.clog.Segments() {
+		if s.Sealed && !e.manifest.has(s.Base) {
+			return true
+		}
+	}
+	return false
 }
 
 // Tiered says whether tiering is on.
