@@ -65,12 +65,18 @@ func pullAll(t *testing.T, ns primitive.NsResolver, topic, group string, check f
 	if err != nil {
 		t.Fatal(err)
 	}
-	mqs, err := pc.GetTopicRouteInfo(topic)
-	if err == nil {
-		err = pc.Assign(topic, mqs)
-	}
+	// The client looks up routes of the topics it was given: the topic
+	// first, then its queues.
+	var mqs []*primitive.MessageQueue
+	err = pc.Assign(topic, nil)
 	if err == nil {
 		err = pc.Start()
+	}
+	if err == nil {
+		mqs, err = pc.GetTopicRouteInfo(topic)
+	}
+	if err == nil {
+		err = pc.Assign(topic, mqs)
 	}
 	if err != nil {
 		t.Fatal(err)
