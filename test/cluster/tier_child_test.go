@@ -1,8 +1,12 @@
 package cluster_test
 
 import (
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/app"
@@ -47,4 +51,22 @@ func envInt(name string, def int) int {
 		return n
 	}
 	return def
+}
+
+// storageBytes is what a member's storage directories hold on disk (the
+// disk guard's measure under envTierDiskMB).
+func storageBytes(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.Contains(path, string(filepath.Separator)+"storage"+string(filepath.Separator)) {
+			return nil
+		}
+		if info, err := d.Info(); err == nil {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok {
+				n += st.Blocks * 512
+			}
+		}
+		return nil
+	})
+	return n
 }

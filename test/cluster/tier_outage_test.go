@@ -7,14 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,24 +22,6 @@ import (
 	"github.com/rosettamq/rosetta/internal/apiv1"
 	"github.com/rosettamq/rosetta/internal/app/apptest"
 )
-
-// storageBytes is what a member's storage directories hold on disk (the
-// disk guard's measure under envTierDiskMB).
-func storageBytes(dir string) int64 {
-	var n int64
-	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.Contains(path, string(filepath.Separator)+"storage"+string(filepath.Separator)) {
-			return nil
-		}
-		if info, err := d.Info(); err == nil {
-			if st, ok := info.Sys().(*syscall.Stat_t); ok {
-				n += st.Blocks * 512
-			}
-		}
-		return nil
-	})
-	return n
-}
 
 // probe produces one record a second (one retry, for a connection that
 // breaks) and remembers how
