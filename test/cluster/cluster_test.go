@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -125,13 +126,18 @@ type cluster struct {
 
 // freePorts finds ports free on every host, below the ephemeral range
 // (32768 and up), so no outgoing connection of a member can hold one
-// when a restarted member binds it again.
+// when a restarted member binds it again. Each port is the first of four
+// (etcd's peer port, the groups' RocketMQ ports), and no two ports' fours
+// overlap: group 1's remoting port must not be another listener's.
 func freePorts(t *testing.T, n int) []int {
 	var out []int
 	for len(out) < n {
 		p := 20000 + rand.IntN(12000)
-		ok := true
+		ok := !slices.ContainsFunc(out, func(q int) bool { return p > q-4 && p < q+4 })
 		for _, h := range hosts {
+			if !ok {
+				break
+			}
 			for _, q := range []int{p, p + 1, p + 2, p + 3} { // etcd's peer port, groups' RocketMQ ports
 				l, err := net.Listen("tcp", net.JoinHostPort(h, strconv.Itoa(q)))
 				if err != nil {
