@@ -46,6 +46,9 @@ func handleJoinGroup(rc *reqCtx, kreq kmsg.Request) reply {
 	if err == nil {
 		res, err = be.groups.Join(rc.ctx(), jr)
 	}
+	if err == nil {
+		err = be.groups.AwaitDurable(rc.ctx(), req.Group)
+	}
 	resp.Generation = -1
 	if err != nil {
 		resp.ErrorCode = errorCode(err)

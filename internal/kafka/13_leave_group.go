@@ -27,7 +27,11 @@ func handleLeaveGroup(rc *reqCtx, kreq kmsg.Request) reply {
 	}
 	if req.Version < 3 {
 		errs := be.groups.Leave(req.Group, []groups.LeaveMember{{MemberID: req.MemberID}})
-		resp.ErrorCode = errorCode(errs[0])
+		err := errs[0]
+		if err == nil {
+			err = be.groups.AwaitDurable(rc.ctx(), req.Group)
+		}
+		resp.ErrorCode = errorCode(err)
 		return reply{resp: resp}
 	}
 	leaving := make([]groups.LeaveMember, len(req.Members))
@@ -35,6 +39,10 @@ func handleLeaveGroup(rc *reqCtx, kreq kmsg.Request) reply {
 		leaving[i] = groups.LeaveMember{MemberID: m.MemberID, InstanceID: deref(m.InstanceID)}
 	}
 	errs := be.groups.Leave(req.Group, leaving)
+	if err := be.groups.AwaitDurable(rc.ctx(), req.Group); err != nil {
+		resp.ErrorCode = errorCode(err)
+		return reply{resp: resp}
+	}
 	for i, m := range req.Members {
 		member := kmsg.NewLeaveGroupResponseMember()
 		member.MemberID = m.MemberID

@@ -29,6 +29,9 @@ func handleSyncGroup(rc *reqCtx, kreq kmsg.Request) reply {
 		return reply{resp: resp}
 	}
 	a, proto, err := be.groups.Sync(rc.ctx(), req.Group, req.MemberID, deref(req.InstanceID), req.Generation, assignments)
+	if err == nil {
+		err = be.groups.AwaitDurable(rc.ctx(), req.Group)
+	}
 	resp.ErrorCode = errorCode(err)
 	resp.MemberAssignment = a
 	if err == nil {

@@ -31,6 +31,9 @@ func handleDeleteGroups(rc *reqCtx, kreq kmsg.Request) reply {
 		default:
 			err := be.groups.Delete(id)
 			if err == nil {
+				err = be.groups.AwaitDurable(rc.ctx(), id)
+			}
+			if err == nil {
 				err = be.broker.DeleteGroupOffsets(rc.ctx(), id)
 			}
 			r.ErrorCode = errorCode(err)

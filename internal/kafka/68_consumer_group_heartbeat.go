@@ -70,6 +70,11 @@ func handleConsumerGroupHeartbeat(rc *reqCtx, kreq kmsg.Request) reply {
 	if err == nil {
 		res, err = be.groups.ConsumerGroupHeartbeat(groupTopics{s, rc.conn.home}, h)
 	}
+	if err == nil {
+		// The member is told its epoch and assignment only once the
+		// group's state holding them is durable.
+		err = be.groups.AwaitDurable(rc.ctx(), req.Group)
+	}
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
 		rc.conn.log.Debug("consumer group heartbeat refused", "group", req.Group, "member", req.MemberID, "err", err)

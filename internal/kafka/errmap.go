@@ -94,6 +94,8 @@ func errorCode(err error) int16 {
 		return kerr.GroupIDNotFound.Code
 	case errors.Is(err, groups.ErrFencedInstance):
 		return kerr.FencedInstanceID.Code
+	case errors.Is(err, groups.ErrStateNotDurable):
+		return kerr.CoordinatorNotAvailable.Code
 	case errors.Is(err, groups.ErrInvalidGroupID):
 		return kerr.InvalidGroupID.Code
 	case errors.Is(err, groups.ErrInvalidRequest):

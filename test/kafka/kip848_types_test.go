@@ -34,7 +34,7 @@ func consumeN(t *testing.T, addr, topic, group string, kip848 bool, n int) map[s
 	for len(got) < n {
 		fs := cl.PollRecords(ctx, n-len(got))
 		if ctx.Err() != nil {
-			t.Fatalf("consumed %d of %d", len(got), n)
+			t.Fatalf("consumed %d of %d (kip848 %v)", len(got), n, kip848)
 		}
 		fs.EachRecord(func(r *kgo.Record) { got[string(r.Key)] = true })
 		if err := cl.CommitUncommittedOffsets(ctx); err != nil {

@@ -2,26 +2,52 @@ package groups
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
 
+// ErrStateNotDurable is returned to a request whose group change could not
+// be made durable (the coordinator cannot write, or is closing): the client
+// looks for the coordinator again and retries, as after any coordinator
+// write failure.
+var ErrStateNotDurable = errors.New("group state not durable")
+
 // persister hands changed group images to Options.Persist from one
 // goroutine: each group's latest image once, in the order of its changes
-// (an image superseded before it was written is never written).
+// (an image superseded before it was written is never written). Every
+// change gets a sequence number, so a request that changed a group can
+// wait until an image holding its change is durable (AwaitDurable) before
+// it answers: a coordinator that fails over never forgets what a client
+// was told (an epoch, an assignment, a generation).
 type persister struct {
-	mu    sync.Mutex
-	last  map[string]string  // the image last handed over, per group
-	dirty map[string][]byte  // images to write; nil: the group is gone
-	wake  chan struct{}      // signalled when dirty gains a group
-	stop  context.CancelFunc // ends the writer (Close)
-	done  chan struct{}      // closed when the writer ended
+	mu      sync.Mutex
+	last    map[string]string       // the image last handed over, per group
+	dirty   map[string]pendingImage // images to write
+	wake    chan struct{}           // signalled when dirty gains a group
+	stop    context.CancelFunc      // ends the writer (Close)
+	done    chan struct{}           // closed when the writer ended
+	seq     uint64                  // the last change's number
+	noted   map[string]uint64       // per group: its last change's number
+	written map[string]uint64       // per group: the last change durable
+	failed  map[string]uint64       // per group: the last change whose write failed
+	settled chan struct{}           // closed (and replaced) when a write ends
+	closed  bool                    // the writer ended: nothing more is written
+}
+
+// pendingImage is a group's image waiting for the writer (nil: the group
+// is gone) and the number of the change it holds.
+type pendingImage struct {
+	image []byte
+	seq   uint64
 }
 
 // startPersist starts the image writer when the coordinator persists.
 func (c *Coordinator) startPersist() {
 	p := &c.persist
-	p.last, p.dirty, p.wake = map[string]string{}, map[string][]byte{}, make(chan struct{}, 1)
+	p.last, p.dirty, p.wake = map[string]string{}, map[string]pendingImage{}, make(chan struct{}, 1)
+	p.noted, p.written, p.failed, p.settled = map[string]uint64{}, map[string]uint64{}, map[string]uint64{}, make(chan struct{})
 	if c.opts.Persist == nil {
 		return
 	}
@@ -36,9 +62,56 @@ func (c *Coordinator) startPersist() {
 // stopPersist ends the writer; images not written yet are dropped (the
 // coordinator closes with its term, when nothing can be written anyway).
 func (c *Coordinator) stopPersist() {
-	if p := &c.persist; p.stop != nil {
+	p := &c.persist
+	if p.stop != nil {
 		p.stop()
 		<-p.done
+	}
+	p.mu.Lock()
+	p.closed = true
+	p.settleLocked()
+	p.mu.Unlock()
+}
+
+// settleLocked wakes the requests waiting for a write (p.mu held).
+func (p *persister) settleLocked() {
+	close(p.settled)
+	p.settled = make(chan struct{})
+}
+
+// AwaitDurable waits until every change made so far to a group's state is
+// durable (at once when nothing is pending, or nothing is persisted). It
+// returns ErrStateNotDurable when the write of such a change failed or the
+// coordinator closed first, and ctx's error when ctx ends first.
+func (c *Coordinator) AwaitDurable(ctx context.Context, group string) error {
+	if c.opts.Persist == nil {
+		return nil
+	}
+	p := &c.persist
+	p.mu.Lock()
+	target := p.noted[group]
+	for {
+		switch {
+		case p.written[group] >= target, p.noted[group] < target:
+			// (noted goes below target only when the group's removal,
+			// a later change, was written and its entries dropped.)
+			p.mu.Unlock()
+			return nil
+		case p.failed[group] >= target:
+			p.mu.Unlock()
+			return fmt.Errorf("%w: group %s: its write failed", ErrStateNotDurable, group)
+		case p.closed:
+			p.mu.Unlock()
+			return fmt.Errorf("%w: group %s: the coordinator closed", ErrStateNotDurable, group)
+		}
+		settled := p.settled
+		p.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-settled:
+		}
+		p.mu.Lock()
 	}
 }
 
@@ -57,7 +130,7 @@ func (c *Coordinator) noteImage(id string, image []byte, gone bool) {
 			return
 		}
 		delete(p.last, id)
-		p.dirty[id] = nil
+		image = nil
 	case image == nil:
 		return
 	default:
@@ -65,8 +138,10 @@ func (c *Coordinator) noteImage(id string, image []byte, gone bool) {
 			return
 		}
 		p.last[id] = string(image)
-		p.dirty[id] = image
 	}
+	p.seq++
+	p.noted[id] = p.seq
+	p.dirty[id] = pendingImage{image: image, seq: p.seq}
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -84,17 +159,30 @@ func (c *Coordinator) writeImages(ctx context.Context) {
 		}
 		p.mu.Lock()
 		batch := p.dirty
-		p.dirty = map[string][]byte{}
+		p.dirty = map[string]pendingImage{}
 		p.mu.Unlock()
-		for id, image := range batch {
+		for id, pi := range batch {
 			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := c.opts.Persist(wctx, id, image)
+			err := c.opts.Persist(wctx, id, pi.image)
 			cancel()
 			if err != nil && ctx.Err() == nil {
 				// The group's next change writes it again; a coordinator
 				// that can no longer write is about to close.
 				c.log.Warn("persisting a group's state failed", "group", id, "err", err)
 			}
+			p.mu.Lock()
+			switch {
+			case err != nil:
+				p.failed[id] = max(p.failed[id], pi.seq)
+			case pi.image == nil && p.noted[id] == pi.seq:
+				delete(p.noted, id) // gone and written: nothing to wait for
+				delete(p.written, id)
+				delete(p.failed, id)
+			default:
+				p.written[id] = max(p.written[id], pi.seq)
+			}
+			p.settleLocked()
+			p.mu.Unlock()
 		}
 	}
 }

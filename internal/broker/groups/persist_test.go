@@ -226,3 +226,89 @@ func FuzzDecodeImage(f *testing.F) {
 		}
 	})
 }
+
+// gatedStore is a Persist target whose writes wait for release and then
+// fail or succeed as told.
+type gatedStore struct {
+	release chan error
+}
+
+func (s *gatedStore) persist(ctx context.Context, _ string, _ []byte) error {
+	select {
+	case err := <-s.release:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestAwaitDurable: a request that changed a group waits until an image
+// holding the change is written, gets ErrStateNotDurable when the write
+// fails or the coordinator closes, and waits for nothing when nothing is
+// pending.
+func TestAwaitDurable(t *testing.T) {
+	store := &gatedStore{release: make(chan error)}
+	c := New(Options{Persist: store.persist})
+	topics := newFakeTopics(map[string]int32{"t": 2})
+	if err := c.AwaitDurable(t.Context(), "g"); err != nil {
+		t.Fatalf("nothing pending: %v", err)
+	}
+	if _, err := c.ConsumerGroupHeartbeat(topics, hb("g", "a", 0, nil)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.AwaitDurable(t.Context(), "g") }()
+	select {
+	case err := <-done:
+		t.Fatalf("returned before the write: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	store.release <- nil
+	if err := <-done; err != nil {
+		t.Fatalf("after the write: %v", err)
+	}
+
+	if _, err := c.ConsumerGroupHeartbeat(topics, hb("g", "b", 0, nil)); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- c.AwaitDurable(t.Context(), "g") }()
+	store.release <- errors.New("no quorum")
+	if err := <-done; !errors.Is(err, ErrStateNotDurable) {
+		t.Fatalf("after a failed write: %v", err)
+	}
+
+	// A change superseded by the group's removal is durable once the
+	// removal is (every write now succeeds).
+	feeding, fed := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(fed)
+		for {
+			select {
+			case store.release <- nil:
+			case <-feeding:
+				return
+			}
+		}
+	}()
+	c.noteImage("x", []byte{1}, false)
+	if err := c.AwaitDurable(t.Context(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	c.noteImage("x", []byte{2}, false)
+	c.noteImage("x", nil, true)
+	if err := c.AwaitDurable(t.Context(), "x"); err != nil {
+		t.Fatalf("after the removal was written: %v", err)
+	}
+	close(feeding)
+	<-fed
+
+	if _, err := c.ConsumerGroupHeartbeat(topics, hb("g", "c", 0, nil)); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- c.AwaitDurable(t.Context(), "g") }()
+	time.Sleep(20 * time.Millisecond)
+	c.Close()
+	if err := <-done; !errors.Is(err, ErrStateNotDurable) {
+		t.Fatalf("after close: %v", err)
+	}
+}
