@@ -150,13 +150,14 @@ func (s *Server) partition(t *broker.Topic, p int32) (part, error) {
 	if n == 1 && len(t.Queues) == len(t.All) {
 		return part{be: be, topic: t, index: p, queue: t.All[p]}, nil
 	}
-	bt, err := be.broker.Topic(t.Name)
-	if err != nil {
-		return part{}, err
-	}
+	// The catalog knows the partition but the group's broker may not yet:
+	// a new term's broker starts from its member's local metadata and
+	// catches up by its watch. Retriable as a moving leader is (clients
+	// give up after a few UNKNOWN_TOPIC_OR_PARTITION answers).
 	idx := p / n
-	if int(idx) >= len(bt.Queues) || bt.Queues[idx] != t.All[p] {
-		return part{}, fmt.Errorf("%w: %s partition %d not yet in group %d", model.ErrUnknownQueue, t.Name, p, g)
+	bt, err := be.broker.Topic(t.Name)
+	if err != nil || int(idx) >= len(bt.Queues) || bt.Queues[idx] != t.All[p] {
+		return part{}, fmt.Errorf("%w: %s partition %d not yet known to group %d", model.ErrNotLeader, t.Name, p, g)
 	}
 	return part{be: be, topic: bt, index: idx, queue: t.All[p]}, nil
 }

@@ -116,6 +116,36 @@ func TestPartitionsOverGroups(t *testing.T) {
 	}
 }
 
+// TestPartitionNotYetInGroup: a partition the catalog knows but its
+// group's broker does not yet (a new term's metadata catching up) answers
+// the retriable NOT_LEADER_OR_FOLLOWER, never UNKNOWN_TOPIC_OR_PARTITION,
+// on which clients give up after a few tries.
+func TestPartitionNotYetInGroup(t *testing.T) {
+	view := &ClusterView{Hosts: map[int32]string{1: "127.0.0.1"}, Groups: []GroupView{
+		{Leader: 1, Replicas: []int32{1}, ISR: []int32{1}}, {Leader: 1, Replicas: []int32{1}, ISR: []int32{1}},
+	}}
+	s := NewServer(Options{NodeID: 1, Groups: 2, Cluster: func() *ClusterView { return view }})
+	// Each broker over its own metadata: group 1's never sees the topic
+	// group 0's creates.
+	s.Attach(0, testBackend(t, broker.Options{DefaultQueues: 2, MaxQueuesPerTopic: 16, Placement: route.Placement{Group: 0, Groups: 2}}))
+	s.Attach(1, testBackend(t, broker.Options{DefaultQueues: 2, MaxQueuesPerTopic: 16, Placement: route.Placement{Group: 1, Groups: 2}}))
+	name, _ := s.topicName(defaultHome, "late")
+	if _, err := s.cat().CreateTopic(t.Context(), name, 2, broker.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := s.cat().Topic(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.partition(topic, 0); err != nil {
+		t.Fatalf("partition 0, in group 0: %v", err)
+	}
+	_, err = s.partition(topic, 1)
+	if code := errorCode(err); code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("partition 1, unknown to group 1's broker: %v (%v)", kerr.ErrorForCode(code), err)
+	}
+}
+
 // testBatch is a v2 record batch of one record with value v.
 func testBatch(t *testing.T, v string) []byte {
 	t.Helper()
