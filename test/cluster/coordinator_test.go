@@ -22,6 +22,13 @@ import (
 	"github.com/rosettamq/rosetta/internal/app/apptest"
 )
 
+// backwardMove is a committed offset seen lower than before: when first,
+// and how many fetches saw it.
+type backwardMove struct {
+	first time.Time
+	seen  int
+}
+
 // commitWatch fetches a group's committed offsets over and over: whether
 // one ever moved backwards, and when each fetch that saw one move forward
 // started.
@@ -29,7 +36,7 @@ type commitWatch struct {
 	mu        sync.Mutex
 	fetches   int
 	advanced  []time.Time
-	backwards []string
+	backwards map[string]*backwardMove // by what moved back
 	lastErr   error
 	cancel    context.CancelFunc
 	done      chan struct{}
@@ -37,7 +44,7 @@ type commitWatch struct {
 
 func watchCommits(t *testing.T, c *cluster, group string) *commitWatch {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &commitWatch{cancel: cancel, done: make(chan struct{})}
+	w := &commitWatch{cancel: cancel, done: make(chan struct{}), backwards: map[string]*backwardMove{}}
 	go func() {
 		defer close(w.done)
 		high := map[string]int64{}
@@ -67,7 +74,11 @@ func watchCommits(t *testing.T, c *cluster, group string) *commitWatch {
 					k := fmt.Sprintf("%s/%d", o.Topic, o.Partition)
 					switch {
 					case o.At < high[k]:
-						w.backwards = append(w.backwards, fmt.Sprintf("%s: %d after %d", k, o.At, high[k]))
+						b := fmt.Sprintf("%s: %d after %d", k, o.At, high[k])
+						if w.backwards[b] == nil {
+							w.backwards[b] = &backwardMove{first: at}
+						}
+						w.backwards[b].seen++
 					case o.At > high[k]:
 						moved = true
 						high[k] = o.At
@@ -117,8 +128,8 @@ func (w *commitWatch) stop(t *testing.T) {
 	t.Helper()
 	w.cancel()
 	<-w.done
-	for _, b := range w.backwards {
-		t.Errorf("committed offset moved backwards: %s", b)
+	for b, m := range w.backwards {
+		t.Errorf("committed offset moved backwards: %s (a fetch started at %s first saw it, %d saw it)", b, m.first.Format(time.StampMilli), m.seen)
 	}
 	t.Logf("committed offsets fetched %d times, never moving backwards: %v", w.fetches, len(w.backwards) == 0)
 }
@@ -209,7 +220,7 @@ func startRdkafkaConsumers(t *testing.T, c *cluster, topic, group string, n int,
 				_ = cmd.Process.Kill()
 				<-exited
 			}
-			if t.Failed() {
+			if t.Failed() || os.Getenv("ROSETTA_CLUSTER_SHOW_LOGS") != "" {
 				t.Logf("node-rdkafka group %s:\n%s", group, out.String())
 			}
 		})
@@ -243,7 +254,11 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 		kills = n
 	}
 	var all []time.Duration
-	for _, kind := range []string{"classic", "kip848", "rdkafka-classic", "rdkafka-kip848"} {
+	kinds := []string{"classic", "kip848", "rdkafka-classic", "rdkafka-kip848"}
+	if k := os.Getenv("ROSETTA_CLUSTER_COORDINATOR_KINDS"); k != "" {
+		kinds = strings.Split(k, ",")
+	}
+	for _, kind := range kinds {
 		group := "coord-" + kind
 		var stop func()
 		switch kind {
@@ -268,6 +283,7 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 			})
 			m := c.member(int(coord))
 			killed := time.Now()
+			t.Logf("%s group: SIGKILL of its coordinator, member %d, at %s", kind, coord, killed.Format(time.StampMilli))
 			c.kill(m)
 			d := w.firstAfter(t, killed.Add(250*time.Millisecond), 60*time.Second) + 250*time.Millisecond
 			resumed = append(resumed, d)
