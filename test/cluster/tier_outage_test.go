@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,10 +25,13 @@ import (
 	"github.com/rosettamq/rosetta/internal/app/apptest"
 )
 
-// probe produces one record a second (one retry, for a connection that
-// breaks) and remembers how
+// probe produces one record a second, each tried once, and remembers how
 // each answer came and how long it took: at the disk guard a produce must
-// be refused at once with KAFKA_STORAGE_ERROR, never left hanging.
+// be refused at once with KAFKA_STORAGE_ERROR, never left hanging. A
+// retriable answer (a leader moving) or a broken connection counts as
+// moved: the next second's record tries again, after the client looked the
+// leader up (metadata at most 250 ms old, so the client's own wait is not
+// what is measured).
 type probe struct {
 	mu      sync.Mutex
 	refused int           // KAFKA_STORAGE_ERROR answers
@@ -40,7 +45,8 @@ type probe struct {
 
 func startProbe(t *testing.T, c *cluster, topic string) *probe {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic(topic), kgo.DisableIdempotentWrite(),
-		kgo.RecordRetries(1), kgo.RequestRetries(0), kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(20*time.Second))
+		kgo.RecordRetries(0), kgo.RequestRetries(0), kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(20*time.Second),
+		kgo.MetadataMinAge(250*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +67,8 @@ func startProbe(t *testing.T, c *cluster, topic string) *probe {
 				p.acked++
 			case errors.Is(err, kerr.KafkaStorageError):
 				p.refused++
-			case kerr.IsRetriable(err):
+			case kerr.IsRetriable(err), errors.Is(err, kgo.ErrRecordRetries), errors.Is(err, io.EOF),
+				errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED):
 				p.moved++
 			case ctx.Err() == nil:
 				p.other = append(p.other, fmt.Errorf("%w (after %v)", err, took.Round(time.Millisecond)))
@@ -175,8 +182,11 @@ func TestClusterTierStoreOutage(t *testing.T) {
 			time.Sleep(250 * time.Millisecond)
 		}
 		refused, _, other, slowest := pr.snapshot()
-		t.Logf("store %s for %v: %d records acknowledged meanwhile, probe refused %d times (KAFKA_STORAGE_ERROR), slowest answer %v, peak storage %d MiB",
-			kind, outage, acked()-before, refused-refused0, slowest.Round(time.Millisecond), peak>>20)
+		pr.mu.Lock()
+		moved := pr.moved
+		pr.mu.Unlock()
+		t.Logf("store %s for %v: %d records acknowledged meanwhile, probe refused %d times (KAFKA_STORAGE_ERROR), %d retriable answers in all so far, slowest answer %v, peak storage %d MiB",
+			kind, outage, acked()-before, refused-refused0, moved, slowest.Round(time.Millisecond), peak>>20)
 		if refused == refused0 {
 			t.Errorf("store %s: produce was never refused at the disk guard", kind)
 		}
