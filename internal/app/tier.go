@@ -31,11 +31,14 @@ type TierConfig struct {
 	CacheBytes          ByteSize      `yaml:"cache_bytes" help:"memory holding what cold reads fetched from the bucket, per group"`
 	ChunkBytes          ByteSize      `yaml:"chunk_bytes" help:"bytes of one queue a cold read fetches in one request (read-ahead)"`
 	RequestTimeout      time.Duration `yaml:"request_timeout" help:"how long one request to the store may wait for its answer (larger transfers get 1s per MiB on top)"`
+	SweepInterval       time.Duration `yaml:"sweep_interval" help:"how often a group's leader deletes the objects its manifest does not name (dropped segments, orphans of deposed leaders)"`
+	OrphanGrace         time.Duration `yaml:"orphan_grace" help:"how old an object the manifest does not name must be before a sweep deletes it (an upload still being committed is younger)"`
 }
 
 func defaultTierConfig() TierConfig {
 	return TierConfig{Region: "us-east-1", PathStyle: true, LocalRetention: 6 * time.Hour, LocalRetentionBytes: 1 << 30,
-		UploadInterval: 10 * time.Second, CacheBytes: 256 << 20, ChunkBytes: 4 << 20, RequestTimeout: 30 * time.Second}
+		UploadInterval: 10 * time.Second, CacheBytes: 256 << 20, ChunkBytes: 4 << 20, RequestTimeout: 30 * time.Second,
+		SweepInterval: 10 * time.Minute, OrphanGrace: time.Hour}
 }
 
 func (t TierConfig) validate() error {
@@ -44,6 +47,9 @@ func (t TierConfig) validate() error {
 	}
 	if t.LocalRetention < 0 || t.LocalRetentionBytes < 0 || t.UploadInterval <= 0 || t.RequestTimeout <= 0 || t.CacheBytes <= 0 || t.ChunkBytes < 64<<10 {
 		return fmt.Errorf("%w: storage.tier: local retention must not be negative, upload_interval, request_timeout and cache_bytes must be positive, chunk_bytes at least 64KiB", model.ErrInvalidConfig)
+	}
+	if t.SweepInterval <= 0 || t.OrphanGrace < time.Minute {
+		return fmt.Errorf("%w: storage.tier: sweep_interval must be positive and orphan_grace at least a minute (an upload being committed must never look orphaned)", model.ErrInvalidConfig)
 	}
 	return nil
 }
@@ -90,5 +96,5 @@ func (c Config) tierStorage(ctx context.Context, log *slog.Logger) (*storage.Tie
 	return &storage.TierConfig{Bucket: b, KeyPrefix: "g0/", UploadInterval: t.UploadInterval,
 		LocalRetentionBytes: int64(t.LocalRetentionBytes), LocalRetentionTime: t.LocalRetention,
 		CacheBytes: int64(t.CacheBytes), ChunkBytes: int64(t.ChunkBytes), RequestTimeout: t.RequestTimeout + time.Duration(t.ChunkBytes>>20)*time.Second,
-		AwaitFilter: true}, nil
+		SweepInterval: t.SweepInterval, OrphanGrace: t.OrphanGrace, AwaitFilter: true}, nil
 }

@@ -23,6 +23,9 @@ const (
 	// envTierDiskMB: the disk guard sees a disk of this many MiB holding
 	// the member's storage directories, with 4 MiB kept free.
 	envTierDiskMB = "ROSETTA_CLUSTER_TIER_DISK_MB"
+	// envTierQuickSweep: the leader sweeps every 2 s, deleting objects
+	// the manifest does not name once a minute old.
+	envTierQuickSweep = "ROSETTA_CLUSTER_TIER_QUICK_SWEEP"
 )
 
 // tierChildConfig points a member's tiered storage at the test's store
@@ -39,6 +42,9 @@ func tierChildConfig(cfg *app.Config, httpPort string) {
 	tc.Bucket, tc.Endpoint, tc.AccessKey, tc.SecretKey, tc.PathStyle = "tier", ep, apptest.VersityAccessKey, apptest.VersitySecretKey, true
 	tc.LocalRetention, tc.LocalRetentionBytes = 0, app.ByteSize(localMB)<<20
 	tc.UploadInterval, tc.RequestTimeout = time.Second, 10*time.Second
+	if os.Getenv(envTierQuickSweep) != "" {
+		tc.SweepInterval, tc.OrphanGrace = 2*time.Second, time.Minute
+	}
 	if mb := envInt(envTierDiskMB, 0); mb > 0 {
 		dir, total := cfg.DataDir, int64(mb)<<20
 		cfg.Storage.MinFreeBytes = 4 << 20
