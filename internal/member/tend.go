@@ -61,11 +61,14 @@ func (m *Member) tendGroup(ctx context.Context, gr *Group, r *Replica) {
 				publishedTerm = tm
 			}
 		}
-		if r.Engine.DiskFull() && now.After(stepDownAt) && !r.Engine.TierBehind() {
+		if r.Engine.DiskFull() && now.After(stepDownAt) && !r.Engine.TierBehind() && !r.Engine.TierFreeable() {
 			// A leader whose disk guard refuses writes would stall the
 			// group: a follower with room takes over. Not while segments
-			// wait for the tiered-storage bucket: every replica holds
-			// them alike, and a new leader would upload them again.
+			// wait for the tiered-storage bucket (every replica holds
+			// them alike, and a new leader would upload them again), nor
+			// while tiered segments are still local (the guard deletes
+			// them at its next check, as when the store has just come
+			// back and caught up).
 			m.log.Warn("disk guard refuses writes: handing leadership off", "group", gr.id)
 			m.handOffGroup(gr, r)
 			stepDownAt = m.clock.Now().Add(10 * time.Second)

@@ -228,6 +228,21 @@ func (e *Engine) TierBehind() bool {
 	return false
 }
 
+// TierFreeable says whether tiering is on and a tiered segment is still on
+// local disk: at the disk guard it leaves at the next disk check, freeing
+// the disk the same way on every replica.
+func (e *Engine) TierFreeable() bool {
+	if e.tier == nil {
+		return false
+	}
+	for _, s := range e.clog.Segments() {
+		if s.Sealed && e.manifest.has(s.Base) {
+			return true
+		}
+	}
+	return false
+}
+
 // Tiered says whether tiering is on.
 func (e *Engine) Tiered() bool { return e.tier != nil }
 

@@ -329,12 +329,23 @@ func TestTieringStoreDownFillsToGuard(t *testing.T) {
 	if appended == 20000 || len(e.TieredSegments()) != 0 {
 		t.Fatalf("%d appended, %d segments tiered with the store down", appended, len(e.TieredSegments()))
 	}
+	if !e.TierBehind() || e.TierFreeable() {
+		t.Fatalf("store down: behind %v, freeable %v", e.TierBehind(), e.TierFreeable())
+	}
 	b.down.Store(false)
 	if _, err := e.UploadSealed(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Uploaded, still local: the guard's next pass frees them (a leader
+	// hands nothing off meanwhile).
+	if e.TierBehind() || !e.TierFreeable() {
+		t.Fatalf("uploaded: behind %v, freeable %v", e.TierBehind(), e.TierFreeable())
+	}
 	if _, err := e.EnforceRetention(); err != nil {
 		t.Fatal(err)
+	}
+	if e.TierFreeable() {
+		t.Fatal("tiered segments still local after the retention pass at the guard")
 	}
 	if err := e.Append(ctx, []*Record{{Queue: 1, Count: 1, Payload: msg(1, appended)}}); err != nil {
 		t.Fatalf("append after the store came back: %v", err)
