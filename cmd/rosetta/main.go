@@ -42,8 +42,22 @@ func versionCmd() *cobra.Command {
 }
 
 // usageErrors makes wrong arguments usage errors (exit status 2), as wrong
-// flags are.
+// flags are; a command that only groups others prints its help when given
+// none and refuses an unknown one with its usage.
 func usageErrors(c *cobra.Command) {
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return &usageError{msg: fmt.Sprintf("unknown command %q for %q\n\n%s", args[0], cmd.CommandPath(), cmd.UsageString())}
+			}
+			return nil
+		}
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+		for _, sub := range c.Commands() {
+			usageErrors(sub)
+		}
+		return
+	}
 	if check := c.Args; check != nil {
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if err := check(cmd, args); err != nil {

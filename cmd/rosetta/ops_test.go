@@ -296,3 +296,18 @@ func TestMoreCommands(t *testing.T) {
 		t.Fatalf("user delete of nobody: %d %s", code, out)
 	}
 }
+
+// TestUnknownSubcommands: an unknown subcommand exits with status 2 and
+// the usage (scripts must not carry on); a grouping command alone prints
+// its help.
+func TestUnknownSubcommands(t *testing.T) {
+	for _, args := range [][]string{{"cluster", "bogus"}, {"topic", "nope", "x"}, {"storage", "tier", "nope"}} {
+		out, code := run(t, "http://127.0.0.1:1", args...)
+		if code != 2 || !strings.Contains(out, "unknown command") || !strings.Contains(out, "Usage:") {
+			t.Errorf("%v: exit %d, %q", args, code, out)
+		}
+	}
+	if out, code := run(t, "http://127.0.0.1:1", "cluster"); code != 0 || !strings.Contains(out, "Available Commands") {
+		t.Errorf("cluster alone: exit %d, %q", code, out)
+	}
+}
