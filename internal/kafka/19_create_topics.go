@@ -6,9 +6,10 @@ package kafka
 // single node so tools that hard-code RF=3 work; the topic has one replica.
 // In a cluster a partition has the replicas of its replication group (every
 // member on up to three members; three on larger clusters, group 0's every
-// member): a factor above what every partition of the topic gets is
-// INVALID_REPLICATION_FACTOR (fewer copies than asked for are never
-// made), a smaller one is accepted, and the answer names the real factor.
+// member; one for a cluster made with replication factor 1): a factor above
+// what every partition of the topic gets is INVALID_REPLICATION_FACTOR
+// (fewer copies than asked for are never made), a smaller one is accepted,
+// and the answer names the real factor.
 // 0 or below -1 is INVALID_REPLICATION_FACTOR. NumPartitions -1 takes the
 // broker default, 0 or below -1 is INVALID_PARTITIONS; manual assignments set
 // the partition count. Names outside [a-zA-Z0-9._-] (a '/' separates a
@@ -72,7 +73,7 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 			err = nerr
 		case err == nil && (rt.ReplicationFactor == 0 || rt.ReplicationFactor < -1):
 			tr.ErrorCode = kerr.InvalidReplicationFactor.Code
-		case err == nil && n > 0 && s.replicationFactor(n) > 1 && int(rt.ReplicationFactor) > s.replicationFactor(n):
+		case err == nil && n > 0 && s.clusterView() != nil && int(rt.ReplicationFactor) > s.replicationFactor(n):
 			tr.ErrorCode = kerr.InvalidReplicationFactor.Code
 			tr.ErrorMessage = strp(fmt.Sprintf("Replication factor: %d larger than the %d copies this cluster keeps of each partition.", rt.ReplicationFactor, s.replicationFactor(n)))
 		case err == nil && n <= 0:

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -162,4 +163,43 @@ func testBatch(t *testing.T, v string) []byte {
 	raw = b.AppendTo(nil)
 	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
 	return raw
+}
+
+// TestReplicationFactorRefusedAboveCopies: a cluster whose groups keep one
+// copy refuses a topic asked with three (it made one and said one); one
+// and the default -1 are accepted and answered 1. A single node accepts
+// any factor (tools hard-code 3).
+func TestReplicationFactorRefusedAboveCopies(t *testing.T) {
+	for _, cluster := range []bool{true, false} {
+		opts := Options{NodeID: 1}
+		if cluster {
+			view := &ClusterView{Hosts: map[int32]string{1: "127.0.0.1"}, Groups: []GroupView{{Leader: 1, Replicas: []int32{1}, ISR: []int32{1}}}}
+			opts.Cluster = func() *ClusterView { return view }
+		}
+		s := NewServer(opts)
+		s.Attach(0, testBackend(t, broker.Options{DefaultQueues: 2, MaxQueuesPerTopic: 16}))
+		a, b := net.Pipe()
+		c := newConn(s, a, Listener{Name: ProtocolPlaintext, Protocol: ProtocolPlaintext})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c.ctx, c.cancel = ctx, cancel
+		for i, rf := range []int16{3, 1, -1} {
+			create := kmsg.NewPtrCreateTopicsRequest()
+			create.SetVersion(5)
+			ct := kmsg.NewCreateTopicsRequestTopic()
+			ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "rf"+strconv.Itoa(i), 2, rf
+			create.Topics = append(create.Topics, ct)
+			r := c.dispatch(&request{hdr: requestHeader{Key: create.Key(), Version: 5, ClientID: "t"}, body: create.AppendTo(nil)})
+			got := r.resp.(*kmsg.CreateTopicsResponse).Topics[0]
+			refused := cluster && rf == 3
+			switch {
+			case refused && got.ErrorCode != kerr.InvalidReplicationFactor.Code:
+				t.Errorf("cluster of one copy, factor 3: %v", kerr.ErrorForCode(got.ErrorCode))
+			case !refused && (got.ErrorCode != 0 || got.ReplicationFactor != 1):
+				t.Errorf("cluster %v, factor %d: %v, answered factor %d", cluster, rf, kerr.ErrorForCode(got.ErrorCode), got.ReplicationFactor)
+			}
+		}
+		cancel()
+		a.Close()
+		b.Close()
+	}
 }
