@@ -231,6 +231,25 @@ func (c *cluster) statusFrom(ctx context.Context, m *member) (admin.ClusterStatu
 	return st, err == nil
 }
 
+// logStatuses logs every running member's view of the replication groups
+// (leader, term, log indexes and, on a leader, its replicas' progress), for
+// a test about to fail.
+func (c *cluster) logStatuses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, m := range c.members {
+		st, ok := c.statusFrom(ctx, m)
+		if !ok {
+			t.Logf("member %d: no status", m.id)
+			continue
+		}
+		for _, g := range st.Groups {
+			t.Logf("member %d, group %d: %s, leader %d, term %d, log %d..%d, durable %d, committed %d, progress %+v",
+				m.id, g.ID, g.Role, g.Leader, g.Term, g.FirstIndex, g.LastIndex, g.DurableIndex, g.CommitIndex, g.Progress)
+		}
+	}
+}
+
 // TestClusterGroupsChaos (ROSETTA_CLUSTER_GROUPS_CHAOS=<events>,
 // scripts/chaos.sh): three members holding three replication groups under
 // franz-go (idempotent and transactional producers, a KIP-848 consumer

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +32,9 @@ func TestClusterSnapshot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	apptest.Eventually(t, 60*time.Second, "group g led by member g+1", func() bool { return c.spread(ctx) })
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.ProducerLinger(5*time.Millisecond), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	clog := &lockedBuffer{}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.ProducerLinger(5*time.Millisecond), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.WithLogger(kgo.BasicLogger(clog, kgo.LogLevelInfo, func() string { return time.Now().Format("15:04:05.000 ") })))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,9 +55,13 @@ func TestClusterSnapshot(t *testing.T) {
 				_, _ = rand.Read(raw) // incompressible
 				recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(hex.EncodeToString(raw)), Value: []byte(fmt.Sprintf("s-%d", j))})
 			}
-			res := cl.ProduceSync(ctx, recs...)
+			pctx, pcancel := context.WithTimeout(ctx, time.Minute)
+			res := cl.ProduceSync(pctx, recs...)
+			pcancel()
 			if err := res.FirstErr(); err != nil {
-				t.Fatalf("produce to %s: %v", topic, err)
+				c.logStatuses(t)
+				lines := strings.Split(clog.String(), "\n")
+				t.Fatalf("produce to %s: %v; the client's last log lines:\n%s", topic, err, strings.Join(lines[max(0, len(lines)-60):], "\n"))
 			}
 			for _, r := range res {
 				acks = append(acks, ack{partition: r.Record.Partition, offset: r.Record.Offset, value: string(r.Record.Value)})
