@@ -328,10 +328,22 @@ func (e *Engine) uploadLoop(ctx context.Context) {
 // UploadSealed uploads and commits every sealed segment that is durable,
 // holds live records and is not tiered yet, oldest first, while this
 // engine may write (a group's leader). It returns how many it committed.
+// A pass that succeeds (the loop's or one asked for) clears the last
+// upload error.
 func (e *Engine) UploadSealed(ctx context.Context) (int, error) {
 	if e.tier == nil {
 		return 0, nil
 	}
+	n, err := e.uploadSealed(ctx)
+	if err == nil {
+		e.tier.mu.Lock()
+		e.tier.lastErr = nil
+		e.tier.mu.Unlock()
+	}
+	return n, err
+}
+
+func (e *Engine) uploadSealed(ctx context.Context) (int, error) {
 	// One pass at a time (the loop's, the admin API's): two would upload
 	// the same segment twice.
 	e.tier.uploadMu.Lock()
