@@ -25,6 +25,8 @@ package kafka
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -68,6 +70,9 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 			var pp part
 			if err == nil {
 				pp, err = s.partition(t, rp.Partition)
+			}
+			if err == nil && req.Acks == -1 {
+				err = s.checkInSync(pp)
 			}
 			if err == nil {
 				var res produce.Result
@@ -146,6 +151,32 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 	}
 	return r
+}
+
+// checkInSync refuses an acks=all produce to a partition whose group holds
+// fewer voters in sync than the topic's min.insync.replicas (else the
+// broker-wide default; 1 unless set), as Kafka does before appending: with
+// fewer copies than the producer asked for, nothing is written.
+func (s *Server) checkInSync(pp part) error {
+	v, ok := pp.topic.Config.Extra["min.insync.replicas"]
+	if !ok {
+		if v, _, ok = pp.be.broker.DynamicBrokerConfig(model.NodeID(s.opts.NodeID), "min.insync.replicas"); !ok {
+			return nil
+		}
+	}
+	need, err := strconv.Atoi(v)
+	if err != nil || need <= 1 {
+		return nil
+	}
+	have, known := 1, true
+	if s.opts.InSync != nil {
+		have, known = s.opts.InSync(pp.be.group)
+	}
+	if !known || have >= need {
+		return nil
+	}
+	return &kafkaCodeError{code: kerr.NotEnoughReplicas.Code,
+		msg: fmt.Sprintf("%d replicas in sync, min.insync.replicas is %d", have, need)}
 }
 
 // kafkaCodeError carries a Kafka code decided by a handler.

@@ -35,7 +35,10 @@ type Options struct {
 	// Elect, in a cluster, moves a replication group's leadership to node
 	// (ElectLeaders with the preferred replica) and returns once it moved
 	// or failed.
-	Elect              func(ctx context.Context, group int, node int32) error
+	Elect func(ctx context.Context, group int, node int32) error
+	// InSync, in a cluster, counts a led replication group's in-sync
+	// voters (false while its leader does not know yet); nil: one copy.
+	InSync             func(group int) (int, bool)
 	ClusterID          string
 	MaxFrameBytes      int32
 	MaxInflightPerConn int

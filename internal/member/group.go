@@ -76,6 +76,29 @@ func (g *Group) Leader() (model.NodeID, model.Term) {
 	return 0, 0
 }
 
+// InSync is the group's in-sync voters (Kafka's ISR) and whether they are
+// known: the leader's own view when this member leads the group, else the
+// set its leader published for the term this member knows (false before
+// any was published, or when it is of another term).
+func (g *Group) InSync() ([]model.NodeID, bool) {
+	leader, tm := g.Leader()
+	if leader == 0 {
+		return nil, false
+	}
+	if r := g.local.Load(); r != nil && leader == g.dir.Self() {
+		st := r.Raft.Status()
+		if st.Leader != g.dir.Self() || len(st.Replicas) == 0 {
+			return nil, false
+		}
+		return st.InSync(), true
+	}
+	p, ok := g.dir.PublishedLeader(g.id)
+	if !ok || p.Node != leader || p.Term != tm || len(p.ISR) == 0 {
+		return nil, false
+	}
+	return p.ISR, true
+}
+
 // groupsKey holds the cluster's number of replication groups.
 const groupsKey = "cluster/groups"
 

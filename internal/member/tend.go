@@ -42,7 +42,8 @@ func (m *Member) tendGroup(ctx context.Context, gr *Group, r *Replica) {
 	var stepDownAt, balanceAt, membersAt, publishAt time.Time
 	balanceWait := balanceInterval
 	var published string         // the group membership last published
-	var publishedTerm model.Term // the term this member last published itself the leader of
+	var publishedTerm model.Term   // the term this member last published itself the leader of
+	var publishedISR []model.NodeID // the in-sync voters it published with it
 	for {
 		select {
 		case <-ctx.Done():
@@ -53,12 +54,20 @@ func (m *Member) tendGroup(ctx context.Context, gr *Group, r *Replica) {
 			continue
 		}
 		now := m.clock.Now()
-		if _, tm := r.Raft.Leader(); tm != publishedTerm && now.After(publishAt) {
-			if err := m.dir.PublishLeader(ctx, gr.id, tm); err != nil {
+		_, tm := r.Raft.Leader()
+		isr := r.Raft.Status().InSync()
+		if len(isr) == 0 && tm == publishedTerm {
+			isr = publishedISR // the status is older than the term: no news
+		}
+		if (tm != publishedTerm || !slices.Equal(isr, publishedISR)) && now.After(publishAt) {
+			if err := m.dir.PublishLeader(ctx, gr.id, tm, isr); err != nil {
 				m.log.Info("publishing the group's leader failed", "group", gr.id, "err", err)
 				publishAt = now.Add(membershipInterval) // etcd out of reach: not on every tick
 			} else {
-				publishedTerm = tm
+				if tm == publishedTerm {
+					m.log.Info("in-sync replicas", "group", gr.id, "isr", isr)
+				}
+				publishedTerm, publishedISR = tm, isr
 			}
 		}
 		if r.Engine.DiskFull() && now.After(stepDownAt) && !r.Engine.TierBehind() && !r.Engine.TierFreeable() {

@@ -208,6 +208,17 @@ type Group struct {
 	transferTo model.NodeID
 	status     atomic.Pointer[Status]
 	ticks      int
+	// heard is the tick at which each peer's last message arrived (Raft
+	// goroutine): a replica not heard from within inSyncTicks is out of
+	// sync whatever its log holds.
+	heard map[uint64]int
+	// caughtUp is the tick at which each replica last held everything
+	// committed within InSyncLag (Raft goroutine).
+	caughtUp map[uint64]int
+	// caughtUpTerm is the term caughtUp is of: a new leader knows nothing of
+	// its followers' logs until they answer, and counts them caught up as
+	// of its election (Kafka's ISR carries over a leader change).
+	caughtUpTerm uint64
 	// campaignTicks: campaign at each of this many next ticks while no
 	// leader is known (the leader is gone, PeerGone; Raft goroutine).
 	campaignTicks int
@@ -474,6 +485,36 @@ type ReplicaProgress struct {
 	Lag   uint64 // entries behind the commit index
 	// Learner: the replica receives the log but does not vote (yet).
 	Learner bool
+	// Active: the leader itself, or a replica the leader heard from within
+	// the failure-detection time (twice the election timeout: the longest a
+	// follower waits for its leader before campaigning).
+	Active bool
+	// CaughtUp: the replica held everything committed (within InSyncLag)
+	// at some time in the last InSyncLagTime.
+	CaughtUp bool
+}
+
+// InSyncLag is how many committed entries a replica may lack and count as
+// caught up (a batch in flight).
+const InSyncLag = 1024
+
+// InSyncLagTime is how long a live replica may go without catching up and
+// stay in sync (Kafka's replica.lag.time.max.ms is 30 s): a follower a
+// burst of writes keeps a little behind is not dropped from the ISR for
+// it.
+const InSyncLagTime = 10 * time.Second
+
+// InSync is the voters the leader holds in sync — Kafka's ISR: heard from
+// within the failure-detection time and caught up within InSyncLagTime.
+// Empty unless this replica leads.
+func (s Status) InSync() []model.NodeID {
+	var out []model.NodeID
+	for _, p := range s.Replicas {
+		if !p.Learner && p.Active && p.CaughtUp {
+			out = append(out, p.Node)
+		}
+	}
+	return out
 }
 
 // Status returns the replica's status as of the last refresh (every five
@@ -496,8 +537,27 @@ func (g *Group) publishStatus() {
 		if pr.Match < st.Commit {
 			lag = st.Commit - pr.Match
 		}
+		heard, ok := g.heard[id]
+		active := id == uint64(g.cfg.Node) || ok && g.ticks-heard <= 2*g.cfg.ElectionTicks
+		if g.caughtUp == nil {
+			g.caughtUp = map[uint64]int{}
+		}
+		if g.caughtUpTerm != st.Term {
+			delete(g.caughtUp, id)
+			if active {
+				g.caughtUp[id] = g.ticks
+			}
+		}
+		if lag <= InSyncLag {
+			g.caughtUp[id] = g.ticks
+		}
+		caught, ok := g.caughtUp[id]
 		st.Replicas = append(st.Replicas, ReplicaProgress{Node: model.NodeID(id), Match: pr.Match,
-			State: strings.ToLower(strings.TrimPrefix(pr.State.String(), "State")), Lag: lag, Learner: pr.IsLearner})
+			State: strings.ToLower(strings.TrimPrefix(pr.State.String(), "State")), Lag: lag, Learner: pr.IsLearner,
+			Active: active, CaughtUp: ok && time.Duration(g.ticks-caught)*g.cfg.Tick <= InSyncLagTime})
+	}
+	if len(rs.Progress) > 0 {
+		g.caughtUpTerm = st.Term
 	}
 	m := membershipOfConfig(rs.Config)
 	st.Voters, st.Learners = m.Voters, m.Learners
@@ -657,6 +717,12 @@ func (g *Group) run(ctx context.Context) {
 }
 
 func (g *Group) step(m *pb.Message) {
+	if from := m.GetFrom(); from != uint64(g.cfg.Node) {
+		if g.heard == nil {
+			g.heard = map[uint64]int{}
+		}
+		g.heard[from] = g.ticks
+	}
 	if m.GetType() == pb.MsgHeartbeat && m.GetCommit() > g.raftLast {
 		// A leader names the commit index it believes this replica holds;
 		// a replica that lost its log (a replaced disk) holds less, and

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -410,6 +411,30 @@ func TestReplicateAndFailover(t *testing.T) {
 	c.sameLogs()
 }
 
+// TestInSync: the leader lists every voter in sync while they answer, and
+// drops one it has not heard from within the failure-detection time even
+// though its log held everything when it went quiet.
+func TestInSync(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	c.converge(produce(t, l, 0, 10))
+	insync := func() []model.NodeID { return l.group.Status().InSync() }
+	waitUntil(t, 10*time.Second, "every voter in sync", func() bool { return len(insync()) == 3 })
+	var quiet model.NodeID
+	for _, id := range c.ids {
+		if id != l.id {
+			quiet = id
+			break
+		}
+	}
+	c.net.setCut(quiet, true)
+	waitUntil(t, 10*time.Second, "the cut voter out of sync", func() bool {
+		return len(insync()) == 2 && !slices.Contains(insync(), quiet)
+	})
+	c.net.setCut(quiet, false)
+	waitUntil(t, 10*time.Second, "the voter back in sync", func() bool { return len(insync()) == 3 })
+}
+
 func TestMinorityLeaderIsCut(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
@@ -737,4 +762,14 @@ func TestHandOffKeepsWaits(t *testing.T) {
 	}
 	c.net.setCut(other, false)
 	c.converge(append(want, "m00005"))
+}
+
+// waitUntil polls cond every 10 ms until it holds, failing after d.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+	}
 }

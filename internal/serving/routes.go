@@ -136,13 +136,13 @@ func (n *Node) kafkaCluster() func() *kafka.ClusterView {
 					gv.Leader, gv.Epoch = -1, -1
 				}
 			}
-			// In sync: the replicas the leader knows hold everything
-			// committed (within a small margin: a batch in flight). A
-			// follower does not know the others' progress: it names every
-			// replica while the group has a leader.
-			for _, p := range st.Replicas {
-				if p.Lag <= 1024 {
-					gv.ISR = append(gv.ISR, int32(p.Node))
+			// In sync: the voters the leader heard from within the
+			// failure-detection time that hold everything committed (within
+			// a batch in flight) — its own view on the leader, the set it
+			// published elsewhere; every replica while neither is known.
+			if isr, ok := gr.InSync(); ok {
+				for _, id := range isr {
+					gv.ISR = append(gv.ISR, int32(id))
 				}
 			}
 			switch {
@@ -155,6 +155,21 @@ func (n *Node) kafkaCluster() func() *kafka.ClusterView {
 			v.Groups[g] = gv
 		}
 		return v
+	}
+}
+
+// inSyncCount counts a group's in-sync voters; nil on a single node.
+func (n *Node) inSyncCount() func(group int) (int, bool) {
+	if n.Member == nil {
+		return nil
+	}
+	return func(group int) (int, bool) {
+		groups := n.Member.Groups()
+		if group < 0 || group >= len(groups) {
+			return 0, false
+		}
+		isr, ok := groups[group].InSync()
+		return len(isr), ok
 	}
 }
 

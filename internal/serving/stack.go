@@ -103,6 +103,7 @@ func (n *Node) kafkaOptions(budget *task.ByteBudget) kafka.Options {
 	opts.ClusterID = n.ClusterID()
 	opts.Cluster = n.kafkaCluster()
 	opts.Elect = n.electLeader()
+	opts.InSync = n.inSyncCount()
 	opts.Logger = n.log
 	return opts
 }

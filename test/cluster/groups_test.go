@@ -61,11 +61,18 @@ func TestClusterGroups(t *testing.T) {
 	}
 	defer kcl.Close()
 	kadmin := kadm.NewClient(kcl)
-	for _, topic := range []string{"groups-kafka", "groups-txn"} {
-		if resp, err := kadmin.CreateTopic(ctx, 6, 3, nil, topic); err != nil || resp.Err != nil {
+	three := "3"
+	for _, topic := range []string{"groups-kafka", "groups-txn", "groups-isr"} {
+		var cfg map[string]*string
+		if topic == "groups-isr" {
+			cfg = map[string]*string{"min.insync.replicas": &three}
+		}
+		if resp, err := kadmin.CreateTopic(ctx, 6, 3, cfg, topic); err != nil || resp.Err != nil {
 			t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)
 		}
 	}
+	checkISR(ctx, t, c, "groups-isr", nil, 30*time.Second)
+	strict := startMinInSyncProbe(t, c, "groups-isr")
 	checkLeadersSpread(ctx, t, kadmin, "groups-kafka")
 	consumed := startGroupConsumer(t, c, "groups-kafka", "groups-audit")
 	kl := startLoad(t, c, "groups-kafka", 2)
@@ -117,6 +124,9 @@ func TestClusterGroups(t *testing.T) {
 		return ok && len(st.Groups) == 3 && st.Groups[1].Leader != 0 && st.Groups[1].Leader != 2
 	})
 	t.Logf("group 1 led again %v after its leader's SIGKILL", time.Since(killed).Round(time.Millisecond))
+	checkISR(ctx, t, c, "groups-isr", victim, 30*time.Second)
+	t.Logf("no member names member 2 in sync %v after its SIGKILL", time.Since(killed).Round(time.Millisecond))
+	strict.waitRefused(t, 30*time.Second)
 	t.Logf("next acknowledged Kafka produce to a partition of group 1: %v after the kill",
 		kl.waitAckAfterIn(t, killed, 30*time.Second, func(p int32) bool { return p%3 == 1 }).Round(time.Millisecond))
 	waitAcks("sends acknowledged after the kill", 150)
@@ -128,6 +138,9 @@ func TestClusterGroups(t *testing.T) {
 	t.Logf("the restarted member led its group again %v after its start", time.Since(restarted).Round(time.Millisecond))
 	waitAcks("sends acknowledged after the restart", 150)
 	checkLeadersSpread(ctx, t, kadmin, "groups-kafka")
+	checkISR(ctx, t, c, "groups-isr", nil, 30*time.Second)
+	strict.waitAccepted(t, 30*time.Second)
+	strict.stop(t)
 	rl.stop()
 	gl.stop()
 	kl.stop()

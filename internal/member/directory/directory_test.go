@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -93,25 +94,31 @@ func TestLeadersArePublishedByTerm(t *testing.T) {
 		defer close(done)
 		watcher.WatchLeaders(ctx, 10*time.Millisecond, func(g model.GroupID) { changes <- g })
 	}()
-	if err := d1.PublishLeader(ctx, 1, 5); err != nil {
+	if err := d1.PublishLeader(ctx, 1, 5, []model.NodeID{1, 2}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d2.PublishLeader(ctx, 1, 4); err != nil { // an earlier term: ignored
+	if err := d2.PublishLeader(ctx, 1, 4, nil); err != nil { // an earlier term: ignored
 		t.Fatal(err)
 	}
 	if g := <-changes; g != 1 {
 		t.Fatalf("change of group %d", g)
 	}
-	if l, ok := watcher.PublishedLeader(1); !ok || l != (Leader{Node: 1, Term: 5}) {
+	if l, ok := watcher.PublishedLeader(1); !ok || !l.same(Leader{Node: 1, Term: 5}) || !slices.Equal(l.ISR, []model.NodeID{1, 2}) {
 		t.Fatalf("published %+v %v", l, ok)
 	}
-	if err := d2.PublishLeader(ctx, 1, 6); err != nil {
+	// A smaller in-sync set in the same term is recorded without a change
+	// of leader told.
+	if err := d1.PublishLeader(ctx, 1, 5, []model.NodeID{1}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { l, _ := watcher.PublishedLeader(1); return slices.Equal(l.ISR, []model.NodeID{1}) })
+	if err := d2.PublishLeader(ctx, 1, 6, nil); err != nil {
 		t.Fatal(err)
 	}
 	if g := <-changes; g != 1 {
 		t.Fatalf("change of group %d", g)
 	}
-	if l, _ := watcher.PublishedLeader(1); l != (Leader{Node: 2, Term: 6}) {
+	if l, _ := watcher.PublishedLeader(1); !l.same(Leader{Node: 2, Term: 6}) || l.ISR != nil {
 		t.Fatalf("published %+v", l)
 	}
 	if _, ok := watcher.PublishedLeader(0); ok {
@@ -149,5 +156,16 @@ func TestGroupMemberships(t *testing.T) {
 	defer cancel2()
 	if err := d.WaitGroups(sctx, 3, time.Millisecond, has(2)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a group never published: %v", err)
+	}
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 5 s")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -30,11 +31,16 @@ const leaderPrefix = "cluster/group-leader/"
 // leaderKey holds group g's leader as it published itself.
 func leaderKey(g model.GroupID) string { return leaderPrefix + strconv.Itoa(int(g)) }
 
-// Leader is a group's leader as published under its key.
+// Leader is a group's leader as published under its key, with the voters
+// it holds in sync (Kafka's ISR, as other members tell clients of it).
 type Leader struct {
-	Node model.NodeID `json:"node"`
-	Term model.Term   `json:"term"`
+	Node model.NodeID   `json:"node"`
+	Term model.Term     `json:"term"`
+	ISR  []model.NodeID `json:"isr,omitempty"`
 }
+
+// same reports whether l and o name the same leader in the same term.
+func (l Leader) same(o Leader) bool { return l.Node == o.Node && l.Term == o.Term }
 
 // SetGroups sizes the published leaders for n groups (never shrinks).
 func (d *Directory) SetGroups(n int) {
@@ -65,12 +71,13 @@ func (d *Directory) PublishedLeader(g model.GroupID) (Leader, bool) {
 	return Leader{}, false
 }
 
-// PublishLeader records this member as group g's leader in term tm,
-// unless a later term is recorded.
-func (d *Directory) PublishLeader(ctx context.Context, g model.GroupID, tm model.Term) error {
+// PublishLeader records this member as group g's leader in term tm with
+// the voters it holds in sync, unless a later term is recorded.
+func (d *Directory) PublishLeader(ctx context.Context, g model.GroupID, tm model.Term, isr []model.NodeID) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	b, _ := json.Marshal(Leader{Node: d.self, Term: tm})
+	rec := Leader{Node: d.self, Term: tm, ISR: isr}
+	b, _ := json.Marshal(rec)
 	key := leaderKey(g)
 	kv, err := d.store.Get(ctx, key)
 	cmp := meta.Compare{Key: key, Target: meta.CompareCreate}
@@ -80,7 +87,7 @@ func (d *Directory) PublishLeader(ctx context.Context, g model.GroupID, tm model
 		return err
 	default:
 		var cur Leader
-		if json.Unmarshal(kv.Value, &cur) == nil && cur.Term >= tm {
+		if json.Unmarshal(kv.Value, &cur) == nil && (cur.Term > tm || cur.same(rec) && slices.Equal(cur.ISR, isr)) {
 			return nil
 		}
 		cmp = meta.Compare{Key: key, Target: meta.CompareMod, Revision: kv.Revision}
@@ -93,7 +100,8 @@ func (d *Directory) PublishLeader(ctx context.Context, g model.GroupID, tm model
 }
 
 // WatchLeaders follows the leaders the groups publish until ctx ends,
-// calling changed with each group whose published leader changed.
+// calling changed with each group whose published leader or term changed
+// (not for a new in-sync set alone).
 func (d *Directory) WatchLeaders(ctx context.Context, retry time.Duration, changed func(model.GroupID)) {
 	apply := func(kv meta.KV) {
 		g, err := strconv.Atoi(strings.TrimPrefix(kv.Key, leaderPrefix))
@@ -105,7 +113,7 @@ func (d *Directory) WatchLeaders(ctx context.Context, retry time.Duration, chang
 		if s == nil {
 			return
 		}
-		if old := s.Swap(&rec); old != nil && *old == rec {
+		if old := s.Swap(&rec); old != nil && old.same(rec) {
 			return
 		}
 		changed(model.GroupID(g))
