@@ -41,8 +41,8 @@ const balanceBackoff = 16 * time.Second
 func (m *Member) tendGroup(ctx context.Context, gr *Group, r *Replica) {
 	var stepDownAt, balanceAt, membersAt, publishAt time.Time
 	balanceWait := balanceInterval
-	var published string         // the group membership last published
-	var publishedTerm model.Term   // the term this member last published itself the leader of
+	var published string            // the group membership last published
+	var publishedTerm model.Term    // the term this member last published itself the leader of
 	var publishedISR []model.NodeID // the in-sync voters it published with it
 	for {
 		select {
