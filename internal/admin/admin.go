@@ -237,10 +237,11 @@ func Handler(b *broker.Broker, txns *txn.Coordinator, m *Metrics, log *slog.Logg
 		}
 		out := apiv1.PendingTimers{Timers: []apiv1.PendingTimer{}, More: more}
 		for _, p := range list {
+			q := apiQueueNamed(b, p.Topic, p.Queue)
 			if name, err := model.ParseTopicName(p.Topic); err == nil {
 				p.Topic = name.Short()
 			}
-			out.Timers = append(out.Timers, apiv1.PendingTimer{ID: p.ID, Topic: p.Topic, Queue: apiQueue(b, p.Queue),
+			out.Timers = append(out.Timers, apiv1.PendingTimer{ID: p.ID, Topic: p.Topic, Queue: q,
 				Due: p.Due.UTC().Format("2006-01-02T15:04:05.000Z07:00"), DueMillis: p.Due.UnixMilli(), DelayLevel: p.DelayLevel,
 				Tags: p.Tags, Keys: p.Keys, Size: p.Size, Offset: int64(p.Offset)})
 		}
@@ -421,7 +422,11 @@ func storageReport(b *broker.Broker) map[string]any {
 	topics := map[string]any{}
 	for _, t := range b.Topics(true) {
 		total, per := b.TopicBytes(t)
-		entry := map[string]any{"bytes": total, "queues": per}
+		numbers := make([]int32, len(per)) // each queue's topic-wide number
+		for i := range numbers {
+			numbers[i] = apiQueue(b, t, int32(i))
+		}
+		entry := map[string]any{"bytes": total, "queues": per, "queue_numbers": numbers}
 		if t.Config.Compacted() {
 			entry["cleaned_to"] = b.CompactionState(t)
 		}

@@ -181,7 +181,7 @@ func resetOffsets(r *http.Request, b *broker.Broker, group string, req apiv1.Off
 		commits := map[int32]broker.OffsetCommit{}
 		for i := range t.Queues {
 			q := int32(i)
-			if len(req.Queues) > 0 && !slices.Contains(req.Queues, apiQueue(b, q)) {
+			if len(req.Queues) > 0 && !slices.Contains(req.Queues, apiQueue(b, t, q)) {
 				continue
 			}
 			start, hw, _, err := b.Offsets(t.Name, q)
@@ -205,7 +205,7 @@ func resetOffsets(r *http.Request, b *broker.Broker, group string, req apiv1.Off
 			if c, ok := current[t][q]; ok {
 				from = int64(c.Offset)
 			}
-			moves = append(moves, apiv1.OffsetMove{Topic: t.Name.Short(), Queue: apiQueue(b, q), From: from, To: int64(to)})
+			moves = append(moves, apiv1.OffsetMove{Topic: t.Name.Short(), Queue: apiQueue(b, t, q), From: from, To: int64(to)})
 			commits[q] = broker.OffsetCommit{Queue: t.Queues[i], Offset: to, LeaderEpoch: -1}
 		}
 		if !req.DryRun && len(commits) > 0 {

@@ -132,7 +132,7 @@ func registerMessageAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 			writeErr(w, err)
 			return
 		}
-		sent := apiv1.MessageSent{Topic: t.Name.Short(), Queue: apiQueue(b, q), Offset: int64(pub.Offsets[0])}
+		sent := apiv1.MessageSent{Topic: t.Name.Short(), Queue: apiQueue(b, t, q), Offset: int64(pub.Offsets[0])}
 		if id, ok := m.Header(broker.HeaderUniqKey); ok {
 			sent.ID = string(id)
 		}
@@ -170,7 +170,7 @@ func registerMessageAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 			}
 			_, _ = b.EachMessage(h.Queue, h.Offset, 1, func(sm *broker.StoredMessage) bool {
 				if sm.Offset == h.Offset && hasKey(&sm.Message, key) {
-					out = append(out, messageView(ref.Topic, apiQueue(b, ref.Index), sm))
+					out = append(out, messageView(ref.Topic, apiQueue(b, ref.Topic, ref.Index), sm))
 				}
 				return false
 			})

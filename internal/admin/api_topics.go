@@ -77,7 +77,7 @@ func alterTopic(r *http.Request, b *broker.Broker, t *broker.Topic, req apiv1.To
 // the broker's default number in each).
 func createTopic(r *http.Request, b *broker.Broker, name model.TopicName, n int, cfg broker.TopicConfig) (*broker.Topic, error) {
 	if n == 0 {
-		n = b.Placement().Total(b.DefaultQueues())
+		n = b.DefaultQueues() * len(b.Placement().NewQueues())
 	}
 	return b.CreateWholeTopic(r.Context(), name, n, cfg)
 }
@@ -89,7 +89,7 @@ func topicSummary(b *broker.Broker, t *broker.Topic) (apiv1.TopicSummary, []apiv
 	s.Bytes = total
 	queues := make([]apiv1.QueueInfo, t.QueueCount())
 	for i := range t.Queues {
-		q := apiv1.QueueInfo{Queue: apiQueue(b, int32(i)), Bytes: per[i]}
+		q := apiv1.QueueInfo{Queue: apiQueue(b, t, int32(i)), Group: int(b.Placement().Group), Bytes: per[i]}
 		if start, hw, _, err := b.Offsets(t.Name, int32(i)); err == nil {
 			q.Start, q.End = int64(start), int64(hw)
 			s.Messages += max(0, q.End-q.Start)

@@ -45,7 +45,7 @@ func registerTraceAPI(mux *http.ServeMux, b *broker.Broker, sec Security) {
 		out := apiv1.MessageTrace{Events: []apiv1.TraceEvent{}}
 		for _, e := range events {
 			out.Events = append(out.Events, apiv1.TraceEvent{TimeMs: e.Time, Time: time.UnixMilli(e.Time).UTC().Format("2006-01-02T15:04:05.000Z07:00"),
-				Kind: e.Kind, ID: e.ID, Topic: e.Topic, Queue: apiQueue(b, e.Queue), Offset: e.Offset, Protocol: e.Protocol, Group: e.Group,
+				Kind: e.Kind, ID: e.ID, Topic: e.Topic, Queue: apiQueueNamed(b, e.Topic, e.Queue), Offset: e.Offset, Protocol: e.Protocol, Group: e.Group,
 				Client: e.Client, Attempt: e.Attempt, Detail: e.Detail, Origin: e.Origin})
 		}
 		writeJSON(w, out)

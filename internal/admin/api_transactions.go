@@ -73,6 +73,6 @@ func registerTransactionAPI(mux *http.ServeMux, b *broker.Broker, txns *txn.Coor
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		writeJSON(w, apiv1.MessageSent{Topic: topic.Short(), Queue: apiQueue(b, queue), Offset: int64(at)})
+		writeJSON(w, apiv1.MessageSent{Topic: topic.Short(), Queue: apiQueueNamed(b, topic.String(), queue), Offset: int64(at)})
 	}))
 }

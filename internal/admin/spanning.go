@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/apiv1"
-	"github.com/rosettamq/rosetta/internal/broker/route"
 )
 
 // When a cluster spreads topics over several replication groups, each
@@ -264,19 +263,42 @@ func gather[T any](s *spanning, w http.ResponseWriter, r *http.Request, req SubR
 	return decodeEach[T](w, answers)
 }
 
-// groupOfQueue is the group holding a topic-wide queue (from the query's
-// queue parameter; group 0, which answers the error, when it is bad).
-func (s *spanning) groupOfQueue(q string) int {
+// groupOfQueue is the group holding a topic-wide queue of the request's
+// topic (from the query's queue parameter; group 0, which answers the
+// error, when it is bad or the topic unknown): as the groups' shares of the
+// topic say. A dead-letter queue (no topic in the path) has one queue per
+// group, queue g in group g.
+func (s *spanning) groupOfQueue(w http.ResponseWriter, r *http.Request, q string) (int, bool) {
 	n, err := strconv.ParseInt(q, 10, 32)
 	if err != nil || n < 0 {
-		return 0
+		return 0, true
 	}
-	return int(route.GroupOf(int(n), s.ask.Groups))
+	topic := r.PathValue("topic")
+	if topic == "" {
+		if int(n) < s.ask.Groups {
+			return int(n), true
+		}
+		return 0, true
+	}
+	d, _, ok := s.topicDetail(w, r, topic)
+	if !ok {
+		return 0, false
+	}
+	for _, qi := range d.QueueList {
+		if int64(qi.Queue) == n {
+			return qi.Group, true
+		}
+	}
+	return 0, true
 }
 
 // byQueue sends a request naming a queue (?queue=) to the group holding it.
 func (s *spanning) byQueue(w http.ResponseWriter, r *http.Request) {
-	if a, ok := s.one(w, r, s.groupOfQueue(r.URL.Query().Get("queue")), sub(r, nil)); ok {
+	g, ok := s.groupOfQueue(w, r, r.URL.Query().Get("queue"))
+	if !ok {
+		return
+	}
+	if a, ok := s.one(w, r, g, sub(r, nil)); ok {
 		pass(w, a)
 	}
 }
@@ -444,7 +466,9 @@ func (s *spanning) publish(w http.ResponseWriter, r *http.Request) {
 	_ = json.Unmarshal(b, &m)
 	switch {
 	case m.Queue != nil:
-		g = s.groupOfQueue(strconv.Itoa(int(*m.Queue)))
+		if g, ok = s.groupOfQueue(w, r, strconv.Itoa(int(*m.Queue))); !ok {
+			return
+		}
 	case m.Key != "":
 		d, _, ok := s.topicDetail(w, r, r.PathValue("topic"))
 		if !ok {
@@ -455,7 +479,11 @@ func (s *spanning) publish(w http.ResponseWriter, r *http.Request) {
 			h.Write([]byte(m.Key))
 			q := int32(h.Sum32() % uint32(d.Queues))
 			m.Queue = &q
-			g = int(route.GroupOf(int(q), s.ask.Groups))
+			for _, qi := range d.QueueList {
+				if qi.Queue == q {
+					g = qi.Group
+				}
+			}
 			if nb, err := json.Marshal(m); err == nil {
 				b = nb
 			}

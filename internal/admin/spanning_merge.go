@@ -350,7 +350,11 @@ func (s *spanning) redrive(w http.ResponseWriter, r *http.Request) {
 	}
 	var req apiv1.Redrive
 	if json.Unmarshal(b, &req) == nil && req.Queue != nil {
-		if a, ok := s.one(w, r, s.groupOfQueue(strconv.Itoa(int(*req.Queue))), sub(r, b)); ok {
+		g, ok := s.groupOfQueue(w, r, strconv.Itoa(int(*req.Queue)))
+		if !ok {
+			return
+		}
+		if a, ok := s.one(w, r, g, sub(r, b)); ok {
 			pass(w, a)
 		}
 		return
@@ -395,9 +399,10 @@ type storageShare struct {
 	LiveBytes int64            `json:"live_bytes"`
 	Segments  []map[string]any `json:"segments"`
 	Topics    map[string]struct {
-		Bytes     int64   `json:"bytes"`
-		Queues    []int64 `json:"queues"`
-		CleanedTo any     `json:"cleaned_to,omitempty"`
+		Bytes        int64   `json:"bytes"`
+		Queues       []int64 `json:"queues"`
+		QueueNumbers []int32 `json:"queue_numbers"`
+		CleanedTo    any     `json:"cleaned_to,omitempty"`
 	} `json:"topics"`
 }
 
@@ -440,7 +445,10 @@ func (s *spanning) storage(w http.ResponseWriter, r *http.Request) {
 				m.CleanedTo = t.CleanedTo
 			}
 			for i, b := range t.Queues {
-				q := i*n + g // the group's queue i is the topic's queue i×G+g
+				q := i*n + g // as topics were placed before tables
+				if i < len(t.QueueNumbers) {
+					q = int(t.QueueNumbers[i])
+				}
 				for len(m.Queues) <= q {
 					m.Queues = append(m.Queues, 0)
 				}

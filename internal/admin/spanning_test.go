@@ -90,6 +90,13 @@ func TestSpanningMergesTopicsAndGroups(t *testing.T) {
 func TestSpanningRoutesByQueue(t *testing.T) {
 	c := &cannedGroups{answers: map[string][]any{
 		"GET /api/v1/topics/a/messages?queue=3": {nil, apiv1.MessagePage{End: 9}},
+		// Queue 3 is group 1's (as the topic's table says).
+		"GET /api/v1/topics/a": {
+			apiv1.TopicDetail{TopicSummary: apiv1.TopicSummary{Name: "a", FullName: "a", Queues: 2},
+				QueueList: []apiv1.QueueInfo{{Queue: 0}, {Queue: 1}}},
+			apiv1.TopicDetail{TopicSummary: apiv1.TopicSummary{Name: "a", FullName: "a", Queues: 2},
+				QueueList: []apiv1.QueueInfo{{Queue: 2, Group: 1}, {Queue: 3, Group: 1}}},
+		},
 		"GET /api/v1/transactions": {
 			apiv1.Transactions{RocketMQ: []apiv1.HalfMessage{{Offset: 4}}},
 			apiv1.Transactions{RocketMQ: []apiv1.HalfMessage{{Offset: 4}}},
@@ -120,12 +127,17 @@ func TestSpanningRoutesByQueue(t *testing.T) {
 func TestSpanningWaitsForAGroupsLeader(t *testing.T) {
 	c := &cannedGroups{answers: map[string][]any{
 		"GET /api/v1/topics": {[]apiv1.TopicSummary{{Name: "a", FullName: "a", Queues: 1}}, []apiv1.TopicSummary{{Name: "a", FullName: "a", Queues: 1}}},
+		"GET /api/v1/topics/a": {
+			apiv1.TopicDetail{TopicSummary: apiv1.TopicSummary{Name: "a", FullName: "a", Queues: 1}, QueueList: []apiv1.QueueInfo{{Queue: 0}}},
+			apiv1.TopicDetail{TopicSummary: apiv1.TopicSummary{Name: "a", FullName: "a", Queues: 1}, QueueList: []apiv1.QueueInfo{{Queue: 1, Group: 1}}},
+		},
 	}}
 	failures := 2
 	var mu sync.Mutex
 	h := Spanning(http.NotFoundHandler(), GroupAsker{Groups: 2, Ask: func(ctx context.Context, g int, req SubRequest) (SubAnswer, error) {
 		mu.Lock()
-		fail := g == 1 && failures > 0
+		// Reads of the topic (where its queue is) answer: the send fails.
+		fail := g == 1 && failures > 0 && req.Target != "/api/v1/topics/a"
 		if fail {
 			failures--
 		}

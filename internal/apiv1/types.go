@@ -88,6 +88,9 @@ type TopicSummary struct {
 // QueueInfo is one queue of a topic (Kafka partition, RocketMQ queue id).
 type QueueInfo struct {
 	Queue int32 `json:"queue"`
+	// Group is the replication group holding the queue (0 on a single
+	// node).
+	Group int   `json:"group"`
 	Start int64 `json:"start"` // first offset held
 	End   int64 `json:"end"`   // next offset to be written (Kafka high watermark)
 	Bytes int64 `json:"bytes"`

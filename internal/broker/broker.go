@@ -245,7 +245,7 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 		defer b.wg.Done()
 		b.watchBrokerConfigs(bctx, configsRev)
 	}()
-	if opts.Placement.Groups > 1 {
+	if opts.Placement.Several() {
 		// The brokers of the other groups create, grow and delete topics too.
 		b.wg.Add(1)
 		go func() {

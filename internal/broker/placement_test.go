@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rosettamq/rosetta/internal/broker/route"
@@ -21,6 +22,16 @@ func groupBrokers(t *testing.T, dir string, n int) ([]*Broker, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bs, closeAll := groupBrokersOver(t, dir, m, n)
+	return bs, func() {
+		closeAll()
+		m.Close()
+	}
+}
+
+// groupBrokersOver is groupBrokers over an open metadata store.
+func groupBrokersOver(t *testing.T, dir string, m meta.Store, n int) ([]*Broker, func()) {
+	t.Helper()
 	var bs []*Broker
 	var engines []*storage.Engine
 	for g := range n {
@@ -46,7 +57,6 @@ func groupBrokers(t *testing.T, dir string, n int) ([]*Broker, func()) {
 				t.Error(err)
 			}
 		}
-		m.Close()
 	}
 }
 
@@ -137,5 +147,72 @@ func TestBrokersPerGroup(t *testing.T) {
 		if _, hw, _, _ := b.Offsets(name, 2); hw != 1 {
 			t.Fatalf("group %d lost its record", g)
 		}
+	}
+}
+
+// TestTopicTables: a topic recorded before tables spreads as the cluster
+// was made (queue i in group i mod 2); one recorded with a table puts each
+// queue where it says, numbered within the group in topic order; a topic a
+// broker makes records its table.
+func TestTopicTables(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	m, err := meta.OpenBolt(filepath.Join(dir, "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	full := func(short string) string { n, _ := model.ParseTopicName(short); return n.String() }
+	if err := meta.Put(ctx, m, "topics/"+full("legacy"), []byte(`{"name":"`+full("legacy")+`","queues":[11,12,13,14,15],"config":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := meta.Put(ctx, m, "topics/"+full("tabled"), []byte(`{"name":"`+full("tabled")+`","queues":[21,22,23,24,25],"groups":[0,0,1,1,0],"config":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := meta.Put(ctx, m, "ids/queue", []byte("100")); err != nil {
+		t.Fatal(err)
+	}
+	bs, closeAll := groupBrokersOver(t, dir, m, 2)
+	defer closeAll()
+	topic := func(g int, name string) *Topic {
+		t.Helper()
+		n, _ := model.ParseTopicName(name)
+		tp, err := bs[g].Topic(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tp
+	}
+	if q := topic(0, "legacy").Queues; !slices.Equal(q, []model.QueueID{11, 13, 15}) {
+		t.Fatalf("legacy topic in group 0: %v", q)
+	}
+	if q := topic(1, "legacy").Queues; !slices.Equal(q, []model.QueueID{12, 14}) {
+		t.Fatalf("legacy topic in group 1: %v", q)
+	}
+	tab := topic(1, "tabled")
+	if !slices.Equal(topic(0, "tabled").Queues, []model.QueueID{21, 22, 25}) || !slices.Equal(tab.Queues, []model.QueueID{23, 24}) {
+		t.Fatalf("tabled topic: %v and %v", topic(0, "tabled").Queues, tab.Queues)
+	}
+	if tab.GroupOf(3) != 1 || tab.LocalIndex(3) != 1 || tab.LocalIndex(4) != 2 || tab.GlobalIndex(0, 2) != 4 || tab.CountIn(0) != 3 {
+		t.Fatalf("tabled topic's numbering: %v", tab.Groups)
+	}
+	// Grown whole (Kafka's CreatePartitions): the new queues even the
+	// groups out.
+	n, _ := model.ParseTopicName("tabled")
+	grown, err := bs[0].GrowWholeTopic(ctx, n, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(grown.Groups, route.Table{0, 0, 1, 1, 0, 1, 0, 1}) {
+		t.Fatalf("grown table %v", grown.Groups)
+	}
+	madeName, _ := model.ParseTopicName("made")
+	made, err := bs[1].CreateWholeTopic(ctx, madeName, 3, TopicConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := m.Get(ctx, "topics/"+full("made"))
+	if err != nil || !strings.Contains(string(kv.Value), `"groups":[0,1,0]`) || !slices.Equal(made.Queues, made.All[1:2]) {
+		t.Fatalf("recorded %s (%v)", kv.Value, err)
 	}
 }

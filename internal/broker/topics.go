@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/rosettamq/rosetta/internal/broker/route"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -76,19 +77,55 @@ func (c TopicConfig) Tiered() bool { return c.RemoteStorage != "false" }
 
 // Topic is a topic's metadata: its name, its queues (index i is Kafka
 // partition i and RocketMQ queue id i) and its configuration. When a
-// cluster spreads queues over several replication groups, Queues are the
-// broker's own (its group's, by route.Placement) and All every queue of
-// the topic; with one group they are the same.
+// cluster spreads queues over several replication groups, Groups records
+// the group of each queue (route.Table), Queues are the broker's own (its
+// group's, numbered from 0: the RocketMQ queue ids under the group's broker
+// name) and All every queue of the topic; with one group they are the same.
 type Topic struct {
 	Name      model.TopicName `json:"-"`
 	FullName  string          `json:"name"`
 	Queues    []model.QueueID `json:"-"`
 	All       []model.QueueID `json:"queues"`
+	Groups    route.Table     `json:"groups,omitempty"`
 	Config    TopicConfig     `json:"config"`
 	CreatedMs int64           `json:"created_ms"`
 	ID        [16]byte        `json:"id"` // stable UUID (Kafka topic id)
 	Internal  bool            `json:"internal,omitempty"`
 	revision  int64
+	local     []int32 // each queue's index within its group
+}
+
+// GroupOf is the replication group holding queue i (Kafka partition i).
+func (t *Topic) GroupOf(i int) model.GroupID { return t.Groups.Group(i) }
+
+// LocalIndex is queue i's index among its group's queues (-1 for no such
+// queue).
+func (t *Topic) LocalIndex(i int) int {
+	if i < 0 || i >= len(t.All) {
+		return -1
+	}
+	if len(t.local) != len(t.All) {
+		return int(t.Groups.Locals(len(t.All))[i])
+	}
+	return int(t.local[i])
+}
+
+// GlobalIndex is the topic-wide index of group g's queue local (-1 when
+// the group holds fewer).
+func (t *Topic) GlobalIndex(g model.GroupID, local int) int {
+	return t.Groups.Global(g, local, len(t.All))
+}
+
+// CountIn is how many of the topic's queues group g holds.
+func (t *Topic) CountIn(g model.GroupID) int { return t.Groups.Count(g, len(t.All)) }
+
+// view fills in this broker's view of a stored topic: the table (a topic
+// recorded before tables spreads as the cluster was made), each queue's
+// index within its group and the broker's own queues.
+func (b *Broker) view(t *Topic) {
+	t.Groups = b.opts.Placement.TableOf(t.Groups, len(t.All))
+	t.local = t.Groups.Locals(len(t.All))
+	t.Queues = t.Groups.Select(b.opts.Placement.Group, t.All)
 }
 
 // QueueCount is the number of queues.
@@ -149,9 +186,10 @@ func (b *Broker) createTopic(ctx context.Context, name model.TopicName, n int, c
 	if n <= 0 || n > b.opts.MaxQueuesPerTopic && !internal { // the bound is for user topics
 		return nil, fmt.Errorf("%w: %d queues (1..%d)", model.ErrInvalidQueueCount, n, b.opts.MaxQueuesPerTopic)
 	}
+	spread := b.opts.Placement.NewQueues()
 	total := n
 	if !whole {
-		total = b.opts.Placement.Total(n)
+		total = n * len(spread) // n in every group
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -170,8 +208,9 @@ func (b *Broker) createTopic(ctx context.Context, name model.TopicName, n int, c
 	if err != nil {
 		return nil, err
 	}
-	t := &Topic{Name: name, FullName: name.String(), All: ids, Queues: b.opts.Placement.Select(ids), Config: cfg,
+	t := &Topic{Name: name, FullName: name.String(), All: ids, Groups: route.Table(nil).Extend(0, total, spread), Config: cfg,
 		CreatedMs: b.opts.Now().UnixMilli(), Internal: internal}
+	b.view(t)
 	if err := b.engine.CreateQueues(ctx, t.Queues); err != nil {
 		return nil, err
 	}
@@ -353,22 +392,22 @@ func (b *Broker) growTopicLocked(ctx context.Context, name model.TopicName, n in
 	if n <= have || n > b.opts.MaxQueuesPerTopic && !internal {
 		return nil, fmt.Errorf("%w: %s has %d queues, asked for %d", model.ErrInvalidQueueCount, name, have, n)
 	}
-	total := b.opts.Placement.Total(n)
+	spread := b.opts.Placement.NewQueues()
+	var table route.Table
+	added := n - len(t.All)
 	if whole {
-		total = n
-	} else if total <= len(t.All) {
-		total = len(t.All) + 1 // (a topic made with a count that is not a multiple of the groups)
-		for b.opts.Placement.Count(total) < n {
-			total++
-		}
+		table = t.Groups.Extend(len(t.All), added, spread)
+	} else if table, added = t.Groups.ExtendGroup(len(t.All), n, b.opts.Placement.Group, spread); added == 0 {
+		return nil, fmt.Errorf("%w: %s: this broker's group takes no new queues", model.ErrInvalidQueueCount, name)
 	}
-	ids, err := b.allocateQueueIDs(ctx, total-len(t.All))
+	ids, err := b.allocateQueueIDs(ctx, added)
 	if err != nil {
 		return nil, err
 	}
 	nt := *t
 	nt.All = append(append([]model.QueueID(nil), t.All...), ids...)
-	nt.Queues = b.opts.Placement.Select(nt.All)
+	nt.Groups = table
+	b.view(&nt)
 	if err := b.engine.CreateQueues(ctx, nt.Queues[len(t.Queues):]); err != nil {
 		return nil, err
 	}

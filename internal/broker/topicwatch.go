@@ -72,7 +72,7 @@ func (b *Broker) decodeTopic(kv meta.KV) (*Topic, error) {
 		return nil, err
 	}
 	t.revision = kv.Revision
-	t.Queues = b.opts.Placement.Select(t.All)
+	b.view(&t)
 	if v, ok := t.Config.Extra["remote.storage.enable"]; ok {
 		// Stored verbatim before tiering read it.
 		if t.Config.RemoteStorage == "" {

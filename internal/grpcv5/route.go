@@ -19,7 +19,6 @@ import (
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
 	"github.com/rosettamq/rosetta/internal/broker"
-	"github.com/rosettamq/rosetta/internal/broker/route"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -119,7 +118,7 @@ func (s *Server) clusterQueues(r *v2.Resource, t *broker.Topic) []*v2.MessageQue
 			continue
 		}
 		b := &v2.Broker{Name: br.Name, Id: 0, Endpoints: addressEndpoints(br.Addrs, nil)}
-		n := route.Placement{Group: model.GroupID(g), Groups: len(brokers)}.Count(len(t.All))
+		n := t.CountIn(model.GroupID(g))
 		for i := range n {
 			out = append(out, &v2.MessageQueue{Topic: r, Id: int32(i), Permission: v2.Permission_READ_WRITE, Broker: b, AcceptMessageTypes: acceptTypes})
 		}

@@ -107,7 +107,12 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 		for i := range t.All {
 			mp := kmsg.NewMetadataResponseTopicPartition()
 			mp.Partition = int32(i)
-			v := views[i%len(views)]
+			var v GroupView
+			if g := int(t.GroupOf(i)); g < len(views) {
+				v = views[g]
+			} else { // a group this member does not know yet
+				v = GroupView{Leader: -1, Epoch: -1}
+			}
 			mp.Leader, mp.LeaderEpoch = v.Leader, v.Epoch
 			if pp, err := s.partition(t, int32(i)); err == nil {
 				// Served here: the partition's own epoch.

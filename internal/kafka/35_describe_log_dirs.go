@@ -8,11 +8,13 @@ package kafka
 // total and usable bytes.
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/rosettamq/rosetta/internal/broker/security"
+	"github.com/rosettamq/rosetta/internal/model"
 )
 
 func handleDescribeLogDirs(rc *reqCtx, kreq kmsg.Request) reply {
@@ -46,7 +48,6 @@ func handleDescribeLogDirs(rc *reqCtx, kreq kmsg.Request) reply {
 		dt.Topic = name
 		// The partitions of the groups this node serves, by their
 		// number in the whole topic.
-		n := int32(s.groupCount())
 		for _, be := range s.attached() {
 			bt, err := be.broker.Topic(t.Name)
 			if err != nil {
@@ -54,7 +55,7 @@ func handleDescribeLogDirs(rc *reqCtx, kreq kmsg.Request) reply {
 			}
 			_, sizes := be.broker.TopicBytes(bt)
 			for i := range bt.Queues {
-				p := int32(i)*n + int32(be.group)
+				p := int32(bt.GlobalIndex(model.GroupID(be.group), i))
 				if req.Topics != nil && !wanted[name][p] {
 					continue
 				}

@@ -23,7 +23,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/rosettamq/rosetta/internal/broker/route"
 	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
@@ -52,7 +51,7 @@ func handleElectLeaders(rc *reqCtx, kreq kmsg.Request) reply {
 			rt := kmsg.NewElectLeadersRequestTopic()
 			rt.Topic = t.Name.Short()
 			for i := range t.All {
-				if outcome(int(route.GroupOf(i, s.groupCount()))) != kerr.ElectionNotNeeded.Code {
+				if outcome(int(t.GroupOf(i))) != kerr.ElectionNotNeeded.Code {
 					rt.Partitions = append(rt.Partitions, int32(i))
 				}
 			}
@@ -71,7 +70,7 @@ func handleElectLeaders(rc *reqCtx, kreq kmsg.Request) reply {
 			if err != nil || p < 0 || int(p) >= len(t.All) {
 				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else {
-				pr.ErrorCode = outcome(int(route.GroupOf(int(p), s.groupCount())))
+				pr.ErrorCode = outcome(int(t.GroupOf(int(p))))
 			}
 			tr.Partitions = append(tr.Partitions, pr)
 		}

@@ -134,27 +134,30 @@ type part struct {
 }
 
 // partition finds the backend serving partition p of t (t from any
-// backend's catalog): its group is p mod the group count. A group this node
-// does not lead is a *model.NotLeaderError naming its leader (KIP-951).
+// backend's catalog): its group's, as the topic's table says. A group this
+// node does not lead is a *model.NotLeaderError naming its leader (KIP-951).
 func (s *Server) partition(t *broker.Topic, p int32) (part, error) {
 	if p < 0 || int(p) >= len(t.All) {
 		return part{}, fmt.Errorf("%w: %s partition %d of %d", model.ErrUnknownQueue, t.Name, p, len(t.All))
 	}
-	n := int32(s.groupCount())
-	g := p % n
-	be := (*s.be.cur.Load())[g]
+	g := int(t.GroupOf(int(p)))
+	set := *s.be.cur.Load()
+	if g >= len(set) {
+		return part{}, fmt.Errorf("%w: %s partition %d is in group %d, not yet known here", model.ErrNotLeader, t.Name, p, g)
+	}
+	be := set[g]
 	if be == nil {
 		leader, epoch := s.groupLeader(int(g))
 		return part{}, &model.NotLeaderError{Queue: t.All[p], Leader: model.NodeID(leader), Epoch: model.Epoch(epoch)}
 	}
-	if n == 1 && len(t.Queues) == len(t.All) {
+	if len(set) == 1 && len(t.Queues) == len(t.All) {
 		return part{be: be, topic: t, index: p, queue: t.All[p]}, nil
 	}
 	// The catalog knows the partition but the group's broker may not yet:
 	// a new term's broker starts from its member's local metadata and
 	// catches up by its watch. Retriable as a moving leader is (clients
 	// give up after a few UNKNOWN_TOPIC_OR_PARTITION answers).
-	idx := p / n
+	idx := int32(t.LocalIndex(int(p)))
 	bt, err := be.broker.Topic(t.Name)
 	if err != nil || int(idx) >= len(bt.Queues) || bt.Queues[idx] != t.All[p] {
 		return part{}, fmt.Errorf("%w: %s partition %d not yet known to group %d", model.ErrNotLeader, t.Name, p, g)

@@ -6,7 +6,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker"
-	"github.com/rosettamq/rosetta/internal/broker/route"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -29,7 +28,7 @@ func (s *Server) logCopy(t *broker.Topic, p int32, replica int32, perr error) (c
 	if replica != debuggingReplica || s.opts.LogCopy == nil || !errors.As(perr, &nl) || p < 0 || int(p) >= len(t.All) {
 		return copyPart{}, false
 	}
-	lc := s.opts.LogCopy(int(route.GroupOf(int(p), s.groupCount())))
+	lc := s.opts.LogCopy(int(t.GroupOf(int(p))))
 	if lc == nil {
 		return copyPart{}, false
 	}

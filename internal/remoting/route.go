@@ -22,7 +22,6 @@ import (
 	"strings"
 
 	"github.com/rosettamq/rosetta/internal/broker/quota"
-	"github.com/rosettamq/rosetta/internal/broker/route"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/remoting/protocol"
 )
@@ -84,16 +83,12 @@ func (s *Server) brokerDatas(rc *reqCtx) []brokerData {
 	return out
 }
 
-// queueDatas are a topic's queues per broker: total queues in all
-// (perBroker: each broker has that many, as for TBW102).
-func (s *Server) queueDatas(brokers []brokerData, total int, perBroker bool) []queueData {
+// queueDatas are a topic's queues per broker: count(g) in group g's
+// broker.
+func (s *Server) queueDatas(brokers []brokerData, count func(g model.GroupID) int) []queueData {
 	out := make([]queueData, 0, len(brokers))
 	for g, b := range brokers {
-		n := total
-		if s.opts.Cluster != nil && !perBroker {
-			n = route.Placement{Group: model.GroupID(g), Groups: len(brokers)}.Count(total)
-		}
-		if n > 0 {
+		if n := count(model.GroupID(g)); n > 0 {
 			out = append(out, queueData{BrokerName: b.BrokerName, ReadQueueNums: n, WriteQueueNums: n, Perm: permReadWrite})
 		}
 	}
@@ -103,9 +98,10 @@ func (s *Server) queueDatas(brokers []brokerData, total int, perBroker bool) []q
 func handleGetRouteInfo(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	s := rc.conn.s
 	topic := req.Ext("topic")
-	queues, perBroker := 0, false
+	var count func(g model.GroupID) int
 	if topic == autoCreateTopicKey && s.broker.AutoCreateTopics() {
-		queues, perBroker = s.broker.DefaultQueues(), true
+		n := s.broker.DefaultQueues() // in every broker, as for TBW102
+		count = func(model.GroupID) int { return n }
 	} else {
 		if strings.HasPrefix(topic, "%RETRY%") || topic == s.replyTopic() || topic == traceTopic {
 			// A group's retry topic (and the reply and trace topics) exists
@@ -119,11 +115,11 @@ func handleGetRouteInfo(rc *reqCtx, req *protocol.Command) *protocol.Command {
 		if err != nil {
 			return errorResponse(req, err)
 		}
-		queues = len(t.All)
+		count = t.CountIn
 	}
 	brokers := s.brokerDatas(rc)
 	route := topicRouteData{
-		QueueDatas:        s.queueDatas(brokers, queues, perBroker),
+		QueueDatas:        s.queueDatas(brokers, count),
 		BrokerDatas:       brokers,
 		FilterServerTable: map[string][]string{},
 	}

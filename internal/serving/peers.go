@@ -7,7 +7,6 @@ import (
 	"github.com/rosettamq/rosetta/internal/admin"
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/produce"
-	"github.com/rosettamq/rosetta/internal/broker/route"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
 	"github.com/rosettamq/rosetta/internal/member/peer"
 	"github.com/rosettamq/rosetta/internal/model"
@@ -153,16 +152,23 @@ type txnPeers struct {
 	n      *Node
 	self   int
 	groups int
+	cat    *broker.Broker // the coordinator's catalog: where partitions live
 }
 
-func (p txnPeers) Remote(part txn.Partition) bool {
-	return int(route.GroupOf(int(part.Index), p.groups)) != p.self
+// groupOf is the group holding a partition, as its topic's table says.
+func (p txnPeers) groupOf(part txn.Partition) int {
+	if t, err := p.cat.Topic(part.Topic); err == nil {
+		return int(t.GroupOf(int(part.Index)))
+	}
+	return int(part.Index) % max(p.groups, 1) // a deleted topic: as topics were made before tables
 }
+
+func (p txnPeers) Remote(part txn.Partition) bool { return p.groupOf(part) != p.self }
 
 func (p txnPeers) WriteMarkers(ctx context.Context, parts []txn.Partition, pid int64, epoch int16, commit bool) error {
 	byGroup := map[int][]txn.Partition{}
 	for _, part := range parts {
-		g := int(route.GroupOf(int(part.Index), p.groups))
+		g := p.groupOf(part)
 		byGroup[g] = append(byGroup[g], part)
 	}
 	for g, ps := range byGroup {
