@@ -101,7 +101,19 @@ func clusterCmd() *cobra.Command {
 			return a.do(cmd, "POST", "/api/v1/cluster/groups/"+args[0]+"/leader", map[string]any{"node": id})
 		}}
 	leader.AddCommand(move)
-	cmd.AddCommand(status, member, leader)
+	groups := &cobra.Command{Use: "groups", Short: "Add replication groups to the running cluster"}
+	var factor int
+	addGroups := &cobra.Command{Use: "add <count>", Short: "Add replication groups (their leaders spread over the members; new topics and partitions spread over them)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := strconv.Atoi(args[0])
+			if err != nil || n <= 0 {
+				return fmt.Errorf("want a number of groups, e.g. 3")
+			}
+			return a.do(cmd, "POST", "/api/v1/cluster/groups", map[string]any{"count": n, "replication_factor": factor})
+		}}
+	addGroups.Flags().IntVar(&factor, "replication-factor", 0, "voters of each new group: 1, 3 or 5 (0: the cluster's)")
+	groups.AddCommand(addGroups)
+	cmd.AddCommand(status, member, leader, groups)
 	return cmd
 }
 

@@ -70,6 +70,9 @@ type ClusterOps struct {
 	AddMember    func(ctx context.Context, node model.NodeID, host string) error
 	RemoveMember func(ctx context.Context, node model.NodeID) error
 	MoveLeader   func(ctx context.Context, group int, node model.NodeID) error
+	// AddGroups adds n replication groups of factor voters (0: the
+	// cluster's) and returns their ids.
+	AddGroups func(ctx context.Context, n, factor int) ([]model.GroupID, error)
 }
 
 // register adds the cluster endpoints to mux.
@@ -106,6 +109,25 @@ func (c ClusterOps) register(mux *http.ServeMux, sec Security) {
 				return
 			}
 			writeJSON(w, map[string]any{"removed": id})
+		}))
+	}
+	if c.AddGroups != nil {
+		mux.HandleFunc("POST /api/v1/cluster/groups", sec.guard(func(w http.ResponseWriter, r *http.Request) {
+			var req struct {
+				Count             int `json:"count"`
+				ReplicationFactor int `json:"replication_factor"`
+			}
+			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10)).Decode(&req); err != nil || req.Count <= 0 {
+				apiError(w, http.StatusBadRequest, "bad_request", "want {\"count\": n, \"replication_factor\": 0, 1, 3 or 5}")
+				return
+			}
+			ids, err := c.AddGroups(r.Context(), req.Count, req.ReplicationFactor)
+			if err != nil {
+				writeErr(w, err)
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+			writeJSON(w, map[string]any{"added": ids})
 		}))
 	}
 	if c.MoveLeader != nil {

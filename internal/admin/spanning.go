@@ -26,8 +26,9 @@ import (
 // GroupAsker reaches the admin handler of every replication group's
 // leader.
 type GroupAsker struct {
-	// Groups is how many replication groups the cluster has.
-	Groups int
+	// Groups is how many replication groups the cluster has now (groups
+	// are added while it runs).
+	Groups func() int
 	// Ask sends a request to group g's handler (in this process, or at
 	// the member leading the group) and returns its answer; an error
 	// means the group could not answer (no leader, unreachable).
@@ -103,9 +104,6 @@ type spanning struct {
 // (metrics, health, security, the console, the cluster's status) is
 // local's.
 func Spanning(local http.Handler, ask GroupAsker) http.Handler {
-	if ask.Groups <= 1 {
-		return local
-	}
 	s := &spanning{local: local, ask: ask}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/topics", s.topics)
@@ -133,7 +131,13 @@ func Spanning(local http.Handler, ask GroupAsker) http.Handler {
 	mux.HandleFunc("POST /api/v1/storage/tier/upload", s.tierUpload)
 	mux.HandleFunc("POST /api/v1/storage/{action}", s.everyGroup)
 	mux.Handle("/", local)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ask.Groups() <= 1 {
+			local.ServeHTTP(w, r) // one group answers for the cluster
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // sub is the request r (with body) as a group's handler takes it.
@@ -191,10 +195,11 @@ func (s *spanning) one(w http.ResponseWriter, r *http.Request, g int, req SubReq
 
 // all asks every group at once.
 func (s *spanning) all(w http.ResponseWriter, r *http.Request, req SubRequest) ([]SubAnswer, bool) {
-	out := make([]SubAnswer, s.ask.Groups)
-	errs := make([]error, s.ask.Groups)
+	n := s.ask.Groups()
+	out := make([]SubAnswer, n)
+	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for g := range s.ask.Groups {
+	for g := range n {
 		wg.Go(func() { out[g], errs[g] = s.askGroup(r.Context(), g, req) })
 	}
 	wg.Wait()
@@ -275,7 +280,7 @@ func (s *spanning) groupOfQueue(w http.ResponseWriter, r *http.Request, q string
 	}
 	topic := r.PathValue("topic")
 	if topic == "" {
-		if int(n) < s.ask.Groups {
+		if int(n) < s.ask.Groups() {
 			return int(n), true
 		}
 		return 0, true
@@ -403,7 +408,7 @@ func (s *spanning) settle(w http.ResponseWriter, r *http.Request, status int, to
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		d, n, ok := s.topicDetail(&discard{}, r, topic)
-		if ok && (n == s.ask.Groups && d.Queues >= queues || time.Now().After(deadline)) {
+		if ok && (n == s.ask.Groups() && d.Queues >= queues || time.Now().After(deadline)) {
 			writeJSONStatus(w, status, d)
 			return
 		}

@@ -277,7 +277,7 @@ func (s *spanning) transactions(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Kafka = append(out.Kafka, t.Kafka...)
 		for _, h := range t.RocketMQ {
-			h.Offset = h.Offset*int64(s.ask.Groups) + int64(g)
+			h.Offset = h.Offset*int64(s.ask.Groups()) + int64(g)
 			out.RocketMQ = append(out.RocketMQ, h)
 		}
 	}
@@ -293,9 +293,10 @@ func (s *spanning) endHalf(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	g := int(off % int64(s.ask.Groups))
+	n := int64(s.ask.Groups())
+	g := int(off % n)
 	req := sub(r, nil)
-	req.Target = "/api/v1/transactions/rocketmq/" + strconv.FormatInt(off/int64(s.ask.Groups), 10) + "/" + url.PathEscape(r.PathValue("action"))
+	req.Target = "/api/v1/transactions/rocketmq/" + strconv.FormatInt(off/n, 10) + "/" + url.PathEscape(r.PathValue("action"))
 	if a, ok := s.one(w, r, g, req); ok {
 		pass(w, a)
 	}
@@ -421,7 +422,7 @@ func (s *spanning) storage(w http.ResponseWriter, r *http.Request) {
 	var logBytes, liveBytes int64
 	segs := []map[string]any{}
 	topics := map[string]*topic{}
-	n := s.ask.Groups
+	n := s.ask.Groups()
 	for g, a := range answers {
 		var sh storageShare
 		if err := json.Unmarshal(a.Body, &sh); err != nil {

@@ -36,7 +36,7 @@ func (c *cannedGroups) ask(_ context.Context, g int, req SubRequest) (SubAnswer,
 }
 
 func spanningOver(c *cannedGroups) http.Handler {
-	return Spanning(http.NotFoundHandler(), GroupAsker{Groups: 2, Ask: c.ask})
+	return Spanning(http.NotFoundHandler(), GroupAsker{Groups: func() int { return 2 }, Ask: c.ask})
 }
 
 func get[T any](t *testing.T, h http.Handler, target string) (T, int) {
@@ -134,7 +134,7 @@ func TestSpanningWaitsForAGroupsLeader(t *testing.T) {
 	}}
 	failures := 2
 	var mu sync.Mutex
-	h := Spanning(http.NotFoundHandler(), GroupAsker{Groups: 2, Ask: func(ctx context.Context, g int, req SubRequest) (SubAnswer, error) {
+	h := Spanning(http.NotFoundHandler(), GroupAsker{Groups: func() int { return 2 }, Ask: func(ctx context.Context, g int, req SubRequest) (SubAnswer, error) {
 		mu.Lock()
 		// Reads of the topic (where its queue is) answer: the send fails.
 		fail := g == 1 && failures > 0 && req.Target != "/api/v1/topics/a"

@@ -97,6 +97,9 @@ type App struct {
 	// member is the node's cluster member runtime (cluster.members; nil
 	// on a single node).
 	member *member.Member
+	// baseEndpoints are the member's listeners of group 0: a group's
+	// RocketMQ listeners open beside them (groupEndpoints).
+	baseEndpoints []serving.Endpoint
 	// node serves clients: a single node's one stack, or each group's
 	// while the member leads it.
 	node      *serving.Node
@@ -169,7 +172,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 			a.closeBase()
 			return nil, err
 		}
-		a.cfg.Cluster.Groups = a.member.GroupCount()
+		a.cfg.Cluster.Groups = a.member.MadeGroups()
 	}
 	if len(a.etcdEndpoints()) > 0 {
 		if a.membership, err = a.joinCluster(ctx); err != nil {
@@ -287,7 +290,14 @@ func (a *App) openEndpoints() ([]serving.Endpoint, error) {
 		opened = append(opened, ep)
 	}
 	if a.member != nil {
-		more, err := a.groupEndpoints(opened)
+		a.baseEndpoints = opened
+		var more []serving.Endpoint
+		var err error
+		for g := 1; g < len(a.member.Groups()) && err == nil; g++ {
+			var eps []serving.Endpoint
+			eps, err = a.groupEndpoints(g)
+			more = append(more, eps...)
+		}
 		if err != nil {
 			for _, o := range append(opened, more...) {
 				o.Raw.Close()

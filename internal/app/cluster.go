@@ -183,7 +183,8 @@ func (a *App) groupStatus(gr *member.Group) admin.GroupStatus {
 // clusterOps are a member's cluster endpoints.
 func (a *App) clusterOps() admin.ClusterOps {
 	return admin.ClusterOps{Status: a.clusterStatus, AddMember: a.member.AddMember, RemoveMember: a.member.RemoveMember,
-		MoveLeader: func(ctx context.Context, g int, node model.NodeID) error { return a.member.Elect(ctx, g, node) }}
+		MoveLeader: func(ctx context.Context, g int, node model.NodeID) error { return a.member.Elect(ctx, g, node) },
+		AddGroups:  a.member.AddGroups}
 }
 
 // replicated says whether the node is a member of a replicated cluster.

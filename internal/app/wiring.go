@@ -115,7 +115,8 @@ func (a *App) servingDeps() (serving.Deps, error) {
 	}
 	if a.member != nil {
 		d.Cluster = a.clusterOps()
-		d.Groups = a.member.GroupCount()
+		d.Groups = a.member.MadeGroups()
+		d.OpenGroup = a.groupEndpoints
 		d.Leave = a.leaveEarly
 	}
 	return d, nil
@@ -140,12 +141,13 @@ func (a *App) newProducers() *producers.Manager {
 	})
 }
 
-// groupEndpoints opens the RocketMQ listeners of groups 1.. (group g's on
-// the remoting and gRPC ports + g, same host) beside the node's own.
-func (a *App) groupEndpoints(base []serving.Endpoint) ([]serving.Endpoint, error) {
+// groupEndpoints opens the RocketMQ listeners of group g > 0 (on the
+// remoting and gRPC ports + g, same host) beside the node's own (also for
+// a group added while the member runs).
+func (a *App) groupEndpoints(g int) ([]serving.Endpoint, error) {
 	var out []serving.Endpoint
-	for g := 1; g < a.cfg.Cluster.groups(); g++ {
-		for _, ep := range base {
+	{
+		for _, ep := range a.baseEndpoints {
 			if ep.Kind != "remoting" && ep.Kind != "grpc" {
 				continue
 			}

@@ -38,7 +38,12 @@ func DeadLetterTopicName(group string) (model.TopicName, error) {
 // queue when missing (whatever the auto-creation setting: the broker makes
 // them, as RocketMQ does).
 func (b *Broker) groupTopic(ctx context.Context, name model.TopicName) (*Topic, error) {
-	return b.GetOrCreateTopic(ctx, name, 1, TopicConfig{})
+	t, err := b.GetOrCreateTopic(ctx, name, 1, TopicConfig{})
+	if err == nil && len(t.Queues) == 0 {
+		// Made before this broker's group was added: it takes a queue.
+		return b.GrowTopic(ctx, name, 1)
+	}
+	return t, err
 }
 
 // EnsureRetryTopic returns a group's retry topic, creating it when missing

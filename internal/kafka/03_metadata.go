@@ -41,7 +41,7 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 	}
 	resp.ClusterID = strp(s.opts.ClusterID)
 	resp.ControllerID = s.controller()
-	views := make([]GroupView, s.groupCount())
+	views := make([]GroupView, s.knownGroups())
 	for g := range views {
 		views[g] = s.groupView(g)
 	}

@@ -57,8 +57,8 @@ type backends struct {
 // Attach serves a group's stack: its partitions and the coordinators whose
 // keys hash to it are answered by it from now on.
 func (s *Server) Attach(group int, be Backend) {
-	if group < 0 || group >= s.groupCount() {
-		panic(fmt.Sprintf("kafka: attach group %d of %d", group, s.groupCount()))
+	if group < 0 {
+		panic(fmt.Sprintf("kafka: attach group %d", group))
 	}
 	b := &backend{group: group, broker: be.Broker, groups: be.Groups, producers: be.Producers, txns: be.Transactions,
 		txnIndex: be.Broker.KafkaTxns()}
@@ -76,7 +76,7 @@ func (s *Server) Attach(group int, be Backend) {
 // Detach stops serving a group: its partitions answer NOT_LEADER_OR_FOLLOWER
 // and its coordinators NOT_COORDINATOR, so clients look up the new leader.
 func (s *Server) Detach(group int) {
-	if group >= 0 && group < s.groupCount() {
+	if group >= 0 {
 		s.swapBackend(group, nil)
 	}
 }
@@ -96,6 +96,9 @@ func (s *Server) swapBackend(group int, b *backend) {
 	for {
 		old := s.be.cur.Load()
 		next := append(backendSet(nil), *old...)
+		for len(next) <= group { // a group added while the node runs
+			next = append(next, nil)
+		}
 		next[group] = b
 		if s.be.cur.CompareAndSwap(old, &next) {
 			return
@@ -103,8 +106,19 @@ func (s *Server) swapBackend(group int, b *backend) {
 	}
 }
 
-// groupCount is the number of replication groups partitions spread over.
+// groupCount is the number of replication groups coordinators spread over
+// (the groups the cluster was made with).
 func (s *Server) groupCount() int { return max(s.opts.Groups, 1) }
+
+// knownGroups is how many replication groups this node knows: those it
+// was made with, any it attached since and those its cluster view names.
+func (s *Server) knownGroups() int {
+	n := max(s.groupCount(), len(*s.be.cur.Load()))
+	if v := s.clusterView(); v != nil {
+		n = max(n, len(v.Groups))
+	}
+	return n
+}
 
 // any returns an attached backend, group 0's when attached; nil when none.
 func (s *Server) any() *backend {

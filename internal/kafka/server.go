@@ -46,10 +46,12 @@ type Options struct {
 	// Budget, when set, is the request byte budget shared with other
 	// front-ends (MaxBytesInFlight is then unused).
 	Budget *task.ByteBudget
-	// Groups is the number of replication groups a topic's partitions
-	// spread over (partition p in group p mod Groups); 0 or 1: one, a
-	// single node's. Each group's stack is attached while this node leads
-	// it (Attach).
+	// Groups is the number of replication groups the cluster was made
+	// with: a consumer group or transactional id is coordinated by group
+	// hash(id) mod Groups (groups added later coordinate none); 0 or 1: one,
+	// a single node's. A partition's group is its topic's (broker.Topic's
+	// table). Each group's stack is attached while this node leads it
+	// (Attach).
 	Groups int
 	// LogCopy, for a cluster member, returns its own copy of group g's log
 	// (nil when it holds none): Kafka's debugging replica id reads it for

@@ -134,22 +134,27 @@ func (m *Member) resolveGroups(ctx context.Context) error {
 		}
 		m.log.Info("replication groups", "groups", m.cfg.Groups)
 	}
-	for g := len(m.groups); g < m.GroupCount(); g++ {
-		m.groups = append(m.groups, &Group{id: model.GroupID(g), dir: m.dir})
+	added, _, err := m.loadAdded(ctx)
+	if err != nil {
+		return err
 	}
-	m.dir.SetGroups(len(m.groups))
+	m.growTo(added)
 	return nil
 }
 
-// GroupCount is the number of replication groups (at least one).
-func (m *Member) GroupCount() int { return max(m.cfg.Groups, 1) }
+// MadeGroups is the number of replication groups the cluster was made
+// with (at least one): topics recorded before each queue's group was
+// spread over them, and consumer groups and transactional ids are
+// coordinated by one of them (Kafka's hash of the id). Groups added later
+// follow (Groups).
+func (m *Member) MadeGroups() int { return max(m.cfg.Groups, 1) }
 
 // CheckGroups keeps the number of groups as the cluster was made with:
 // the first member to start records it in the metadata, and a member
 // configured otherwise refuses to start (queues would move between
 // groups).
 func (m *Member) CheckGroups(ctx context.Context) error {
-	want := strconv.Itoa(m.GroupCount())
+	want := strconv.Itoa(m.MadeGroups())
 	if _, err := m.store.Get(ctx, groupsKey); errors.Is(err, meta.ErrNotFound) && want != "1" {
 		// A cluster made before groups were recorded has one.
 		if topics, err := m.store.List(ctx, "topics/"); err != nil {
@@ -241,7 +246,7 @@ func (m *Member) openEngine(g model.GroupID) (*Replica, error) {
 // 1.. it hosts (hostsAtStart).
 func (m *Member) hostedEngines(ctx context.Context, base storage.Config) error {
 	m.engineBase = base
-	for _, gr := range m.groups[1:] {
+	for _, gr := range m.Groups()[1:] {
 		ok, err := m.hostsAtStart(ctx, gr.id)
 		if err != nil {
 			return err

@@ -92,7 +92,7 @@ func (h *hosting) tend(ctx context.Context) {
 		if _, ok := m.Members()[m.cfg.Self]; !ok {
 			continue // removed from the cluster: its replicas wait for it to stop
 		}
-		for _, gr := range m.groups[1:] {
+		for _, gr := range m.servedGroups()[1:] {
 			h.mu.Lock()
 			busy := h.busy[gr.id]
 			h.mu.Unlock()
@@ -182,21 +182,23 @@ func (h *hosting) drop(gr *Group) {
 // it leads through srv, and starts and drops replicas as the placement
 // changes. It returns once every serving period ended.
 func (m *Member) Run(ctx context.Context, srv Server) error {
+	m.served.Store(int32(len(m.Groups())))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { m.watchMembers(gctx); return nil })
 	h := &hosting{m: m, ctx: gctx, g: g, srv: srv, running: map[model.GroupID]*hostedRun{}, busy: map[model.GroupID]bool{}}
-	for _, gr := range m.groups {
+	for _, gr := range m.Groups() {
 		if r := gr.Hosted(); r != nil {
 			h.lead(gr, r)
 		}
 	}
+	g.Go(func() error { m.followGroups(gctx, srv.Grow); return nil })
 	g.Go(func() error { h.tend(gctx); return nil })
 	g.Go(func() error {
 		// For the groups this member hosts no replica of: a relayed
 		// connection whose group's leader changed follows it.
 		m.dir.WatchLeaders(gctx, membershipInterval, func(id model.GroupID) {
-			if int(id) < len(m.groups) && m.groups[id].Hosted() == nil {
-				m.groups[id].relays.CloseUpstreams()
+			if gr := m.group(id); gr != nil && gr.Hosted() == nil {
+				gr.relays.CloseUpstreams()
 			}
 		})
 		return nil

@@ -9,6 +9,8 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/rosettamq/rosetta/internal/member/directory"
 	"github.com/rosettamq/rosetta/internal/member/image"
@@ -73,7 +75,10 @@ type Member struct {
 	pki       *clusterPKI // the embedded etcd's certificates (cluster.tls)
 	transport *replication.TCPTransport
 	peers     *peer.Peers
-	groups    []*Group // by group id
+	groupsMu  sync.RWMutex
+	groups    []*Group // by group id; groups added while running are appended
+	added     []AddedGroup
+	served    atomic.Int32 // how many groups the Server knows (servedGroups)
 	factor    int
 	// kafkaRelays are the Kafka connections relayed to group 0's leader
 	// while this member leads no group.
@@ -189,8 +194,8 @@ func (m *Member) EtcdEndpoints() []string {
 // in its engine directory dir (before the engine opens).
 func (m *Member) InstallImage(dir string, g model.GroupID) error {
 	ok, err := image.Install(dir, g, m.log)
-	if ok && int(g) < len(m.groups) {
-		m.groups[g].imagesInstalled.Add(1)
+	if gr := m.group(g); ok && gr != nil {
+		gr.imagesInstalled.Add(1)
 	}
 	return err
 }
@@ -236,26 +241,32 @@ func (m *Member) Start(ctx context.Context, calls func(*peer.Peers)) error {
 	}
 	m.transport = t
 	m.peers = peer.New(t, m.cfg.Self, func(g int) model.NodeID {
-		if g < 0 || g >= len(m.groups) {
+		gr := m.group(model.GroupID(g))
+		if gr == nil {
 			return 0
 		}
-		leader, _ := m.groups[g].Leader()
+		leader, _ := gr.Leader()
 		return leader
 	}, m.cfg.CallErrors)
 	image.NewServer(m.peers, m.cfg.Self, func(g int) *replication.Group {
-		if g < 0 || g >= len(m.groups) {
+		gr := m.group(model.GroupID(g))
+		if gr == nil {
 			return nil
 		}
-		if r := m.groups[g].Hosted(); r != nil {
+		if r := gr.Hosted(); r != nil {
 			return r.Raft
 		}
 		return nil
-	}, func(g int) { m.groups[g].imagesServed.Add(1) }, m.log)
+	}, func(g int) {
+		if gr := m.group(model.GroupID(g)); gr != nil {
+			gr.imagesServed.Add(1)
+		}
+	}, m.log)
 	peer.Handle(m.peers, peer.Elect, m.answerElect)
 	if calls != nil {
 		calls(m.peers)
 	}
-	for _, gr := range m.groups {
+	for _, gr := range m.Groups() {
 		r := m.opened[gr.id]
 		if r == nil {
 			continue
@@ -273,7 +284,7 @@ func (m *Member) Start(ctx context.Context, calls func(*peer.Peers)) error {
 // Stop stops the replicas and the transport (the engines stay open) and
 // closes every relayed connection.
 func (m *Member) Stop() {
-	for _, gr := range m.groups {
+	for _, gr := range m.Groups() {
 		if r := gr.Hosted(); r != nil {
 			r.Raft.Stop()
 		}
@@ -281,7 +292,7 @@ func (m *Member) Stop() {
 	if m.transport != nil {
 		m.transport.Close()
 	}
-	for _, gr := range m.groups {
+	for _, gr := range m.Groups() {
 		gr.relays.CloseAll()
 	}
 	m.kafkaRelays.CloseAll()
@@ -290,7 +301,7 @@ func (m *Member) Stop() {
 // CloseEngines closes the engines of groups 1.. (group 0's is the node's).
 func (m *Member) CloseEngines() error {
 	var errs []error
-	for _, gr := range m.groups[1:] {
+	for _, gr := range m.Groups()[1:] {
 		if r := gr.Hosted(); r != nil {
 			errs = append(errs, r.Engine.Close())
 		}
@@ -320,15 +331,30 @@ func (m *Member) Members() placement.Members { return m.dir.Members() }
 // false for a node never known).
 func (m *Member) HostOf(id model.NodeID) (string, bool) { return m.dir.HostOf(id) }
 
-// Groups are the cluster's replication groups, by id.
-func (m *Member) Groups() []*Group { return m.groups }
+// Groups are the cluster's replication groups, by id (groups added while
+// it runs come at the end).
+func (m *Member) Groups() []*Group {
+	m.groupsMu.RLock()
+	defer m.groupsMu.RUnlock()
+	return m.groups[:len(m.groups):len(m.groups)]
+}
+
+// group is group g (nil for no such group).
+func (m *Member) group(g model.GroupID) *Group {
+	m.groupsMu.RLock()
+	defer m.groupsMu.RUnlock()
+	if g < 0 || int(g) >= len(m.groups) {
+		return nil
+	}
+	return m.groups[g]
+}
 
 // Factor is the cluster's replication factor.
 func (m *Member) Factor() int { return m.factor }
 
 // Placed is group g's placement over the cluster's members now.
 func (m *Member) Placed(g model.GroupID) []model.NodeID {
-	return placement.Voters(m.Members(), g, m.factor)
+	return placement.Voters(m.Members(), g, m.FactorOf(g))
 }
 
 // Peers makes and answers calls between members.
@@ -346,7 +372,7 @@ func (m *Member) Relayer() *relay.Relayer {
 // LeaderHost returns the node leading group 0 and its host ("" while none
 // is known).
 func (m *Member) LeaderHost() (model.NodeID, string) {
-	l, _ := m.groups[0].Leader()
+	l, _ := m.group(0).Leader()
 	if l == 0 {
 		return 0, ""
 	}

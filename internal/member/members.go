@@ -115,7 +115,7 @@ func (m *Member) AddMember(ctx context.Context, id model.NodeID, host string) er
 	}
 	m.log.Info("member added", "node", id, "host", host)
 	return m.waitGroups(ctx, func(g model.GroupID, gm replication.Membership) bool {
-		return gm.Has(id) || !slices.Contains(placement.Voters(next, g, m.factor), id)
+		return gm.Has(id) || !slices.Contains(placement.Voters(next, g, m.FactorOf(g)), id)
 	})
 }
 
@@ -150,7 +150,7 @@ func (m *Member) RemoveMember(ctx context.Context, id model.NodeID) error {
 func (m *Member) waitGroups(ctx context.Context, ok func(model.GroupID, replication.Membership) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, memberChangeWait)
 	defer cancel()
-	if err := m.dir.WaitGroups(ctx, len(m.groups), membershipInterval/2, ok); err != nil {
+	if err := m.dir.WaitGroups(ctx, len(m.Groups()), membershipInterval/2, ok); err != nil {
 		return fmt.Errorf("the groups did not take the change in %v: %w (they go on trying)", memberChangeWait, err)
 	}
 	return nil
@@ -169,10 +169,11 @@ func callGroupElect(ctx context.Context, m *Member, g int, node model.NodeID) (s
 
 // answerElect hands a group this member leads to the member a call names.
 func (m *Member) answerElect(ctx context.Context, _ model.NodeID, c electCall) (struct{}, error) {
-	if c.Group < 0 || c.Group >= len(m.groups) {
+	gr := m.group(model.GroupID(c.Group))
+	if gr == nil {
 		return struct{}{}, fmt.Errorf("%w: group %d", model.ErrNotLeader, c.Group)
 	}
-	r := m.groups[c.Group].Hosted()
+	r := gr.Hosted()
 	if r == nil {
 		return struct{}{}, fmt.Errorf("%w: group %d is not led here", model.ErrNotLeader, c.Group)
 	}

@@ -47,7 +47,7 @@ func (c *replicaCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, gr := range c.m.groups {
+	for _, gr := range c.m.Groups() {
 		if r := gr.Hosted(); r != nil {
 			c.collect(ch, gr, r)
 		}

@@ -138,7 +138,7 @@ func (m *Member) reconcileMembers(ctx context.Context, gr *Group, r *Replica, pu
 // committed (with several groups; one group stays where elections put
 // it). It reports whether a hand-off was tried and failed.
 func (m *Member) balance(ctx context.Context, gr *Group, r *Replica) (failed bool) {
-	if len(m.groups) == 1 {
+	if len(m.Groups()) == 1 {
 		return false
 	}
 	want := placement.PreferredLeader(m.Members(), gr.id)
@@ -191,7 +191,7 @@ func (m *Member) HandOff() {
 		}
 	}
 	var wg sync.WaitGroup
-	for _, gr := range m.groups {
+	for _, gr := range m.Groups() {
 		r := gr.Hosted()
 		if r == nil {
 			continue
@@ -236,7 +236,7 @@ func (m *Member) Elect(ctx context.Context, g int, node model.NodeID) error {
 	if _, ok := m.Members()[node]; !ok {
 		return errNoSuch("member", int(node))
 	}
-	if g < 0 || g >= len(m.groups) {
+	if m.group(model.GroupID(g)) == nil {
 		return errNoSuch("group", g)
 	}
 	_, err := callGroupElect(ctx, m, g, node)

@@ -17,6 +17,9 @@ type Server interface {
 	// engine holds is committed, and its state machines are to be built
 	// from the log alone. ctx ends with the member.
 	Serve(ctx context.Context, g *Group, r *Replica) (Serving, error)
+	// Grow is told of groups added to the cluster while the member runs,
+	// before any of them is served.
+	Grow(groups []*Group)
 }
 
 // Serving is one period of serving a group's clients.

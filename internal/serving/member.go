@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/member"
 	"github.com/rosettamq/rosetta/internal/member/relay"
 	"github.com/rosettamq/rosetta/internal/meta"
+	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
 	"github.com/rosettamq/rosetta/internal/task"
 )
@@ -76,12 +78,17 @@ type listenerRoute struct {
 // server is the member's Server: it serves a group's clients during each
 // of its terms.
 type server struct {
-	n       *Node
-	routes  [][]*listenerRoute
-	front   *kafkaFront
-	handler *switchHandler // the admin API (group 0's leader serves it whole)
-	standby http.Handler   // the admin API while group 0 is led elsewhere
-	budget  *task.ByteBudget
+	n *Node
+	// routes are each group's RocketMQ listeners (grown as groups are
+	// added); eg and ctx own their accept loops.
+	routesMu sync.Mutex
+	routes   map[model.GroupID][]*listenerRoute
+	eg       *errgroup.Group
+	ctx      context.Context
+	front    *kafkaFront
+	handler  *switchHandler // the admin API (group 0's leader serves it whole)
+	standby  http.Handler   // the admin API while group 0 is led elsewhere
+	budget   *task.ByteBudget
 }
 
 // RunMember serves as a cluster member over its opened endpoints until ctx
@@ -94,12 +101,11 @@ func (n *Node) RunMember(ctx context.Context, ready func(), eps []Endpoint, also
 	handler := &switchHandler{}
 	// A member not leading group 0 answers the admin API through the one
 	// that does (its node endpoints here).
-	asker := admin.GroupAsker{Groups: len(m.Groups()), Ask: n.askAdmin}
+	asker := admin.GroupAsker{Groups: n.groupCount, Ask: n.askAdmin}
 	handler.set(admin.StandbyHandler(n.Metrics, n.log, n.Security, n.Cluster, n.leaderHTTP,
 		admin.Spanning(admin.Forward(asker, 0), asker)))
 	var httpSrv *http.Server
-	routes := make([][]*listenerRoute, len(m.Groups()))
-	relayer := m.Relayer()
+	srv := &server{n: n, routes: map[model.GroupID][]*listenerRoute{}, eg: g, ctx: gctx, handler: handler}
 	var kafkaRoutes []*listenerRoute
 	for _, ep := range eps {
 		if ep.Name == "http" {
@@ -111,21 +117,14 @@ func (n *Node) RunMember(ctx context.Context, ready func(), eps []Endpoint, also
 			g.Go(func() error { return serveHTTP(httpSrv, l) })
 			continue
 		}
-		gr := m.Groups()[ep.Group]
-		rt := &listenerRoute{ep: ep, Route: &relay.Route{Name: ep.Name, Raw: ep.Raw, Leader: gr.Leader, Relays: gr.Relays()}}
-		if ep.Kafka != nil {
-			// One Kafka server answers for every group this member leads.
-			rt.Relays = m.KafkaRelays()
+		if rt := srv.route(ep); rt != nil {
 			kafkaRoutes = append(kafkaRoutes, rt)
-		} else {
-			routes[ep.Group] = append(routes[ep.Group], rt)
 		}
-		g.Go(func() error { return relayer.Accept(gctx, rt.Route) })
 	}
 	also(gctx, g)
 	// One request byte budget for every term's front-ends.
-	budget := task.NewByteBudget(n.MaxBytesInFlight)
-	srv := &server{n: n, routes: routes, front: n.newKafkaFront(gctx, kafkaRoutes, budget), handler: handler, standby: handler.get(), budget: budget}
+	srv.budget = task.NewByteBudget(n.MaxBytesInFlight)
+	srv.front, srv.standby = n.newKafkaFront(gctx, kafkaRoutes, srv.budget), handler.get()
 	g.Go(func() error { return m.Run(gctx, srv) })
 	if ready != nil {
 		ready()
@@ -140,12 +139,68 @@ func (n *Node) RunMember(ctx context.Context, ready func(), eps []Endpoint, also
 		n.Leave()
 	}
 	m.HandOff()
-	for _, rts := range append(routes, kafkaRoutes) {
+	for _, rt := range kafkaRoutes {
+		rt.ep.Raw.Close()
+	}
+	srv.closeRoutes()
+	return n.shutdown(g, httpSrv, start)
+}
+
+// route starts relaying an opened listener to its group's leader until a
+// term serves it; a Kafka listener's route is returned (one Kafka server
+// answers for every group the member leads), a RocketMQ one kept as its
+// group's.
+func (s *server) route(ep Endpoint) *listenerRoute {
+	m := s.n.Member
+	gr := m.Groups()[ep.Group]
+	rt := &listenerRoute{ep: ep, Route: &relay.Route{Name: ep.Name, Raw: ep.Raw, Leader: gr.Leader, Relays: gr.Relays()}}
+	if ep.Kafka != nil {
+		rt.Relays = m.KafkaRelays()
+	} else {
+		s.routesMu.Lock()
+		s.routes[model.GroupID(ep.Group)] = append(s.routes[model.GroupID(ep.Group)], rt)
+		s.routesMu.Unlock()
+	}
+	s.eg.Go(func() error { return m.Relayer().Accept(s.ctx, rt.Route) })
+	if ep.Kafka != nil {
+		return rt
+	}
+	return nil
+}
+
+// routesOf are group g's RocketMQ listener routes.
+func (s *server) routesOf(g model.GroupID) []*listenerRoute {
+	s.routesMu.Lock()
+	defer s.routesMu.Unlock()
+	return s.routes[g]
+}
+
+// closeRoutes closes every group's RocketMQ listeners.
+func (s *server) closeRoutes() {
+	s.routesMu.Lock()
+	defer s.routesMu.Unlock()
+	for _, rts := range s.routes {
 		for _, rt := range rts {
 			rt.ep.Raw.Close()
 		}
 	}
-	return n.shutdown(g, httpSrv, start)
+}
+
+// Grow serves groups added to the cluster while the member runs: their
+// listeners open and relay to each group's leader until this member leads
+// one.
+func (s *server) Grow(groups []*member.Group) {
+	n := s.n
+	n.growServing(len(n.Member.Groups()))
+	for _, gr := range groups {
+		eps, err := n.OpenGroup(int(gr.ID()))
+		if err != nil {
+			n.log.Error("opening the listeners of an added group", "group", gr.ID(), "err", err)
+		}
+		for _, ep := range eps {
+			s.route(ep)
+		}
+	}
 }
 
 // term is what serves a group's clients during one of its terms.
@@ -173,7 +228,8 @@ func (s *server) Serve(ctx context.Context, gr *member.Group, r *member.Replica)
 	}
 	var fe FrontEnds
 	var cls []*relay.Listener
-	for _, rt := range s.routes[id] {
+	routes := s.routesOf(id)
+	for _, rt := range routes {
 		cl := relay.NewListener(rt.ep.Raw.Addr())
 		l, err := n.TLS(rt.ep.Name, cl, rt.ep.TLS, rt.ep.ALPN...)
 		if err != nil {
@@ -197,16 +253,16 @@ func (s *server) Serve(ctx context.Context, gr *member.Group, r *member.Replica)
 		st.Close()
 		return nil, err
 	}
-	gs := n.serving[id]
+	gs := n.groupServing(int(id))
 	gs.stack.Store(st)
-	for i, rt := range s.routes[id] {
+	for i, rt := range routes {
 		rt.Serve(cls[i])
 	}
 	// Every group's leader answers the admin API for its group; group 0's
 	// also serves the node's endpoints and answers for the whole cluster,
 	// asking the other groups' leaders.
 	label := ""
-	if len(n.serving) > 1 {
+	if n.groupCount() > 1 {
 		label = strconv.Itoa(int(id))
 	}
 	m := n.Metrics.Term(label)
@@ -214,7 +270,7 @@ func (s *server) Serve(ctx context.Context, gr *member.Group, r *member.Replica)
 	groupAPI := admin.Handler(st.Broker, st.Txns, m, n.log, n.Security, n.Cluster, st.Members, st.History)
 	gs.admin.Store(&groupAPI)
 	if id == 0 {
-		s.handler.set(admin.Spanning(groupAPI, admin.GroupAsker{Groups: len(n.serving), Ask: n.askAdmin}))
+		s.handler.set(admin.Spanning(groupAPI, admin.GroupAsker{Groups: n.groupCount, Ask: n.askAdmin}))
 	}
 	return &term{s: s, gr: gr, st: st, cancel: cancel, g: g, metrics: m}, nil
 }
@@ -224,7 +280,7 @@ func (s *server) Serve(ctx context.Context, gr *member.Group, r *member.Replica)
 func (t *term) End() {
 	s, n, id := t.s, t.s.n, t.gr.ID()
 	s.front.detach(int(id))
-	for _, rt := range s.routes[id] {
+	for _, rt := range s.routesOf(id) {
 		if cl := rt.Stop(); cl != nil {
 			cl.Close()
 		}
@@ -232,7 +288,7 @@ func (t *term) End() {
 	if id == 0 {
 		s.handler.set(s.standby)
 	}
-	gs := n.serving[id]
+	gs := n.groupServing(int(id))
 	gs.admin.Store(nil)
 	gs.stack.Store(nil)
 	t.metrics.Release()
@@ -249,7 +305,17 @@ func (t *term) End() {
 func (n *Node) groupParts(gr *member.Group, r *member.Replica) Parts {
 	state := r.State.(*GroupState)
 	return Parts{Group: gr.ID(), Engine: r.Engine, Producers: state.Producers, KafkaTxns: state.KafkaTxns,
-		Placement: route.Placement{Group: gr.ID(), Groups: len(n.serving)}, BrokerName: n.groupBrokerName(gr.ID())}
+		Placement: route.Placement{Group: gr.ID(), Groups: max(n.Groups, 1), Spread: n.spread}, BrokerName: n.groupBrokerName(gr.ID())}
+}
+
+// spread is the groups a new queue may go to: every group the member knows.
+func (n *Node) spread() []model.GroupID {
+	groups := n.Member.Groups()
+	out := make([]model.GroupID, len(groups))
+	for i, gr := range groups {
+		out[i] = gr.ID()
+	}
+	return out
 }
 
 // leaderHTTP is group 0's leader's admin address ("" while unknown).

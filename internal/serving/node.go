@@ -24,6 +24,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,8 +47,13 @@ type Deps struct {
 	Log    *slog.Logger
 	Meta   meta.Store
 	Member *member.Member // nil on a single node
-	// Groups is the number of replication groups (1 on a single node).
+	// Groups is the number of replication groups the cluster was made
+	// with (1 on a single node): consumer groups and transactional ids are
+	// coordinated by one of them. Groups added later follow the member's.
 	Groups int
+	// OpenGroup opens the RocketMQ listeners of a group added while the
+	// member runs (group g's on the remoting and gRPC ports + g).
+	OpenGroup func(g int) ([]Endpoint, error)
 	// ClusterName names the groups' RocketMQ brokers (<name>-<g>) when
 	// there are several.
 	ClusterName string
@@ -92,25 +98,55 @@ type Node struct {
 	Deps
 	log *slog.Logger
 	// serving is what serves each group's clients while the node leads
-	// it (a single node's one group: serving[0]).
-	serving []*groupServing
+	// it (a single node's one group: serving[0]); it grows as groups are
+	// added.
+	servingMu sync.RWMutex
+	serving   []*groupServing
 }
 
 // NewNode returns a node serving nothing yet.
 func NewNode(d Deps) *Node {
 	n := &Node{Deps: d, log: d.Log}
-	for range max(d.Groups, 1) {
+	groups := max(d.Groups, 1)
+	if d.Member != nil {
+		groups = len(d.Member.Groups())
+	}
+	n.growServing(groups)
+	return n
+}
+
+// growServing makes room to serve groups 0..to-1.
+func (n *Node) growServing(to int) {
+	n.servingMu.Lock()
+	defer n.servingMu.Unlock()
+	for len(n.serving) < to {
 		n.serving = append(n.serving, &groupServing{stack: &atomic.Pointer[Stack]{}})
 	}
-	return n
+}
+
+// groupServing is what serves group g (nil for a group unknown here).
+func (n *Node) groupServing(g int) *groupServing {
+	n.servingMu.RLock()
+	defer n.servingMu.RUnlock()
+	if g < 0 || g >= len(n.serving) {
+		return nil
+	}
+	return n.serving[g]
+}
+
+// groupCount is how many groups this node knows.
+func (n *Node) groupCount() int {
+	n.servingMu.RLock()
+	defer n.servingMu.RUnlock()
+	return len(n.serving)
 }
 
 // Stack is group g's stack while this node serves it (nil otherwise).
 func (n *Node) Stack(g int) *Stack {
-	if g < 0 || g >= len(n.serving) {
-		return nil
+	if gs := n.groupServing(g); gs != nil {
+		return gs.stack.Load()
 	}
-	return n.serving[g].stack.Load()
+	return nil
 }
 
 // Start builds a single node's stack over parts (its engine holds every
@@ -120,14 +156,14 @@ func (n *Node) Start(ctx context.Context, parts Parts) error {
 	if err != nil {
 		return err
 	}
-	n.serving[0].stack.Store(st)
+	n.groupServing(0).stack.Store(st)
 	return nil
 }
 
 // Close closes a single node's stack (nothing on a member, whose terms
 // close theirs).
 func (n *Node) Close() error {
-	if st := n.serving[0].stack.Swap(nil); st != nil {
+	if st := n.groupServing(0).stack.Swap(nil); st != nil {
 		return st.Close()
 	}
 	return nil

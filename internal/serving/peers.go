@@ -81,10 +81,7 @@ func (n *Node) callGroup(ctx context.Context, g int, m peer.Method, req callRequ
 
 // answerGroup runs a call on this member's stack of the group it names.
 func (n *Node) answerGroup(ctx context.Context, m peer.Method, req callRequest) error {
-	if req.Group < 0 || req.Group >= len(n.serving) {
-		return fmt.Errorf("%w: group %d", model.ErrNotLeader, req.Group)
-	}
-	st := n.serving[req.Group].stack.Load()
+	st := n.Stack(req.Group)
 	if st == nil {
 		return fmt.Errorf("%w: group %d is not led here", model.ErrNotLeader, req.Group)
 	}
@@ -109,13 +106,15 @@ func (n *Node) answerGroup(ctx context.Context, m peer.Method, req callRequest) 
 // here when this member leads it, else over the transport.
 func (n *Node) askAdmin(ctx context.Context, g int, req admin.SubRequest) (admin.SubAnswer, error) {
 	m := n.Member
-	if g < 0 || g >= len(n.serving) {
+	gs := n.groupServing(g)
+	groups := m.Groups()
+	if gs == nil || g >= len(groups) {
 		return admin.SubAnswer{}, fmt.Errorf("%w: group %d", model.ErrNotLeader, g)
 	}
-	if h := n.serving[g].admin.Load(); h != nil {
+	if h := gs.admin.Load(); h != nil {
 		return admin.Answer(ctx, *h, req, "local"), nil
 	}
-	leader, _ := m.Groups()[g].Leader()
+	leader, _ := groups[g].Leader()
 	if leader == 0 || leader == m.Self() {
 		return admin.SubAnswer{}, fmt.Errorf("%w: group %d has no leader", model.ErrNotLeader, g)
 	}
@@ -125,10 +124,11 @@ func (n *Node) askAdmin(ctx context.Context, g int, req admin.SubRequest) (admin
 // answerAdmin answers another member's admin API request for a group
 // this member leads.
 func (n *Node) answerAdmin(ctx context.Context, from model.NodeID, c adminCall) (admin.SubAnswer, error) {
-	if c.Group < 0 || c.Group >= len(n.serving) {
+	gs := n.groupServing(c.Group)
+	if gs == nil {
 		return admin.SubAnswer{}, fmt.Errorf("%w: group %d", model.ErrNotLeader, c.Group)
 	}
-	h := n.serving[c.Group].admin.Load()
+	h := gs.admin.Load()
 	if h == nil {
 		return admin.SubAnswer{}, fmt.Errorf("%w: group %d is not led here", model.ErrNotLeader, c.Group)
 	}
@@ -164,6 +164,8 @@ func (p txnPeers) groupOf(part txn.Partition) int {
 }
 
 func (p txnPeers) Remote(part txn.Partition) bool { return p.groupOf(part) != p.self }
+
+func (p txnPeers) Sole() bool { return p.groups <= 1 && p.self == 0 }
 
 func (p txnPeers) WriteMarkers(ctx context.Context, parts []txn.Partition, pid int64, epoch int16, commit bool) error {
 	byGroup := map[int][]txn.Partition{}

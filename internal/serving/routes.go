@@ -22,7 +22,7 @@ import (
 // on a cluster of one group (as a single node), <cluster name>-<g>
 // otherwise.
 func (n *Node) groupBrokerName(g model.GroupID) string {
-	if len(n.serving) == 1 {
+	if n.Groups <= 1 && g == 0 { // (groups added later have names of their own)
 		return ""
 	}
 	return fmt.Sprintf("%s-%d", n.ClusterName, g)

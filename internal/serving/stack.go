@@ -72,8 +72,8 @@ func (n *Node) NewStack(ctx context.Context, parts Parts) (*Stack, error) {
 	}
 	txnOpts := n.Txn
 	txnOpts.Logger = log
-	if len(n.serving) > 1 {
-		txnOpts.Peers = txnPeers{n: n, self: int(parts.Group), groups: len(n.serving), cat: st.Broker}
+	if n.Member != nil {
+		txnOpts.Peers = txnPeers{n: n, self: int(parts.Group), groups: max(n.Groups, 1), cat: st.Broker}
 	}
 	if st.Txns, err = txn.New(ctx, st.Broker, parts.Producers, parts.KafkaTxns, txnOpts); err != nil {
 		st.Close()

@@ -79,7 +79,7 @@ func (c *cluster) adminTry(ctx context.Context, t *testing.T, m *member, method,
 // coordinator holds them, whichever group holds the partition), a page
 // of one partition, a dry-run reset over all, and a topic made through
 // the API has its queues in every group.
-func checkAdminOverGroups(ctx context.Context, t *testing.T, c *cluster, topic, group string, acked int) {
+func checkAdminOverGroups(ctx context.Context, t *testing.T, c *cluster, topic, group string, acked, partitions int) {
 	t.Helper()
 	var d apiv1.TopicDetail
 	if s := c.adminCall(ctx, t, http.MethodGet, "/api/v1/topics/"+topic, nil, &d); s != http.StatusOK {
@@ -88,11 +88,11 @@ func checkAdminOverGroups(ctx context.Context, t *testing.T, c *cluster, topic, 
 	ends := map[int32]int64{}
 	for i, q := range d.QueueList {
 		if q.Queue != int32(i) {
-			t.Fatalf("topic queues %+v: want 0..5", d.QueueList)
+			t.Fatalf("topic queues %+v: want 0..%d", d.QueueList, partitions-1)
 		}
 		ends[q.Queue] = q.End
 	}
-	if d.Queues != 6 || len(d.QueueList) != 6 || d.Messages < int64(acked) {
+	if d.Queues != partitions || len(d.QueueList) != partitions || d.Messages < int64(acked) {
 		t.Fatalf("topic %s: %d queues, %d listed, %d messages (%d acknowledged)", topic, d.Queues, len(d.QueueList), d.Messages, acked)
 	}
 	var g apiv1.GroupDetail
@@ -109,8 +109,8 @@ func checkAdminOverGroups(ctx context.Context, t *testing.T, c *cluster, topic, 
 			t.Fatalf("group offset %+v: the partition's end is %d", o, ends[o.Queue])
 		}
 	}
-	if len(seen) != 6 {
-		t.Fatalf("group %s has offsets in partitions %v of %s, want all six", group, seen, topic)
+	if len(seen) != partitions {
+		t.Fatalf("group %s has offsets in partitions %v of %s, want all %d", group, seen, topic, partitions)
 	}
 	var page apiv1.MessagePage
 	if s := c.adminCall(ctx, t, http.MethodGet, "/api/v1/topics/"+topic+"/messages?queue=4&limit=5", nil, &page); s != http.StatusOK ||
@@ -118,7 +118,7 @@ func checkAdminOverGroups(ctx context.Context, t *testing.T, c *cluster, topic, 
 		t.Fatalf("page of partition 4: %d %+v (end %d)", s, page, ends[4])
 	}
 	var moves []apiv1.OffsetMove
-	if s := c.adminCall(ctx, t, http.MethodPost, "/api/v1/groups/"+group+"/reset", apiv1.OffsetReset{Topic: topic, To: "latest", DryRun: true}, &moves); s != http.StatusOK || len(moves) != 6 {
+	if s := c.adminCall(ctx, t, http.MethodPost, "/api/v1/groups/"+group+"/reset", apiv1.OffsetReset{Topic: topic, To: "latest", DryRun: true}, &moves); s != http.StatusOK || len(moves) != partitions {
 		t.Fatalf("dry-run reset: %d %+v", s, moves)
 	}
 	for _, m := range moves {
@@ -137,13 +137,13 @@ func checkAdminOverGroups(ctx context.Context, t *testing.T, c *cluster, topic, 
 	for _, s := range list {
 		got[s.Name] = s.Queues
 	}
-	if got[topic] != 6 || got["groups-admin"] != 5 {
+	if got[topic] != partitions || got["groups-admin"] != 5 {
 		t.Fatalf("topic list: %v", got)
 	}
 	// Another member answers the same, through the member leading group 0.
 	other := c.member(c.groupLeader(ctx, t, 0)%3 + 1)
 	var od apiv1.TopicDetail
-	if s := c.adminCallAt(ctx, t, other, http.MethodGet, "/api/v1/topics/"+topic, nil, &od); s != http.StatusOK || od.Queues != 6 || od.Messages != d.Messages {
+	if s := c.adminCallAt(ctx, t, other, http.MethodGet, "/api/v1/topics/"+topic, nil, &od); s != http.StatusOK || od.Queues != partitions || od.Messages != d.Messages {
 		t.Fatalf("GET topic from member %d: %d %+v", other.id, s, od.TopicSummary)
 	}
 	var doc map[string]any
@@ -169,5 +169,5 @@ func checkAdminOverGroups(ctx context.Context, t *testing.T, c *cluster, topic, 
 		}
 		t.Fatalf("member %d's /metrics has no storage metrics of group 1: %s", g1.id, strings.Join(seen, "; "))
 	}
-	t.Logf("admin API over three groups: %s has %d messages in 6 partitions; group %s lag %d; %s", topic, d.Messages, group, g.Lag, fmt.Sprint(got))
+	t.Logf("admin API over the groups: %s has %d messages in %d partitions; group %s lag %d; %s", topic, d.Messages, partitions, group, g.Lag, fmt.Sprint(got))
 }

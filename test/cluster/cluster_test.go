@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -126,19 +127,21 @@ type cluster struct {
 
 // freePorts finds ports free on every host, below the ephemeral range
 // (32768 and up), so no outgoing connection of a member can hold one
-// when a restarted member binds it again. Each port is the first of four
-// (etcd's peer port, the groups' RocketMQ ports), and no two ports' fours
-// overlap: group 1's remoting port must not be another listener's.
+// when a restarted member binds it again. Each port is the first of
+// portSpan (etcd's peer port, the groups' RocketMQ ports, up to portSpan
+// groups), and no two ports' spans overlap: group 1's remoting port must
+// not be another listener's.
 func freePorts(t *testing.T, n int) []int {
+	const portSpan = 8
 	var out []int
 	for len(out) < n {
 		p := 20000 + rand.IntN(12000)
-		ok := !slices.ContainsFunc(out, func(q int) bool { return p > q-4 && p < q+4 })
+		ok := !slices.ContainsFunc(out, func(q int) bool { return p > q-portSpan && p < q+portSpan })
 		for _, h := range hosts {
 			if !ok {
 				break
 			}
-			for _, q := range []int{p, p + 1, p + 2, p + 3} { // etcd's peer port, groups' RocketMQ ports
+			for q := p; q < p+portSpan; q++ { // etcd's peer port, groups' RocketMQ ports
 				l, err := net.Listen("tcp", net.JoinHostPort(h, strconv.Itoa(q)))
 				if err != nil {
 					ok = false
@@ -354,11 +357,20 @@ type load struct {
 	errs   int
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// partitions the producers write to in turn (6 unless grown).
+	partitions atomic.Int32
 }
 
 func startLoad(t *testing.T, c *cluster, topic string, producers int) *load {
+	return startLoadOver(t, c, topic, producers, 6, "w")
+}
+
+// startLoadOver is startLoad over partitions partitions, its values named
+// from prefix (loads of one topic have different prefixes).
+func startLoadOver(t *testing.T, c *cluster, topic string, producers, partitions int, prefix string) *load {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &load{c: c, cancel: cancel}
+	l.partitions.Store(int32(partitions))
 	for w := 0; w < producers; w++ {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic(topic),
 			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(2*time.Millisecond),
@@ -383,9 +395,9 @@ func startLoad(t *testing.T, c *cluster, topic string, producers int) *load {
 				// About 2,000 records a second per producer: enough to
 				// measure failover, little enough to verify quickly.
 				time.Sleep(500 * time.Microsecond)
-				v := fmt.Sprintf("w%d-%07d", w, i)
+				v := fmt.Sprintf("%s%d-%07d", prefix, w, i)
 				sent := time.Now()
-				cl.Produce(context.Background(), &kgo.Record{Partition: int32(i % 6), Value: []byte(v)}, func(r *kgo.Record, err error) {
+				cl.Produce(context.Background(), &kgo.Record{Partition: int32(i) % l.partitions.Load(), Value: []byte(v)}, func(r *kgo.Record, err error) {
 					<-sem
 					l.mu.Lock()
 					defer l.mu.Unlock()

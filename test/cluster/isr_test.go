@@ -1,3 +1,5 @@
+//go:build !race
+
 package cluster_test
 
 import (

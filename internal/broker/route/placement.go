@@ -169,17 +169,21 @@ type Placement struct {
 	// Groups: the groups the cluster was made with (topics recorded
 	// without a table spread over them).
 	Groups int
-	// Spread: the groups new queues go to (nil: 0..Groups-1).
-	Spread []model.GroupID
+	// Spread, when set, is the groups new queues go to now (groups are
+	// added while the cluster runs); nil: 0..Groups-1.
+	Spread func() []model.GroupID
 }
 
-// Several reports whether queues spread over more than one group.
-func (p Placement) Several() bool { return p.Groups > 1 || len(p.Spread) > 1 }
+// Several reports whether queues spread, or may come to spread, over more
+// than one group (a cluster member's broker: groups can be added).
+func (p Placement) Several() bool { return p.Groups > 1 || p.Spread != nil }
 
 // NewQueues are the groups new queues go to.
 func (p Placement) NewQueues() []model.GroupID {
 	if p.Spread != nil {
-		return p.Spread
+		if s := p.Spread(); len(s) > 0 {
+			return s
+		}
 	}
 	return Spread(p.Groups)
 }

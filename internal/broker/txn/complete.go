@@ -247,7 +247,7 @@ func (c *Coordinator) recover(ctx context.Context) error {
 			if a != nil && a.queues[q] {
 				continue
 			}
-			if !known && c.opts.Peers != nil {
+			if !known && c.opts.Peers != nil && !c.opts.Peers.Sole() {
 				continue // coordinated in another replication group
 			}
 			c.log.Warn("aborting a transaction the log has open but no coordinator state knows", "queue", q, "pid", pid)

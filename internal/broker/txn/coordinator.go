@@ -143,6 +143,10 @@ type Peers interface {
 	// CommitOffsets makes a committed transaction's offsets of a consumer
 	// group its committed offsets, at the group's coordinator.
 	CommitOffsets(ctx context.Context, group string, offsets []PendingOffset) error
+	// Sole reports whether this group coordinates every transactional id
+	// (a cluster made with one group, whose groups added later coordinate
+	// none).
+	Sole() bool
 }
 
 type txn struct {
