@@ -14,13 +14,14 @@ import (
 func topicConfig(c broker.TopicConfig) apiv1.TopicConfig {
 	return apiv1.TopicConfig{RetentionMs: c.RetentionMs, RetentionBytes: c.RetentionBytes, MaxMessageBytes: c.MaxMessageBytes,
 		MessageType: c.MessageType, CleanupPolicy: c.CleanupPolicy, TimestampType: c.TimestampType, Extra: c.Extra,
-		MessageTrace: c.MessageTrace == broker.TopicConfigMessageTrace, NoTiering: !c.Tiered()}
+		MessageTrace: c.MessageTrace == broker.TopicConfigMessageTrace, NoTiering: !c.Tiered(), ReplicationFactor: c.ReplicationFactor}
 }
 
 // brokerTopicConfig is an API topic configuration for the broker.
 func brokerTopicConfig(c apiv1.TopicConfig) broker.TopicConfig {
 	bc := broker.TopicConfig{RetentionMs: c.RetentionMs, RetentionBytes: c.RetentionBytes, MaxMessageBytes: c.MaxMessageBytes,
-		MessageType: c.MessageType, CleanupPolicy: c.CleanupPolicy, TimestampType: c.TimestampType, Extra: c.Extra}
+		MessageType: c.MessageType, CleanupPolicy: c.CleanupPolicy, TimestampType: c.TimestampType, Extra: c.Extra,
+		ReplicationFactor: c.ReplicationFactor}
 	if c.MessageTrace {
 		bc.MessageTrace = broker.TopicConfigMessageTrace
 	}
@@ -77,7 +78,7 @@ func alterTopic(r *http.Request, b *broker.Broker, t *broker.Topic, req apiv1.To
 // the broker's default number in each).
 func createTopic(r *http.Request, b *broker.Broker, name model.TopicName, n int, cfg broker.TopicConfig) (*broker.Topic, error) {
 	if n == 0 {
-		n = b.DefaultQueues() * len(b.Placement().NewQueues())
+		n = b.DefaultQueues() * max(len(b.Placement().NewQueues(cfg.ReplicationFactor)), 1)
 	}
 	return b.CreateWholeTopic(r.Context(), name, n, cfg)
 }

@@ -8,15 +8,19 @@ import "time"
 // TopicConfig is a topic's configuration. Zero values mean "broker
 // default".
 type TopicConfig struct {
-	RetentionMs     int64             `json:"retention_ms,omitempty"`    // -1 keeps forever
-	RetentionBytes  int64             `json:"retention_bytes,omitempty"` // per queue; -1 unlimited
-	MaxMessageBytes int32             `json:"max_message_bytes,omitempty"`
-	MessageType     string            `json:"message_type,omitempty"`   // normal, fifo, delay, transaction, mixed
-	CleanupPolicy   string            `json:"cleanup_policy,omitempty"` // delete | compact
-	TimestampType   string            `json:"timestamp_type,omitempty"` // CreateTime | LogAppendTime
-	MessageTrace    bool              `json:"message_trace,omitempty"`  // lifecycle events recorded (GET /api/v1/trace)
-	NoTiering       bool              `json:"no_tiering,omitempty"`     // records stay on the members' disks, never in the bucket
-	Extra           map[string]string `json:"extra,omitempty"`          // other settings, kept verbatim
+	RetentionMs     int64  `json:"retention_ms,omitempty"`    // -1 keeps forever
+	RetentionBytes  int64  `json:"retention_bytes,omitempty"` // per queue; -1 unlimited
+	MaxMessageBytes int32  `json:"max_message_bytes,omitempty"`
+	MessageType     string `json:"message_type,omitempty"`   // normal, fifo, delay, transaction, mixed
+	CleanupPolicy   string `json:"cleanup_policy,omitempty"` // delete | compact
+	TimestampType   string `json:"timestamp_type,omitempty"` // CreateTime | LogAppendTime
+	MessageTrace    bool   `json:"message_trace,omitempty"`  // lifecycle events recorded (GET /api/v1/trace)
+	NoTiering       bool   `json:"no_tiering,omitempty"`     // records stay on the members' disks, never in the bucket
+	// ReplicationFactor (a cluster): copies of each queue, 1, 3 or 5 (0:
+	// the cluster's); the queues live in replication groups of that many
+	// voters.
+	ReplicationFactor int               `json:"replication_factor,omitempty"`
+	Extra             map[string]string `json:"extra,omitempty"` // other settings, kept verbatim
 }
 
 // TopicAlter is the body of PATCH /api/v1/topics/{topic}: the settings

@@ -99,8 +99,12 @@ type Options struct {
 	// and makes topics with that many queues in every group. Zero: one
 	// group holds every queue.
 	Placement route.Placement
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// MakeGroups, in a cluster, returns the replication groups of factor
+	// voters, adding some when there are none (a topic asking for a
+	// factor no group has yet).
+	MakeGroups func(ctx context.Context, factor int) ([]model.GroupID, error)
+	Logger     *slog.Logger
+	Now        func() time.Time
 }
 
 // DefaultOptions returns the broker defaults.

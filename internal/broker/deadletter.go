@@ -24,6 +24,9 @@ const (
 // RetryTopicPrefix starts the name of a group's retry topic.
 const RetryTopicPrefix = "%RETRY%"
 
+// DeadLetterTopicPrefix starts the name of a group's dead-letter topic.
+const DeadLetterTopicPrefix = "%DLQ%"
+
 // RetryTopicName is a group's retry topic (in public/default).
 func RetryTopicName(group string) (model.TopicName, error) {
 	return model.ParseTopicName(RetryTopicPrefix + group)
@@ -31,7 +34,7 @@ func RetryTopicName(group string) (model.TopicName, error) {
 
 // DeadLetterTopicName is a group's dead-letter topic (in public/default).
 func DeadLetterTopicName(group string) (model.TopicName, error) {
-	return model.ParseTopicName("%DLQ%" + group)
+	return model.ParseTopicName(DeadLetterTopicPrefix + group)
 }
 
 // groupTopic returns a retry or dead-letter topic, creating it with one

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/rosettamq/rosetta/internal/broker/route"
 	"github.com/rosettamq/rosetta/internal/meta"
@@ -26,15 +27,19 @@ const (
 // TopicConfig is the per-topic configuration. Zero values mean "broker
 // default".
 type TopicConfig struct {
-	RetentionMs     int64             `json:"retention_ms,omitempty"`    // -1 keeps forever
-	RetentionBytes  int64             `json:"retention_bytes,omitempty"` // per queue; -1 unlimited
-	MaxMessageBytes int32             `json:"max_message_bytes,omitempty"`
-	MessageType     string            `json:"message_type,omitempty"`
-	CleanupPolicy   string            `json:"cleanup_policy,omitempty"` // delete | compact
-	TimestampType   string            `json:"timestamp_type,omitempty"` // CreateTime | LogAppendTime
-	MessageTrace    string            `json:"message_trace,omitempty"`  // "true": lifecycle events recorded (trace.go)
-	RemoteStorage   string            `json:"remote_storage,omitempty"` // "false": never tiered to the bucket (Kafka remote.storage.enable)
-	Extra           map[string]string `json:"extra,omitempty"`          // other settings, kept verbatim
+	RetentionMs     int64  `json:"retention_ms,omitempty"`    // -1 keeps forever
+	RetentionBytes  int64  `json:"retention_bytes,omitempty"` // per queue; -1 unlimited
+	MaxMessageBytes int32  `json:"max_message_bytes,omitempty"`
+	MessageType     string `json:"message_type,omitempty"`
+	CleanupPolicy   string `json:"cleanup_policy,omitempty"` // delete | compact
+	TimestampType   string `json:"timestamp_type,omitempty"` // CreateTime | LogAppendTime
+	MessageTrace    string `json:"message_trace,omitempty"`  // "true": lifecycle events recorded (trace.go)
+	RemoteStorage   string `json:"remote_storage,omitempty"` // "false": never tiered to the bucket (Kafka remote.storage.enable)
+	// ReplicationFactor is how many copies the topic's queues keep in a
+	// cluster: they live in replication groups of that many voters (0: the
+	// cluster's factor).
+	ReplicationFactor int               `json:"replication_factor,omitempty"`
+	Extra             map[string]string `json:"extra,omitempty"` // other settings, kept verbatim
 }
 
 // Validate checks a topic configuration.
@@ -66,6 +71,12 @@ func (c TopicConfig) Validate() error {
 	}
 	if c.MaxMessageBytes < 0 {
 		return fmt.Errorf("%w: max message bytes %d", model.ErrInvalidConfig, c.MaxMessageBytes)
+	}
+	switch c.ReplicationFactor {
+	case 0, 1, 3, 5:
+	default:
+		return fmt.Errorf("%w: replication factor %d (1, 3 or 5: an even factor survives no more failures than the odd one below it)",
+			model.ErrInvalidReplicationFactor, c.ReplicationFactor)
 	}
 	return nil
 }
@@ -118,6 +129,30 @@ func (t *Topic) GlobalIndex(g model.GroupID, local int) int {
 
 // CountIn is how many of the topic's queues group g holds.
 func (t *Topic) CountIn(g model.GroupID) int { return t.Groups.Count(g, len(t.All)) }
+
+// spread is the groups a topic of factor copies places new queues in:
+// the groups of that many voters, made (opts.MakeGroups) when the cluster
+// has none yet; every group for a topic each group's broker keeps its own
+// queues of (every: internal state, retry and dead-letter queues).
+func (b *Broker) spread(ctx context.Context, factor int, every bool) ([]model.GroupID, error) {
+	if every {
+		factor = route.EveryGroup
+	}
+	if s := b.opts.Placement.NewQueues(factor); len(s) > 0 {
+		return s, nil
+	}
+	if b.opts.MakeGroups == nil {
+		return nil, fmt.Errorf("%w: no replication groups of %d voters", model.ErrInvalidReplicationFactor, factor)
+	}
+	return b.opts.MakeGroups(ctx, factor)
+}
+
+// groupOwned reports whether a topic is one every group's broker keeps a
+// queue of for its own use: a consumer group's retry or dead-letter topic.
+func groupOwned(name model.TopicName) bool {
+	n := name.Short()
+	return strings.HasPrefix(n, RetryTopicPrefix) || strings.HasPrefix(n, DeadLetterTopicPrefix)
+}
 
 // view fills in this broker's view of a stored topic: the table (a topic
 // recorded before tables spreads as the cluster was made), each queue's
@@ -186,13 +221,16 @@ func (b *Broker) createTopic(ctx context.Context, name model.TopicName, n int, c
 	if n <= 0 || n > b.opts.MaxQueuesPerTopic && !internal { // the bound is for user topics
 		return nil, fmt.Errorf("%w: %d queues (1..%d)", model.ErrInvalidQueueCount, n, b.opts.MaxQueuesPerTopic)
 	}
-	spread := b.opts.Placement.NewQueues()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	spread, err := b.spread(ctx, cfg.ReplicationFactor, internal || groupOwned(name))
+	if err != nil {
+		return nil, err
+	}
 	total := n
 	if !whole {
 		total = n * len(spread) // n in every group
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
 	}
 	b.topicMu.Lock()
 	defer b.topicMu.Unlock()
@@ -392,7 +430,10 @@ func (b *Broker) growTopicLocked(ctx context.Context, name model.TopicName, n in
 	if n <= have || n > b.opts.MaxQueuesPerTopic && !internal {
 		return nil, fmt.Errorf("%w: %s has %d queues, asked for %d", model.ErrInvalidQueueCount, name, have, n)
 	}
-	spread := b.opts.Placement.NewQueues()
+	spread, err := b.spread(ctx, t.Config.ReplicationFactor, t.Internal || groupOwned(name))
+	if err != nil {
+		return nil, err
+	}
 	var table route.Table
 	added := n - len(t.All)
 	if whole {

@@ -66,6 +66,12 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 			}
 		}
 		name, nerr := s.newKafkaTopicName(rc.conn.home, rt.Topic)
+		view := s.clusterView()
+		if view != nil && rt.ReplicationFactor > 0 {
+			// A cluster places the topic in groups of that many voters.
+			cfg.ReplicationFactor = int(rt.ReplicationFactor)
+		}
+		var t *broker.Topic
 		switch {
 		case nerr == nil && !rc.allowedCreateTopic(rt.Topic):
 			err = errTopicAuthorization
@@ -73,9 +79,9 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 			err = nerr
 		case err == nil && (rt.ReplicationFactor == 0 || rt.ReplicationFactor < -1):
 			tr.ErrorCode = kerr.InvalidReplicationFactor.Code
-		case err == nil && n > 0 && s.clusterView() != nil && int(rt.ReplicationFactor) > s.replicationFactor(n):
+		case err == nil && view != nil && int(rt.ReplicationFactor) > len(view.Hosts):
 			tr.ErrorCode = kerr.InvalidReplicationFactor.Code
-			tr.ErrorMessage = strp(fmt.Sprintf("Replication factor: %d larger than the %d copies this cluster keeps of each partition.", rt.ReplicationFactor, s.replicationFactor(n)))
+			tr.ErrorMessage = strp(fmt.Sprintf("Replication factor: %d larger than the %d members of this cluster.", rt.ReplicationFactor, len(view.Hosts)))
 		case err == nil && n <= 0:
 			tr.ErrorCode = kerr.InvalidPartitions.Code
 		case err == nil && cfg.Validate() != nil:
@@ -85,7 +91,6 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 				tr.ErrorCode = kerr.TopicAlreadyExists.Code
 			}
 		case err == nil:
-			var t *broker.Topic
 			if t, err = s.cat().CreateWholeTopic(rc.ctx(), name, n, cfg); err == nil {
 				tr.TopicID = topicID(t)
 			}
@@ -95,7 +100,7 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) reply {
 			tr.ErrorMessage = errorMessage(err)
 		}
 		if tr.ErrorCode == 0 {
-			tr.NumPartitions, tr.ReplicationFactor = int32(n), int16(s.replicationFactor(n))
+			tr.NumPartitions, tr.ReplicationFactor = int32(n), int16(s.copies(t, cfg.ReplicationFactor))
 			for _, dc := range describeTopicConfig(&cfg, brokerTopicDefaults(s.cat())) {
 				v := dc.value
 				tc := kmsg.NewCreateTopicsResponseTopicConfig()

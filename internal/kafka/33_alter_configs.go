@@ -23,7 +23,9 @@ func handleAlterConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 	for _, r := range req.Resources {
 		code, msg := rc.srv().alterResource(rc, r.ResourceType, r.ResourceName, req.ValidateOnly, func(c *broker.TopicConfig) error {
-			*c = broker.TopicConfig{}
+			// The given set replaces the topic's configs; its replication
+			// factor is where its queues live, not a config.
+			*c = broker.TopicConfig{ReplicationFactor: c.ReplicationFactor}
 			for _, e := range r.Configs {
 				if err := applyConfig(c, e.Name, e.Value); err != nil {
 					return err

@@ -165,10 +165,10 @@ func testBatch(t *testing.T, v string) []byte {
 	return raw
 }
 
-// TestReplicationFactorRefusedAboveCopies: a cluster whose groups keep one
-// copy refuses a topic asked with three (it made one and said one); one
-// and the default -1 are accepted and answered 1. A single node accepts
-// any factor (tools hard-code 3).
+// TestReplicationFactorRefusedAboveCopies: a cluster of one member refuses
+// a topic asked with three copies (more than its members) and one asked
+// with two (an even factor); one and the default -1 are accepted and
+// answered 1. A single node accepts any factor (tools hard-code 3).
 func TestReplicationFactorRefusedAboveCopies(t *testing.T) {
 	for _, cluster := range []bool{true, false} {
 		opts := Options{NodeID: 1}
@@ -182,7 +182,7 @@ func TestReplicationFactorRefusedAboveCopies(t *testing.T) {
 		c := newConn(s, a, Listener{Name: ProtocolPlaintext, Protocol: ProtocolPlaintext})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		c.ctx, c.cancel = ctx, cancel
-		for i, rf := range []int16{3, 1, -1} {
+		for i, rf := range []int16{3, 2, 1, -1} {
 			create := kmsg.NewPtrCreateTopicsRequest()
 			create.SetVersion(5)
 			ct := kmsg.NewCreateTopicsRequestTopic()
@@ -190,7 +190,7 @@ func TestReplicationFactorRefusedAboveCopies(t *testing.T) {
 			create.Topics = append(create.Topics, ct)
 			r := c.dispatch(&request{hdr: requestHeader{Key: create.Key(), Version: 5, ClientID: "t"}, body: create.AppendTo(nil)})
 			got := r.resp.(*kmsg.CreateTopicsResponse).Topics[0]
-			refused := cluster && rf == 3
+			refused := cluster && (rf == 3 || rf == 2)
 			switch {
 			case refused && got.ErrorCode != kerr.InvalidReplicationFactor.Code:
 				t.Errorf("cluster of one copy, factor 3: %v", kerr.ErrorForCode(got.ErrorCode))

@@ -1,6 +1,10 @@
 package kafka
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+)
 
 // ClusterView is what a cluster member tells Kafka clients about the
 // cluster: every node's host (each listens on the same ports as this one,
@@ -78,16 +82,32 @@ func (s *Server) groupView(g int) GroupView {
 	return GroupView{Leader: s.opts.NodeID, Epoch: -1, Replicas: self, ISR: self}
 }
 
-// replicationFactor is how many copies every partition of a topic of n
-// partitions has at least: the fewest replicas of the groups holding them
-// (one on a single node).
-func (s *Server) replicationFactor(n int) int {
+// copies is how many copies every partition of topic t keeps at least:
+// the fewest voters of the groups holding them (one on a single node);
+// asked, the factor the topic was made with, while one of its groups is
+// not known here yet. Without a topic (validate-only): asked, else the
+// cluster's (group 0's voters).
+func (s *Server) copies(t *broker.Topic, asked int) int {
 	v := s.clusterView()
-	if v == nil {
+	switch {
+	case v == nil:
+		return 1
+	case t == nil && asked > 0:
+		return asked
+	case t == nil && len(v.Groups) > 0:
+		return max(len(v.Groups[0].Replicas), 1)
+	case t == nil:
 		return 1
 	}
 	rf := 0
-	for g := 0; g < min(n, len(v.Groups)); g++ {
+	for i := range t.All {
+		g := int(t.GroupOf(i))
+		if g >= len(v.Groups) || len(v.Groups[g].Replicas) == 0 {
+			if asked > 0 {
+				return asked
+			}
+			continue
+		}
 		if r := len(v.Groups[g].Replicas); rf == 0 || r < rf {
 			rf = r
 		}

@@ -70,6 +70,8 @@ func errorCode(err error) int16 {
 		return kerr.KafkaStorageError.Code // retriable
 	case errors.Is(err, quota.ErrExceeded):
 		return kerr.PolicyViolation.Code
+	case errors.Is(err, model.ErrInvalidReplicationFactor):
+		return kerr.InvalidReplicationFactor.Code
 	case errors.Is(err, model.ErrInvalidConfig):
 		return kerr.InvalidConfig.Code
 	case errors.Is(err, model.ErrNotLeader):

@@ -73,10 +73,7 @@ func (m *Member) servedGroups() []*Group {
 func (m *Member) FactorOf(g model.GroupID) int {
 	m.groupsMu.RLock()
 	defer m.groupsMu.RUnlock()
-	if i := int(g) - m.MadeGroups(); i >= 0 && i < len(m.added) && m.added[i].Factor > 0 {
-		return m.added[i].Factor
-	}
-	return m.factor
+	return m.factorIn(m.added, int(g))
 }
 
 // AddGroups records n more replication groups of factor voters each (0:
@@ -86,19 +83,36 @@ func (m *Member) FactorOf(g model.GroupID) int {
 // factor other than 1, 3 or 5, more voters than the cluster has members,
 // or more groups than the cluster takes.
 func (m *Member) AddGroups(ctx context.Context, n, factor int) ([]model.GroupID, error) {
+	for {
+		ids, err := m.addGroupsAfter(ctx, n, factor, -1)
+		if !errors.Is(err, errGroupsChanged) {
+			return ids, err
+		}
+	}
+}
+
+// errGroupsChanged: groups were added since the caller looked.
+var errGroupsChanged = errors.New("replication groups added meanwhile")
+
+// addGroupsAfter is AddGroups once: after the added groups the caller saw
+// (-1: whichever there are), else errGroupsChanged.
+func (m *Member) addGroupsAfter(ctx context.Context, n, factor, seen int) ([]model.GroupID, error) {
 	members := len(m.Members())
 	switch {
 	case n < 1:
 		return nil, fmt.Errorf("%w: %d groups to add (at least 1)", model.ErrInvalidConfig, n)
 	case factor != 0 && factor != 1 && factor != 3 && factor != 5:
-		return nil, fmt.Errorf("%w: replication factor %d (1, 3 or 5)", model.ErrInvalidConfig, factor)
+		return nil, fmt.Errorf("%w: %d (1, 3 or 5)", model.ErrInvalidReplicationFactor, factor)
 	case factor > members:
-		return nil, fmt.Errorf("%w: replication factor %d on a cluster of %d members", model.ErrInvalidConfig, factor, members)
+		return nil, fmt.Errorf("%w: %d on a cluster of %d members", model.ErrInvalidReplicationFactor, factor, members)
 	}
-	for {
+	{
 		added, rev, err := m.loadAdded(ctx)
 		if err != nil {
 			return nil, err
+		}
+		if seen >= 0 && len(added) != seen {
+			return nil, errGroupsChanged
 		}
 		first := m.MadeGroups() + len(added)
 		if first+n > m.cfg.MaxGroups {
@@ -117,7 +131,7 @@ func (m *Member) AddGroups(ctx context.Context, n, factor int) ([]model.GroupID,
 		}
 		_, err = m.store.Txn(ctx, []meta.Compare{cmp}, []meta.Op{{Key: addedGroupsKey, Value: b}})
 		if errors.Is(err, meta.ErrConflict) {
-			continue // added meanwhile: count again
+			return nil, errGroupsChanged
 		}
 		if err != nil {
 			return nil, err
@@ -149,5 +163,64 @@ func (m *Member) followGroups(ctx context.Context, grown func([]*Group)) {
 			grown(fresh)
 			m.served.Store(int32(len(m.Groups())))
 		}
+	}
+}
+
+// factorIn is the factor of group g given the added groups (made groups
+// have the cluster's).
+func (m *Member) factorIn(added []AddedGroup, g int) int {
+	if i := g - m.MadeGroups(); i >= 0 && i < len(added) && added[i].Factor > 0 {
+		return added[i].Factor
+	}
+	return m.factor
+}
+
+// GroupsOf are the groups of factor voters (0: the cluster's factor; -1:
+// every group) as the member knows them now.
+func (m *Member) GroupsOf(factor int) []model.GroupID {
+	if factor == 0 {
+		factor = m.factor
+	}
+	var out []model.GroupID
+	for _, gr := range m.Groups() {
+		if factor < 0 || m.FactorOf(gr.id) == factor {
+			out = append(out, gr.id)
+		}
+	}
+	return out
+}
+
+// MakeGroups returns the groups of factor voters as the cluster records
+// them, adding one per member (leaders spread over them all) when there
+// are none: a topic asking for a factor no group has yet. Refused: a
+// factor other than 1, 3 or 5 or above the members.
+func (m *Member) MakeGroups(ctx context.Context, factor int) ([]model.GroupID, error) {
+	if factor == 0 {
+		factor = m.factor
+	}
+	for {
+		added, _, err := m.loadAdded(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var have []model.GroupID
+		for g := range m.MadeGroups() + len(added) {
+			if m.factorIn(added, g) == factor {
+				have = append(have, model.GroupID(g))
+			}
+		}
+		if len(have) > 0 {
+			return have, nil
+		}
+		n := min(len(m.Members()), m.cfg.MaxGroups-m.MadeGroups()-len(added))
+		if n < 1 {
+			return nil, fmt.Errorf("%w: no groups of %d voters and no room for more (at most %d groups)",
+				model.ErrInvalidReplicationFactor, factor, m.cfg.MaxGroups)
+		}
+		ids, err := m.addGroupsAfter(ctx, n, factor, len(added))
+		if errors.Is(err, errGroupsChanged) {
+			continue // groups were added meanwhile: look again
+		}
+		return ids, err
 	}
 }

@@ -24,6 +24,9 @@ var (
 	// ErrTierUnavailable: a record lives only in the object store, which
 	// cannot serve it now (retriable).
 	ErrTierUnavailable = errors.New("tiered storage unavailable")
+	// ErrInvalidReplicationFactor: a factor the cluster cannot place (an
+	// ErrInvalidConfig).
+	ErrInvalidReplicationFactor = fmt.Errorf("%w: replication factor", ErrInvalidConfig)
 )
 
 // ErrNotLeader is a request for a queue this node does not lead; a

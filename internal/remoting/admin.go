@@ -36,6 +36,9 @@ func handleUpdateAndCreateTopic(rc *reqCtx, req *protocol.Command) *protocol.Com
 		cfg = t.Config
 	}
 	changed, aerr := applyTopicAttributes(&cfg, req.Ext("attributes"))
+	if aerr == nil && err == nil && cfg.ReplicationFactor != t.Config.ReplicationFactor {
+		aerr = fmt.Errorf("replication.factor of %s is %d: a topic's factor is chosen when it is made", name, t.Config.ReplicationFactor)
+	}
 	if aerr != nil {
 		return protocol.NewResponse(req, protocol.InvalidParameter, aerr.Error())
 	}
@@ -59,8 +62,9 @@ func handleUpdateAndCreateTopic(rc *reqCtx, req *protocol.Command) *protocol.Com
 // applyTopicAttributes applies RocketMQ 5 topic attributes ("+key=value"
 // sets, "-key" removes, comma-separated): message.type, cleanup.policy
 // (DELETE or COMPACTION) and, Rosetta's own, retention.ms,
-// retention.bytes (per queue; -1 keeps everything) and
-// remote.storage.enable (false: never tiered to the bucket).
+// retention.bytes (per queue; -1 keeps everything),
+// remote.storage.enable (false: never tiered to the bucket) and
+// replication.factor (1, 3 or 5 copies in a cluster).
 func applyTopicAttributes(cfg *broker.TopicConfig, attrs string) (bool, error) {
 	changed := false
 	for _, a := range strings.Split(attrs, ",") {
@@ -109,6 +113,17 @@ func applyTopicAttributes(cfg *broker.TopicConfig, attrs string) (bool, error) {
 			default:
 				return false, fmt.Errorf("remote.storage.enable %q: want true or false", value)
 			}
+		case "replication.factor":
+			// Rosetta's own: copies of each queue in a cluster (1, 3 or 5;
+			// chosen when the topic is made).
+			n := 0
+			if value != "" {
+				var err error
+				if n, err = strconv.Atoi(value); err != nil || n != 1 && n != 3 && n != 5 {
+					return false, fmt.Errorf("replication.factor %q: want 1, 3 or 5", value)
+				}
+			}
+			cfg.ReplicationFactor = n
 		case "queue.type":
 			// BatchCQ / SimpleCQ: one index serves both here.
 			continue

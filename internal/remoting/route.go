@@ -18,6 +18,7 @@ package remoting
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -100,8 +101,15 @@ func handleGetRouteInfo(rc *reqCtx, req *protocol.Command) *protocol.Command {
 	topic := req.Ext("topic")
 	var count func(g model.GroupID) int
 	if topic == autoCreateTopicKey && s.broker.AutoCreateTopics() {
-		n := s.broker.DefaultQueues() // in every broker, as for TBW102
-		count = func(model.GroupID) int { return n }
+		// In every broker of the cluster's factor, as for TBW102: a topic
+		// a producer makes on its first send gets the default factor.
+		n, def := s.broker.DefaultQueues(), s.broker.Placement().NewQueues(0)
+		count = func(g model.GroupID) int {
+			if s.opts.Cluster == nil || slices.Contains(def, g) {
+				return n
+			}
+			return 0
+		}
 	} else {
 		if strings.HasPrefix(topic, "%RETRY%") || topic == s.replyTopic() || topic == traceTopic {
 			// A group's retry topic (and the reply and trace topics) exists

@@ -305,17 +305,7 @@ func (t *term) End() {
 func (n *Node) groupParts(gr *member.Group, r *member.Replica) Parts {
 	state := r.State.(*GroupState)
 	return Parts{Group: gr.ID(), Engine: r.Engine, Producers: state.Producers, KafkaTxns: state.KafkaTxns,
-		Placement: route.Placement{Group: gr.ID(), Groups: max(n.Groups, 1), Spread: n.spread}, BrokerName: n.groupBrokerName(gr.ID())}
-}
-
-// spread is the groups a new queue may go to: every group the member knows.
-func (n *Node) spread() []model.GroupID {
-	groups := n.Member.Groups()
-	out := make([]model.GroupID, len(groups))
-	for i, gr := range groups {
-		out[i] = gr.ID()
-	}
-	return out
+		Placement: route.Placement{Group: gr.ID(), Groups: max(n.Groups, 1), Spread: n.Member.GroupsOf}, BrokerName: n.groupBrokerName(gr.ID())}
 }
 
 // leaderHTTP is group 0's leader's admin address ("" while unknown).

@@ -109,7 +109,7 @@ func (n *Node) kafkaCluster() func() *kafka.ClusterView {
 		// preferred replica), the member it returns to.
 		replicas := make([][]int32, len(groups))
 		for g := range groups {
-			for _, id := range placement.Voters(members, model.GroupID(g), m.Factor()) {
+			for _, id := range placement.Voters(members, model.GroupID(g), m.FactorOf(model.GroupID(g))) {
 				replicas[g] = append(replicas[g], int32(id))
 			}
 		}

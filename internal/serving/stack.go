@@ -66,6 +66,9 @@ func (n *Node) NewStack(ctx context.Context, parts Parts) (*Stack, error) {
 	st := &Stack{Parts: parts}
 	bopts := n.Deps.Broker
 	bopts.Placement, bopts.KafkaTxns, bopts.Logger = parts.Placement, parts.KafkaTxns, log
+	if n.Member != nil {
+		bopts.MakeGroups = n.Member.MakeGroups
+	}
 	var err error
 	if st.Broker, err = broker.New(ctx, parts.Engine, n.Meta, bopts); err != nil {
 		return nil, err

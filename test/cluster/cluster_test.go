@@ -157,7 +157,10 @@ func freePorts(t *testing.T, n int) []int {
 	return out
 }
 
-func newCluster(t *testing.T, env ...string) *cluster {
+func newCluster(t *testing.T, env ...string) *cluster { return newClusterOf(t, 3, env...) }
+
+// newClusterOf starts a cluster of n members (up to five) on hosts[:n].
+func newClusterOf(t *testing.T, n int, env ...string) *cluster {
 	for _, h := range hosts {
 		l, err := net.Listen("tcp", h+":0")
 		if err != nil {
@@ -168,7 +171,7 @@ func newCluster(t *testing.T, env ...string) *cluster {
 	c := &cluster{t: t, ports: freePorts(t, 6), env: env}
 	root := t.TempDir()
 	c.root = root
-	for i, h := range hosts[:3] {
+	for i, h := range hosts[:n] {
 		c.members = append(c.members, &member{id: i + 1, dir: filepath.Join(root, fmt.Sprint("node", i+1)), host: h})
 	}
 	t.Cleanup(func() {

@@ -140,10 +140,13 @@ func checkFiveMembers(ctx context.Context, t *testing.T, c *cluster, kcl *kgo.Cl
 			t.Errorf("partition %d: replicas %v, leader %d (want %d replicas)", p.Partition, p.Replicas, p.Leader, want)
 		}
 	}
-	// Each partition keeps three copies at least: more is refused.
+	// Factors the cluster cannot place are refused: more copies than
+	// members, an even factor.
 	adm := kadm.NewClient(one)
-	if resp, err := adm.CreateTopic(ctx, 3, 5, nil, "members-rf5"); err == nil && !errors.Is(resp.Err, kerr.InvalidReplicationFactor) {
-		t.Errorf("a topic of replication factor 5: %v, want INVALID_REPLICATION_FACTOR", resp.Err)
+	for _, rf := range []int16{7, 2} {
+		if resp, err := adm.CreateTopic(ctx, 3, rf, nil, fmt.Sprint("members-rf", rf)); err == nil && !errors.Is(resp.Err, kerr.InvalidReplicationFactor) {
+			t.Errorf("a topic of replication factor %d: %v, want INVALID_REPLICATION_FACTOR", rf, resp.Err)
+		}
 	}
 	if resp, err := adm.CreateTopic(ctx, 3, -1, nil, "members-rf"); err != nil || resp.Err != nil || resp.ReplicationFactor != 3 {
 		t.Errorf("a topic of the default replication factor: %v %v, factor %d (want 3)", err, resp.Err, resp.ReplicationFactor)

@@ -169,21 +169,26 @@ type Placement struct {
 	// Groups: the groups the cluster was made with (topics recorded
 	// without a table spread over them).
 	Groups int
-	// Spread, when set, is the groups new queues go to now (groups are
-	// added while the cluster runs); nil: 0..Groups-1.
-	Spread func() []model.GroupID
+	// Spread, when set, is the groups new queues of a topic of factor
+	// copies (0: the cluster's) go to now — the groups of that many voters
+	// (groups are added while the cluster runs); nil: 0..Groups-1 for
+	// every factor.
+	Spread func(factor int) []model.GroupID
 }
 
 // Several reports whether queues spread, or may come to spread, over more
 // than one group (a cluster member's broker: groups can be added).
 func (p Placement) Several() bool { return p.Groups > 1 || p.Spread != nil }
 
-// NewQueues are the groups new queues go to.
-func (p Placement) NewQueues() []model.GroupID {
+// EveryGroup is the factor NewQueues reads as every group, whatever its
+// voters.
+const EveryGroup = -1
+
+// NewQueues are the groups new queues of a topic of factor copies go to
+// (none when no group has that many voters; every group for EveryGroup).
+func (p Placement) NewQueues(factor int) []model.GroupID {
 	if p.Spread != nil {
-		if s := p.Spread(); len(s) > 0 {
-			return s
-		}
+		return p.Spread(factor)
 	}
 	return Spread(p.Groups)
 }
