@@ -7,7 +7,9 @@
 #   go build -o rosetta ./cmd/rosetta && go build -o rosetta-bench ./cmd/rosetta-bench
 #   WORKLOAD=kafka100|kafka1k|rocketmq MODE=single|cluster scripts/replica-bench.sh
 # MSGS=<n> changes the amount; PROFILE=<seconds> also saves a CPU profile of
-# the first member (or the node) from the middle of the run to $OUT.
+# the first member (or the node) from the middle of the run to $OUT;
+# ADD_GROUPS=<n> adds that many replication groups to the cluster (rosetta
+# cluster groups add) before the run, so the topic spreads over 3+n groups.
 set -u
 BIN=${BIN:-./rosetta}
 BENCH=${BENCH:-./rosetta-bench}
@@ -42,6 +44,14 @@ for _ in $(seq 1 120); do
   done
   [ $ok = 1 ] && break
 done
+if [ "$MODE" = cluster ] && [ -n "${ADD_GROUPS:-}" ]; then
+  $BIN cluster groups add "$ADD_GROUPS" --admin http://127.0.0.11:8080 > /dev/null || exit 1
+  want=$((3 + ADD_GROUPS))
+  for _ in $(seq 1 120); do
+    sleep 0.5
+    curl -sf "http://127.0.0.11:8080/api/v1/cluster" | python3 -c "import json,sys; s=json.load(sys.stdin); g=s['groups']; sys.exit(0 if len(g)==$want and all(x.get('leader') for x in g) else 1)" && break
+  done
+fi
 sleep 2
 cpu() { awk '{print $14+$15}' /proc/$1/stat; }
 # context switches of every thread of a process

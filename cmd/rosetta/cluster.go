@@ -37,6 +37,7 @@ type clusterView struct {
 		CommitIndex  uint64  `json:"commit_index"`
 		Replicas     []int32 `json:"replicas"`
 		Learners     []int32 `json:"learners"`
+		Factor       int     `json:"replication_factor"`
 		Progress     []struct {
 			Node  int32  `json:"node"`
 			Match uint64 `json:"match"`
@@ -136,13 +137,13 @@ func printCluster(w io.Writer, v clusterView) {
 	_ = tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tLEADER\tTERM\tTHIS NODE\tFIRST INDEX\tLAST INDEX\tDURABLE\tCOMMITTED\tREPLICAS\tLEARNERS")
+	fmt.Fprintln(tw, "GROUP\tFACTOR\tLEADER\tTERM\tTHIS NODE\tFIRST INDEX\tLAST INDEX\tDURABLE\tCOMMITTED\tREPLICAS\tLEARNERS")
 	for _, g := range v.Groups {
 		learners := "-"
 		if len(g.Learners) > 0 {
 			learners = fmt.Sprint(g.Learners)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%v\t%s\n", g.ID, g.Leader, g.Term, g.Role, g.FirstIndex, g.LastIndex, g.DurableIndex, g.CommitIndex, g.Replicas, learners)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%v\t%s\n", g.ID, g.Factor, g.Leader, g.Term, g.Role, g.FirstIndex, g.LastIndex, g.DurableIndex, g.CommitIndex, g.Replicas, learners)
 	}
 	_ = tw.Flush()
 	for _, g := range v.Groups {

@@ -64,10 +64,10 @@ func topicCmd() *cobra.Command {
 			fmt.Fprintln(w)
 			var rows [][]string
 			for _, q := range d.QueueList {
-				rows = append(rows, []string{strconv.Itoa(int(q.Queue)), strconv.FormatInt(q.Start, 10), strconv.FormatInt(q.End, 10),
+				rows = append(rows, []string{strconv.Itoa(int(q.Queue)), strconv.Itoa(q.Group), strconv.FormatInt(q.Start, 10), strconv.FormatInt(q.End, 10),
 					strconv.FormatInt(q.End-q.Start, 10), humanBytes(q.Bytes)})
 			}
-			return table(cmd, "QUEUE\tSTART\tEND\tMESSAGES\tBYTES", rows)
+			return table(cmd, "QUEUE\tGROUP\tSTART\tEND\tMESSAGES\tBYTES", rows)
 		}}
 	var queues int
 	var cfg apiv1.TopicConfig
@@ -90,6 +90,7 @@ func topicCmd() *cobra.Command {
 	create.Flags().StringVar(&cfg.MessageType, "message-type", "", "normal, fifo, delay, transaction or mixed (RocketMQ 5 topic types)")
 	create.Flags().BoolVar(&cfg.MessageTrace, "message-trace", false, "record its messages' lifecycles (rosetta message trace)")
 	create.Flags().BoolVar(&cfg.NoTiering, "no-tiering", false, "keep its messages on the members' disks, never in the tiered-storage bucket")
+	create.Flags().IntVar(&cfg.ReplicationFactor, "replication-factor", 0, "copies of each queue in a cluster: 1, 3 or 5 (0: the cluster's)")
 	alter := &cobra.Command{Use: "alter TOPIC", Short: "Change a topic's settings (those given) or grow its queues", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := map[string]any{}

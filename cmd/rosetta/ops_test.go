@@ -71,7 +71,7 @@ func TestOperationsCommands(t *testing.T) {
 		t.Errorf("topic list: %d\n%s", code, out)
 	}
 	out, code = run(t, url, "topic", "describe", "payments")
-	if code != 0 || !strings.Contains(out, "QUEUE  START  END  MESSAGES") || !strings.Contains(out, "1      0      5    5") {
+	if code != 0 || !strings.Contains(out, "QUEUE  GROUP  START  END  MESSAGES") || !strings.Contains(out, "1      0      0      5    5") {
 		t.Errorf("topic describe: %d\n%s", code, out)
 	}
 	out, code = run(t, url, "topic", "describe", "payments", "-o", "json")

@@ -45,8 +45,11 @@ type GroupStatus struct {
 	LastIndex    model.Index    `json:"last_index"`
 	DurableIndex model.Index    `json:"durable_index"`
 	CommitIndex  model.Index    `json:"commit_index"`
-	Replicas     []model.NodeID `json:"replicas"`           // the voters
-	Learners     []model.NodeID `json:"learners,omitempty"` // members joining (not voting yet)
+	Replicas     []model.NodeID `json:"replicas"` // the voters
+	// Factor is how many voters the group keeps (topics of that
+	// replication factor live in it; 1 on a single node).
+	Factor   int            `json:"replication_factor"`
+	Learners []model.NodeID `json:"learners,omitempty"` // members joining (not voting yet)
 	// Progress of each replica as the leader sees it (the leader's answer
 	// only).
 	Progress []ReplicaProgress `json:"progress,omitempty"`

@@ -153,7 +153,8 @@ func (a *App) groupStatus(gr *member.Group) admin.GroupStatus {
 	if gr != nil {
 		if r = gr.Hosted(); r == nil {
 			leader, tm := gr.Leader()
-			return admin.GroupStatus{ID: gr.ID(), Leader: leader, Term: tm, Role: "none", Replicas: placement.Sorted(a.member.Placed(gr.ID()))}
+			return admin.GroupStatus{ID: gr.ID(), Leader: leader, Term: tm, Role: "none", Replicas: placement.Sorted(a.member.Placed(gr.ID())),
+				Factor: a.member.FactorOf(gr.ID())}
 		}
 		e = r.Engine
 	}
@@ -163,10 +164,11 @@ func (a *App) groupStatus(gr *member.Group) admin.GroupStatus {
 		last--
 	}
 	gs := admin.GroupStatus{Leader: self, Term: e.Term(), Role: "leader", FirstIndex: ls.FirstIndex, LastIndex: last,
-		DurableIndex: e.DurableIndex(), CommitIndex: e.DurableIndex(), Replicas: []model.NodeID{self}}
+		DurableIndex: e.DurableIndex(), CommitIndex: e.DurableIndex(), Replicas: []model.NodeID{self}, Factor: 1}
 	if gr == nil {
 		return gs
 	}
+	gs.Factor = a.member.FactorOf(gr.ID())
 	st := r.Raft.Status()
 	gs.ID = gr.ID()
 	gs.Leader, gs.Term, gs.Role, gs.CommitIndex = st.Leader, model.Term(st.Term), st.Role, e.CommitIndex()

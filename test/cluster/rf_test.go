@@ -56,6 +56,22 @@ func TestClusterReplicationFactors(t *testing.T) {
 		t.Errorf("queues' groups: factor 5 in %v, factor 1 in %v (group 0 keeps the cluster's factor)", g5, g1)
 	}
 	t.Logf("queues' groups: factor 5 in %v, factor 1 in %v", g5, g1)
+	if st, ok := c.status(ctx); !ok {
+		t.Error("no cluster status")
+	} else {
+		for _, g := range st.Groups {
+			want := 3 // group 0, made with the cluster
+			switch {
+			case slices.Contains(g5, int(g.ID)):
+				want = 5
+			case slices.Contains(g1, int(g.ID)):
+				want = 1
+			}
+			if g.Factor != want || len(g.Replicas) != min(want, 5) && g.ID != 0 {
+				t.Errorf("group %d: factor %d, replicas %v (want factor %d)", g.ID, g.Factor, g.Replicas, want)
+			}
+		}
+	}
 
 	l5, l1 := startPartitionLoads(t, c, "rf5", 5), startPartitionLoads(t, c, "rf1", 5)
 	apptest.Eventually(t, 60*time.Second, "records in every partition", func() bool { return l5.partitionsAcked(0) == 5 && l1.partitionsAcked(0) == 5 })
