@@ -31,7 +31,7 @@ if [ "$MODE" = single ]; then
   pids+=($!)
 else
   for i in 1 2 3; do
-    taskset -c 0 $BIN serve --data_dir $D/d$i --cluster.node_id $i --cluster.members $M --storage.durability sync > $D/log$i 2>&1 &
+    taskset -c 0 $BIN serve --data_dir $D/d$i --cluster.node_id $i --cluster.members $M --storage.durability sync --storage.segment_size ${SEGMENT:-1GiB} > $D/log$i 2>&1 &
     pids+=($!)
   done
 fi

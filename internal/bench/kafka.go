@@ -86,7 +86,9 @@ func (o KafkaOptions) ensureTopic(ctx context.Context) error {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	resp, err := adm.CreateTopic(ctx, int32(o.Partitions), 1, nil, o.Topic)
+	// The cluster's replication factor (-1): a factor of 1 would put the
+	// topic in groups of one copy.
+	resp, err := adm.CreateTopic(ctx, int32(o.Partitions), -1, nil, o.Topic)
 	if err != nil && !strings.Contains(fmt.Sprint(err), "TOPIC_ALREADY_EXISTS") {
 		return err
 	}

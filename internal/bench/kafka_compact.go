@@ -29,7 +29,7 @@ func KafkaCompact(ctx context.Context, o KafkaCompactOptions) (*Report, error) {
 	}
 	defer cl.Close()
 	policy := "compact"
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, int32(o.Partitions), 1, map[string]*string{"cleanup.policy": &policy}, o.Topic); err != nil &&
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, int32(o.Partitions), -1, map[string]*string{"cleanup.policy": &policy}, o.Topic); err != nil &&
 		!strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS") {
 		return nil, err
 	}
