@@ -106,43 +106,41 @@ func (m *Member) addGroupsAfter(ctx context.Context, n, factor, seen int) ([]mod
 	case factor > members:
 		return nil, fmt.Errorf("%w: %d on a cluster of %d members", model.ErrInvalidReplicationFactor, factor, members)
 	}
-	{
-		added, rev, err := m.loadAdded(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if seen >= 0 && len(added) != seen {
-			return nil, errGroupsChanged
-		}
-		first := m.MadeGroups() + len(added)
-		if first+n > m.cfg.MaxGroups {
-			return nil, fmt.Errorf("%w: %d groups and %d more: at most %d", model.ErrInvalidConfig, first, n, m.cfg.MaxGroups)
-		}
-		for range n {
-			added = append(added, AddedGroup{Factor: factor})
-		}
-		b, err := json.Marshal(added)
-		if err != nil {
-			return nil, err
-		}
-		cmp := meta.Compare{Key: addedGroupsKey, Target: meta.CompareCreate}
-		if rev != 0 {
-			cmp = meta.Compare{Key: addedGroupsKey, Target: meta.CompareMod, Revision: rev}
-		}
-		_, err = m.store.Txn(ctx, []meta.Compare{cmp}, []meta.Op{{Key: addedGroupsKey, Value: b}})
-		if errors.Is(err, meta.ErrConflict) {
-			return nil, errGroupsChanged
-		}
-		if err != nil {
-			return nil, err
-		}
-		ids := make([]model.GroupID, n)
-		for i := range ids {
-			ids[i] = model.GroupID(first + i)
-		}
-		m.log.Info("replication groups added", "groups", ids, "factor", factor)
-		return ids, nil // every member, this one too, follows the record (followGroups)
+	added, rev, err := m.loadAdded(ctx)
+	if err != nil {
+		return nil, err
 	}
+	if seen >= 0 && len(added) != seen {
+		return nil, errGroupsChanged
+	}
+	first := m.MadeGroups() + len(added)
+	if first+n > m.cfg.MaxGroups {
+		return nil, fmt.Errorf("%w: %d groups and %d more: at most %d", model.ErrInvalidConfig, first, n, m.cfg.MaxGroups)
+	}
+	for range n {
+		added = append(added, AddedGroup{Factor: factor})
+	}
+	b, err := json.Marshal(added)
+	if err != nil {
+		return nil, err
+	}
+	cmp := meta.Compare{Key: addedGroupsKey, Target: meta.CompareCreate}
+	if rev != 0 {
+		cmp = meta.Compare{Key: addedGroupsKey, Target: meta.CompareMod, Revision: rev}
+	}
+	_, err = m.store.Txn(ctx, []meta.Compare{cmp}, []meta.Op{{Key: addedGroupsKey, Value: b}})
+	if errors.Is(err, meta.ErrConflict) {
+		return nil, errGroupsChanged
+	}
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]model.GroupID, n)
+	for i := range ids {
+		ids[i] = model.GroupID(first + i)
+	}
+	m.log.Info("replication groups added", "groups", ids, "factor", factor)
+	return ids, nil // every member, this one too, follows the record (followGroups)
 }
 
 // followGroups grows the member's groups as the cluster's record of added
