@@ -190,7 +190,7 @@ func (m *Member) resolveReplicationFactor(ctx context.Context) error {
 		// member in every group: it keeps them (up to five), rather than
 		// losing copies as it starts on this version.
 		if _, err := m.store.Get(ctx, directory.GroupMembersKey(0)); err == nil {
-			want = placement.MaxMembers
+			want = placement.MaxReplicationFactor
 		} else if !errors.Is(err, meta.ErrNotFound) {
 			return err
 		}
@@ -205,7 +205,7 @@ func (m *Member) resolveReplicationFactor(ctx context.Context) error {
 		return err
 	}
 	n, err := strconv.Atoi(string(kv.Value))
-	if err != nil || n < 1 || n > placement.MaxMembers {
+	if err != nil || n < 1 || n > placement.MaxReplicationFactor {
 		return fmt.Errorf("%w: the cluster's recorded replication factor %q", model.ErrCorruptRecord, kv.Value)
 	}
 	if m.cfg.ReplicationFactor != 0 && n != m.cfg.ReplicationFactor {

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -69,17 +71,20 @@ type Member struct {
 	log   *slog.Logger
 	clock Clock
 
-	dir       *directory.Directory
-	store     meta.Store
-	etcd      *etcdembed.Embedded
-	pki       *clusterPKI // the embedded etcd's certificates (cluster.tls)
-	transport *replication.TCPTransport
-	peers     *peer.Peers
-	groupsMu  sync.RWMutex
-	groups    []*Group // by group id; groups added while running are appended
-	added     []AddedGroup
-	served    atomic.Int32 // how many groups the Server knows (servedGroups)
-	factor    int
+	dir   *directory.Directory
+	store meta.Store
+	etcd  *etcdembed.Embedded
+	// etcdClients are the client URLs of the cluster's etcd members when
+	// this member runs none (a member past placement.EtcdMembers).
+	etcdClients []string
+	pki         *clusterPKI // the embedded etcd's certificates (cluster.tls)
+	transport   *replication.TCPTransport
+	peers       *peer.Peers
+	groupsMu    sync.RWMutex
+	groups      []*Group // by group id; groups added while running are appended
+	added       []AddedGroup
+	served      atomic.Int32 // how many groups the Server knows (servedGroups)
+	factor      int
 	// kafkaRelays are the Kafka connections relayed to group 0's leader
 	// while this member leads no group.
 	kafkaRelays relay.Set
@@ -117,9 +122,12 @@ func New(ctx context.Context, cfg Config, sc *storage.Config) (*Member, error) {
 			return nil, err
 		}
 	}
+	if err := checkEtcdScheme(filepath.Join(cfg.DataDir, "etcd"), scheme); err != nil {
+		return nil, err
+	}
 	initial := map[string]string{}
-	for id, host := range cfg.Members {
-		initial[fmt.Sprintf("node-%d", id)] = m.etcdPeerURL(host)
+	for _, id := range placement.EtcdVoters(cfg.Members) {
+		initial[fmt.Sprintf("node-%d", id)] = m.etcdPeerURL(cfg.Members[id])
 	}
 	host := cfg.Members[cfg.Self]
 	var peers []string
@@ -128,8 +136,9 @@ func New(ctx context.Context, cfg Config, sc *storage.Config) (*Member, error) {
 			peers = append(peers, m.etcdClientURL(cfg.Members[id]))
 		}
 	}
-	if err := checkEtcdScheme(filepath.Join(cfg.DataDir, "etcd"), scheme); err != nil {
-		return nil, err
+	if !m.runsEtcd(ctx, peers) {
+		m.log.Info("this member is an etcd client: the cluster's etcd has its members", "endpoints", m.etcdClients)
+		return m, nil
 	}
 	m.log.Info("starting the embedded etcd member", "members", len(cfg.Members))
 	m.etcd, err = etcdembed.StartEmbedded(ctx, etcdembed.EmbeddedConfig{
@@ -147,6 +156,33 @@ func New(ctx context.Context, cfg Config, sc *storage.Config) (*Member, error) {
 		ClientTLS:      m.EtcdTLS(),
 	})
 	return m, err
+}
+
+// runsEtcd decides whether this member runs an embedded etcd member: it
+// does when it ran one before (its etcd directory holds a member), when
+// the running cluster's etcd lists it (added as a learner), or, while no
+// etcd answers (the cluster is being made), when it is one of the
+// placement.EtcdMembers lowest ids. Otherwise it is an etcd client of the
+// members that run one (m.etcdClients).
+func (m *Member) runsEtcd(ctx context.Context, peers []string) bool {
+	if _, err := os.Stat(filepath.Join(m.cfg.DataDir, "etcd", "member")); err == nil {
+		return true
+	}
+	if list, ok := etcdembed.ListMembers(ctx, peers, m.EtcdTLS()); ok {
+		if etcdembed.Listed(list, m.etcdPeerURL(m.cfg.Members[m.cfg.Self])) {
+			return true
+		}
+		m.etcdClients = etcdembed.ClientURLs(list)
+		return len(m.etcdClients) == 0 // a cluster of learners only: it joins as before
+	}
+	voters := placement.EtcdVoters(m.cfg.Members)
+	if slices.Contains(voters, m.cfg.Self) {
+		return true
+	}
+	for _, id := range voters {
+		m.etcdClients = append(m.etcdClients, m.etcdClientURL(m.cfg.Members[id]))
+	}
+	return false
 }
 
 // etcdScheme is the scheme of the embedded etcd members' URLs: https with
@@ -182,6 +218,9 @@ func (m *Member) EtcdTLS() *tls.Config {
 func (m *Member) EtcdEndpoints() []string {
 	if len(m.cfg.EtcdEndpoints) > 0 {
 		return m.cfg.EtcdEndpoints
+	}
+	if m.etcd == nil && len(m.etcdClients) > 0 {
+		return m.etcdClients
 	}
 	var out []string
 	for _, id := range placement.SortedIDs(m.cfg.Members) {

@@ -60,6 +60,9 @@ func (m *Member) watchMembers(ctx context.Context) {
 // memberEtcdEndpoints are the embedded etcd client URLs of the cluster's
 // members but except (this member's first).
 func (m *Member) memberEtcdEndpoints(except model.NodeID) []string {
+	if m.etcd == nil {
+		return m.etcdClients
+	}
 	mm := m.Members()
 	out := []string{m.etcdClientURL(mm[m.cfg.Self])}
 	for _, id := range placement.SortedIDs(mm) {
@@ -88,7 +91,8 @@ func (m *Member) AddMember(ctx context.Context, id model.NodeID, host string) er
 			// A member already: it is made sure of in etcd too (a member
 			// whose rejoin with a replaced disk removed its old etcd
 			// self but could not add its new one is listed again).
-			return etcdembed.AddLearner(ctx, m.memberEtcdEndpoints(0), m.EtcdTLS(), m.etcdPeerURL(host))
+			_, err := etcdembed.AddLearner(ctx, m.memberEtcdEndpoints(0), m.EtcdTLS(), m.etcdPeerURL(host), placement.EtcdMembers)
+			return err
 		}
 		if h == host {
 			return nil
@@ -100,12 +104,18 @@ func (m *Member) AddMember(ctx context.Context, id model.NodeID, host string) er
 			return fmt.Errorf("%w: host %s is node %d's", model.ErrInvalidConfig, host, other)
 		}
 	}
-	if m.embeddedEtcd() && len(cur) >= placement.MaxMembers {
-		return fmt.Errorf("%w: a cluster on the members' embedded etcd has up to %d members; larger ones use an external etcd", model.ErrInvalidConfig, placement.MaxMembers)
+	if len(cur) >= placement.MaxMembers {
+		return fmt.Errorf("%w: a cluster has up to %d members", model.ErrInvalidConfig, placement.MaxMembers)
 	}
 	if m.embeddedEtcd() {
-		if err := etcdembed.AddLearner(ctx, m.memberEtcdEndpoints(0), m.EtcdTLS(), m.etcdPeerURL(host)); err != nil {
+		// The etcd gets the member while it has fewer than
+		// placement.EtcdMembers; past them, the member is its client.
+		added, err := etcdembed.AddLearner(ctx, m.memberEtcdEndpoints(0), m.EtcdTLS(), m.etcdPeerURL(host), placement.EtcdMembers)
+		if err != nil {
 			return err
+		}
+		if !added {
+			m.log.Info("the cluster's etcd has its members: the new member will be its client", "node", id)
 		}
 	}
 	next := maps.Clone(cur)

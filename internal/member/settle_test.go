@@ -109,7 +109,7 @@ func TestResolveReplicationFactor(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := testMember(old, Config{})
-	if err := m.resolveReplicationFactor(ctx); err != nil || m.factor != placement.MaxMembers {
+	if err := m.resolveReplicationFactor(ctx); err != nil || m.factor != placement.MaxReplicationFactor {
 		t.Fatalf("a cluster made before the factor was recorded: %v, factor %d", err, m.factor)
 	}
 }

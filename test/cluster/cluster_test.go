@@ -54,6 +54,10 @@ const (
 // hosts: the three members' addresses, and a fourth joining later.
 var hosts = []string{"127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.14", "127.0.0.15"}
 
+// largeHosts: the members of a cluster larger than five (whose sixth and
+// seventh are etcd clients).
+var largeHosts = append(slices.Clone(hosts), "127.0.0.16", "127.0.0.17")
+
 // TestClusterChild runs one member for the tests below until it is killed.
 func TestClusterChild(t *testing.T) {
 	dir := os.Getenv(envDir)
@@ -70,7 +74,7 @@ func TestClusterChild(t *testing.T) {
 	cfg.Cluster.TLS = true
 	cfg.Cluster.EtcdPort, _ = strconv.Atoi(ports[1])
 	cfg.Cluster.RaftPort, _ = strconv.Atoi(ports[2])
-	cfg.Listen.Host = hosts[id-1]
+	cfg.Listen.Host = largeHosts[id-1]
 	cfg.Listen.Kafka = ":" + ports[0]
 	cfg.Listen.Remoting, cfg.Listen.GRPC = ":"+ports[3], ":"+ports[4]
 	cfg.Listen.HTTP = ""
@@ -159,9 +163,10 @@ func freePorts(t *testing.T, n int) []int {
 
 func newCluster(t *testing.T, env ...string) *cluster { return newClusterOf(t, 3, env...) }
 
-// newClusterOf starts a cluster of n members (up to five) on hosts[:n].
+// newClusterOf starts a cluster of n members (up to seven) on
+// largeHosts[:n].
 func newClusterOf(t *testing.T, n int, env ...string) *cluster {
-	for _, h := range hosts {
+	for _, h := range largeHosts[:max(n, len(hosts))] {
 		l, err := net.Listen("tcp", h+":0")
 		if err != nil {
 			t.Skipf("loopback address %s: %v", h, err)
@@ -171,7 +176,7 @@ func newClusterOf(t *testing.T, n int, env ...string) *cluster {
 	c := &cluster{t: t, ports: freePorts(t, 6), env: env}
 	root := t.TempDir()
 	c.root = root
-	for i, h := range hosts[:n] {
+	for i, h := range largeHosts[:n] {
 		c.members = append(c.members, &member{id: i + 1, dir: filepath.Join(root, fmt.Sprint("node", i+1)), host: h})
 	}
 	t.Cleanup(func() {
@@ -256,7 +261,7 @@ const showLogLines = 400
 // showLogs prints the end of every member's log (the members of a failed
 // test, also those that left).
 func (c *cluster) showLogs() {
-	for id := 1; id <= len(hosts); id++ {
+	for id := 1; id <= len(largeHosts); id++ {
 		b, err := os.ReadFile(c.logFile(&member{id: id}))
 		if err != nil {
 			continue

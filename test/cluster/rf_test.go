@@ -144,10 +144,10 @@ func waitReplicasLeaders(ctx context.Context, t *testing.T, adm *kadm.Client, to
 
 // partitionLoad produces to each partition from its own idempotent
 // producer, one record at a time, so that a partition that takes nothing
-// holds up no other; lastAck is when each partition last acknowledged.
+// holds up no other; lastAck is when each partition's last acknowledged record was sent.
 type partitionLoad struct {
 	*load
-	lastAck map[int32]int64 // partition → unix nanoseconds, under load.mu
+	lastAck map[int32]int64 // partition → when its last acknowledged record was sent (unix nanoseconds), under load.mu
 }
 
 func startPartitionLoads(t *testing.T, c *cluster, topic string, partitions int) *partitionLoad {
@@ -173,7 +173,7 @@ func startPartitionLoads(t *testing.T, c *cluster, topic string, partitions int)
 				}
 				l.mu.Lock()
 				l.acks = append(l.acks, ack{r.Partition, r.Offset, v, sent, time.Now()})
-				l.lastAck[p] = time.Now().UnixNano()
+				l.lastAck[p] = sent.UnixNano() // sent after a kill: through the group as it is then
 				l.mu.Unlock()
 				time.Sleep(20 * time.Millisecond)
 			}

@@ -121,7 +121,7 @@ func ParseMembers(s string) (placement.Members, error) {
 		out[model.NodeID(id)] = host
 	}
 	if len(out) > placement.MaxMembers {
-		return nil, fmt.Errorf("%w: cluster.members names %d nodes; up to %d start this way, larger clusters use an external etcd", model.ErrInvalidConfig, len(out), placement.MaxMembers)
+		return nil, fmt.Errorf("%w: cluster.members names %d nodes; a cluster has up to %d", model.ErrInvalidConfig, len(out), placement.MaxMembers)
 	}
 	return out, nil
 }

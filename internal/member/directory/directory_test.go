@@ -3,8 +3,10 @@ package directory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +34,14 @@ func TestParseAndFormatMembers(t *testing.T) {
 	if got := FormatMembers(m); got != "1=127.0.0.11,2=127.0.0.12,3=::1" {
 		t.Fatalf("formatted %q", got)
 	}
-	for _, bad := range []string{"1", "0=a", "1=a,1=b", "x=a", "1=a:9", "1=a,2=b,3=c,4=d,5=e,6=f"} {
+	var tooMany []string
+	for i := 1; i <= placement.MaxMembers+1; i++ {
+		tooMany = append(tooMany, fmt.Sprintf("%d=h%d", i, i))
+	}
+	if m, err := ParseMembers("1=a,2=b,3=c,4=d,5=e,6=f,7=g"); err != nil || len(m) != 7 {
+		t.Fatalf("seven members: %v %v", m, err)
+	}
+	for _, bad := range []string{"1", "0=a", "1=a,1=b", "x=a", "1=a:9", strings.Join(tooMany, ",")} {
 		if _, err := ParseMembers(bad); !errors.Is(err, model.ErrInvalidConfig) {
 			t.Errorf("%q: %v", bad, err)
 		}

@@ -23,10 +23,25 @@ import (
 // otherwise (Kafka's usual replication factor).
 const DefaultReplicationFactor = 3
 
-// MaxMembers bounds clusters started from cluster.members on the members'
-// embedded etcd (an external etcd has no such bound), and so the largest
-// replication factor.
-const MaxMembers = 5
+// MaxReplicationFactor is the most copies a group keeps (five voters
+// survive two failures; more would slow every commit for little).
+const MaxReplicationFactor = 5
+
+// EtcdMembers is how many members run an embedded etcd member: the
+// metadata's quorum stays at most five (etcd's advice), and members past
+// them are etcd clients.
+const EtcdMembers = 5
+
+// MaxMembers bounds the members of one cluster (the member list is one
+// metadata record, every group's placement a function of it).
+const MaxMembers = 64
+
+// EtcdVoters are the members that run the embedded etcd of a cluster being
+// made: the EtcdMembers lowest ids.
+func EtcdVoters(members Members) []model.NodeID {
+	ids := SortedIDs(members)
+	return ids[:min(len(ids), EtcdMembers)]
+}
 
 // Members are a cluster's members by id, each with its host.
 type Members = map[model.NodeID]string

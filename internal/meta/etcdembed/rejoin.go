@@ -33,38 +33,22 @@ const rejoinTimeout = 2 * time.Second
 // first start), it returns existing false: the member starts as one of a
 // new cluster.
 func rejoin(ctx context.Context, c EmbeddedConfig) (initial map[string]string, existing bool, err error) {
-	var reachable []string
-	for _, p := range c.Peers {
-		u, err := url.Parse(p)
-		if err != nil {
-			continue
-		}
-		if conn, err := net.DialTimeout("tcp", u.Host, 300*time.Millisecond); err == nil {
-			conn.Close()
-			reachable = append(reachable, p)
-		}
+	list, ok := ListMembers(ctx, c.Peers, c.ClientTLS)
+	if !ok {
+		return nil, false, nil // no cluster answers (yet): a new one
 	}
-	if len(reachable) == 0 {
-		return nil, false, nil
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: reachable, DialTimeout: rejoinTimeout, TLS: c.ClientTLS, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Peers, DialTimeout: rejoinTimeout, TLS: c.ClientTLS, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, false, nil
 	}
 	defer cli.Close()
-	lctx, cancel := context.WithTimeout(ctx, rejoinTimeout)
-	defer cancel()
-	list, err := cli.MemberList(lctx)
-	if err != nil {
-		return nil, false, nil // no cluster answers (yet): a new one
-	}
 	var old uint64
-	for _, m := range list.Members {
+	for _, m := range list {
 		if slices.Contains(m.PeerURLs, c.PeerURL) {
 			if m.Name == "" && m.IsLearner {
 				// Added to a running cluster (a member joining): it
 				// starts as the learner it was added as.
-				return listedCluster(list.Members, m.ID, c), true, nil
+				return listedCluster(list, m.ID, c), true, nil
 			}
 			if m.Name == "" {
 				return nil, false, nil // never started: it joins as listed
@@ -116,26 +100,80 @@ func listedCluster(members []*etcdserverpb.Member, self uint64, c EmbeddedConfig
 	return initial
 }
 
+// ListMembers lists the members of the etcd cluster behind endpoints,
+// asking those that accept a connection (ok false: none answers, as
+// while a cluster is being made).
+func ListMembers(ctx context.Context, endpoints []string, tlsCfg *tls.Config) (members []*etcdserverpb.Member, ok bool) {
+	var reachable []string
+	for _, p := range endpoints {
+		u, err := url.Parse(p)
+		if err != nil {
+			continue
+		}
+		if conn, err := net.DialTimeout("tcp", u.Host, 300*time.Millisecond); err == nil {
+			conn.Close()
+			reachable = append(reachable, p)
+		}
+	}
+	if len(reachable) == 0 {
+		return nil, false
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: reachable, DialTimeout: rejoinTimeout, TLS: tlsCfg, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, false
+	}
+	defer cli.Close()
+	lctx, cancel := context.WithTimeout(ctx, rejoinTimeout)
+	defer cancel()
+	list, err := cli.MemberList(lctx)
+	if err != nil {
+		return nil, false
+	}
+	return list.Members, true
+}
+
+// Listed says whether members list one at peerURL.
+func Listed(members []*etcdserverpb.Member, peerURL string) bool {
+	return slices.ContainsFunc(members, func(m *etcdserverpb.Member) bool { return slices.Contains(m.PeerURLs, peerURL) })
+}
+
+// ClientURLs are the client URLs members serve (none for a learner that
+// has not started).
+func ClientURLs(members []*etcdserverpb.Member) []string {
+	var out []string
+	for _, m := range members {
+		out = append(out, m.ClientURLs...)
+	}
+	return out
+}
+
 // AddLearner adds a member at peerURL to the running etcd cluster behind
 // endpoints as a learner: started with an empty directory, it joins
 // (rejoin) and promotes itself once it has caught up (promoteSelf). An
-// existing member at peerURL is left as it is.
-func AddLearner(ctx context.Context, endpoints []string, tlsCfg *tls.Config, peerURL string) error {
-	return withMember(ctx, endpoints, tlsCfg, peerURL, func(cli *clientv3.Client, m *etcdserverpb.Member) error {
+// existing member at peerURL is left as it is; a cluster of most members
+// already is left as it is (added false: the node will be a client).
+func AddLearner(ctx context.Context, endpoints []string, tlsCfg *tls.Config, peerURL string, most int) (added bool, err error) {
+	err = withMember(ctx, endpoints, tlsCfg, peerURL, func(cli *clientv3.Client, m *etcdserverpb.Member, all int) error {
 		if m != nil {
+			added = true
 			return nil
 		}
+		if all >= most {
+			return nil
+		}
+		added = true
 		return retryUnhealthy(ctx, func(ctx context.Context) error {
 			_, err := cli.MemberAddAsLearner(ctx, []string{peerURL})
 			return err
 		}, "etcd member add")
 	})
+	return added, err
 }
 
 // RemoveMember removes the member at peerURL from the etcd cluster behind
 // endpoints (none there: nothing to do).
 func RemoveMember(ctx context.Context, endpoints []string, tlsCfg *tls.Config, peerURL string) error {
-	return withMember(ctx, endpoints, tlsCfg, peerURL, func(cli *clientv3.Client, m *etcdserverpb.Member) error {
+	return withMember(ctx, endpoints, tlsCfg, peerURL, func(cli *clientv3.Client, m *etcdserverpb.Member, _ int) error {
 		if m == nil {
 			return nil
 		}
@@ -147,8 +185,8 @@ func RemoveMember(ctx context.Context, endpoints []string, tlsCfg *tls.Config, p
 }
 
 // withMember calls fn with a client of the cluster behind endpoints and
-// its member at peerURL (nil: none).
-func withMember(ctx context.Context, endpoints []string, tlsCfg *tls.Config, peerURL string, fn func(*clientv3.Client, *etcdserverpb.Member) error) error {
+// its member at peerURL (nil: none) and how many members it has.
+func withMember(ctx context.Context, endpoints []string, tlsCfg *tls.Config, peerURL string, fn func(*clientv3.Client, *etcdserverpb.Member, int) error) error {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: rejoinTimeout, TLS: tlsCfg, Logger: zap.NewNop()})
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
@@ -160,10 +198,10 @@ func withMember(ctx context.Context, endpoints []string, tlsCfg *tls.Config, pee
 	}
 	for _, m := range list.Members {
 		if slices.Contains(m.PeerURLs, peerURL) {
-			return fn(cli, m)
+			return fn(cli, m, len(list.Members))
 		}
 	}
-	return fn(cli, nil)
+	return fn(cli, nil, len(list.Members))
 }
 
 // retryUnhealthy retries a membership change etcd refuses while a member
