@@ -126,6 +126,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
 	a := &App{cfg: cfg, log: log, metrics: admin.NewMetrics(), listeners: map[string]net.Listener{}, started: time.Now()}
+	if cfg.protocolNode() {
+		return a.newProtocol(ctx)
+	}
 	sc := cfg.StorageConfig(log)
 	sc.OnSynced = func(took time.Duration) {
 		a.metrics.FsyncSeconds.Observe(took.Seconds())
@@ -318,6 +321,9 @@ func (a *App) openEndpoints() ([]serving.Endpoint, error) {
 // accepting, in-flight work drains, state is checkpointed and files close,
 // all within the configured shutdown timeout.
 func (a *App) Run(ctx context.Context, ready func()) error {
+	if a.cfg.protocolNode() {
+		return a.runProtocol(ctx, ready)
+	}
 	eps, err := a.openEndpoints()
 	if err != nil {
 		return errors.Join(err, a.close())

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,5 +140,40 @@ func TestGroupsConfig(t *testing.T) {
 	c.Cluster.Groups = 17
 	if err := c.Validate(); !errors.Is(err, model.ErrInvalidConfig) {
 		t.Fatalf("17 groups: %v", err)
+	}
+}
+
+// TestProtocolNodeConfig: a protocol-only node needs the members, an id of
+// its own and its host; a data directory holding a member's data is
+// refused when it starts, before anything is touched.
+func TestProtocolNodeConfig(t *testing.T) {
+	c := app.DefaultConfig()
+	c.DataDir = t.TempDir()
+	c.NodeID = 21
+	c.Cluster.Roles = "protocol"
+	c.Listen.Host = "127.0.0.21"
+	if err := c.Validate(); !errors.Is(err, model.ErrInvalidConfig) {
+		t.Fatalf("without members: %v", err)
+	}
+	c.Cluster.Members = "1=127.0.0.11,2=127.0.0.12,3=127.0.0.13"
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a protocol-only node: %v", err)
+	}
+	c.Cluster.Roles = "proxy"
+	if err := c.Validate(); !errors.Is(err, model.ErrInvalidConfig) {
+		t.Fatalf("unknown role: %v", err)
+	}
+	c.Cluster.Roles, c.NodeID = "protocol", 2
+	if err := c.Validate(); !errors.Is(err, model.ErrInvalidConfig) {
+		t.Fatalf("a member's id: %v", err)
+	}
+	c.NodeID = 21
+	if err := os.MkdirAll(filepath.Join(c.DataDir, "storage"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := app.New(ctx, c, slog.New(slog.DiscardHandler)); !errors.Is(err, model.ErrInvalidConfig) || !strings.Contains(err.Error(), "member's data") {
+		t.Fatalf("a member's data directory: %v", err)
 	}
 }

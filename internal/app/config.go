@@ -222,7 +222,8 @@ type ClusterConfig struct {
 	EtcdEndpoints     string `yaml:"etcd_endpoints" help:"comma-separated client URLs of an etcd holding the metadata instead of the node's own store (with cluster.members: instead of the members' embedded etcd); without cluster.members, data is not replicated, so a cluster name serves one node"`
 	Name              string `yaml:"name" help:"cluster name: its metadata lives under /rosetta/<name>/ in etcd"`
 	NodeID            int    `yaml:"node_id" help:"this node's id in cluster.members (same as node_id; Kafka broker id)"`
-	Members           string `yaml:"members" help:"the cluster's nodes as id=host,… (up to 5), e.g. 1=127.0.0.11,2=127.0.0.12,3=127.0.0.13: each runs an etcd member for the metadata (unless cluster.etcd_endpoints is set) and a replica of the commit log, replicated with Raft; every listener defaults to the node's own host"`
+	Members           string `yaml:"members" help:"the cluster's members as id=host,…, e.g. 1=127.0.0.11,2=127.0.0.12,3=127.0.0.13: the first five run an etcd member for the metadata (unless cluster.etcd_endpoints is set), the others are its clients; each holds replicas of the commit log, replicated with Raft; every listener defaults to the member's own host"`
+	Roles             string `yaml:"roles" help:"what this node is: member (default: replicas, and etcd on the first five), or protocol: a protocol-only node serving clients for the members of cluster.members (needs a node_id of its own and listen.host; holds no data), each listener's connections relayed to its group's leader, RocketMQ routes naming the protocol-only nodes"`
 	RaftPort          int    `yaml:"raft_port" help:"port of the replication transport on every member's host"`
 	EtcdPort          int    `yaml:"etcd_port" help:"client port of the embedded etcd member on every member's host (its peer port is the next one)"`
 	Secret            string `yaml:"secret" secret:"true" help:"shared secret the members authenticate one another's replication connections with (each end answers the other's challenge with an HMAC); empty: none"`
@@ -337,6 +338,12 @@ func (c Config) Validate() error {
 		return bad("cluster.node_id %d differs from node_id %d", c.Cluster.NodeID, c.NodeID)
 	case c.Cluster.Members != "" && (c.Cluster.RaftPort <= 0 || c.Cluster.RaftPort > 65535 || c.Cluster.EtcdPort <= 0 || c.Cluster.EtcdPort >= 65535):
 		return bad("cluster.raft_port and cluster.etcd_port must be ports")
+	case c.Cluster.Roles != "" && c.Cluster.Roles != "member" && c.Cluster.Roles != roleProtocol:
+		return bad("cluster.roles %q: want member or protocol", c.Cluster.Roles)
+	case c.protocolNode() && c.Cluster.Members == "":
+		return bad("cluster.roles protocol needs cluster.members (where the cluster's etcd and groups are)")
+	case c.protocolNode() && c.Listen.Host == "":
+		return bad("cluster.roles protocol needs listen.host (the members know its connections by it)")
 	case c.Cluster.Groups < 0 || c.Cluster.Groups > maxGroups:
 		return bad("cluster.groups %d: want 1 to %d", c.Cluster.Groups, maxGroups)
 	case c.Cluster.ReplicationFactor != 0 && c.Cluster.ReplicationFactor != 1 && c.Cluster.ReplicationFactor != 3 && c.Cluster.ReplicationFactor != 5:
@@ -360,8 +367,10 @@ func (c Config) Validate() error {
 	}
 	if m, err := c.Cluster.members(); err != nil {
 		return err
-	} else if m != nil && m[model.NodeID(c.NodeID)] == "" {
+	} else if m != nil && m[model.NodeID(c.NodeID)] == "" && !c.protocolNode() {
 		return bad("node %d is not one of cluster.members", c.NodeID)
+	} else if m[model.NodeID(c.NodeID)] != "" && c.protocolNode() {
+		return bad("node %d is a member in cluster.members; a protocol-only node needs a node_id of its own", c.NodeID)
 	}
 	for name, m := range map[string]string{"grpc_tls": c.Listen.GRPCTLS, "kafka_tls": c.Listen.KafkaTLS, "remoting_tls": c.Listen.RemotingTLS, "http_tls": c.Listen.HTTPTLS} {
 		if _, err := tlsmux.ParseMode(m); err != nil {
@@ -529,7 +538,7 @@ func (c Config) withCluster() Config {
 	if c.Cluster.NodeID > 0 {
 		c.NodeID = c.Cluster.NodeID
 	}
-	if m, err := c.Cluster.members(); err == nil && c.Listen.Host == "" {
+	if m, err := c.Cluster.members(); err == nil && c.Listen.Host == "" && !c.protocolNode() {
 		c.Listen.Host = m[model.NodeID(c.NodeID)]
 	}
 	return c

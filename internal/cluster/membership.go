@@ -36,7 +36,16 @@ type Node struct {
 	Incarnation int64             `json:"incarnation"`
 	Endpoints   map[string]string `json:"endpoints"` // listener name → host:port
 	Started     int64             `json:"started"`   // ms
+	// Role is RoleProtocol for a protocol-only node ("" for a member).
+	Role string `json:"role,omitempty"`
+	// Host is a protocol-only node's host: the address its connections
+	// to the members come from.
+	Host string `json:"host,omitempty"`
 }
+
+// RoleProtocol is the role of a protocol-only node: it serves clients
+// and holds no data (no replica, no etcd member).
+const RoleProtocol = "protocol"
 
 // MembershipOptions tune a registration.
 type MembershipOptions struct {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"google.golang.org/grpc/peer"
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/model"
@@ -36,7 +37,7 @@ func (s *Server) QueryRoute(ctx context.Context, req *v2.QueryRouteRequest) (*v2
 	if err != nil {
 		return &v2.QueryRouteResponse{Status: status(err)}, nil
 	}
-	return &v2.QueryRouteResponse{Status: okStatus(), MessageQueues: s.queues(req.GetTopic(), t, req.GetEndpoints())}, nil
+	return &v2.QueryRouteResponse{Status: okStatus(), MessageQueues: s.queues(ctx, req.GetTopic(), t, req.GetEndpoints())}, nil
 }
 
 // routeTopic returns the topic a route names, creating it while
@@ -96,9 +97,13 @@ type BrokerRoute struct {
 }
 
 // queues lists a topic's queues as routes show them.
-func (s *Server) queues(r *v2.Resource, t *broker.Topic, asked *v2.Endpoints) []*v2.MessageQueue {
+func (s *Server) queues(ctx context.Context, r *v2.Resource, t *broker.Topic, asked *v2.Endpoints) []*v2.MessageQueue {
 	if s.opts.Cluster != nil {
-		return s.clusterQueues(r, t)
+		var remote net.Addr
+		if p, ok := peer.FromContext(ctx); ok {
+			remote = p.Addr
+		}
+		return s.clusterQueues(r, t, remote)
 	}
 	b := &v2.Broker{Name: s.opts.BrokerName, Id: 0, Endpoints: s.endpoints(asked)}
 	out := make([]*v2.MessageQueue, t.QueueCount())
@@ -110,8 +115,8 @@ func (s *Server) queues(r *v2.Resource, t *broker.Topic, asked *v2.Endpoints) []
 
 // clusterQueues lists a topic's queues broker by broker, each numbered
 // within its broker.
-func (s *Server) clusterQueues(r *v2.Resource, t *broker.Topic) []*v2.MessageQueue {
-	brokers := s.opts.Cluster()
+func (s *Server) clusterQueues(r *v2.Resource, t *broker.Topic, remote net.Addr) []*v2.MessageQueue {
+	brokers := s.opts.Cluster(remote)
 	var out []*v2.MessageQueue
 	for g, br := range brokers {
 		if len(br.Addrs) == 0 {
@@ -169,7 +174,7 @@ func (s *Server) QueryAssignment(ctx context.Context, req *v2.QueryAssignmentReq
 	if err != nil {
 		return &v2.QueryAssignmentResponse{Status: status(err)}, nil
 	}
-	qs := s.queues(req.GetTopic(), t, req.GetEndpoints())
+	qs := s.queues(ctx, req.GetTopic(), t, req.GetEndpoints())
 	if !s.groupConfig(req.GetGroup()).ConsumeMessageOrderly {
 		// One assignment per broker, receiving from any of its queues.
 		var any []*v2.MessageQueue

@@ -35,8 +35,9 @@ type Options struct {
 	BrokerName     string
 	// Cluster, when set, lists the brokers of a cluster of several
 	// replication groups, by group, for routes (this server is one of
-	// them); nil: this broker is the only one.
-	Cluster func() []BrokerRoute
+	// them), as told to a client connected from remote (nil when
+	// unknown); nil: this broker is the only one.
+	Cluster func(remote net.Addr) []BrokerRoute
 	// Pop is the POP engine consumers receive through; nil: receiving is
 	// NOT_IMPLEMENTED.
 	Pop          *pop.Engine

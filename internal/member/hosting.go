@@ -185,6 +185,7 @@ func (m *Member) Run(ctx context.Context, srv Server) error {
 	m.served.Store(int32(len(m.Groups())))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { m.watchMembers(gctx); return nil })
+	g.Go(func() error { m.followProtocolNodes(gctx); return nil })
 	h := &hosting{m: m, ctx: gctx, g: g, srv: srv, running: map[model.GroupID]*hostedRun{}, busy: map[model.GroupID]bool{}}
 	for _, gr := range m.Groups() {
 		if r := gr.Hosted(); r != nil {

@@ -52,6 +52,9 @@ type Config struct {
 	Clock Clock
 	// CallErrors are the errors calls between members carry by name.
 	CallErrors []peer.NamedError
+	// Protocol makes a protocol-only node (NewProtocol): no etcd member,
+	// no replica, every listener relayed to its group's leader.
+	Protocol bool
 	// NewState makes the state checkpointed with the log of group g > 0
 	// (group 0's is the node's, given to Settle).
 	NewState func(g model.GroupID) State
@@ -74,6 +77,10 @@ type Member struct {
 	dir   *directory.Directory
 	store meta.Store
 	etcd  *etcdembed.Embedded
+	// protocolHost is a protocol-only node's host ("" for a member).
+	protocolHost string
+	// protocol follows the registered protocol-only nodes (members).
+	protocol protocolFollower
 	// etcdClients are the client URLs of the cluster's etcd members when
 	// this member runs none (a member past placement.EtcdMembers).
 	etcdClients []string
@@ -405,7 +412,7 @@ func (m *Member) KafkaRelays() *relay.Set { return &m.kafkaRelays }
 
 // Relayer relays the member's client connections to the groups' leaders.
 func (m *Member) Relayer() *relay.Relayer {
-	return &relay.Relayer{Self: m.cfg.Self, LocalHost: m.dir.SelfHost, HostOf: m.dir.HostOf, Log: m.log}
+	return &relay.Relayer{Self: m.cfg.Self, LocalHost: m.localHost, HostOf: m.dir.HostOf, Log: m.log}
 }
 
 // LeaderHost returns the node leading group 0 and its host ("" while none

@@ -74,7 +74,7 @@ func (s *Server) brokerDatas(rc *reqCtx) []brokerData {
 			BrokerAddrs: map[string]string{"0": rc.conn.store}}}
 	}
 	var out []brokerData
-	for _, b := range s.opts.Cluster() {
+	for _, b := range s.opts.Cluster(rc.conn.nc.RemoteAddr()) {
 		addrs := make(map[string]string, len(b.Addrs))
 		for id, a := range b.Addrs {
 			addrs[strconv.FormatInt(id, 10)] = a

@@ -39,8 +39,9 @@ type Options struct {
 	BrokerName string
 	// Cluster, when set, lists the brokers of a cluster of several
 	// replication groups, by group, for routes (this server is one of
-	// them); nil: this broker is the only one.
-	Cluster            func() []BrokerRoute
+	// them), as told to a client connected from remote; nil: this broker is
+	// the only one.
+	Cluster            func(remote net.Addr) []BrokerRoute
 	ClusterName        string
 	MaxFrameBytes      int32 // default 16 MiB, as RocketMQ's frameMaxLength
 	MaxInflightPerConn int   // requests running at once per connection

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 
 	"github.com/rosettamq/rosetta/internal/grpcv5"
@@ -31,14 +32,19 @@ func (n *Node) groupBrokerName(g model.GroupID) string {
 // brokerRoutes describes every group as a RocketMQ broker to clients of
 // the listener on addr (group g's at the listener's port + g): its name
 // and, by broker id, the member leading it (0, absent while none does)
-// and its other replicas (1..). Nil on a cluster of one group, whose
-// clients keep the address they asked (see relayedAdvertise).
-func (n *Node) brokerRoutes(listener string) func() []remoting.BrokerRoute {
+// and its other replicas (1..). A client that came through a protocol-only
+// node (connected from its host) is told of the protocol-only nodes
+// instead (protocolRoutes). Nil on a cluster of one group, whose clients
+// keep the address they asked (see relayedAdvertise).
+func (n *Node) brokerRoutes(listener string) func(remote net.Addr) []remoting.BrokerRoute {
 	m := n.Member
 	if m == nil || len(m.Groups()) == 1 {
 		return nil
 	}
-	return func() []remoting.BrokerRoute {
+	return func(remote net.Addr) []remoting.BrokerRoute {
+		if via, others := n.viaProtocolNode(remote); via != "" {
+			return n.protocolRoutes(listener, via, others)
+		}
 		out := make([]remoting.BrokerRoute, len(m.Groups()))
 		for i, gr := range m.Groups() {
 			br := remoting.BrokerRoute{Name: n.groupBrokerName(gr.ID()), Addrs: map[int64]string{}}
@@ -68,14 +74,67 @@ func (n *Node) brokerRoutes(listener string) func() []remoting.BrokerRoute {
 	}
 }
 
+// viaProtocolNode is the host of the protocol-only node a client connected
+// from remote came through ("" for none) and the other protocol-only
+// nodes' hosts, sorted.
+func (n *Node) viaProtocolNode(remote net.Addr) (via string, others []string) {
+	if remote == nil {
+		return "", nil
+	}
+	host, _, err := net.SplitHostPort(remote.String())
+	nodes := n.Member.ProtocolNodes()
+	if _, ok := nodes[host]; err != nil || !ok {
+		return "", nil
+	}
+	for h := range nodes {
+		if h != host {
+			others = append(others, h)
+		}
+	}
+	slices.Sort(others)
+	return host, others
+}
+
+// protocolRoutes describes every group to a client of a protocol-only node
+// (via; others are the other protocol-only nodes): each group with a
+// leader is a broker at protocol-only nodes' port of the group, so the
+// client reaches the cluster through protocol-only nodes alone, each
+// relaying to the group's leader. RocketMQ remoting clients send to a
+// broker's first address: group g's is the (g mod n)-th of the n
+// protocol-only nodes, so their connections spread over them and a dead
+// one costs the sends to its brokers a retry on another broker (as a dead
+// RocketMQ broker does) until routes drop it. gRPC clients take the first
+// address that answers of every protocol-only node's.
+func (n *Node) protocolRoutes(listener, via string, others []string) []remoting.BrokerRoute {
+	hosts := append([]string{via}, others...)
+	slices.Sort(hosts)
+	groups := n.Member.Groups()
+	out := make([]remoting.BrokerRoute, len(groups))
+	for i, gr := range groups {
+		out[i] = remoting.BrokerRoute{Name: n.groupBrokerName(gr.ID()), Addrs: map[int64]string{}}
+		port, ok := placement.GroupPort(n.Addr(listener), gr.ID())
+		if leader, _ := gr.Leader(); !ok || leader == 0 {
+			continue
+		}
+		if listener != "grpc" {
+			out[i].Addrs[0] = net.JoinHostPort(hosts[int(gr.ID())%len(hosts)], strconv.Itoa(port))
+			continue
+		}
+		for j, h := range hosts {
+			out[i].Addrs[int64(j)] = net.JoinHostPort(h, strconv.Itoa(port))
+		}
+	}
+	return out
+}
+
 // grpcRoutes is brokerRoutes for the gRPC listeners.
-func (n *Node) grpcRoutes() func() []grpcv5.BrokerRoute {
+func (n *Node) grpcRoutes() func(remote net.Addr) []grpcv5.BrokerRoute {
 	routes := n.brokerRoutes("grpc")
 	if routes == nil {
 		return nil
 	}
-	return func() []grpcv5.BrokerRoute {
-		rs := routes()
+	return func(remote net.Addr) []grpcv5.BrokerRoute {
+		rs := routes(remote)
 		out := make([]grpcv5.BrokerRoute, len(rs))
 		for i, r := range rs {
 			out[i].Name = r.Name

@@ -443,7 +443,7 @@ func (l *rocketLoad) logTrace(t *testing.T, r *kgo.Record) {
 // clustering push consumer, through every member's name server.
 func startRemotingLoad(t *testing.T, c *cluster, topic string) *rocketLoad {
 	l := &rocketLoad{runner: newRunner(), name: "rocketmq remoting", received: values{}, c: c, topic: topic, group: "chaos-rmq-consumer"}
-	ns := primitive.NewPassthroughResolver(c.addrs(3))
+	ns := primitive.NewPassthroughResolver(c.clientAddrs(3))
 	p, err := rocketmq.NewProducer(producer.WithNsResolver(ns), producer.WithGroupName("chaos-producer"),
 		producer.WithInstanceName("chaos-producer"), producer.WithRetry(2), producer.WithSendMsgTimeout(3*time.Second))
 	if err != nil {
@@ -496,7 +496,7 @@ func startRemotingLoad(t *testing.T, c *cluster, topic string) *rocketLoad {
 func startGRPCLoad(t *testing.T, c *cluster, topic string, senders int) *rocketLoad {
 	l := &rocketLoad{runner: newRunner(), name: "rocketmq 5 gRPC", received: values{}, c: c, topic: topic, group: "chaos-grpc-consumer"}
 	endpoint := ""
-	for i, a := range c.addrs(4) {
+	for i, a := range c.clientAddrs(4) {
 		if i > 0 {
 			endpoint += ";"
 		}

@@ -46,6 +46,8 @@ const (
 	envMembers = "ROSETTA_CLUSTER_MEMBERS"
 	envEtcd    = "ROSETTA_CLUSTER_ETCD" // an external etcd instead of embedded members
 	envGroups  = "ROSETTA_CLUSTER_GROUPS"
+	envRole    = "ROSETTA_CLUSTER_ROLE" // cluster.roles
+	envHost    = "ROSETTA_CLUSTER_HOST" // listen.host, instead of the member's
 	// envSmallSegments: 1 MiB commit-log segments, so retention and
 	// garbage collection have whole segments to delete.
 	envSmallSegments = "ROSETTA_CLUSTER_SMALL_SEGMENTS"
@@ -57,6 +59,12 @@ var hosts = []string{"127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.14", "12
 // largeHosts: the members of a cluster larger than five (whose sixth and
 // seventh are etcd clients).
 var largeHosts = append(slices.Clone(hosts), "127.0.0.16", "127.0.0.17")
+
+// protocolHosts: protocol-only nodes' addresses (node ids 21, 22).
+var protocolHosts = []string{"127.0.0.21", "127.0.0.22"}
+
+// protocolID is the first protocol-only node's id.
+const protocolID = 21
 
 // TestClusterChild runs one member for the tests below until it is killed.
 func TestClusterChild(t *testing.T) {
@@ -74,7 +82,12 @@ func TestClusterChild(t *testing.T) {
 	cfg.Cluster.TLS = true
 	cfg.Cluster.EtcdPort, _ = strconv.Atoi(ports[1])
 	cfg.Cluster.RaftPort, _ = strconv.Atoi(ports[2])
-	cfg.Listen.Host = largeHosts[id-1]
+	if h := os.Getenv(envHost); h != "" {
+		cfg.Listen.Host = h
+	} else {
+		cfg.Listen.Host = largeHosts[id-1]
+	}
+	cfg.Cluster.Roles = os.Getenv(envRole)
 	cfg.Listen.Kafka = ":" + ports[0]
 	cfg.Listen.Remoting, cfg.Listen.GRPC = ":"+ports[3], ":"+ports[4]
 	cfg.Listen.HTTP = ""
@@ -125,6 +138,10 @@ type cluster struct {
 	t       *testing.T
 	ports   []int // kafka, etcd (and etcd+1), raft, remoting, grpc, http (remoting and grpc + g: group g's)
 	members []*member
+	// protocol are protocol-only nodes; with viaProtocol, RocketMQ loads
+	// reach the cluster through them alone (clientAddrs).
+	protocol    []*member
+	viaProtocol bool
 	env     []string // for every member
 	root    string   // the members' directories are under it
 }
@@ -141,7 +158,7 @@ func freePorts(t *testing.T, n int) []int {
 	for len(out) < n {
 		p := 20000 + rand.IntN(12000)
 		ok := !slices.ContainsFunc(out, func(q int) bool { return p > q-portSpan && p < q+portSpan })
-		for _, h := range hosts {
+		for _, h := range slices.Concat(largeHosts, protocolHosts) {
 			if !ok {
 				break
 			}
@@ -180,7 +197,7 @@ func newClusterOf(t *testing.T, n int, env ...string) *cluster {
 		c.members = append(c.members, &member{id: i + 1, dir: filepath.Join(root, fmt.Sprint("node", i+1)), host: h})
 	}
 	t.Cleanup(func() {
-		for _, m := range c.members {
+		for _, m := range append(c.members, c.protocol...) {
 			c.kill(m)
 		}
 		if t.Failed() || os.Getenv("ROSETTA_CLUSTER_SHOW_LOGS") != "" {
@@ -261,7 +278,11 @@ const showLogLines = 400
 // showLogs prints the end of every member's log (the members of a failed
 // test, also those that left).
 func (c *cluster) showLogs() {
+	ids := []int{protocolID, protocolID + 1}
 	for id := 1; id <= len(largeHosts); id++ {
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
 		b, err := os.ReadFile(c.logFile(&member{id: id}))
 		if err != nil {
 			continue
@@ -311,6 +332,19 @@ func (c *cluster) stop(m *member) {
 }
 
 func (c *cluster) seeds() []string { return c.addrs(0) }
+
+// clientAddrs lists the addresses of the listener ports[i] RocketMQ clients
+// are given: the protocol-only nodes' with viaProtocol, else the members'.
+func (c *cluster) clientAddrs(i int) []string {
+	if !c.viaProtocol {
+		return c.addrs(i)
+	}
+	var s []string
+	for _, m := range c.protocol {
+		s = append(s, net.JoinHostPort(m.host, strconv.Itoa(c.ports[i])))
+	}
+	return s
+}
 
 // addrs lists every member's address of the listener ports[i].
 func (c *cluster) addrs(i int) []string {

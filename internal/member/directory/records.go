@@ -191,6 +191,21 @@ func (d *Directory) ResolveMembers(ctx context.Context, cluster string) (changed
 	return changed, nil
 }
 
+// LoadMembers takes the recorded member list (a node that is no member
+// itself: a protocol-only node).
+func (d *Directory) LoadMembers(ctx context.Context) error {
+	kv, err := d.store.Get(ctx, MembersKey)
+	if err != nil {
+		return fmt.Errorf("the cluster's recorded members: %w", err)
+	}
+	recorded, err := parseRecorded(string(kv.Value))
+	if err != nil {
+		return fmt.Errorf("the cluster's recorded members: %w", err)
+	}
+	d.SetMembers(recorded)
+	return nil
+}
+
 // WatchMembers follows the recorded member list until ctx ends, checking
 // it every interval: each change replaces the members and is told to
 // changed with the list before it.
