@@ -142,8 +142,8 @@ type cluster struct {
 	// reach the cluster through them alone (clientAddrs).
 	protocol    []*member
 	viaProtocol bool
-	env     []string // for every member
-	root    string   // the members' directories are under it
+	env         []string // for every member
+	root        string   // the members' directories are under it
 }
 
 // freePorts finds ports free on every host, below the ephemeral range
