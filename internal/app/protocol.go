@@ -15,10 +15,13 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rosettamq/rosetta/internal/cluster"
+	"github.com/rosettamq/rosetta/internal/kafka"
 	"github.com/rosettamq/rosetta/internal/member"
+	"github.com/rosettamq/rosetta/internal/member/peer"
 	"github.com/rosettamq/rosetta/internal/member/placement"
 	"github.com/rosettamq/rosetta/internal/member/relay"
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/serving"
 )
 
 // A protocol-only node (cluster.roles protocol) holds no data: it is a
@@ -56,6 +59,7 @@ func (a *App) newProtocol(ctx context.Context) (*App, error) {
 		MaxGroups:     maxGroups,
 		Logger:        a.log,
 		Protocol:      true,
+		CallErrors:    serving.CallErrors,
 	}, host); err != nil {
 		return nil, err
 	}
@@ -64,6 +68,10 @@ func (a *App) newProtocol(ctx context.Context) (*App, error) {
 		return nil, err
 	}
 	if err := a.member.OpenProtocol(ctx, a.meta); err != nil {
+		a.closeBase()
+		return nil, err
+	}
+	if err := a.member.StartProtocol(); err != nil {
 		a.closeBase()
 		return nil, err
 	}
@@ -125,9 +133,7 @@ func (a *App) runProtocol(ctx context.Context, ready func()) error {
 		}
 	}
 	if err == nil && a.cfg.Listen.Kafka != "" {
-		// Kafka connections go to group 0's leader, which answers with
-		// the members (forwarding through this node is to come).
-		err = serve("kafka", a.cfg.Listen.Kafka, groups[0].Leader, a.member.KafkaRelays())
+		err = a.serveKafkaProxy(gctx, g)
 	}
 	if err == nil && a.cfg.Listen.HTTP != "" {
 		err = a.serveProtocolHTTP(gctx, g)
@@ -159,6 +165,55 @@ func (a *App) runProtocol(ctx context.Context, ready func()) error {
 	err = g.Wait()
 	return errors.Join(err, a.close())
 }
+
+// serveKafkaProxy serves Kafka clients by forwarding their requests to the
+// groups' leaders (kafka.Proxy).
+func (a *App) serveKafkaProxy(ctx context.Context, g *errgroup.Group) error {
+	l, err := a.listen("kafka", a.cfg.Listen.Kafka)
+	if err != nil {
+		return err
+	}
+	tl, err := a.tlsListener("kafka", l, a.cfg.Listen.KafkaTLS)
+	if err != nil {
+		return err
+	}
+	m := a.member
+	proxy := kafka.NewProxy(kafka.ProxyOptions{
+		NodeID: int32(a.cfg.NodeID),
+		Nodes: func() map[int32]string {
+			out := map[int32]string{}
+			for host, id := range m.ProtocolNodes() {
+				out[int32(id)] = host
+			}
+			return out
+		},
+		Groups:     func() int { return len(m.Groups()) },
+		MadeGroups: m.MadeGroups,
+		Leader: func(g int) int32 {
+			groups := m.Groups()
+			if g < 0 || g >= len(groups) {
+				return 0
+			}
+			leader, _ := groups[g].Leader()
+			return int32(leader)
+		},
+		Forward: func(ctx context.Context, node int32, f kafka.Forwarded) (kafka.ForwardAnswer, error) {
+			out, err := m.Peers().CallRaw(ctx, model.NodeID(node), peer.KafkaForward, kafka.AppendForwarded(nil, f), forwardTimeout)
+			if err != nil {
+				return kafka.ForwardAnswer{}, err
+			}
+			return kafka.DecodeForwardAnswer(out)
+		},
+		Logger:        a.log,
+		MaxFrameBytes: int32(a.cfg.Limits.MaxFrameBytes),
+	})
+	g.Go(func() error { return proxy.Serve(ctx, tl) })
+	return nil
+}
+
+// forwardTimeout bounds one forwarded Kafka request: longer than any
+// wait a client asks for (a fetch's, a produce's acknowledgement).
+const forwardTimeout = 60 * time.Second
 
 // serveProtocolHTTP serves a protocol-only node's HTTP listener: its own
 // /healthz (ready once group 0 has a leader) and /metrics, the rest

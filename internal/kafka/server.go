@@ -89,6 +89,7 @@ type Server struct {
 	opts     Options
 	log      *slog.Logger
 	be       backends
+	forwards forwardStreams // protocol-only nodes' client connections
 	batches  *kbatch.Reader // decodes batches of compacted topics
 	budget   *task.ByteBudget
 	sessions *fetchSessions

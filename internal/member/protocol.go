@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -14,10 +16,12 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/cluster"
 	"github.com/rosettamq/rosetta/internal/member/directory"
+	"github.com/rosettamq/rosetta/internal/member/peer"
 	"github.com/rosettamq/rosetta/internal/member/placement"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/meta/etcdembed"
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/replication"
 )
 
 // Protocol-only nodes. A node started with Config.Protocol joins a cluster
@@ -107,6 +111,31 @@ func (m *Member) OpenProtocol(ctx context.Context, store meta.Store) error {
 	return m.resolveReplicationFactor(ctx)
 }
 
+// StartProtocol connects a protocol-only node to the members over the
+// replication transport, which carries its calls to the groups' leaders
+// (Peers); it answers none itself.
+func (m *Member) StartProtocol() error {
+	peers := map[model.NodeID]string{}
+	for id, host := range m.Members() {
+		peers[id] = net.JoinHostPort(host, strconv.Itoa(m.cfg.RaftPort))
+	}
+	t, err := replication.NewTCPTransport(replication.TCPConfig{Cluster: m.cfg.Cluster, Node: m.cfg.Self,
+		Listen: net.JoinHostPort(m.protocolHost, strconv.Itoa(m.cfg.RaftPort)), Peers: peers, LocalHost: m.protocolHost,
+		Secret: m.cfg.Secret, TLS: m.cfg.TLS, Logger: m.log})
+	if err != nil {
+		return err
+	}
+	m.transport = t
+	m.peers = peer.New(t, m.cfg.Self, func(g int) model.NodeID {
+		if gr := m.group(model.GroupID(g)); gr != nil {
+			leader, _ := gr.Leader()
+			return leader
+		}
+		return 0
+	}, m.cfg.CallErrors)
+	return nil
+}
+
 // RunProtocol runs a protocol-only node until ctx ends: it follows the
 // recorded members, the groups added (grown is told of each new one) and
 // the groups' published leaders (a relayed connection whose group's leader
@@ -115,11 +144,22 @@ func (m *Member) RunProtocol(ctx context.Context, grown func([]*Group)) error {
 	m.served.Store(int32(len(m.Groups())))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		m.dir.WatchMembers(gctx, membershipInterval, func(_, next placement.Members) {
+		m.dir.WatchMembers(gctx, membershipInterval, func(cur, next placement.Members) {
+			for id, host := range next {
+				if cur[id] != host {
+					m.transport.AddPeer(id, net.JoinHostPort(host, strconv.Itoa(m.cfg.RaftPort)))
+				}
+			}
+			for id := range cur {
+				if _, ok := next[id]; !ok {
+					m.transport.RemovePeer(id)
+				}
+			}
 			m.log.Info("the cluster's members changed", "members", directory.FormatMembers(next))
 		})
 		return nil
 	})
+	g.Go(func() error { m.followProtocolNodes(gctx); return nil })
 	g.Go(func() error { m.followGroups(gctx, grown); return nil })
 	g.Go(func() error {
 		m.dir.WatchLeaders(gctx, membershipInterval, func(id model.GroupID) {
@@ -163,6 +203,7 @@ func (m *Member) followProtocolNodes(ctx context.Context) {
 				}
 			}
 			if cur := m.protocol.hosts.Load(); cur == nil || !maps.Equal(*cur, hosts) {
+				m.connectProtocolNodes(cur, hosts)
 				m.protocol.hosts.Store(&hosts)
 				m.log.Info("protocol-only nodes", "nodes", hosts)
 			}
@@ -171,6 +212,29 @@ func (m *Member) followProtocolNodes(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-m.clock.After(time.Second):
+		}
+	}
+}
+
+// connectProtocolNodes keeps the transport connected to the registered
+// protocol-only nodes (they call the groups' leaders over it): from cur to
+// next, both by host.
+func (m *Member) connectProtocolNodes(cur *map[string]model.NodeID, next map[string]model.NodeID) {
+	if m.transport == nil || m.cfg.Protocol {
+		return
+	}
+	members := m.Members()
+	for host, id := range next {
+		if _, member := members[id]; !member && id != m.cfg.Self {
+			m.transport.AddPeer(id, net.JoinHostPort(host, strconv.Itoa(m.cfg.RaftPort)))
+		}
+	}
+	if cur == nil {
+		return
+	}
+	for host, id := range *cur {
+		if _, member := members[id]; next[host] != id && !member && id != m.cfg.Self {
+			m.transport.RemovePeer(id)
 		}
 	}
 }

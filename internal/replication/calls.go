@@ -42,8 +42,30 @@ type CallHandler func(ctx context.Context, from model.NodeID, method byte, body 
 type calls struct {
 	mu      sync.Mutex
 	next    uint64
-	pending map[uint64]chan callResult
+	pending map[uint64]pendingCall
 	handler CallHandler
+}
+
+// pendingCall is a call waiting for its answer from a peer.
+type pendingCall struct {
+	ch   chan callResult
+	node model.NodeID
+}
+
+// failCalls fails the calls waiting for an answer from node, whose
+// connection ended: an answer would come on that connection, and a process
+// that died never sends it.
+func (t *TCPTransport) failCalls(node model.NodeID) {
+	t.calls.mu.Lock()
+	defer t.calls.mu.Unlock()
+	for _, pc := range t.calls.pending {
+		if pc.node == node {
+			select {
+			case pc.ch <- callResult{err: fmt.Errorf("%w: %d (its connection ended)", ErrPeerUnreachable, node)}:
+			default:
+			}
+		}
+	}
 }
 
 type callResult struct {
@@ -95,11 +117,11 @@ func (t *TCPTransport) Call(ctx context.Context, node model.NodeID, method byte,
 	ch := make(chan callResult, 1)
 	t.calls.mu.Lock()
 	if t.calls.pending == nil {
-		t.calls.pending = map[uint64]chan callResult{}
+		t.calls.pending = map[uint64]pendingCall{}
 	}
 	t.calls.next++
 	id := t.calls.next
-	t.calls.pending[id] = ch
+	t.calls.pending[id] = pendingCall{ch: ch, node: node}
 	t.calls.mu.Unlock()
 	defer func() {
 		t.calls.mu.Lock()
@@ -127,7 +149,7 @@ func (t *TCPTransport) deliverCall(ctx context.Context, p *peer, b []byte) error
 	}
 	if kind != callRequest {
 		t.calls.mu.Lock()
-		ch := t.calls.pending[id]
+		ch := t.calls.pending[id].ch
 		t.calls.mu.Unlock()
 		if ch != nil {
 			r := callResult{body: body}

@@ -585,6 +585,7 @@ func appendFrame(buf []byte, group model.GroupID, body []byte) []byte {
 // readLoop delivers a connection's messages until it fails or is silent
 // for too long.
 func (t *TCPTransport) readLoop(ctx context.Context, p *peer, conn net.Conn) {
+	defer t.failCalls(p.id)
 	defer p.dropConn(conn)
 	r := bufio.NewReaderSize(conn, 64<<10)
 	var scratch []byte

@@ -62,7 +62,9 @@ func (n *Node) newKafkaFront(ctx context.Context, routes []*listenerRoute, budge
 	if opts.Groups > 1 {
 		opts.Remote = kafkaRemote{n}
 	}
-	return &kafkaFront{n: n, srv: kafka.NewServer(opts), routes: routes, ctx: ctx}
+	f := &kafkaFront{n: n, srv: kafka.NewServer(opts), routes: routes, ctx: ctx}
+	n.kafkaServer.Store(f.srv)
+	return f
 }
 
 // attach serves a group's stack; the first attached group starts the

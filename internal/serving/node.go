@@ -102,6 +102,9 @@ type Node struct {
 	// added.
 	servingMu sync.RWMutex
 	serving   []*groupServing
+	// kafkaServer is a member's Kafka server, which also answers the
+	// requests protocol-only nodes forward (nil until it is made).
+	kafkaServer atomic.Pointer[kafka.Server]
 }
 
 // NewNode returns a node serving nothing yet.

@@ -8,6 +8,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/produce"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
+	"github.com/rosettamq/rosetta/internal/kafka"
 	"github.com/rosettamq/rosetta/internal/member/peer"
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -69,6 +70,25 @@ func (n *Node) AnswerCalls(p *peer.Peers) {
 		})
 	}
 	peer.Handle(p, peer.Admin, n.answerAdmin)
+	p.HandleRaw(peer.KafkaForward, n.answerKafka)
+}
+
+// answerKafka answers a Kafka request a protocol-only node forwarded
+// (kafka.Proxy) with this member's Kafka server.
+func (n *Node) answerKafka(ctx context.Context, from model.NodeID, body []byte) ([]byte, error) {
+	srv := n.kafkaServer.Load()
+	if srv == nil {
+		return nil, fmt.Errorf("%w: this member serves no Kafka listener", model.ErrNotLeader)
+	}
+	f, err := kafka.DecodeForwarded(body)
+	if err != nil {
+		return nil, err
+	}
+	ans, err := srv.ServeForwarded(ctx, int32(from), f)
+	if err != nil {
+		return nil, err
+	}
+	return kafka.AppendForwardAnswer(nil, ans), nil
 }
 
 // callGroup runs a call on the member leading group g: here when this

@@ -331,10 +331,10 @@ func (c *cluster) stop(m *member) {
 	m.cmd = nil
 }
 
-func (c *cluster) seeds() []string { return c.addrs(0) }
+func (c *cluster) seeds() []string { return c.clientAddrs(0) }
 
-// clientAddrs lists the addresses of the listener ports[i] RocketMQ clients
-// are given: the protocol-only nodes' with viaProtocol, else the members'.
+// clientAddrs lists the addresses of the listener ports[i] clients are
+// given: the protocol-only nodes' with viaProtocol, else the members'.
 func (c *cluster) clientAddrs(i int) []string {
 	if !c.viaProtocol {
 		return c.addrs(i)

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/rosettamq/rosetta/internal/app/apptest"
 )
 
@@ -67,12 +70,38 @@ func TestClusterProtocolNodes(t *testing.T) {
 			return err == nil && (code == http.StatusOK || code == http.StatusCreated || code == http.StatusConflict)
 		})
 	}
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kcl.Close()
+	adm := kadm.NewClient(kcl)
+	for _, topic := range []string{"proto-kafka", "proto-txn"} {
+		if resp, err := adm.CreateTopic(ctx, 6, -1, nil, topic); err != nil || resp.Err != nil {
+			t.Fatalf("create %s through a protocol-only node: %v %v", topic, err, resp.Err)
+		}
+	}
+	md, err := adm.Metadata(ctx, "proto-kafka")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range md.Brokers {
+		if !strings.HasPrefix(b.Host, "127.0.0.2") {
+			t.Fatalf("Kafka metadata through a protocol-only node names broker %d at %s", b.NodeID, b.Host)
+		}
+	}
+	kl := startLoad(t, c, "proto-kafka", 2) // idempotent, acks=all
+	tl := startTxnLoad(t, c, "proto-txn")
+	consumed := startGroupConsumer(t, c, "proto-kafka", "proto-audit") // KIP-848
 	rl := startRemotingLoad(t, c, "proto-rmq")
 	gl := startGRPCLoad(t, c, "proto-grpc", 4)
 	progress := func(what string, since time.Time, more int) {
-		r0, g0 := rl.ackCount(), gl.ackCount()
-		apptest.Eventually(t, 60*time.Second, what, func() bool { return rl.ackCount() >= r0+more && gl.ackCount() >= g0+more })
-		t.Logf("%s: %d more remoting and %d more gRPC sends acknowledged %v later", what, rl.ackCount()-r0, gl.ackCount()-g0, time.Since(since).Round(time.Millisecond))
+		r0, g0, k0 := rl.ackCount(), gl.ackCount(), kl.count()
+		apptest.Eventually(t, 60*time.Second, what, func() bool {
+			return rl.ackCount() >= r0+more && gl.ackCount() >= g0+more && kl.count() >= k0+more
+		})
+		t.Logf("%s: %d more remoting, %d more gRPC and %d more Kafka sends acknowledged %v later", what,
+			rl.ackCount()-r0, gl.ackCount()-g0, kl.count()-k0, time.Since(since).Round(time.Millisecond))
 	}
 	progress("sends through the protocol-only nodes", time.Now(), 100)
 
@@ -91,8 +120,13 @@ func TestClusterProtocolNodes(t *testing.T) {
 
 	rl.stop()
 	gl.stop()
+	kl.stop()
+	tl.stop()
 	rl.verify(t)
 	gl.verify(t)
+	verify(t, c, "proto-kafka", kl.acks)
+	consumed.readAll(t, kl.acks, 60*time.Second)
+	tl.verify(t, c)
 	gl.mu.Lock()
 	defer gl.mu.Unlock()
 	for endpoint, n := range gl.brokers {

@@ -40,10 +40,11 @@ const (
 	ImageRead       Method = 7 // replica → group leader: a chunk of one of its files (raw answer)
 	ImageClose      Method = 8 // replica → group leader: done with it (fetched, or given up)
 	Elect           Method = 9 // any member → group leader: hand the group to a member
+	KafkaForward    Method = 10 // protocol-only node → group leader: a client's Kafka request (raw)
 )
 
 var methodNames = map[Method]string{Verify: "verify", TxnOffsetCommit: "txn-offset-commit", WriteMarkers: "write-markers",
-	CommitOffsets: "commit-offsets", Admin: "admin", ImageOpen: "image-open", ImageRead: "image-read", ImageClose: "image-close", Elect: "elect"}
+	CommitOffsets: "commit-offsets", Admin: "admin", ImageOpen: "image-open", ImageRead: "image-read", ImageClose: "image-close", Elect: "elect", KafkaForward: "kafka-forward"}
 
 func (m Method) String() string {
 	if n, ok := methodNames[m]; ok {

@@ -1,0 +1,291 @@
+package kafka
+
+import (
+	"context"
+	"net"
+	"sort"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// What a Proxy splits by group, merges, and rewrites so that clients see
+// protocol-only nodes only.
+
+// topicCache keeps, from the Metadata answers members gave, the
+// replication group of each partition of each topic, and topic ids' names
+// (Fetch names topics by id).
+type topicCache struct {
+	mu     sync.RWMutex
+	groups map[string][]int32
+	names  map[[16]byte]string
+}
+
+func (tc *topicCache) learn(groups map[string][]int32) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if tc.groups == nil {
+		tc.groups = map[string][]int32{}
+	}
+	for t, g := range groups {
+		tc.groups[t] = g
+	}
+}
+
+func (tc *topicCache) learnIDs(resp *kmsg.MetadataResponse) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if tc.names == nil {
+		tc.names = map[[16]byte]string{}
+	}
+	for _, t := range resp.Topics {
+		if t.Topic != nil && t.TopicID != ([16]byte{}) {
+			tc.names[t.TopicID] = *t.Topic
+		}
+	}
+}
+
+// groupOf is the group of a topic's partition (false: not known).
+func (tc *topicCache) groupOf(topic string, p int32) (int, bool) {
+	tc.mu.RLock()
+	defer tc.mu.RUnlock()
+	gs := tc.groups[topic]
+	if p < 0 || int(p) >= len(gs) {
+		return 0, false
+	}
+	return int(gs[p]), true
+}
+
+func (tc *topicCache) name(id [16]byte) string {
+	tc.mu.RLock()
+	defer tc.mu.RUnlock()
+	return tc.names[id]
+}
+
+// learnTopics asks group 0's leader for the metadata of topics the cache
+// does not know, so their partitions' groups are known.
+func (c *proxyConn) learnTopics(ctx context.Context, topics []string) {
+	var missing []string
+	for _, t := range topics {
+		if _, ok := c.p.cache.groupOf(t, 0); !ok && t != "" {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	for _, t := range missing {
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, mt)
+	}
+	if resp, _, err := c.forward(ctx, 0, requestHeader{Key: 3, Version: 12, ClientID: "rosetta-proxy"}, req); err == nil {
+		c.p.cache.learnIDs(resp.(*kmsg.MetadataResponse))
+	}
+}
+
+// selfHost is this node's host as its client reached it.
+func (c *proxyConn) selfHost() string {
+	host, _, err := net.SplitHostPort(c.nc.LocalAddr().String())
+	if err != nil {
+		return "localhost"
+	}
+	return host
+}
+
+// metadata answers with group 0's leader's metadata, every protocol-only
+// node as a broker and this one leading every partition.
+func (c *proxyConn) metadata(ctx context.Context, pd *pending, req *kmsg.MetadataRequest) {
+	resp, _, err := c.forward(ctx, 0, pd.hdr, req)
+	m, _ := resp.(*kmsg.MetadataResponse)
+	if err != nil || m == nil {
+		// Group 0's leader is out of reach: the topics are told as not
+		// led for now (closing a connection before its first answer
+		// makes clients fail what they were sending), and the client
+		// asks again.
+		m = req.ResponseKind().(*kmsg.MetadataResponse)
+		for _, t := range req.Topics {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.TopicID, mt.ErrorCode = t.Topic, t.TopicID, kerr.LeaderNotAvailable.Code
+			m.Topics = append(m.Topics, mt)
+		}
+	}
+	c.p.cache.learnIDs(m)
+	m.Brokers = nil
+	for _, b := range c.brokers() {
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = b.id, b.host, b.port
+		m.Brokers = append(m.Brokers, mb)
+	}
+	m.ControllerID = c.p.opts.NodeID
+	for i := range m.Topics {
+		for j := range m.Topics[i].Partitions {
+			if p := &m.Topics[i].Partitions[j]; p.Leader >= 0 {
+				p.Leader = c.p.opts.NodeID
+			}
+		}
+	}
+	c.answer(pd, m, false)
+}
+
+// brokers are the protocol-only nodes clients are told of, this one
+// always among them.
+func (c *proxyConn) brokers() []brokerAddr {
+	self := brokerAddr{c.p.opts.NodeID, c.selfHost(), c.port}
+	out := []brokerAddr{self}
+	for id, host := range c.p.opts.Nodes() {
+		if id != self.id {
+			out = append(out, brokerAddr{id, host, c.port})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+// findCoordinator answers that this node coordinates every key whose group
+// has a leader.
+func (c *proxyConn) findCoordinator(pd *pending, req *kmsg.FindCoordinatorRequest) {
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	host := c.selfHost()
+	one := func(key string) (node int32, code int16) {
+		if c.p.opts.Leader(c.coordinator(key)) == 0 {
+			return -1, kerr.CoordinatorNotAvailable.Code
+		}
+		return c.p.opts.NodeID, 0
+	}
+	if req.Version < 4 {
+		resp.NodeID, resp.ErrorCode = one(req.CoordinatorKey)
+		if resp.ErrorCode == 0 {
+			resp.Host, resp.Port = host, c.port
+		}
+		c.answer(pd, resp, false)
+		return
+	}
+	for _, key := range req.CoordinatorKeys {
+		co := kmsg.NewFindCoordinatorResponseCoordinator()
+		co.Key = key
+		co.NodeID, co.ErrorCode = one(key)
+		if co.ErrorCode == 0 {
+			co.Host, co.Port = host, c.port
+		}
+		resp.Coordinators = append(resp.Coordinators, co)
+	}
+	c.answer(pd, resp, false)
+}
+
+// describeCluster names the protocol-only nodes as the cluster's brokers.
+func (c *proxyConn) describeCluster(resp *kmsg.DescribeClusterResponse) {
+	resp.Brokers = nil
+	for _, b := range c.brokers() {
+		rb := kmsg.NewDescribeClusterResponseBroker()
+		rb.NodeID, rb.Host, rb.Port = b.id, b.host, b.port
+		resp.Brokers = append(resp.Brokers, rb)
+	}
+	resp.ControllerID = c.p.opts.NodeID
+}
+
+// fanOut runs one sub-request per group and collects the responses (nil
+// where the group's leader could not be reached).
+func fanOut[R kmsg.Response](ctx context.Context, c *proxyConn, hdr requestHeader, byGroup map[int]kmsg.Request) map[int]R {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	out := make(map[int]R, len(byGroup))
+	for g, req := range byGroup {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, _, err := c.forward(ctx, g, hdr, req)
+			if err != nil || resp == nil {
+				return
+			}
+			mu.Lock()
+			out[g] = resp.(R)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// produce splits a produce by its partitions' groups.
+func (c *proxyConn) produce(ctx context.Context, pd *pending, req *kmsg.ProduceRequest) {
+	var names []string
+	for _, t := range req.Topics {
+		names = append(names, t.Topic)
+	}
+	c.learnTopics(ctx, names)
+	byGroup := map[int]kmsg.Request{}
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	unknown := map[string][]int32{}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			g, ok := c.p.cache.groupOf(t.Topic, p.Partition)
+			if !ok {
+				unknown[t.Topic] = append(unknown[t.Topic], p.Partition)
+				continue
+			}
+			sub, _ := byGroup[g].(*kmsg.ProduceRequest)
+			if sub == nil {
+				cp := *req
+				cp.Topics = nil
+				sub = &cp
+				byGroup[g] = sub
+			}
+			if n := len(sub.Topics); n == 0 || sub.Topics[n-1].Topic != t.Topic {
+				st := t
+				st.Partitions = nil
+				sub.Topics = append(sub.Topics, st)
+			}
+			st := &sub.Topics[len(sub.Topics)-1]
+			st.Partitions = append(st.Partitions, p)
+		}
+	}
+	if req.Acks == 0 {
+		close(pd.done) // no answer expected
+		for g, sub := range byGroup {
+			go func() { _, _, _ = c.forward(context.WithoutCancel(ctx), g, pd.hdr, sub) }()
+		}
+		return
+	}
+	answers := fanOut[*kmsg.ProduceResponse](ctx, c, pd.hdr, byGroup)
+	for g, sub := range byGroup {
+		if a := answers[g]; a != nil {
+			resp.Topics = append(resp.Topics, a.Topics...)
+			resp.ThrottleMillis = max(resp.ThrottleMillis, a.ThrottleMillis)
+			continue
+		}
+		for _, t := range sub.(*kmsg.ProduceRequest).Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, kerr.NotLeaderForPartition.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
+	for topic, parts := range unknown {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = topic
+		for _, p := range parts {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p, kerr.UnknownTopicOrPartition.Code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	resp.Brokers = nil
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			p := &resp.Topics[i].Partitions[j]
+			if p.CurrentLeader.LeaderID >= 0 {
+				p.CurrentLeader.LeaderID = c.p.opts.NodeID
+			}
+		}
+	}
+	c.answer(pd, resp, false)
+}
