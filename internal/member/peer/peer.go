@@ -31,15 +31,15 @@ type Method byte
 
 // The methods.
 const (
-	Verify          Method = 1 // txn coordinator → partition leader: is a partition in an open transaction
-	TxnOffsetCommit Method = 2 // group coordinator → txn coordinator: offsets pending in a transaction
-	WriteMarkers    Method = 3 // txn coordinator → partition leader: a decided transaction's markers
-	CommitOffsets   Method = 4 // txn coordinator → group coordinator: a committed transaction's offsets
-	Admin           Method = 5 // any member → group leader: an admin API request for its group
-	ImageOpen       Method = 6 // replica → group leader: open an image of the group's engine
-	ImageRead       Method = 7 // replica → group leader: a chunk of one of its files (raw answer)
-	ImageClose      Method = 8 // replica → group leader: done with it (fetched, or given up)
-	Elect           Method = 9 // any member → group leader: hand the group to a member
+	Verify          Method = 1  // txn coordinator → partition leader: is a partition in an open transaction
+	TxnOffsetCommit Method = 2  // group coordinator → txn coordinator: offsets pending in a transaction
+	WriteMarkers    Method = 3  // txn coordinator → partition leader: a decided transaction's markers
+	CommitOffsets   Method = 4  // txn coordinator → group coordinator: a committed transaction's offsets
+	Admin           Method = 5  // any member → group leader: an admin API request for its group
+	ImageOpen       Method = 6  // replica → group leader: open an image of the group's engine
+	ImageRead       Method = 7  // replica → group leader: a chunk of one of its files (raw answer)
+	ImageClose      Method = 8  // replica → group leader: done with it (fetched, or given up)
+	Elect           Method = 9  // any member → group leader: hand the group to a member
 	KafkaForward    Method = 10 // protocol-only node → group leader: a client's Kafka request (raw)
 )
 
