@@ -20,7 +20,10 @@ func (c *proxyConn) fetch(ctx context.Context, pd *pending, req *kmsg.FetchReque
 	for _, t := range req.Topics {
 		name := t.Topic
 		if req.Version >= 13 {
-			name = c.p.cache.name(t.TopicID)
+			if name = c.p.cache.name(t.TopicID); name == "" {
+				c.learnTopicIDs(ctx)
+				name = c.p.cache.name(t.TopicID)
+			}
 		}
 		if name != "" {
 			c.learnTopics(ctx, []string{name})

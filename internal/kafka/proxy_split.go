@@ -5,6 +5,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -20,6 +21,8 @@ type topicCache struct {
 	mu     sync.RWMutex
 	groups map[string][]int32
 	names  map[[16]byte]string
+	// allAsked is when every topic was last asked for (learnTopicIDs).
+	allAsked time.Time
 }
 
 func (tc *topicCache) learn(groups map[string][]int32) {
@@ -82,6 +85,25 @@ func (c *proxyConn) learnTopics(ctx context.Context, topics []string) {
 		mt.Topic = kmsg.StringPtr(t)
 		req.Topics = append(req.Topics, mt)
 	}
+	if resp, _, err := c.forward(ctx, 0, requestHeader{Key: 3, Version: 12, ClientID: "rosetta-proxy"}, req); err == nil {
+		c.p.cache.learnIDs(resp.(*kmsg.MetadataResponse))
+	}
+}
+
+// learnTopicIDs asks group 0's leader for every topic's metadata when a
+// request names a topic id the cache does not know (a client that learnt
+// it from another protocol-only node, or before this one restarted).
+func (c *proxyConn) learnTopicIDs(ctx context.Context) {
+	c.p.cache.mu.Lock()
+	if time.Since(c.p.cache.allAsked) < time.Second {
+		c.p.cache.mu.Unlock()
+		return
+	}
+	c.p.cache.allAsked = time.Now()
+	c.p.cache.mu.Unlock()
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	req.Topics = nil // all
 	if resp, _, err := c.forward(ctx, 0, requestHeader{Key: 3, Version: 12, ClientID: "rosetta-proxy"}, req); err == nil {
 		c.p.cache.learnIDs(resp.(*kmsg.MetadataResponse))
 	}

@@ -10,9 +10,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -64,7 +69,7 @@ func TestClusterProtocolNodes(t *testing.T) {
 			return resp.StatusCode == http.StatusOK
 		})
 	}
-	for _, topic := range []string{"proto-rmq", "proto-grpc"} {
+	for _, topic := range []string{"proto-rmq", "proto-grpc", "proto-ordered"} {
 		apptest.Eventually(t, 30*time.Second, "topic "+topic+" made through the protocol-only node's admin API", func() bool {
 			code, err := c.adminTry(ctx, t, proto, http.MethodPost, "/api/v1/topics", map[string]any{"name": topic, "queues": 6}, nil)
 			return err == nil && (code == http.StatusOK || code == http.StatusCreated || code == http.StatusConflict)
@@ -94,6 +99,7 @@ func TestClusterProtocolNodes(t *testing.T) {
 	tl := startTxnLoad(t, c, "proto-txn")
 	consumed := startGroupConsumer(t, c, "proto-kafka", "proto-audit") // KIP-848
 	rl := startRemotingLoad(t, c, "proto-rmq")
+	ol := startOrderedLoad(t, c, "proto-ordered")
 	gl := startGRPCLoad(t, c, "proto-grpc", 4)
 	progress := func(what string, since time.Time, more int) {
 		r0, g0, k0 := rl.ackCount(), gl.ackCount(), kl.count()
@@ -119,10 +125,12 @@ func TestClusterProtocolNodes(t *testing.T) {
 	progress("sends after the member's restart", time.Now(), 100)
 
 	rl.stop()
+	ol.stop()
 	gl.stop()
 	kl.stop()
 	tl.stop()
 	rl.verify(t)
+	ol.verify(t)
 	gl.verify(t)
 	verify(t, c, "proto-kafka", kl.acks)
 	consumed.readAll(t, kl.acks, 60*time.Second)
@@ -137,4 +145,104 @@ func TestClusterProtocolNodes(t *testing.T) {
 	}
 	t.Logf("gRPC sends by endpoint %v; remoting sends by broker %v, %d failed", gl.brokers, rl.brokers, rl.failed)
 
+}
+
+// orderedLoad sends messages of six keys (rocketmq-client-go, the hash
+// queue selector: a key's messages go to one queue), each retried until it
+// is acknowledged, and an orderly push consumer checks each key arrives in
+// send order (a redelivery after a failure allowed, never a gap).
+type orderedLoad struct {
+	*runner
+	mu       sync.Mutex
+	sent     map[int]int // key → messages acknowledged
+	next     map[int]int // key → the next expected
+	disorder []string
+}
+
+const orderedKeys = 6
+
+func startOrderedLoad(t *testing.T, c *cluster, topic string) *orderedLoad {
+	l := &orderedLoad{runner: newRunner(), sent: map[int]int{}, next: map[int]int{}}
+	ns := primitive.NewPassthroughResolver(c.clientAddrs(3))
+	p, err := rocketmq.NewProducer(producer.WithNsResolver(ns), producer.WithGroupName("ordered-producer"),
+		producer.WithInstanceName("ordered-producer"), producer.WithQueueSelector(producer.NewHashQueueSelector()),
+		producer.WithRetry(0), producer.WithSendMsgTimeout(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pc, err := rocketmq.NewPushConsumer(consumer.WithNsResolver(ns), consumer.WithGroupName("ordered-consumer"),
+		consumer.WithInstance("ordered-consumer"), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+		consumer.WithConsumerOrder(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = pc.Subscribe(topic, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, m := range msgs {
+			var k, i int
+			fmt.Sscanf(string(m.Body), "k%d:%d", &k, &i)
+			if i < l.next[k] {
+				continue // redelivered: at least once
+			}
+			if i != l.next[k] {
+				l.disorder = append(l.disorder, fmt.Sprintf("key %d: %d after %d", k, i, l.next[k]-1))
+			}
+			l.next[k] = i + 1
+		}
+		return consumer.ConsumeSuccess, nil
+	})
+	if err == nil {
+		err = pc.Start()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pc.Shutdown() })
+	l.goLoop(func(ctx context.Context) {
+		defer func() { _ = p.Shutdown() }()
+		for i := 0; ctx.Err() == nil; i++ {
+			for k := 0; k < orderedKeys && ctx.Err() == nil; k++ {
+				m := primitive.NewMessage(topic, []byte(fmt.Sprintf("k%d:%d", k, i)))
+				m.WithShardingKey(fmt.Sprintf("key-%d", k))
+				for ctx.Err() == nil { // the next message of a key waits for this one
+					res, err := p.SendSync(context.Background(), m)
+					if err == nil && res.Status == primitive.SendOK {
+						l.mu.Lock()
+						l.sent[k] = i + 1
+						l.mu.Unlock()
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	return l
+}
+
+// verify waits until every acknowledged message was consumed, each key in
+// order.
+func (l *orderedLoad) verify(t *testing.T) {
+	t.Helper()
+	apptest.Eventually(t, 90*time.Second, "every ordered message consumed", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for k := range orderedKeys {
+			if l.next[k] < l.sent[k] {
+				return false
+			}
+		}
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.disorder) > 0 {
+		t.Errorf("ordered consumption out of order: %v", l.disorder)
+	}
+	t.Logf("ordered: %v messages by key, consumed in order", l.sent)
 }
