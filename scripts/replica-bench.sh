@@ -9,7 +9,9 @@
 # MSGS=<n> changes the amount; PROFILE=<seconds> also saves a CPU profile of
 # the first member (or the node) from the middle of the run to $OUT;
 # ADD_GROUPS=<n> adds that many replication groups to the cluster (rosetta
-# cluster groups add) before the run, so the topic spreads over 3+n groups.
+# cluster groups add) before the run, so the topic spreads over 3+n groups;
+# PROTOCOL=1 (with MODE=cluster) adds a protocol-only node on 127.0.0.21
+# (core 0 too) and sends the load through it alone.
 set -u
 BIN=${BIN:-./rosetta}
 BENCH=${BENCH:-./rosetta-bench}
@@ -35,11 +37,17 @@ else
     pids+=($!)
   done
 fi
+ENTRY=127.0.0.11
+if [ "$MODE" = cluster ] && [ -n "${PROTOCOL:-}" ]; then
+  taskset -c 0 $BIN serve --data_dir $D/p21 --cluster.node_id 21 --cluster.members $M --cluster.roles protocol --listen.host 127.0.0.21 > $D/log21 2>&1 &
+  pids+=($!)
+  ENTRY=127.0.0.21
+fi
 # Until every group has a leader and serves (the admin API answers on each).
 for _ in $(seq 1 120); do
   sleep 0.5
   ok=1
-  for h in 127.0.0.11 $( [ "$MODE" = cluster ] && echo 127.0.0.12 127.0.0.13 ); do
+  for h in 127.0.0.11 $( [ "$MODE" = cluster ] && echo 127.0.0.12 127.0.0.13 ) $( [ "$ENTRY" != 127.0.0.11 ] && echo $ENTRY ); do
     curl -sf "http://$h:8080/api/v1/cluster" | python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(0 if all(g.get("leader") for g in s["groups"]) else 1)' || ok=0
   done
   [ $ok = 1 ] && break
@@ -66,9 +74,9 @@ if [ -n "${PROFILE:-}" ]; then
   profiler=$!
 fi
 case $WORKLOAD in
-  kafka100) n=${MSGS:-2000000}; run=(kafka produce --brokers 127.0.0.11:9092 --partitions 12 --linger 5ms --size 100) ;;
-  kafka1k) n=${MSGS:-500000}; run=(kafka produce --brokers 127.0.0.11:9092 --partitions 12 --linger 5ms --size 1024) ;;
-  rocketmq) n=${MSGS:-200000}; run=(rocketmq produce --namesrv 127.0.0.11:9876 --senders 64 --size 128) ;;
+  kafka100) n=${MSGS:-2000000}; run=(kafka produce --brokers $ENTRY:9092 --partitions 12 --linger 5ms --size 100) ;;
+  kafka1k) n=${MSGS:-500000}; run=(kafka produce --brokers $ENTRY:9092 --partitions 12 --linger 5ms --size 1024) ;;
+  rocketmq) n=${MSGS:-200000}; run=(rocketmq produce --namesrv $ENTRY:9876 --senders 64 --size 128) ;;
   *) echo "unknown WORKLOAD $WORKLOAD"; exit 2 ;;
 esac
 taskset -c 1 $BENCH "${run[@]}" --topic rb --messages $n 2>&1 | grep -vE '^\s*$' | tail -8

@@ -1,9 +1,14 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
@@ -55,6 +60,13 @@ func (a *App) newMember(ctx context.Context, sc *storage.Config) error {
 	if err != nil {
 		return err
 	}
+	self := model.NodeID(a.cfg.NodeID)
+	if _, ok := members[self]; !ok && a.cfg.Cluster.Join != "" {
+		if err := a.joinThrough(ctx, etcdEndpointList(a.cfg.Cluster.Join)); err != nil {
+			return err
+		}
+		members[self] = a.cfg.Listen.Host
+	}
 	a.member, err = member.New(ctx, member.Config{
 		Self:              model.NodeID(a.cfg.NodeID),
 		DataDir:           a.cfg.DataDir,
@@ -73,6 +85,41 @@ func (a *App) newMember(ctx context.Context, sc *storage.Config) error {
 		NewState:          a.newGroupState,
 	}, sc)
 	return err
+}
+
+// joinWait bounds how long a member joining a running cluster asks the
+// members of cluster.join to add it.
+const joinWait = 5 * time.Minute
+
+// joinThrough asks a running member's admin API (one of urls, in turn) to
+// add this node as a member on its listen.host, as `rosetta cluster member
+// add` does, until one has (a member already is one).
+func (a *App) joinThrough(ctx context.Context, urls []string) error {
+	body, _ := json.Marshal(map[string]any{"node": a.cfg.NodeID, "host": a.cfg.Listen.Host})
+	deadline := time.Now().Add(joinWait)
+	for i := 0; ; i++ {
+		u := strings.TrimSuffix(urls[i%len(urls)], "/") + "/api/v1/cluster/members"
+		rctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+		req, _ := http.NewRequestWithContext(rctx, http.MethodPost, u, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			if resp.StatusCode < 300 {
+				cancel()
+				a.log.Info("added to the cluster as a member", "through", u, "host", a.cfg.Listen.Host)
+				return nil
+			}
+			err = fmt.Errorf("%s: %s %s", u, resp.Status, bytes.TrimSpace(msg))
+		}
+		cancel()
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("joining the cluster: %w", err)
+		}
+		a.log.Info("asking a member to add this node", "err", err)
+		time.Sleep(2 * time.Second)
+	}
 }
 
 // joinCluster registers the node in its cluster's etcd: with its

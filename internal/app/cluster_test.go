@@ -177,3 +177,19 @@ func TestProtocolNodeConfig(t *testing.T) {
 		t.Fatalf("a member's data directory: %v", err)
 	}
 }
+
+// TestJoinAndOrdinalConfig: a member past cluster.members (a StatefulSet
+// scaled up) needs cluster.join and its host; a pod's ordinal names it.
+func TestJoinAndOrdinalConfig(t *testing.T) {
+	c := app.DefaultConfig()
+	c.DataDir = t.TempDir()
+	c.Cluster.Members = "1=a.svc,2=b.svc,3=c.svc"
+	c.NodeID = 4
+	if err := c.Validate(); !errors.Is(err, model.ErrInvalidConfig) {
+		t.Fatalf("a fourth member without cluster.join: %v", err)
+	}
+	c.Cluster.Join, c.Listen.Host = "http://a.svc:8080", "d.svc"
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a fourth member joining: %v", err)
+	}
+}

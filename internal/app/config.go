@@ -223,6 +223,8 @@ type ClusterConfig struct {
 	Name              string `yaml:"name" help:"cluster name: its metadata lives under /rosetta/<name>/ in etcd"`
 	NodeID            int    `yaml:"node_id" help:"this node's id in cluster.members (same as node_id; Kafka broker id)"`
 	Members           string `yaml:"members" help:"the cluster's members as id=host,…, e.g. 1=127.0.0.11,2=127.0.0.12,3=127.0.0.13: the first five run an etcd member for the metadata (unless cluster.etcd_endpoints is set), the others are its clients; each holds replicas of the commit log, replicated with Raft; every listener defaults to the member's own host"`
+	NodeIDFromHost    bool   `yaml:"node_id_from_hostname" help:"take node_id from the host name's ordinal: a StatefulSet's pod <name>-<n> is node n+1"`
+	Join              string `yaml:"join" help:"comma-separated admin API URLs of running members: a member not in cluster.members (a StatefulSet scaled up) asks one of them to add it (cluster member add, its listen.host) before it starts"`
 	Roles             string `yaml:"roles" help:"what this node is: member (default: replicas, and etcd on the first five), or protocol: a protocol-only node serving clients for the members of cluster.members (needs a node_id of its own and listen.host; holds no data), each listener's connections relayed to its group's leader, RocketMQ routes naming the protocol-only nodes"`
 	RaftPort          int    `yaml:"raft_port" help:"port of the replication transport on every member's host"`
 	EtcdPort          int    `yaml:"etcd_port" help:"client port of the embedded etcd member on every member's host (its peer port is the next one)"`
@@ -367,8 +369,8 @@ func (c Config) Validate() error {
 	}
 	if m, err := c.Cluster.members(); err != nil {
 		return err
-	} else if m != nil && m[model.NodeID(c.NodeID)] == "" && !c.protocolNode() {
-		return bad("node %d is not one of cluster.members", c.NodeID)
+	} else if m != nil && m[model.NodeID(c.NodeID)] == "" && !c.protocolNode() && (c.Cluster.Join == "" || c.Listen.Host == "") {
+		return bad("node %d is not one of cluster.members (a member joining a running cluster: cluster.join and listen.host)", c.NodeID)
 	} else if m[model.NodeID(c.NodeID)] != "" && c.protocolNode() {
 		return bad("node %d is a member in cluster.members; a protocol-only node needs a node_id of its own", c.NodeID)
 	}
@@ -535,6 +537,13 @@ func LoadConfig(path string, environ []string, overrides map[string]string) (Con
 // withCluster applies cluster.node_id, and makes a member's own host the
 // default host of its listeners.
 func (c Config) withCluster() Config {
+	if c.Cluster.NodeIDFromHost {
+		if h, err := os.Hostname(); err == nil {
+			if id, ok := hostOrdinal(h); ok {
+				c.Cluster.NodeID = id + 1
+			}
+		}
+	}
 	if c.Cluster.NodeID > 0 {
 		c.NodeID = c.Cluster.NodeID
 	}
@@ -542,6 +551,18 @@ func (c Config) withCluster() Config {
 		c.Listen.Host = m[model.NodeID(c.NodeID)]
 	}
 	return c
+}
+
+// hostOrdinal is the ordinal a StatefulSet pod's name ends with
+// (<name>-<n>).
+func hostOrdinal(host string) (int, bool) {
+	host, _, _ = strings.Cut(host, ".")
+	i := strings.LastIndexByte(host, '-')
+	if i < 0 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(host[i+1:])
+	return n, err == nil && n >= 0
 }
 
 func validClusterName(name string) bool {

@@ -87,6 +87,10 @@ func refuseMemberData(dir string) error {
 	return nil
 }
 
+// protocolWait bounds how long a protocol-only node waits for its cluster
+// to be made.
+const protocolWait = 2 * time.Minute
+
 // Protocol reports whether this is a protocol-only node.
 func (m *Member) Protocol() bool { return m.cfg.Protocol }
 
@@ -96,10 +100,25 @@ func (m *Member) Protocol() bool { return m.cfg.Protocol }
 func (m *Member) OpenProtocol(ctx context.Context, store meta.Store) error {
 	m.store = store
 	m.dir.SetStore(store)
-	if _, err := store.Get(ctx, groupsKey); errors.Is(err, meta.ErrNotFound) {
-		return fmt.Errorf("%w: cluster %q has not been made yet: start its members first", model.ErrInvalidConfig, m.cfg.Cluster)
-	} else if err != nil {
-		return err
+	// A protocol-only node started with the members waits for them to
+	// make the cluster.
+	for deadline, logged := time.Now().Add(protocolWait), false; ; {
+		_, err := store.Get(ctx, groupsKey)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, meta.ErrNotFound) && !errors.Is(err, context.DeadlineExceeded) || time.Now().After(deadline) {
+			return fmt.Errorf("%w: cluster %q is not made (its members record it as they first start): %w", model.ErrInvalidConfig, m.cfg.Cluster, err)
+		}
+		if !logged {
+			m.log.Info("waiting for the cluster's members to make it", "cluster", m.cfg.Cluster)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.clock.After(500 * time.Millisecond):
+		}
 	}
 	if err := m.dir.LoadMembers(ctx); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -44,6 +45,17 @@ type EmbeddedConfig struct {
 	ClientTLS *tls.Config
 }
 
+// listenURL is the URL etcd listens on for an advertised one: the same when
+// its host is an IP address, every address on its port otherwise.
+func listenURL(advertised string) string {
+	u, err := url.Parse(advertised)
+	if err != nil || net.ParseIP(u.Hostname()) != nil {
+		return advertised
+	}
+	u.Host = net.JoinHostPort("0.0.0.0", u.Port())
+	return u.String()
+}
+
 // Embedded is a running etcd member.
 type Embedded struct {
 	etcd   *embed.Etcd
@@ -72,8 +84,10 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 		}
 		return []url.URL{*u}
 	}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = urls(c.ClientURL), urls(c.ClientURL)
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = urls(c.PeerURL), urls(c.PeerURL)
+	// etcd listens on IP addresses only: a member named by a DNS name (a
+	// StatefulSet pod's) listens on every address and advertises the name.
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = urls(listenURL(c.ClientURL)), urls(c.ClientURL)
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = urls(listenURL(c.PeerURL)), urls(c.PeerURL)
 	if err != nil {
 		return nil, err
 	}

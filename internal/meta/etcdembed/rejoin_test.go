@@ -20,3 +20,16 @@ func TestPromotedAlreadyIsKnownByType(t *testing.T) {
 		t.Fatal("a learner not ready yet taken for a voting member")
 	}
 }
+
+// TestListenURL: a member named by a DNS name listens on every address.
+func TestListenURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://127.0.0.11:2379":                          "http://127.0.0.11:2379",
+		"https://rel-rosetta-0.rel-rosetta-headless:2380": "https://0.0.0.0:2380",
+		"http://[::1]:2379":                               "http://[::1]:2379",
+	} {
+		if got := listenURL(in); got != want {
+			t.Errorf("%s: %s, want %s", in, got, want)
+		}
+	}
+}
