@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"text/template"
@@ -102,7 +103,9 @@ func renderWithoutHelm(t *testing.T, set map[string]string) string {
 			m = m[p].(map[string]any)
 		}
 		m[parts[len(parts)-1]] = map[string]any{"true": true, "false": false}[v]
-		if v != "true" && v != "false" {
+		if n, err := strconv.Atoi(v); err == nil {
+			m[parts[len(parts)-1]] = n
+		} else if v != "true" && v != "false" {
 			m[parts[len(parts)-1]] = v
 		}
 	}
@@ -138,7 +141,55 @@ func renderWithoutHelm(t *testing.T, set map[string]string) string {
 		"trunc":      func(n int, s string) string { return s[:min(n, len(s))] },
 		"trimSuffix": func(suffix, s string) string { return strings.TrimSuffix(s, suffix) },
 		"quote":      func(v any) string { return fmt.Sprintf("%q", fmt.Sprint(v)) },
-		"int":        func(v any) int { return v.(int) },
+		"int": func(v any) int {
+			switch n := v.(type) {
+			case int:
+				return n
+			case int64:
+				return int(n)
+			case float64:
+				return int(n)
+			case string:
+				i, _ := strconv.Atoi(n)
+				return i
+			}
+			return 0
+		},
+		"add": func(a ...any) int {
+			n := 0
+			for _, v := range a {
+				switch x := v.(type) {
+				case int:
+					n += x
+				case int64:
+					n += int(x)
+				}
+			}
+			return n
+		},
+		"until": func(n int) []int {
+			out := make([]int, n)
+			for i := range out {
+				out[i] = i
+			}
+			return out
+		},
+		"list":   func(v ...any) []any { return v },
+		"append": func(l []any, v any) []any { return append(l, v) },
+		"join": func(sep string, l []any) string {
+			var parts []string
+			for _, v := range l {
+				parts = append(parts, fmt.Sprint(v))
+			}
+			return strings.Join(parts, sep)
+		},
+		"dict": func(kv ...any) map[string]any {
+			m := map[string]any{}
+			for i := 0; i+1 < len(kv); i += 2 {
+				m[kv[i].(string)] = kv[i+1]
+			}
+			return m
+		},
 		"sha256sum":  func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) },
 	})
 	files, _ := filepath.Glob(filepath.Join(chartDir, "templates", "*"))
