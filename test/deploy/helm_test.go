@@ -190,7 +190,7 @@ func renderWithoutHelm(t *testing.T, set map[string]string) string {
 			}
 			return m
 		},
-		"sha256sum":  func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) },
+		"sha256sum": func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) },
 	})
 	files, _ := filepath.Glob(filepath.Join(chartDir, "templates", "*"))
 	var out strings.Builder
