@@ -167,7 +167,9 @@ func (a *App) runProtocol(ctx context.Context, ready func()) error {
 			return a.membership.Err()
 		}
 	})
-	ready()
+	if ready != nil {
+		ready()
+	}
 	<-gctx.Done()
 	a.member.Stop() // relayed connections close
 	err = g.Wait()
