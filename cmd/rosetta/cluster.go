@@ -25,6 +25,7 @@ type clusterView struct {
 		Incarnation int64             `json:"incarnation"`
 		Endpoints   map[string]string `json:"endpoints"`
 		Started     time.Time         `json:"started"`
+		Role        string            `json:"role"`
 	} `json:"nodes"`
 	Groups []struct {
 		ID           int     `json:"id"`
@@ -125,14 +126,14 @@ func printCluster(w io.Writer, v clusterView) {
 	}
 	fmt.Fprintf(w, "cluster %s  id %s  metadata %s  this node %d\n\n", name, v.ClusterID, v.Metadata, v.Self)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tINCARNATION\tSTARTED\tENDPOINTS")
+	fmt.Fprintln(tw, "NODE\tROLE\tINCARNATION\tSTARTED\tENDPOINTS")
 	for _, n := range v.Nodes {
 		var eps []string
 		for k, e := range n.Endpoints {
 			eps = append(eps, k+"="+e)
 		}
 		sort.Strings(eps)
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", n.ID, n.Incarnation, n.Started.Format(time.RFC3339), strings.Join(eps, " "))
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", n.ID, n.Role, n.Incarnation, n.Started.Format(time.RFC3339), strings.Join(eps, " "))
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)

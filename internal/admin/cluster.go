@@ -31,6 +31,8 @@ type ClusterNode struct {
 	Incarnation int64             `json:"incarnation"`
 	Endpoints   map[string]string `json:"endpoints,omitempty"`
 	Started     time.Time         `json:"started"`
+	// Role is "member" or "protocol" (a protocol-only node).
+	Role string `json:"role"`
 }
 
 // GroupStatus is one replication group: its leader and term, the range of

@@ -175,7 +175,7 @@ func (a *App) clusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 				endpoints[name] = addr
 			}
 		}
-		st.Nodes = []admin.ClusterNode{{ID: self, Incarnation: id.Incarnation, Endpoints: endpoints, Started: a.started}}
+		st.Nodes = []admin.ClusterNode{{ID: self, Incarnation: id.Incarnation, Endpoints: endpoints, Started: a.started, Role: "member"}}
 		return st, nil
 	}
 	st.Metadata, st.Name = "etcd", a.cfg.Cluster.Name
@@ -184,7 +184,11 @@ func (a *App) clusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 		return st, err
 	}
 	for _, n := range nodes {
-		st.Nodes = append(st.Nodes, admin.ClusterNode{ID: n.ID, Incarnation: n.Incarnation, Endpoints: n.Endpoints, Started: time.UnixMilli(n.Started)})
+		role := "member"
+		if n.Role != "" {
+			role = n.Role
+		}
+		st.Nodes = append(st.Nodes, admin.ClusterNode{ID: n.ID, Incarnation: n.Incarnation, Endpoints: n.Endpoints, Started: time.UnixMilli(n.Started), Role: role})
 	}
 	return st, nil
 }

@@ -75,6 +75,14 @@ func TestClusterProtocolNodes(t *testing.T) {
 			return err == nil && (code == http.StatusOK || code == http.StatusCreated || code == http.StatusConflict)
 		})
 	}
+	apptest.Eventually(t, 30*time.Second, "the cluster's status (through a protocol-only node) listing both as protocol-only nodes", func() bool {
+		st, ok := c.statusFrom(ctx, proto)
+		roles := map[int]string{}
+		for _, n := range st.Nodes {
+			roles[int(n.ID)] = n.Role
+		}
+		return ok && roles[protocolID] == "protocol" && roles[protocolID+1] == "protocol" && roles[1] == "member"
+	})
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
 	if err != nil {
 		t.Fatal(err)
