@@ -224,7 +224,7 @@ type ClusterConfig struct {
 	Name              string `yaml:"name" help:"cluster name: its metadata lives under /rosetta/<name>/ in etcd"`
 	NodeID            int    `yaml:"node_id" help:"this node's id in cluster.members (same as node_id; Kafka broker id)"`
 	Members           string `yaml:"members" help:"the cluster's members as id=host,…, e.g. 1=127.0.0.11,2=127.0.0.12,3=127.0.0.13: the first five run an etcd member for the metadata (unless cluster.etcd_endpoints is set), the others are its clients; each holds replicas of the commit log, replicated with Raft; every listener defaults to the member's own host"`
-	NodeIDFromHost    bool   `yaml:"node_id_from_hostname" help:"take node_id from the host name (HOSTNAME, a pod's name): a StatefulSet's pod <name>-<n> is node n+1; a protocol-only node's id is a hash of its name, above 1000000"`
+	NodeIDFromHost    bool   `yaml:"node_id_from_hostname" help:"take node_id from the host name (HOSTNAME, a pod's name): a StatefulSet's pod <name>-<n> is node n+1; a protocol-only node's id is a hash of its name, from 1000000 up"`
 	Join              string `yaml:"join" help:"comma-separated admin API URLs of running members: a member not in cluster.members (a StatefulSet scaled up) asks one of them to add it (cluster member add, its listen.host) before it starts"`
 	Roles             string `yaml:"roles" help:"what this node is: member (default: replicas, and etcd on the first five), or protocol: a protocol-only node serving clients for the members of cluster.members (needs a node_id of its own and listen.host; holds no data), each listener's connections relayed to its group's leader, RocketMQ routes naming the protocol-only nodes"`
 	RaftPort          int    `yaml:"raft_port" help:"port of the replication transport on every member's host"`
@@ -347,6 +347,8 @@ func (c Config) Validate() error {
 		return bad("cluster.roles protocol needs cluster.members (where the cluster's etcd and groups are)")
 	case c.protocolNode() && c.Listen.Host == "":
 		return bad("cluster.roles protocol needs listen.host (the members know its connections by it)")
+	case c.protocolNode() && c.NodeID > kafka.MaxProxyNodeID:
+		return bad("a protocol-only node's id is at most %d (Kafka clients see it as %d brokers, one per group)", kafka.MaxProxyNodeID, kafka.GroupSpan)
 	case c.Cluster.Groups < 0 || c.Cluster.Groups > maxGroups:
 		return bad("cluster.groups %d: want 1 to %d", c.Cluster.Groups, maxGroups)
 	case c.Cluster.ReplicationFactor != 0 && c.Cluster.ReplicationFactor != 1 && c.Cluster.ReplicationFactor != 3 && c.Cluster.ReplicationFactor != 5:
@@ -550,7 +552,7 @@ func (c Config) withCluster() Config {
 			// takes an id from its name, far above the members'.
 			f := fnv.New32a()
 			f.Write([]byte(h))
-			c.Cluster.NodeID = 1_000_000 + int(f.Sum32()%1_000_000_000)
+			c.Cluster.NodeID = 1_000_000 + int(f.Sum32()%(kafka.MaxProxyNodeID-1_000_000))
 		}
 	}
 	if c.Cluster.NodeID > 0 {

@@ -97,10 +97,14 @@ func (s *Server) ServeForwarded(ctx context.Context, from int32, f Forwarded) (F
 		return ForwardAnswer{}, fmt.Errorf("%w: stream %d request %d answered already", model.ErrCorruptRecord, f.Stream, f.Seq)
 	}
 	stop := context.AfterFunc(ctx, func() { st.mu.Lock(); st.cond.Broadcast(); st.mu.Unlock() })
+	waitStart := time.Now()
 	for f.Seq != st.next && ctx.Err() == nil {
 		st.cond.Wait()
 	}
 	stop()
+	if w := time.Since(waitStart); w > time.Second {
+		s.log.Warn("a forwarded request waited for the ones before it", "stream", f.Stream, "seq", f.Seq, "waited", w, "api", f.Key)
+	}
 	if ctx.Err() != nil {
 		st.mu.Unlock()
 		return ForwardAnswer{}, fmt.Errorf("stream %d request %d: the ones before it never came: %w", f.Stream, f.Seq, ctx.Err())

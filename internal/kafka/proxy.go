@@ -22,9 +22,10 @@ import (
 )
 
 // Proxy is a protocol-only node's Kafka front-end. It holds no partition:
-// it tells clients it leads every partition and coordinates every group
-// (with the groups' real leader epochs, so KIP-320 clients still detect a
-// leader change), and forwards each request to the leaders of the
+// it tells clients it leads every partition and coordinates every group —
+// as one broker per replication group (brokers), with the groups' real
+// leader epochs, so KIP-320 clients still detect a leader change — and
+// forwards each request to the leaders of the
 // replication groups it concerns — a produce or fetch split by the groups
 // of its partitions and the answers merged, a coordinator's request to the
 // leader of the group its id hashes to, anything else to group 0's leader —
@@ -77,6 +78,17 @@ func NewProxy(opts ProxyOptions) *Proxy {
 	return p
 }
 
+// GroupSpan is how many replication groups' broker ids a protocol-only
+// node has: node n is broker n×GroupSpan+g for group g (vid).
+const GroupSpan = 64
+
+// MaxProxyNodeID is the largest protocol-only node id whose broker ids fit
+// Kafka's int32.
+const MaxProxyNodeID = (1<<31 - 1) / GroupSpan
+
+// vid is protocol-only node id's broker id for group g.
+func (p *Proxy) vid(id int32, g int) int32 { return id*GroupSpan + int32(g%GroupSpan) }
+
 // Serve serves l's connections until ctx ends.
 func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
 	return task.ServeConns(ctx, "kafka-proxy", l, func(ctx context.Context, nc net.Conn) { p.newConn(nc).serve(ctx) })
@@ -91,6 +103,9 @@ type proxyConn struct {
 	principal atomic.Pointer[string] // "" until authenticated
 	mu        sync.Mutex
 	streams   map[int32]*proxyStream // by member
+	// lastIssued is closed once the latest request read placed its parts
+	// in their streams (read's goroutine only).
+	lastIssued chan struct{}
 }
 
 // proxyStream is this connection's stream to one member.
@@ -106,6 +121,8 @@ func (p *Proxy) newConn(nc net.Conn) *proxyConn {
 	}
 	empty := ""
 	c.principal.Store(&empty)
+	c.lastIssued = make(chan struct{})
+	close(c.lastIssued)
 	return c
 }
 
@@ -113,6 +130,10 @@ func (p *Proxy) newConn(nc net.Conn) *proxyConn {
 type pending struct {
 	hdr  requestHeader
 	done chan struct{}
+	// prev is closed once the request before it placed its parts in their
+	// streams; issued once this one has (issuedAll).
+	prev, issued chan struct{}
+	issueOnce    sync.Once
 	resp []byte // the response body; nil: none (acks=0)
 	// close closes the connection after resp (or instead, resp nil).
 	close bool
@@ -174,7 +195,16 @@ func (c *proxyConn) read(ctx context.Context, queue chan<- *pending) {
 func (c *proxyConn) write(queue <-chan *pending) {
 	w := bufio.NewWriterSize(c.nc, 64<<10)
 	for pd := range queue {
-		<-pd.done
+		select {
+		case <-pd.done:
+		default:
+			// What is written goes out before waiting for the next
+			// answer (it may take a member's commit, or a fetch's wait).
+			if err := w.Flush(); err != nil {
+				return
+			}
+			<-pd.done
+		}
 		if pd.resp != nil {
 			buf := make([]byte, 4, 16+len(pd.resp))
 			buf = appendResponseHeader(buf, pd.hdr.CorrelationID, flexibleResponse(pd.hdr))
@@ -196,6 +226,16 @@ func (c *proxyConn) write(queue <-chan *pending) {
 		}
 	}
 	_ = w.Flush()
+}
+
+// issuedAll marks pd's parts as placed in their streams: the next request
+// may place its own.
+func (pd *pending) issuedAll() {
+	pd.issueOnce.Do(func() {
+		if pd.issued != nil {
+			close(pd.issued)
+		}
+	})
 }
 
 // flexibleResponse reports whether a request's response has header v1
@@ -231,6 +271,8 @@ func (c *proxyConn) start(ctx context.Context, pd *pending, body []byte) bool {
 		c.log.Warn("closing connection: request before SASL authentication completed", "api", pd.hdr.Key)
 		return false
 	}
+	pd.prev, pd.issued = c.lastIssued, make(chan struct{})
+	c.lastIssued = pd.issued
 	go c.handle(ctx, pd, req)
 	return true
 }
@@ -245,10 +287,29 @@ func (c *proxyConn) answer(pd *pending, resp kmsg.Response, closeAfter bool) {
 	close(pd.done)
 }
 
-// forward sends req to the leader of group g on this connection's stream to
-// it, and decodes the answer into a response (nil: none expected, or the
-// member closed the request: closeConn).
-func (c *proxyConn) forward(ctx context.Context, g int, hdr requestHeader, req kmsg.Request) (kmsg.Response, ForwardAnswer, error) {
+// preparedCall is a request to forward with its place in its stream.
+type preparedCall struct {
+	leader int32
+	st     *proxyStream
+	f      Forwarded
+	hdr    requestHeader
+	req    kmsg.Request
+	err    error
+}
+
+// prepare gives a request for group g's leader its place in this
+// connection's stream to that member. A connection's requests take their
+// places in the order the client sent them (pd.prev: the request before
+// has placed all its parts), so the member handles them in that order — a
+// producer's pipelined batches of a partition stay in sequence.
+func (c *proxyConn) prepare(ctx context.Context, pd *pending, g int, hdr requestHeader, req kmsg.Request) *preparedCall {
+	if pd != nil && pd.prev != nil {
+		select {
+		case <-pd.prev:
+		case <-ctx.Done():
+			return &preparedCall{err: ctx.Err()}
+		}
+	}
 	leader := c.p.opts.Leader(g)
 	// A group being led anew (a failover takes a second or two) is waited
 	// for rather than failed at once.
@@ -257,25 +318,36 @@ func (c *proxyConn) forward(ctx context.Context, g int, hdr requestHeader, req k
 		leader = c.p.opts.Leader(g)
 	}
 	if leader == 0 {
-		return nil, ForwardAnswer{}, errNoLeader
+		return &preparedCall{err: errNoLeader}
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	st := c.streams[leader]
 	if st == nil {
 		st = &proxyStream{id: c.p.streams.Add(1)}
 		c.streams[leader] = st
 	}
 	st.seq++
-	f := Forwarded{Stream: st.id, Seq: st.seq, Principal: *c.principal.Load(), ClientAddr: c.nc.RemoteAddr().String(),
-		ClientID: hdr.ClientID, Key: hdr.Key, Version: hdr.Version, Body: req.AppendTo(nil)}
-	c.mu.Unlock()
-	ans, err := c.p.opts.Forward(ctx, leader, f)
+	return &preparedCall{leader: leader, st: st, hdr: hdr, req: req,
+		f: Forwarded{Stream: st.id, Seq: st.seq, Principal: *c.principal.Load(), ClientAddr: c.nc.RemoteAddr().String(),
+			ClientID: hdr.ClientID, Key: hdr.Key, Version: hdr.Version, Body: req.AppendTo(nil)}}
+}
+
+// send forwards a prepared request and decodes the answer into a response
+// (nil: none expected, or the member closed the request: ans.Close).
+func (c *proxyConn) send(ctx context.Context, pc *preparedCall) (kmsg.Response, ForwardAnswer, error) {
+	if pc.err != nil {
+		return nil, ForwardAnswer{}, pc.err
+	}
+	sent := time.Now()
+	ans, err := c.p.opts.Forward(ctx, pc.leader, pc.f)
 	if err != nil {
+		c.log.Debug("forwarding failed", "api", kmsg.NameForKey(pc.f.Key), "to", pc.leader, "took", time.Since(sent), "err", err)
 		// What follows on this stream would wait for this request: the
 		// next requests start a new one.
 		c.mu.Lock()
-		if c.streams[leader] == st {
-			delete(c.streams, leader)
+		if c.streams[pc.leader] == pc.st {
+			delete(c.streams, pc.leader)
 		}
 		c.mu.Unlock()
 		return nil, ans, err
@@ -289,12 +361,17 @@ func (c *proxyConn) forward(ctx context.Context, g int, hdr requestHeader, req k
 	if len(ans.Body) == 0 {
 		return nil, ans, nil
 	}
-	resp := req.ResponseKind()
-	resp.SetVersion(hdr.Version)
+	resp := pc.req.ResponseKind()
+	resp.SetVersion(pc.hdr.Version)
 	if err := resp.ReadFrom(ans.Body); err != nil {
-		return nil, ans, fmt.Errorf("kafka proxy: a member's %s answer: %w", kmsg.NameForKey(hdr.Key), err)
+		return nil, ans, fmt.Errorf("kafka proxy: a member's %s answer: %w", kmsg.NameForKey(pc.hdr.Key), err)
 	}
 	return resp, ans, nil
+}
+
+// forward prepares and sends a request to group g's leader.
+func (c *proxyConn) forward(ctx context.Context, pd *pending, g int, hdr requestHeader, req kmsg.Request) (kmsg.Response, ForwardAnswer, error) {
+	return c.send(ctx, c.prepare(ctx, pd, g, hdr, req))
 }
 
 // leaderWait bounds how long a request waits for its group to have a
@@ -306,6 +383,7 @@ var errNoLeader = errors.New("kafka proxy: the group has no leader")
 
 // handle answers one request.
 func (c *proxyConn) handle(ctx context.Context, pd *pending, req kmsg.Request) {
+	defer pd.issuedAll()
 	switch r := req.(type) {
 	case *kmsg.ApiVersionsRequest:
 		resp := r.ResponseKind().(*kmsg.ApiVersionsResponse)
@@ -379,7 +457,9 @@ func (c *proxyConn) coordinator(key string) int {
 // whole forwards a request whole to group g's leader and answers with its
 // response, rewritten by fix when set.
 func (c *proxyConn) whole(ctx context.Context, pd *pending, g int, req kmsg.Request, fix func(kmsg.Response)) {
-	resp, ans, err := c.forward(ctx, g, pd.hdr, req)
+	pc := c.prepare(ctx, pd, g, pd.hdr, req)
+	pd.issuedAll()
+	resp, ans, err := c.send(ctx, pc)
 	switch {
 	case err != nil:
 		c.failed(pd, req, err)

@@ -21,12 +21,12 @@ func (c *proxyConn) fetch(ctx context.Context, pd *pending, req *kmsg.FetchReque
 		name := t.Topic
 		if req.Version >= 13 {
 			if name = c.p.cache.name(t.TopicID); name == "" {
-				c.learnTopicIDs(ctx)
+				c.learnTopicIDs(ctx, pd)
 				name = c.p.cache.name(t.TopicID)
 			}
 		}
 		if name != "" {
-			c.learnTopics(ctx, []string{name})
+			c.learnTopics(ctx, pd, []string{name})
 		}
 		for _, p := range t.Partitions {
 			g, ok := c.p.cache.groupOf(name, p.Partition)
@@ -65,12 +65,16 @@ func (c *proxyConn) fetch(ctx context.Context, pd *pending, req *kmsg.FetchReque
 		resp *kmsg.FetchResponse
 	}
 	parts := make(chan part, len(byGroup))
+	subs := make(map[int]kmsg.Request, len(byGroup))
 	for g, sub := range byGroup {
+		subs[g] = sub
+	}
+	for g, pc := range c.prepareAll(ctx, pd, subs) {
 		go func() {
-			r, _, err := c.forward(ctx, g, pd.hdr, sub)
+			r, _, err := c.send(ctx, pc)
 			fr, _ := r.(*kmsg.FetchResponse)
 			if err != nil || fr == nil {
-				fr = fetchFailed(sub)
+				fr = fetchFailed(byGroup[g])
 			}
 			parts <- part{g, fr}
 		}()
@@ -86,9 +90,13 @@ func (c *proxyConn) fetch(ctx context.Context, pd *pending, req *kmsg.FetchReque
 	resp.Topics = append(resp.Topics, unknown...)
 	resp.ErrorCode, resp.SessionID, resp.Brokers = 0, 0, nil
 	for i := range resp.Topics {
+		name := resp.Topics[i].Topic
+		if req.Version >= 13 {
+			name = c.p.cache.name(resp.Topics[i].TopicID)
+		}
 		for j := range resp.Topics[i].Partitions {
 			if p := &resp.Topics[i].Partitions[j]; p.CurrentLeader.LeaderID >= 0 {
-				p.CurrentLeader.LeaderID = c.p.opts.NodeID
+				p.CurrentLeader.LeaderID = c.leaderOf(name, p.Partition)
 			}
 		}
 	}
@@ -131,7 +139,7 @@ func (c *proxyConn) listOffsets(ctx context.Context, pd *pending, req *kmsg.List
 	for _, t := range req.Topics {
 		names = append(names, t.Topic)
 	}
-	c.learnTopics(ctx, names)
+	c.learnTopics(ctx, pd, names)
 	byGroup := map[int]kmsg.Request{}
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	fail := func(topic string, p int32, code int16) {
@@ -165,7 +173,7 @@ func (c *proxyConn) listOffsets(ctx context.Context, pd *pending, req *kmsg.List
 			st.Partitions = append(st.Partitions, p)
 		}
 	}
-	answers := fanOut[*kmsg.ListOffsetsResponse](ctx, c, pd.hdr, byGroup)
+	answers := fanOut[*kmsg.ListOffsetsResponse](ctx, c, pd, byGroup)
 	for g, sub := range byGroup {
 		if a := answers[g]; a != nil {
 			resp.Topics = append(resp.Topics, a.Topics...)
@@ -187,7 +195,7 @@ func (c *proxyConn) offsetForLeaderEpoch(ctx context.Context, pd *pending, req *
 	for _, t := range req.Topics {
 		names = append(names, t.Topic)
 	}
-	c.learnTopics(ctx, names)
+	c.learnTopics(ctx, pd, names)
 	byGroup := map[int]kmsg.Request{}
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	fail := func(topic string, p int32, code int16) {
@@ -221,7 +229,7 @@ func (c *proxyConn) offsetForLeaderEpoch(ctx context.Context, pd *pending, req *
 			st.Partitions = append(st.Partitions, p)
 		}
 	}
-	answers := fanOut[*kmsg.OffsetForLeaderEpochResponse](ctx, c, pd.hdr, byGroup)
+	answers := fanOut[*kmsg.OffsetForLeaderEpochResponse](ctx, c, pd, byGroup)
 	for g, sub := range byGroup {
 		if a := answers[g]; a != nil {
 			resp.Topics = append(resp.Topics, a.Topics...)
@@ -255,7 +263,7 @@ func (c *proxyConn) offsetFetch(ctx context.Context, pd *pending, req *kmsg.Offs
 		}
 		sub.Groups = append(sub.Groups, g)
 	}
-	answers := fanOut[*kmsg.OffsetFetchResponse](ctx, c, pd.hdr, byGroup)
+	answers := fanOut[*kmsg.OffsetFetchResponse](ctx, c, pd, byGroup)
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	for co, sub := range byGroup {
 		if a := answers[co]; a != nil {
@@ -285,7 +293,7 @@ func (c *proxyConn) describeGroups(ctx context.Context, pd *pending, req *kmsg.D
 		}
 		sub.Groups = append(sub.Groups, g)
 	}
-	answers := fanOut[*kmsg.DescribeGroupsResponse](ctx, c, pd.hdr, byGroup)
+	answers := fanOut[*kmsg.DescribeGroupsResponse](ctx, c, pd, byGroup)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	for co, sub := range byGroup {
 		if a := answers[co]; a != nil {
@@ -307,7 +315,7 @@ func (c *proxyConn) listGroups(ctx context.Context, pd *pending, req *kmsg.ListG
 	for g := range max(c.p.opts.MadeGroups(), 1) {
 		byGroup[g] = req
 	}
-	answers := fanOut[*kmsg.ListGroupsResponse](ctx, c, pd.hdr, byGroup)
+	answers := fanOut[*kmsg.ListGroupsResponse](ctx, c, pd, byGroup)
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	for g := range byGroup {
 		a := answers[g]

@@ -117,7 +117,7 @@ func TestProxyProduceFetch(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if len(mresp.Brokers) != 1 || mresp.Brokers[0].NodeID != 21 || mresp.Topics[0].Partitions[0].Leader != 21 {
+	if len(mresp.Brokers) != 1 || mresp.Brokers[0].NodeID != 21*GroupSpan || mresp.Topics[0].Partitions[0].Leader != 21*GroupSpan {
 		t.Fatalf("metadata through the proxy: brokers %+v, partitions %+v", mresp.Brokers, mresp.Topics[0].Partitions)
 	}
 	prod := kmsg.NewPtrProduceRequest()

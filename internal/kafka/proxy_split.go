@@ -68,7 +68,7 @@ func (tc *topicCache) name(id [16]byte) string {
 
 // learnTopics asks group 0's leader for the metadata of topics the cache
 // does not know, so their partitions' groups are known.
-func (c *proxyConn) learnTopics(ctx context.Context, topics []string) {
+func (c *proxyConn) learnTopics(ctx context.Context, pd *pending, topics []string) {
 	var missing []string
 	for _, t := range topics {
 		if _, ok := c.p.cache.groupOf(t, 0); !ok && t != "" {
@@ -85,7 +85,7 @@ func (c *proxyConn) learnTopics(ctx context.Context, topics []string) {
 		mt.Topic = kmsg.StringPtr(t)
 		req.Topics = append(req.Topics, mt)
 	}
-	if resp, _, err := c.forward(ctx, 0, requestHeader{Key: 3, Version: 12, ClientID: "rosetta-proxy"}, req); err == nil {
+	if resp, _, err := c.forward(ctx, pd, 0, requestHeader{Key: 3, Version: 12, ClientID: "rosetta-proxy"}, req); err == nil {
 		c.p.cache.learnIDs(resp.(*kmsg.MetadataResponse))
 	}
 }
@@ -93,7 +93,7 @@ func (c *proxyConn) learnTopics(ctx context.Context, topics []string) {
 // learnTopicIDs asks group 0's leader for every topic's metadata when a
 // request names a topic id the cache does not know (a client that learnt
 // it from another protocol-only node, or before this one restarted).
-func (c *proxyConn) learnTopicIDs(ctx context.Context) {
+func (c *proxyConn) learnTopicIDs(ctx context.Context, pd *pending) {
 	c.p.cache.mu.Lock()
 	if time.Since(c.p.cache.allAsked) < time.Second {
 		c.p.cache.mu.Unlock()
@@ -104,7 +104,7 @@ func (c *proxyConn) learnTopicIDs(ctx context.Context) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.SetVersion(12)
 	req.Topics = nil // all
-	if resp, _, err := c.forward(ctx, 0, requestHeader{Key: 3, Version: 12, ClientID: "rosetta-proxy"}, req); err == nil {
+	if resp, _, err := c.forward(ctx, pd, 0, requestHeader{Key: 3, Version: 12, ClientID: "rosetta-proxy"}, req); err == nil {
 		c.p.cache.learnIDs(resp.(*kmsg.MetadataResponse))
 	}
 }
@@ -121,7 +121,9 @@ func (c *proxyConn) selfHost() string {
 // metadata answers with group 0's leader's metadata, every protocol-only
 // node as a broker and this one leading every partition.
 func (c *proxyConn) metadata(ctx context.Context, pd *pending, req *kmsg.MetadataRequest) {
-	resp, _, err := c.forward(ctx, 0, pd.hdr, req)
+	pc := c.prepare(ctx, pd, 0, pd.hdr, req)
+	pd.issuedAll()
+	resp, _, err := c.send(ctx, pc)
 	m, _ := resp.(*kmsg.MetadataResponse)
 	if err != nil || m == nil {
 		// Group 0's leader is out of reach: the topics are told as not
@@ -142,29 +144,49 @@ func (c *proxyConn) metadata(ctx context.Context, pd *pending, req *kmsg.Metadat
 		mb.NodeID, mb.Host, mb.Port = b.id, b.host, b.port
 		m.Brokers = append(m.Brokers, mb)
 	}
-	m.ControllerID = c.p.opts.NodeID
+	m.ControllerID = c.p.vid(c.p.opts.NodeID, 0)
 	for i := range m.Topics {
+		if m.Topics[i].Topic == nil {
+			continue
+		}
 		for j := range m.Topics[i].Partitions {
 			if p := &m.Topics[i].Partitions[j]; p.Leader >= 0 {
-				p.Leader = c.p.opts.NodeID
+				p.Leader = c.leaderOf(*m.Topics[i].Topic, p.Partition)
 			}
 		}
 	}
 	c.answer(pd, m, false)
 }
 
-// brokers are the protocol-only nodes clients are told of, this one
-// always among them.
+// brokers are the brokers clients are told of: each protocol-only node
+// (this one always among them) once per replication group, under the
+// group's broker id of the node (vid). A client keeps a connection per
+// broker, so it reaches a node over one connection per group, as it would
+// reach each group's leader directly: its requests in flight (five per
+// connection for an idempotent producer) are per group, and one group's
+// slow commit holds up no other's.
 func (c *proxyConn) brokers() []brokerAddr {
-	self := brokerAddr{c.p.opts.NodeID, c.selfHost(), c.port}
-	out := []brokerAddr{self}
+	nodes := map[int32]string{}
 	for id, host := range c.p.opts.Nodes() {
-		if id != self.id {
-			out = append(out, brokerAddr{id, host, c.port})
+		nodes[id] = host
+	}
+	nodes[c.p.opts.NodeID] = c.selfHost()
+	groups := max(c.p.opts.Groups(), 1)
+	var out []brokerAddr
+	for id, host := range nodes {
+		for g := range groups {
+			out = append(out, brokerAddr{c.p.vid(id, g), host, c.port})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
 	return out
+}
+
+// leaderOf is the broker id clients are told leads a topic's partition:
+// this node's of the partition's group.
+func (c *proxyConn) leaderOf(topic string, p int32) int32 {
+	g, _ := c.p.cache.groupOf(topic, p)
+	return c.p.vid(c.p.opts.NodeID, g)
 }
 
 // findCoordinator answers that this node coordinates every key whose group
@@ -173,10 +195,11 @@ func (c *proxyConn) findCoordinator(pd *pending, req *kmsg.FindCoordinatorReques
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	host := c.selfHost()
 	one := func(key string) (node int32, code int16) {
-		if c.p.opts.Leader(c.coordinator(key)) == 0 {
+		g := c.coordinator(key)
+		if c.p.opts.Leader(g) == 0 {
 			return -1, kerr.CoordinatorNotAvailable.Code
 		}
-		return c.p.opts.NodeID, 0
+		return c.p.vid(c.p.opts.NodeID, g), 0
 	}
 	if req.Version < 4 {
 		resp.NodeID, resp.ErrorCode = one(req.CoordinatorKey)
@@ -206,20 +229,36 @@ func (c *proxyConn) describeCluster(resp *kmsg.DescribeClusterResponse) {
 		rb.NodeID, rb.Host, rb.Port = b.id, b.host, b.port
 		resp.Brokers = append(resp.Brokers, rb)
 	}
-	resp.ControllerID = c.p.opts.NodeID
+	resp.ControllerID = c.p.vid(c.p.opts.NodeID, 0)
+}
+
+// prepareAll places one sub-request per group in its stream, in group
+// order, and lets the next request place its own.
+func (c *proxyConn) prepareAll(ctx context.Context, pd *pending, byGroup map[int]kmsg.Request) map[int]*preparedCall {
+	groups := make([]int, 0, len(byGroup))
+	for g := range byGroup {
+		groups = append(groups, g)
+	}
+	sort.Ints(groups)
+	out := make(map[int]*preparedCall, len(groups))
+	for _, g := range groups {
+		out[g] = c.prepare(ctx, pd, g, pd.hdr, byGroup[g])
+	}
+	pd.issuedAll()
+	return out
 }
 
 // fanOut runs one sub-request per group and collects the responses (nil
 // where the group's leader could not be reached).
-func fanOut[R kmsg.Response](ctx context.Context, c *proxyConn, hdr requestHeader, byGroup map[int]kmsg.Request) map[int]R {
+func fanOut[R kmsg.Response](ctx context.Context, c *proxyConn, pd *pending, byGroup map[int]kmsg.Request) map[int]R {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	out := make(map[int]R, len(byGroup))
-	for g, req := range byGroup {
+	for g, pc := range c.prepareAll(ctx, pd, byGroup) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, _, err := c.forward(ctx, g, hdr, req)
+			resp, _, err := c.send(ctx, pc)
 			if err != nil || resp == nil {
 				return
 			}
@@ -238,7 +277,7 @@ func (c *proxyConn) produce(ctx context.Context, pd *pending, req *kmsg.ProduceR
 	for _, t := range req.Topics {
 		names = append(names, t.Topic)
 	}
-	c.learnTopics(ctx, names)
+	c.learnTopics(ctx, pd, names)
 	byGroup := map[int]kmsg.Request{}
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	unknown := map[string][]int32{}
@@ -266,13 +305,13 @@ func (c *proxyConn) produce(ctx context.Context, pd *pending, req *kmsg.ProduceR
 		}
 	}
 	if req.Acks == 0 {
-		close(pd.done) // no answer expected
-		for g, sub := range byGroup {
-			go func() { _, _, _ = c.forward(context.WithoutCancel(ctx), g, pd.hdr, sub) }()
+		for _, pc := range c.prepareAll(ctx, pd, byGroup) {
+			go func() { _, _, _ = c.send(context.WithoutCancel(ctx), pc) }()
 		}
+		close(pd.done) // no answer expected
 		return
 	}
-	answers := fanOut[*kmsg.ProduceResponse](ctx, c, pd.hdr, byGroup)
+	answers := fanOut[*kmsg.ProduceResponse](ctx, c, pd, byGroup)
 	for g, sub := range byGroup {
 		if a := answers[g]; a != nil {
 			resp.Topics = append(resp.Topics, a.Topics...)
@@ -305,7 +344,7 @@ func (c *proxyConn) produce(ctx context.Context, pd *pending, req *kmsg.ProduceR
 		for j := range resp.Topics[i].Partitions {
 			p := &resp.Topics[i].Partitions[j]
 			if p.CurrentLeader.LeaderID >= 0 {
-				p.CurrentLeader.LeaderID = c.p.opts.NodeID
+				p.CurrentLeader.LeaderID = c.leaderOf(resp.Topics[i].Topic, p.Partition)
 			}
 		}
 	}
