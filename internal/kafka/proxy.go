@@ -134,7 +134,7 @@ type pending struct {
 	// streams; issued once this one has (issuedAll).
 	prev, issued chan struct{}
 	issueOnce    sync.Once
-	resp []byte // the response body; nil: none (acks=0)
+	resp         []byte // the response body; nil: none (acks=0)
 	// close closes the connection after resp (or instead, resp nil).
 	close bool
 }
