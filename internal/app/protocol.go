@@ -22,6 +22,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/member/placement"
 	"github.com/rosettamq/rosetta/internal/member/relay"
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/replication"
 	"github.com/rosettamq/rosetta/internal/serving"
 )
 
@@ -209,11 +210,21 @@ func (a *App) serveKafkaProxy(ctx context.Context, g *errgroup.Group) error {
 			return int32(leader)
 		},
 		Forward: func(ctx context.Context, node int32, f kafka.Forwarded) (kafka.ForwardAnswer, error) {
-			out, err := m.Peers().CallRaw(ctx, model.NodeID(node), peer.KafkaForward, kafka.AppendForwarded(nil, f), forwardTimeout)
-			if err != nil {
-				return kafka.ForwardAnswer{}, err
+			body := kafka.AppendForwarded(nil, f)
+			// A member connects to a protocol-only node within a second
+			// of its registration (and again after a cut): a call not
+			// sent for want of the connection waits for it a little.
+			deadline := time.Now().Add(forwardConnectWait)
+			for {
+				out, err := m.Peers().CallRaw(ctx, model.NodeID(node), peer.KafkaForward, body, forwardTimeout)
+				if err == nil {
+					return kafka.DecodeForwardAnswer(out)
+				}
+				if !errors.Is(err, replication.ErrNotSent) || time.Now().After(deadline) || ctx.Err() != nil {
+					return kafka.ForwardAnswer{}, err
+				}
+				time.Sleep(50 * time.Millisecond)
 			}
-			return kafka.DecodeForwardAnswer(out)
 		},
 		Logger:        a.log,
 		MaxFrameBytes: int32(a.cfg.Limits.MaxFrameBytes),
@@ -221,6 +232,10 @@ func (a *App) serveKafkaProxy(ctx context.Context, g *errgroup.Group) error {
 	g.Go(func() error { return proxy.Serve(ctx, tl) })
 	return nil
 }
+
+// forwardConnectWait bounds how long a forwarded request waits for the
+// transport's connection to its member.
+const forwardConnectWait = 3 * time.Second
 
 // forwardTimeout bounds one forwarded Kafka request: longer than any
 // wait a client asks for (a fetch's, a produce's acknowledgement).

@@ -388,6 +388,31 @@ func errorResponse(req kmsg.Request, coordinatorCode int16) kmsg.Response {
 			}
 			r.Topics = append(r.Topics, rt)
 		}
+	case *kmsg.CreateTopicsResponse:
+		for _, t := range req.(*kmsg.CreateTopicsRequest).Topics {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, kerr.NotController.Code
+			r.Topics = append(r.Topics, rt)
+		}
+	case *kmsg.CreatePartitionsResponse:
+		for _, t := range req.(*kmsg.CreatePartitionsRequest).Topics {
+			rt := kmsg.NewCreatePartitionsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, kerr.NotController.Code
+			r.Topics = append(r.Topics, rt)
+		}
+	case *kmsg.DeleteTopicsResponse:
+		dr := req.(*kmsg.DeleteTopicsRequest)
+		names := dr.TopicNames
+		for _, t := range dr.Topics {
+			if t.Topic != nil {
+				names = append(names, *t.Topic)
+			}
+		}
+		for _, n := range names {
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode = kmsg.StringPtr(n), kerr.NotController.Code
+			r.Topics = append(r.Topics, rt)
+		}
 	default:
 		return nil
 	}

@@ -29,6 +29,10 @@ const (
 // ErrPeerUnreachable is a call to a member this one has no connection to.
 var ErrPeerUnreachable = errors.New("member unreachable")
 
+// ErrNotSent is a call that failed before anything of it was sent (no
+// connection, or a full send queue): trying it again cannot do it twice.
+var ErrNotSent = fmt.Errorf("%w: call not sent", ErrPeerUnreachable)
+
 // CallError is a failure the called member reported.
 type CallError struct{ Msg string }
 
@@ -106,13 +110,13 @@ func (t *TCPTransport) HandleCalls(h CallHandler) {
 func (t *TCPTransport) Call(ctx context.Context, node model.NodeID, method byte, body []byte) ([]byte, error) {
 	p := t.peer(node)
 	if p == nil {
-		return nil, fmt.Errorf("%w: no member %d", ErrPeerUnreachable, node)
+		return nil, fmt.Errorf("%w: no member %d", ErrNotSent, node)
 	}
 	if len(body) > maxCallBytes {
 		return nil, fmt.Errorf("call of %d bytes", len(body))
 	}
 	if conn, _ := p.current(); conn == nil {
-		return nil, fmt.Errorf("%w: %d", ErrPeerUnreachable, node)
+		return nil, fmt.Errorf("%w: no connection to %d", ErrNotSent, node)
 	}
 	ch := make(chan callResult, 1)
 	t.calls.mu.Lock()
@@ -131,7 +135,7 @@ func (t *TCPTransport) Call(ctx context.Context, node model.NodeID, method byte,
 	select {
 	case p.sendCh <- frame{group: callGroup, raw: encodeCall(callRequest, id, method, body)}:
 	default:
-		return nil, fmt.Errorf("%w: %d (send queue full)", ErrPeerUnreachable, node)
+		return nil, fmt.Errorf("%w: %d (send queue full)", ErrNotSent, node)
 	}
 	select {
 	case r := <-ch:
