@@ -152,7 +152,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 			return nil, err
 		}
 	}
-	if a.meta, err = openMeta(ctx, cfg, a.etcdEndpoints(), a.member.EtcdTLS(), log); err != nil {
+	if a.member != nil && !a.member.RunsEtcd() {
+		a.meta, err = a.openMetaWaiting(ctx) // an etcd client: the members' etcd may be forming
+	} else {
+		a.meta, err = openMeta(ctx, cfg, a.etcdEndpoints(), a.member.EtcdTLS(), log)
+	}
+	if err != nil {
 		a.closeBase()
 		return nil, err
 	}

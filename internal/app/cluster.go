@@ -29,7 +29,26 @@ func openMeta(ctx context.Context, cfg Config, endpoints []string, tlsCfg *tls.C
 	if len(endpoints) == 0 {
 		return meta.OpenBolt(filepath.Join(cfg.DataDir, "meta.db"))
 	}
-	return meta.OpenEtcd(ctx, meta.EtcdConfig{Endpoints: endpoints, Prefix: "/rosetta/" + cfg.Cluster.Name + "/", TLS: tlsCfg, Logger: log})
+	s, err := meta.OpenEtcd(ctx, meta.EtcdConfig{Endpoints: endpoints, Prefix: "/rosetta/" + cfg.Cluster.Name + "/", TLS: tlsCfg, Logger: log})
+	if err != nil {
+		return nil, err // (not a nil *EtcdStore in the interface)
+	}
+	return s, nil
+}
+
+// openMetaWaiting opens the cluster's etcd, waiting up to two minutes for
+// it to answer: a node that runs no etcd member of its own (a protocol-only
+// node, a member past the fifth) may start before the members' etcd has
+// formed.
+func (a *App) openMetaWaiting(ctx context.Context) (meta.Store, error) {
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		s, err := openMeta(ctx, a.cfg, a.etcdEndpoints(), a.member.EtcdTLS(), a.log)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return s, err
+		}
+		a.log.Info("waiting for the cluster's etcd", "err", err)
+		time.Sleep(time.Second)
+	}
 }
 
 // etcdEndpoints are the client URLs of the cluster's etcd: cluster.etcd_endpoints,

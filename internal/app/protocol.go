@@ -66,16 +66,9 @@ func (a *App) newProtocol(ctx context.Context) (*App, error) {
 		return nil, err
 	}
 	// The members' etcd may still be forming (every node started at once).
-	for deadline := time.Now().Add(2 * time.Minute); ; {
-		if a.meta, err = openMeta(ctx, a.cfg, a.member.EtcdEndpoints(), a.member.EtcdTLS(), a.log); err == nil {
-			break
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			a.closeBase()
-			return nil, err
-		}
-		a.log.Info("waiting for the cluster's etcd", "err", err)
-		time.Sleep(time.Second)
+	if a.meta, err = a.openMetaWaiting(ctx); err != nil {
+		a.closeBase()
+		return nil, err
 	}
 	if err := a.member.OpenProtocol(ctx, a.meta); err != nil {
 		a.closeBase()

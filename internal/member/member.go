@@ -220,6 +220,10 @@ func (m *Member) EtcdTLS() *tls.Config {
 	return m.pki.client
 }
 
+// RunsEtcd reports whether this member runs an embedded etcd member (false
+// for an etcd client: a member past the fifth, or an external etcd).
+func (m *Member) RunsEtcd() bool { return m != nil && m.etcd != nil }
+
 // EtcdEndpoints are the client URLs of the cluster's etcd: the external
 // one, or the members' embedded etcd.
 func (m *Member) EtcdEndpoints() []string {
