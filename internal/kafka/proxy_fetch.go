@@ -15,9 +15,9 @@ import (
 // when none brings anything, once all are back.
 func (c *proxyConn) fetch(ctx context.Context, pd *pending, req *kmsg.FetchRequest) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	byGroup := map[int]*kmsg.FetchRequest{}
 	var unknown []kmsg.FetchResponseTopic
-	for _, t := range req.Topics {
+	names := make([]string, len(req.Topics))
+	for i, t := range req.Topics {
 		name := t.Topic
 		if req.Version >= 13 {
 			if name = c.p.cache.name(t.TopicID); name == "" {
@@ -28,37 +28,28 @@ func (c *proxyConn) fetch(ctx context.Context, pd *pending, req *kmsg.FetchReque
 		if name != "" {
 			c.learnTopics(ctx, pd, []string{name})
 		}
-		for _, p := range t.Partitions {
-			g, ok := c.p.cache.groupOf(name, p.Partition)
-			if !ok {
-				rt := kmsg.NewFetchResponseTopic()
-				rt.Topic, rt.TopicID = t.Topic, t.TopicID
-				rp := kmsg.NewFetchResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, kerr.UnknownTopicOrPartition.Code
-				if req.Version >= 13 {
-					rp.ErrorCode = kerr.UnknownTopicID.Code
-				}
-				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
-				rt.Partitions = append(rt.Partitions, rp)
-				unknown = append(unknown, rt)
-				continue
-			}
-			sub := byGroup[g]
-			if sub == nil {
-				cp := *req
-				cp.Topics, cp.ForgottenTopics = nil, nil
-				cp.SessionID, cp.SessionEpoch = 0, -1
-				sub = &cp
-				byGroup[g] = sub
-			}
-			if n := len(sub.Topics); n == 0 || sub.Topics[n-1].Topic != t.Topic || sub.Topics[n-1].TopicID != t.TopicID {
-				st := t
-				st.Partitions = nil
-				sub.Topics = append(sub.Topics, st)
-			}
-			st := &sub.Topics[len(sub.Topics)-1]
-			st.Partitions = append(st.Partitions, p)
+		names[i] = name
+	}
+	split := splitByGroup(req.Topics, fetchPartitions, func(i int, p *kmsg.FetchRequestTopicPartition) (int, bool) {
+		return c.p.cache.groupOf(names[i], p.Partition)
+	}, func(t *kmsg.FetchRequestTopic, p *kmsg.FetchRequestTopicPartition) {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.Partition, rp.ErrorCode = p.Partition, kerr.UnknownTopicOrPartition.Code
+		if req.Version >= 13 {
+			rp.ErrorCode = kerr.UnknownTopicID.Code
 		}
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		unknown = append(unknown, rt)
+	})
+	byGroup := make(map[int]*kmsg.FetchRequest, len(split))
+	for g, topics := range split {
+		cp := *req
+		cp.Topics, cp.ForgottenTopics = topics, nil
+		cp.SessionID, cp.SessionEpoch = 0, -1
+		byGroup[g] = &cp
 	}
 	type part struct {
 		g    int
@@ -140,7 +131,6 @@ func (c *proxyConn) listOffsets(ctx context.Context, pd *pending, req *kmsg.List
 		names = append(names, t.Topic)
 	}
 	c.learnTopics(ctx, pd, names)
-	byGroup := map[int]kmsg.Request{}
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	fail := func(topic string, p int32, code int16) {
 		rt := kmsg.NewListOffsetsResponseTopic()
@@ -150,41 +140,14 @@ func (c *proxyConn) listOffsets(ctx context.Context, pd *pending, req *kmsg.List
 		rt.Partitions = append(rt.Partitions, rp)
 		resp.Topics = append(resp.Topics, rt)
 	}
-	for _, t := range req.Topics {
-		for _, p := range t.Partitions {
-			g, ok := c.p.cache.groupOf(t.Topic, p.Partition)
-			if !ok {
-				fail(t.Topic, p.Partition, kerr.UnknownTopicOrPartition.Code)
-				continue
-			}
-			sub, _ := byGroup[g].(*kmsg.ListOffsetsRequest)
-			if sub == nil {
-				cp := *req
-				cp.Topics = nil
-				sub = &cp
-				byGroup[g] = sub
-			}
-			if n := len(sub.Topics); n == 0 || sub.Topics[n-1].Topic != t.Topic {
-				st := t
-				st.Partitions = nil
-				sub.Topics = append(sub.Topics, st)
-			}
-			st := &sub.Topics[len(sub.Topics)-1]
-			st.Partitions = append(st.Partitions, p)
-		}
-	}
-	answers := fanOut[*kmsg.ListOffsetsResponse](ctx, c, pd, byGroup)
-	for g, sub := range byGroup {
-		if a := answers[g]; a != nil {
-			resp.Topics = append(resp.Topics, a.Topics...)
-			continue
-		}
-		for _, t := range sub.(*kmsg.ListOffsetsRequest).Topics {
-			for _, p := range t.Partitions {
-				fail(t.Topic, p.Partition, kerr.NotLeaderForPartition.Code)
-			}
-		}
-	}
+	fanOutByPartition(ctx, c, pd, req.Topics, listOffsetsPartitions, func(t *kmsg.ListOffsetsRequestTopic) string { return t.Topic },
+		func(p *kmsg.ListOffsetsRequestTopicPartition) int32 { return p.Partition },
+		func(topics []kmsg.ListOffsetsRequestTopic) kmsg.Request {
+			cp := *req
+			cp.Topics = topics
+			return &cp
+		},
+		func(a *kmsg.ListOffsetsResponse) { resp.Topics = append(resp.Topics, a.Topics...) }, fail)
 	c.answer(pd, resp, false)
 }
 
@@ -196,7 +159,6 @@ func (c *proxyConn) offsetForLeaderEpoch(ctx context.Context, pd *pending, req *
 		names = append(names, t.Topic)
 	}
 	c.learnTopics(ctx, pd, names)
-	byGroup := map[int]kmsg.Request{}
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	fail := func(topic string, p int32, code int16) {
 		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
@@ -206,41 +168,14 @@ func (c *proxyConn) offsetForLeaderEpoch(ctx context.Context, pd *pending, req *
 		rt.Partitions = append(rt.Partitions, rp)
 		resp.Topics = append(resp.Topics, rt)
 	}
-	for _, t := range req.Topics {
-		for _, p := range t.Partitions {
-			g, ok := c.p.cache.groupOf(t.Topic, p.Partition)
-			if !ok {
-				fail(t.Topic, p.Partition, kerr.UnknownTopicOrPartition.Code)
-				continue
-			}
-			sub, _ := byGroup[g].(*kmsg.OffsetForLeaderEpochRequest)
-			if sub == nil {
-				cp := *req
-				cp.Topics = nil
-				sub = &cp
-				byGroup[g] = sub
-			}
-			if n := len(sub.Topics); n == 0 || sub.Topics[n-1].Topic != t.Topic {
-				st := t
-				st.Partitions = nil
-				sub.Topics = append(sub.Topics, st)
-			}
-			st := &sub.Topics[len(sub.Topics)-1]
-			st.Partitions = append(st.Partitions, p)
-		}
-	}
-	answers := fanOut[*kmsg.OffsetForLeaderEpochResponse](ctx, c, pd, byGroup)
-	for g, sub := range byGroup {
-		if a := answers[g]; a != nil {
-			resp.Topics = append(resp.Topics, a.Topics...)
-			continue
-		}
-		for _, t := range sub.(*kmsg.OffsetForLeaderEpochRequest).Topics {
-			for _, p := range t.Partitions {
-				fail(t.Topic, p.Partition, kerr.NotLeaderForPartition.Code)
-			}
-		}
-	}
+	fanOutByPartition(ctx, c, pd, req.Topics, offsetForLeaderEpochPartitions, func(t *kmsg.OffsetForLeaderEpochRequestTopic) string { return t.Topic },
+		func(p *kmsg.OffsetForLeaderEpochRequestTopicPartition) int32 { return p.Partition },
+		func(topics []kmsg.OffsetForLeaderEpochRequestTopic) kmsg.Request {
+			cp := *req
+			cp.Topics = topics
+			return &cp
+		},
+		func(a *kmsg.OffsetForLeaderEpochResponse) { resp.Topics = append(resp.Topics, a.Topics...) }, fail)
 	c.answer(pd, resp, false)
 }
 
@@ -251,61 +186,37 @@ func (c *proxyConn) offsetFetch(ctx context.Context, pd *pending, req *kmsg.Offs
 		c.whole(ctx, pd, c.coordinator(req.Group), req, nil)
 		return
 	}
-	byGroup := map[int]kmsg.Request{}
-	for _, g := range req.Groups {
-		co := c.coordinator(g.Group)
-		sub, _ := byGroup[co].(*kmsg.OffsetFetchRequest)
-		if sub == nil {
-			cp := *req
-			cp.Groups = nil
-			sub = &cp
-			byGroup[co] = sub
-		}
-		sub.Groups = append(sub.Groups, g)
-	}
-	answers := fanOut[*kmsg.OffsetFetchResponse](ctx, c, pd, byGroup)
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-	for co, sub := range byGroup {
-		if a := answers[co]; a != nil {
-			resp.Groups = append(resp.Groups, a.Groups...)
-			continue
-		}
-		for _, g := range sub.(*kmsg.OffsetFetchRequest).Groups {
+	fanOutByCoordinator(ctx, c, pd, req.Groups, func(g kmsg.OffsetFetchRequestGroup) string { return g.Group },
+		func(groups []kmsg.OffsetFetchRequestGroup) kmsg.Request {
+			cp := *req
+			cp.Groups = groups
+			return &cp
+		},
+		func(a *kmsg.OffsetFetchResponse) { resp.Groups = append(resp.Groups, a.Groups...) },
+		func(g kmsg.OffsetFetchRequestGroup) {
 			rg := kmsg.NewOffsetFetchResponseGroup()
 			rg.Group, rg.ErrorCode = g.Group, kerr.CoordinatorNotAvailable.Code
 			resp.Groups = append(resp.Groups, rg)
-		}
-	}
+		})
 	c.answer(pd, resp, false)
 }
 
 // describeGroups sends each consumer group to its coordinator.
 func (c *proxyConn) describeGroups(ctx context.Context, pd *pending, req *kmsg.DescribeGroupsRequest) {
-	byGroup := map[int]kmsg.Request{}
-	for _, g := range req.Groups {
-		co := c.coordinator(g)
-		sub, _ := byGroup[co].(*kmsg.DescribeGroupsRequest)
-		if sub == nil {
-			cp := *req
-			cp.Groups = nil
-			sub = &cp
-			byGroup[co] = sub
-		}
-		sub.Groups = append(sub.Groups, g)
-	}
-	answers := fanOut[*kmsg.DescribeGroupsResponse](ctx, c, pd, byGroup)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
-	for co, sub := range byGroup {
-		if a := answers[co]; a != nil {
-			resp.Groups = append(resp.Groups, a.Groups...)
-			continue
-		}
-		for _, g := range sub.(*kmsg.DescribeGroupsRequest).Groups {
+	fanOutByCoordinator(ctx, c, pd, req.Groups, func(g string) string { return g },
+		func(groups []string) kmsg.Request {
+			cp := *req
+			cp.Groups = groups
+			return &cp
+		},
+		func(a *kmsg.DescribeGroupsResponse) { resp.Groups = append(resp.Groups, a.Groups...) },
+		func(g string) {
 			rg := kmsg.NewDescribeGroupsResponseGroup()
 			rg.Group, rg.ErrorCode = g, kerr.CoordinatorNotAvailable.Code
 			resp.Groups = append(resp.Groups, rg)
-		}
-	}
+		})
 	c.answer(pd, resp, false)
 }
 

@@ -278,31 +278,18 @@ func (c *proxyConn) produce(ctx context.Context, pd *pending, req *kmsg.ProduceR
 		names = append(names, t.Topic)
 	}
 	c.learnTopics(ctx, pd, names)
-	byGroup := map[int]kmsg.Request{}
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	unknown := map[string][]int32{}
-	for _, t := range req.Topics {
-		for _, p := range t.Partitions {
-			g, ok := c.p.cache.groupOf(t.Topic, p.Partition)
-			if !ok {
-				unknown[t.Topic] = append(unknown[t.Topic], p.Partition)
-				continue
-			}
-			sub, _ := byGroup[g].(*kmsg.ProduceRequest)
-			if sub == nil {
-				cp := *req
-				cp.Topics = nil
-				sub = &cp
-				byGroup[g] = sub
-			}
-			if n := len(sub.Topics); n == 0 || sub.Topics[n-1].Topic != t.Topic {
-				st := t
-				st.Partitions = nil
-				sub.Topics = append(sub.Topics, st)
-			}
-			st := &sub.Topics[len(sub.Topics)-1]
-			st.Partitions = append(st.Partitions, p)
-		}
+	split := splitByGroup(req.Topics, producePartitions, func(i int, p *kmsg.ProduceRequestTopicPartition) (int, bool) {
+		return c.p.cache.groupOf(req.Topics[i].Topic, p.Partition)
+	}, func(t *kmsg.ProduceRequestTopic, p *kmsg.ProduceRequestTopicPartition) {
+		unknown[t.Topic] = append(unknown[t.Topic], p.Partition)
+	})
+	byGroup := make(map[int]kmsg.Request, len(split))
+	for g, topics := range split {
+		cp := *req
+		cp.Topics = topics
+		byGroup[g] = &cp
 	}
 	if req.Acks == 0 {
 		for _, pc := range c.prepareAll(ctx, pd, byGroup) {
@@ -349,4 +336,107 @@ func (c *proxyConn) produce(ctx context.Context, pd *pending, req *kmsg.ProduceR
 		}
 	}
 	c.answer(pd, resp, false)
+}
+
+// splitByGroup sorts topics' partitions by the replication group each lives
+// in (groupOf is given the topic's index in topics): per group, the topics in
+// their order, each holding that group's partitions of it. Partitions
+// groupOf does not place go to unknown.
+func splitByGroup[T, P any](topics []T, partitions func(*T) *[]P, groupOf func(int, *P) (int, bool), unknown func(*T, *P)) map[int][]T {
+	out := map[int][]T{}
+	last := map[int]int{} // group → index in topics of its last topic entry
+	for i := range topics {
+		t := &topics[i]
+		for _, p := range *partitions(t) {
+			g, ok := groupOf(i, &p)
+			if !ok {
+				unknown(t, &p)
+				continue
+			}
+			if j, seen := last[g]; !seen || j != i {
+				entry := *t
+				*partitions(&entry) = nil
+				out[g] = append(out[g], entry)
+				last[g] = i
+			}
+			sub := out[g]
+			ps := partitions(&sub[len(sub)-1])
+			*ps = append(*ps, p)
+		}
+	}
+	return out
+}
+
+// fanOutByPartition splits a request of topics of partitions by group
+// (part makes a group's request of its topics), sends each part to its
+// group's leader and hands each answer to merge; a partition no group holds
+// goes to fail as UNKNOWN_TOPIC_OR_PARTITION, one whose group's leader did
+// not answer as NOT_LEADER_OR_FOLLOWER.
+func fanOutByPartition[T, P any, R kmsg.Response](ctx context.Context, c *proxyConn, pd *pending, topics []T,
+	partitions func(*T) *[]P, topic func(*T) string, partition func(*P) int32,
+	part func([]T) kmsg.Request, merge func(R), fail func(topic string, p int32, code int16),
+) {
+	split := splitByGroup(topics, partitions, func(i int, p *P) (int, bool) {
+		return c.p.cache.groupOf(topic(&topics[i]), partition(p))
+	}, func(t *T, p *P) { fail(topic(t), partition(p), kerr.UnknownTopicOrPartition.Code) })
+	byGroup := make(map[int]kmsg.Request, len(split))
+	for g, ts := range split {
+		byGroup[g] = part(ts)
+	}
+	answers := fanOut[R](ctx, c, pd, byGroup)
+	for g, ts := range split {
+		if a, ok := answers[g]; ok {
+			merge(a)
+			continue
+		}
+		for i := range ts {
+			for _, p := range *partitions(&ts[i]) {
+				fail(topic(&ts[i]), partition(&p), kerr.NotLeaderForPartition.Code)
+			}
+		}
+	}
+}
+
+// fanOutByCoordinator splits a request naming consumer groups (part makes
+// the request of some of them) by their coordinators, sends each part and
+// hands each answer to merge; the groups of a coordinator that did not
+// answer go to fail.
+func fanOutByCoordinator[G any, R kmsg.Response](ctx context.Context, c *proxyConn, pd *pending, groups []G,
+	id func(G) string, part func([]G) kmsg.Request, merge func(R), fail func(G),
+) {
+	split := map[int][]G{}
+	for _, g := range groups {
+		co := c.coordinator(id(g))
+		split[co] = append(split[co], g)
+	}
+	byGroup := make(map[int]kmsg.Request, len(split))
+	for co, gs := range split {
+		byGroup[co] = part(gs)
+	}
+	answers := fanOut[R](ctx, c, pd, byGroup)
+	for co, gs := range split {
+		if a, ok := answers[co]; ok {
+			merge(a)
+			continue
+		}
+		for _, g := range gs {
+			fail(g)
+		}
+	}
+}
+
+func producePartitions(t *kmsg.ProduceRequestTopic) *[]kmsg.ProduceRequestTopicPartition {
+	return &t.Partitions
+}
+
+func fetchPartitions(t *kmsg.FetchRequestTopic) *[]kmsg.FetchRequestTopicPartition {
+	return &t.Partitions
+}
+
+func listOffsetsPartitions(t *kmsg.ListOffsetsRequestTopic) *[]kmsg.ListOffsetsRequestTopicPartition {
+	return &t.Partitions
+}
+
+func offsetForLeaderEpochPartitions(t *kmsg.OffsetForLeaderEpochRequestTopic) *[]kmsg.OffsetForLeaderEpochRequestTopicPartition {
+	return &t.Partitions
 }

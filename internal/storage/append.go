@@ -17,6 +17,9 @@ type Record = commitlog.Entry
 
 // control record operations (payload byte 0)
 const (
+	// opCreateQueue creates a queue: op, or op | next i64 (little endian)
+	// for one whose offsets begin at next (a queue moved from another
+	// group carries on from where it ended there).
 	opCreateQueue = 1
 	opDeleteQueue = 2
 	// opSetStart moves a queue's start offset forward (retention,
@@ -241,6 +244,20 @@ func (e *Engine) CreateQueues(ctx context.Context, ids []model.QueueID) error {
 	return e.control(ctx, missing, opCreateQueue)
 }
 
+// CreateQueueAt creates an empty queue whose first offset is next (its
+// start and end both next): a queue moved here from another group carries
+// on from the offset it ended at there. Creating an existing queue is a
+// no-op (its offsets stay as they are).
+func (e *Engine) CreateQueueAt(ctx context.Context, id model.QueueID, next model.QueueOffset) error {
+	if _, err := e.queue(id); err == nil {
+		return nil
+	}
+	if next <= 0 {
+		return e.control(ctx, []model.QueueID{id}, opCreateQueue)
+	}
+	return e.writeControl(ctx, []model.QueueID{id}, [][]byte{binary.LittleEndian.AppendUint64([]byte{opCreateQueue}, uint64(next))})
+}
+
 // DeleteQueue deletes a queue and its index; its records in the log are
 // reclaimed with their segments.
 func (e *Engine) DeleteQueue(ctx context.Context, id model.QueueID) error {
@@ -257,15 +274,25 @@ func (e *Engine) control(ctx context.Context, ids []model.QueueID, op byte) erro
 	if len(ids) == 0 {
 		return nil
 	}
+	payloads := make([][]byte, len(ids))
+	for i := range ids {
+		payloads[i] = []byte{op}
+	}
+	return e.writeControl(ctx, ids, payloads)
+}
+
+// writeControl writes one control record per queue and waits until they
+// are durable.
+func (e *Engine) writeControl(ctx context.Context, ids []model.QueueID, payloads [][]byte) error {
 	recs := make([]*commitlog.Entry, len(ids))
 	for i, id := range ids {
-		recs[i] = &commitlog.Entry{Format: model.FormatInternal, Flags: commitlog.FlagControl, Queue: id, Count: 1, Payload: []byte{op}}
+		recs[i] = &commitlog.Entry{Format: model.FormatInternal, Flags: commitlog.FlagControl, Queue: id, Count: 1, Payload: payloads[i]}
 	}
 	err := e.writeDurable(ctx, recs, controlAssigner{e})
 	if err != nil && recs[0].Index == 0 {
 		return fmt.Errorf("queue control: %w", err)
 	}
-	if op == opDeleteQueue {
+	if payloads[0][0] == opDeleteQueue {
 		e.noteApplied(recs)
 	}
 	return err
@@ -301,7 +328,12 @@ func (e *Engine) applyControl(id model.QueueID, payload []byte, pos model.LogPos
 	switch payload[0] {
 	case opCreateQueue:
 		if _, ok := e.queues[id]; !ok {
-			q := &queue{idx: e.idx.Open(id, queueindex.State{}, nil)}
+			var st queueindex.State
+			if len(payload) == 9 {
+				next := model.QueueOffset(binary.LittleEndian.Uint64(payload[1:]))
+				st.Next, st.Start = next, next
+			}
+			q := &queue{idx: e.idx.Open(id, st, nil)}
 			q.pins.set(payload, pos, size)
 			e.queues[id] = q
 		}
