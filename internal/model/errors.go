@@ -33,6 +33,11 @@ var (
 // *NotLeaderError says who does.
 var ErrNotLeader = errors.New("not the leader of the queue")
 
+// ErrQueueMoved is an append to a queue that is moving, or moved, to
+// another replication group: an ErrNotLeader, so clients look its leader
+// up again and retry there.
+var ErrQueueMoved = fmt.Errorf("%w: the queue is moving to another group", ErrNotLeader)
+
 // NotLeaderError is ErrNotLeader with what this node knows of the leader:
 // Leader is -1 when unknown (an election is under way), Epoch its leader
 // epoch.

@@ -15,7 +15,8 @@ import (
 // queue. Append fills BaseOffset, Pos, Size, Index and StoreTime.
 type Record = commitlog.Entry
 
-// control record operations (payload byte 0)
+// control record operations (payload byte 0; opKeeperSnapshot, opRaft,
+// opTierCommit and opTierDrop are 5 to 8)
 const (
 	// opCreateQueue creates a queue: op, or op | next i64 (little endian)
 	// for one whose offsets begin at next (a queue moved from another
@@ -32,6 +33,11 @@ const (
 	// (little endian; the count lets a rebuild that no longer has the
 	// record make the hole).
 	opHole = 4
+	// opSealQueue closes a queue to appends (it moves to another group,
+	// which carries it on): op | end i64, the offset it ended at.
+	opSealQueue = 9
+	// opUnsealQueue opens a sealed queue again (a move given up): op.
+	opUnsealQueue = 10
 )
 
 // AppendOptions modify one Append call.
@@ -142,6 +148,13 @@ func (e *Engine) AppendWith(ctx context.Context, recs []*Record, opts AppendOpti
 	}
 	if e.cfg.Replicated {
 		_, err := e.appendReplicated(ctx, recs, func() (model.LogPos, error) {
+			// Checked under the replication pause SealQueue waits on, so
+			// no append passes a seal unnoticed.
+			for _, q := range a.qs {
+				if q.sealed.Load() {
+					return 0, model.ErrQueueMoved
+				}
+			}
 			end, err := appendLog(recs, a)
 			e.countAppended(a.i, msgs, bytes)
 			return end, err
@@ -150,6 +163,11 @@ func (e *Engine) AppendWith(ctx context.Context, recs []*Record, opts AppendOpti
 			return fmt.Errorf("append: %w", err)
 		}
 		return nil
+	}
+	for _, q := range a.qs {
+		if q.sealed.Load() {
+			return model.ErrQueueMoved
+		}
 	}
 	end, err := appendLog(recs, a)
 	e.countAppended(a.i, msgs, bytes)
@@ -258,6 +276,52 @@ func (e *Engine) CreateQueueAt(ctx context.Context, id model.QueueID, next model
 	return e.writeControl(ctx, []model.QueueID{id}, [][]byte{binary.LittleEndian.AppendUint64([]byte{opCreateQueue}, uint64(next))})
 }
 
+// SealQueue closes a queue to appends — it moves to another replication
+// group, which carries it on — and returns its end: every append given an
+// offset before has it below end; every later one fails with
+// model.ErrQueueMoved. The seal is a durable control record, so the
+// group's other replicas, and this one after a restart while the log
+// holds the record, keep it; the topic's record of the move is what
+// refuses appends for good. Sealing a sealed queue returns its end again.
+func (e *Engine) SealQueue(ctx context.Context, id model.QueueID) (model.QueueOffset, error) {
+	q, err := e.queue(id)
+	if err != nil {
+		return 0, err
+	}
+	q.sealed.Store(true)
+	if e.cfg.Replicated {
+		// Appends that saw the queue open have written once no append
+		// holds the pause.
+		e.repl.pause.Lock()
+		e.repl.pause.Unlock() //nolint:staticcheck // an empty critical section is the barrier
+	}
+	end := q.idx.NextOffset()
+	payload := binary.LittleEndian.AppendUint64([]byte{opSealQueue}, uint64(end))
+	if err := e.writeControl(ctx, []model.QueueID{id}, [][]byte{payload}); err != nil {
+		return 0, err
+	}
+	return end, nil
+}
+
+// UnsealQueue opens a sealed queue to appends again (a move given up
+// before the queue's new group took it).
+func (e *Engine) UnsealQueue(ctx context.Context, id model.QueueID) error {
+	q, err := e.queue(id)
+	if err != nil {
+		return err
+	}
+	if !q.sealed.Load() {
+		return nil
+	}
+	return e.writeControl(ctx, []model.QueueID{id}, [][]byte{{opUnsealQueue}})
+}
+
+// QueueSealed reports whether a queue is closed to appends.
+func (e *Engine) QueueSealed(id model.QueueID) bool {
+	q, err := e.queue(id)
+	return err == nil && q.sealed.Load()
+}
+
 // DeleteQueue deletes a queue and its index; its records in the log are
 // reclaimed with their segments.
 func (e *Engine) DeleteQueue(ctx context.Context, id model.QueueID) error {
@@ -343,6 +407,14 @@ func (e *Engine) applyControl(id model.QueueID, payload []byte, pos model.LogPos
 			if err := q.idx.SetStart(model.QueueOffset(binary.LittleEndian.Uint64(payload[1:]))); err != nil {
 				e.log.Warn("replay start offset", "queue", id, "err", err)
 			}
+		}
+	case opSealQueue:
+		if q, ok := e.queues[id]; ok {
+			q.sealed.Store(true)
+		}
+	case opUnsealQueue:
+		if q, ok := e.queues[id]; ok {
+			q.sealed.Store(false)
 		}
 	case opHole:
 		if q, ok := e.queues[id]; ok && len(payload) == 13 {

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/rosettamq/rosetta/internal/model"
@@ -68,4 +69,49 @@ func TestCreateQueueAt(t *testing.T) {
 	if err != nil || s != 50 || n != 50 {
 		t.Fatalf("queue made before the crash: %d..%d (%v)", s, n, err)
 	}
+}
+
+// A sealed queue refuses appends (as not led here) and says where it
+// ended; the seal outlives a crash, and unsealing opens it again.
+func TestSealQueue(t *testing.T) {
+	ctx := context.Background()
+	c := testConfig(t.TempDir())
+	e := openEngine(t, c)
+	if err := e.CreateQueue(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, e, 3, 0, 5)
+	end, err := e.SealQueue(ctx, 3)
+	if err != nil || end != 5 {
+		t.Fatalf("sealed at %d (%v), want 5", end, err)
+	}
+	refused := func(e *Engine) {
+		t.Helper()
+		err := e.Append(ctx, []*Record{{Queue: 3, Count: 1, Payload: []byte("late")}})
+		if !errors.Is(err, model.ErrQueueMoved) || !errors.Is(err, model.ErrNotLeader) {
+			t.Fatalf("append to a sealed queue: %v", err)
+		}
+		if !e.QueueSealed(3) {
+			t.Fatal("queue not reported sealed")
+		}
+	}
+	refused(e)
+	if again, err := e.SealQueue(ctx, 3); err != nil || again != 5 {
+		t.Fatalf("sealed again at %d (%v)", again, err)
+	}
+	e.cancel()
+	e.wg.Wait()
+	e.clog.Close()
+	e.keys.Close()
+	e.idx.Close()
+	e = openEngine(t, c)
+	defer e.Close()
+	refused(e)
+	if got := readAll(t, e, 3, 0); len(got) != 5 {
+		t.Fatalf("read %d records of the sealed queue", len(got))
+	}
+	if err := e.UnsealQueue(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, e, 3, 5, 1)
 }

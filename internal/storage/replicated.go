@@ -66,9 +66,16 @@ func RaftEntryOf(rec []byte) (typ byte, data []byte, ok bool) {
 }
 
 // inPlaceOp says whether a control payload changes state in place once
-// applied (everything but queue creation and Raft entries).
+// applied (everything but queue creation, seals and Raft entries).
 func inPlaceOp(payload []byte) bool {
-	return len(payload) > 0 && payload[0] != opCreateQueue && payload[0] != opRaft
+	if len(payload) == 0 {
+		return false
+	}
+	switch payload[0] {
+	case opCreateQueue, opRaft, opSealQueue, opUnsealQueue:
+		return false
+	}
+	return true
 }
 
 // replication is the engine's state as one replica of a group.
