@@ -217,7 +217,7 @@ type queue struct {
 
 	pendingFlush  atomic.Bool
 	pendingNotify atomic.Bool
-	sealed        atomic.Bool // moving to another group: appends refused (SealQueue)
+	sealed        atomic.Bool  // moving to another group: appends refused (SealQueue)
 	lastEnd       atomic.Int64 // log end of the newest record, for notification
 
 	wmu     sync.Mutex
