@@ -444,6 +444,9 @@ func (b *Broker) appendQueue(name model.TopicName, index int32) (model.QueueID, 
 	if err != nil {
 		return 0, nil, err
 	}
+	if t.Away(index) {
+		return 0, nil, fmt.Errorf("%w: %s queue %d", model.ErrQueueMoved, name, index)
+	}
 	if err := route.Check(id, b.opts.Router.Locate(id)); err != nil {
 		return 0, nil, err
 	}

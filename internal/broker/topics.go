@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -93,27 +94,50 @@ func (c TopicConfig) Tiered() bool { return c.RemoteStorage != "false" }
 // group's, numbered from 0: the RocketMQ queue ids under the group's broker
 // name) and All every queue of the topic; with one group they are the same.
 type Topic struct {
-	Name      model.TopicName `json:"-"`
-	FullName  string          `json:"name"`
-	Queues    []model.QueueID `json:"-"`
-	All       []model.QueueID `json:"queues"`
-	Groups    route.Table     `json:"groups,omitempty"`
-	Config    TopicConfig     `json:"config"`
-	CreatedMs int64           `json:"created_ms"`
-	ID        [16]byte        `json:"id"` // stable UUID (Kafka topic id)
-	Internal  bool            `json:"internal,omitempty"`
-	revision  int64
-	local     []int32 // each queue's index within its group
+	Name     model.TopicName `json:"-"`
+	FullName string          `json:"name"`
+	Queues   []model.QueueID `json:"-"`
+	All      []model.QueueID `json:"queues"`
+	Groups   route.Table     `json:"groups,omitempty"`
+	// Moves are the queues moved to other groups (route.Moves): Groups
+	// keeps each queue's home — its RocketMQ broker name and queue id —
+	// and a moved queue's appends go to its last piece's group, where
+	// Kafka clients find it.
+	Moves     route.Moves `json:"moves,omitempty"`
+	Config    TopicConfig `json:"config"`
+	CreatedMs int64       `json:"created_ms"`
+	ID        [16]byte    `json:"id"` // stable UUID (Kafka topic id)
+	Internal  bool        `json:"internal,omitempty"`
+	// Guests are the broker's queues moved here from their home groups,
+	// in topic order: a broker's queue index past its own Queues names
+	// Guests[index-len(Queues)] (Queue).
+	Guests   []model.QueueID `json:"-"`
+	revision int64
+	local    []int32 // each queue's index within its home group
+	// away: the broker's own queues (by index) moved, or moving, to
+	// another group: appends to them are refused.
+	away map[int32]bool
 }
 
-// GroupOf is the replication group holding queue i (Kafka partition i).
-func (t *Topic) GroupOf(i int) model.GroupID { return t.Groups.Group(i) }
+// GroupOf is the replication group queue i (Kafka partition i) takes
+// appends in: its home, or the group it moved to.
+func (t *Topic) GroupOf(i int) model.GroupID { return t.Moves.Current(t.Groups, i) }
 
-// LocalIndex is queue i's index among its group's queues (-1 for no such
-// queue).
+// HomeOf is queue i's home group: the broker name RocketMQ clients know
+// it under, also after it moved.
+func (t *Topic) HomeOf(i int) model.GroupID { return t.Groups.Group(i) }
+
+// LocalIndex is queue i's index at the broker of the group it takes
+// appends in (GroupOf): among that group's own queues, or past them among
+// its guests (-1 for no such queue).
 func (t *Topic) LocalIndex(i int) int {
 	if i < 0 || i >= len(t.All) {
 		return -1
+	}
+	g := t.GroupOf(i)
+	if g != t.HomeOf(i) {
+		guests := t.Moves.Guests(t.Groups, g)
+		return t.CountIn(g) + slices.Index(guests, i)
 	}
 	if len(t.local) != len(t.All) {
 		return int(t.Groups.Locals(len(t.All))[i])
@@ -121,11 +145,36 @@ func (t *Topic) LocalIndex(i int) int {
 	return int(t.local[i])
 }
 
-// GlobalIndex is the topic-wide index of group g's queue local (-1 when
-// the group holds fewer).
+// GlobalIndex is the topic-wide index of queue local at group g's broker
+// (LocalIndex's inverse; -1 when the group holds fewer).
 func (t *Topic) GlobalIndex(g model.GroupID, local int) int {
+	if own := t.CountIn(g); local >= own {
+		guests := t.Moves.Guests(t.Groups, g)
+		if local-own < len(guests) {
+			return guests[local-own]
+		}
+		return -1
+	}
 	return t.Groups.Global(g, local, len(t.All))
 }
+
+// Queue is the storage queue of the broker's queue index: one of its own
+// Queues, or past them one of its Guests.
+func (t *Topic) Queue(index int32) (model.QueueID, bool) {
+	switch {
+	case index < 0:
+		return 0, false
+	case int(index) < len(t.Queues):
+		return t.Queues[index], true
+	case int(index)-len(t.Queues) < len(t.Guests):
+		return t.Guests[int(index)-len(t.Queues)], true
+	}
+	return 0, false
+}
+
+// Away reports whether the broker's own queue index moved, or is moving,
+// to another group: it takes no appends here.
+func (t *Topic) Away(index int32) bool { return t.away[index] }
 
 // CountIn is how many of the topic's queues group g holds.
 func (t *Topic) CountIn(g model.GroupID) int { return t.Groups.Count(g, len(t.All)) }
@@ -161,6 +210,22 @@ func (b *Broker) view(t *Topic) {
 	t.Groups = b.opts.Placement.TableOf(t.Groups, len(t.All))
 	t.local = t.Groups.Locals(len(t.All))
 	t.Queues = t.Groups.Select(b.opts.Placement.Group, t.All)
+	t.Guests, t.away = nil, nil
+	if len(t.Moves) == 0 {
+		return
+	}
+	g := b.opts.Placement.Group
+	for _, i := range t.Moves.Guests(t.Groups, g) {
+		t.Guests = append(t.Guests, t.All[i])
+	}
+	for _, mv := range t.Moves {
+		if t.Groups.Group(mv.Queue) == g && (t.Moves.Current(t.Groups, mv.Queue) != g || t.Moves.Moving(mv.Queue)) {
+			if t.away == nil {
+				t.away = map[int32]bool{}
+			}
+			t.away[t.local[mv.Queue]] = true
+		}
+	}
 }
 
 // QueueCount is the number of queues.
@@ -295,6 +360,9 @@ func (b *Broker) indexTopicLocked(t *Topic) {
 	b.byID[t.ID] = t
 	for i, id := range t.Queues {
 		b.byQueue[id] = QueueRef{Topic: t, Index: int32(i)}
+	}
+	for i, id := range t.Guests {
+		b.byQueue[id] = QueueRef{Topic: t, Index: int32(len(t.Queues) + i)}
 	}
 }
 
@@ -484,10 +552,11 @@ func (b *Broker) QueueID(name model.TopicName, index int32) (model.QueueID, *Top
 	if err != nil {
 		return 0, nil, err
 	}
-	if index < 0 || int(index) >= len(t.Queues) {
+	id, ok := t.Queue(index)
+	if !ok {
 		return 0, t, fmt.Errorf("%w: %s queue %d of %d", model.ErrUnknownQueue, name, index, len(t.Queues))
 	}
-	return t.Queues[index], t, nil
+	return id, t, nil
 }
 
 // loadTopics reads every topic from the metadata store, and deletes storage

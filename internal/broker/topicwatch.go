@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,6 +105,13 @@ func (b *Broker) adoptTopicLocked(ctx context.Context, t *Topic) error {
 			return err
 		}
 	}
+	if ok {
+		for _, id := range old.Guests {
+			if !slices.Contains(t.Guests, id) {
+				delete(b.byQueue, id) // moved on
+			}
+		}
+	}
 	b.indexTopicLocked(t)
 	b.topicsVersion.Add(1)
 	return nil
@@ -119,7 +127,7 @@ func (b *Broker) forgetTopicLocked(ctx context.Context, name model.TopicName) {
 	delete(b.topics, name)
 	delete(b.byID, t.ID)
 	b.topicsVersion.Add(1)
-	for _, id := range t.Queues {
+	for _, id := range slices.Concat(t.Queues, t.Guests) {
 		delete(b.byQueue, id)
 		if err := b.engine.DeleteQueue(ctx, id); err != nil && !errors.Is(err, model.ErrUnknownQueue) {
 			b.log.Warn("delete queue", "topic", name.String(), "queue", id, "err", err)

@@ -120,8 +120,11 @@ func (a *Appender) WaitDurable(ctx context.Context, results ...Result) error {
 // none). The caller checks authorization and quotas.
 func (a *Appender) Append(ctx context.Context, t *broker.Topic, partition int32, records []byte, txnID string) (Result, error) {
 	res := Result{BaseOffset: -1, LogAppendTime: -1, ticket: a.b.Ticket()}
-	if partition < 0 || int(partition) >= len(t.Queues) {
+	if _, ok := t.Queue(partition); !ok {
 		return res, model.ErrUnknownQueue
+	}
+	if t.Away(partition) {
+		return res, model.ErrQueueMoved
 	}
 	if t.Internal {
 		return res, fmt.Errorf("%w: cannot append to internal topic %s", model.ErrInvalidTopic, t.Name)
@@ -190,7 +193,7 @@ func (a *Appender) Append(ctx context.Context, t *broker.Topic, partition int32,
 // state, skips retried duplicates, and records what it wrote.
 func (a *Appender) appendIdempotent(ctx context.Context, t *broker.Topic, partition int32, recs []*broker.Record,
 	hdrs []kbatch.Header, txnID string, res Result) (Result, error) {
-	queue := t.Queues[partition]
+	queue, _ := t.Queue(partition)
 	pid := hdrs[0].ProducerID
 	if hdrs[0].Attributes&kbatch.AttrTransactional != 0 {
 		if a.txns == nil {

@@ -28,7 +28,7 @@ import (
 // appendTimers stores batches that may hold timer records; what it
 // appends is durable when it returns. It returns the base offset.
 func (a *Appender) appendTimers(ctx context.Context, t *broker.Topic, partition int32, batches [][]byte, hdrs []kbatch.Header) (model.QueueOffset, error) {
-	queue := t.Queues[partition]
+	queue, _ := t.Queue(partition)
 	var st *producers.State
 	if pid := hdrs[0].ProducerID; pid >= 0 {
 		st = a.producers.Acquire(queue, pid)
