@@ -88,7 +88,7 @@ func (b *Broker) SealMoving(ctx context.Context, name model.TopicName, i int) (m
 	if err != nil {
 		return 0, 0, err
 	}
-	return end, b.epochBase(t, i) + b.engine.LeaderEpoch(), nil
+	return end, t.EpochBase(i) + b.engine.LeaderEpoch(), nil
 }
 
 // UnsealMoving opens queue i again in this broker's group (a move given
@@ -153,14 +153,22 @@ func (b *Broker) SettleMove(ctx context.Context, name model.TopicName, i int, fr
 	return nil, fmt.Errorf("%w: %s changed while settling a move", model.ErrTopicExists, name)
 }
 
-// epochBase is what queue i's leader epochs add to this broker's group's
-// epoch: its piece's base when it moved here, else 0.
-func (b *Broker) epochBase(t *Topic, i int) model.Epoch {
+// EpochBase is what queue i's leader epochs add to its group's epoch (the
+// group GroupOf names): the base its move there recorded, 0 in its home.
+func (t *Topic) EpochBase(i int) model.Epoch { return t.piece(i).EpochBase }
+
+// pieceStart is where queue i's records in its current group begin (0 in
+// its home).
+func (t *Topic) pieceStart(i int) model.QueueOffset { return t.piece(i).From }
+
+// piece is queue i's piece in the group it takes appends in: its last
+// settled one, else its home's.
+func (t *Topic) piece(i int) route.Piece {
 	ps := t.Moves.Of(i)
 	for j := len(ps) - 1; j >= 0; j-- {
-		if ps[j].From != route.PieceMoving && ps[j].Group == b.opts.Placement.Group {
-			return ps[j].EpochBase
+		if ps[j].From != route.PieceMoving {
+			return ps[j]
 		}
 	}
-	return 0
+	return route.Piece{Group: t.HomeOf(i)}
 }

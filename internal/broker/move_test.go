@@ -110,6 +110,17 @@ func TestMoveQueue(t *testing.T) {
 	if start, _, end, err := bs[1].Offsets(name, 1); err != nil || start != 3 || end != 4 {
 		t.Fatalf("new group's piece: %d..%d (%v)", start, end, err)
 	}
+	// Epochs only grow across the move; the old group's end where the
+	// new piece begins.
+	if ep, err := bs[1].LeaderEpoch(name, 1); err != nil || ep != last+1 {
+		t.Fatalf("epoch in the new group %d (%v), ended at %d", ep, err, last)
+	}
+	if ep, off, err := bs[1].EndOffsetForEpoch(name, 1, last); err != nil || ep != last || off != 3 {
+		t.Fatalf("end of the old group's epoch: %d at %d (%v)", ep, off, err)
+	}
+	if ep, off, err := bs[1].EndOffsetForEpoch(name, 1, last+1); err != nil || ep != last+1 || off != 4 {
+		t.Fatalf("end of the new group's epoch: %d at %d (%v)", ep, off, err)
+	}
 	for _, to := range []model.GroupID{1, 0} {
 		if _, err := bs[1].BeginMove(ctx, name, 0, to, nil); !errors.Is(err, ErrMoveRefused) {
 			t.Fatalf("move to group %d: %v", to, err)

@@ -114,6 +114,9 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 				v = GroupView{Leader: -1, Epoch: -1}
 			}
 			mp.Leader, mp.LeaderEpoch = v.Leader, v.Epoch
+			if mp.LeaderEpoch >= 0 {
+				mp.LeaderEpoch += int32(t.EpochBase(i))
+			}
 			if pp, err := s.partition(t, int32(i)); err == nil {
 				// Served here: the partition's own epoch.
 				loc, err := pp.be.broker.Locate(pp.topic.Name, pp.index)

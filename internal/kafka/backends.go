@@ -162,6 +162,9 @@ func (s *Server) partition(t *broker.Topic, p int32) (part, error) {
 	be := set[g]
 	if be == nil {
 		leader, epoch := s.groupLeader(int(g))
+		if epoch >= 0 {
+			epoch += int32(t.EpochBase(int(p)))
+		}
 		return part{}, &model.NotLeaderError{Queue: t.All[p], Leader: model.NodeID(leader), Epoch: model.Epoch(epoch)}
 	}
 	if len(set) == 1 && len(t.Queues) == len(t.All) {
