@@ -143,7 +143,27 @@ func topicCmd() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", args[0])
 			return nil
 		}}
-	cmd.AddCommand(list, describe, create, alter, del)
+	var moveQueue, toGroup int
+	move := &cobra.Command{Use: "move TOPIC --queue N --to-group G", Short: "Move a queue to another replication group (its history stays where it is; it goes on there from its end)",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if moveQueue < 0 || toGroup < 0 {
+				return fmt.Errorf("want --queue and --to-group, e.g. --queue 3 --to-group 4")
+			}
+			var done apiv1.QueueMove
+			if err := a.call(cmd, "POST", topicPath(args[0])+"/queues/"+strconv.Itoa(moveQueue)+"/move", map[string]any{"to_group": toGroup}, &done); err != nil {
+				return err
+			}
+			if ok, err := output(cmd, out, done); ok {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "moved %s queue %d from group %d to group %d: it goes on there from offset %d (%d ms)\n",
+				done.Topic, done.Queue, done.FromGroup, done.ToGroup, done.FromOffset, done.Millis)
+			return nil
+		}}
+	move.Flags().IntVar(&moveQueue, "queue", -1, "the queue (Kafka partition) to move")
+	move.Flags().IntVar(&toGroup, "to-group", -1, "the replication group it goes to")
+	cmd.AddCommand(list, describe, create, alter, del, move)
 	return cmd
 }
 

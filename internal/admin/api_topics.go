@@ -88,14 +88,25 @@ func topicSummary(b *broker.Broker, t *broker.Topic) (apiv1.TopicSummary, []apiv
 	s.RetentionMs, s.RetentionBytes = b.EffectiveRetention(t)
 	total, per := b.TopicBytes(t)
 	s.Bytes = total
-	queues := make([]apiv1.QueueInfo, t.QueueCount())
-	for i := range t.Queues {
-		q := apiv1.QueueInfo{Queue: apiQueue(b, t, int32(i)), Group: int(b.Placement().Group), Bytes: per[i]}
+	// A moved queue is listed by every group holding a piece of it, each
+	// with its piece's offsets and the group it is in now
+	// (mergeMovedQueues).
+	queues := make([]apiv1.QueueInfo, 0, len(t.Queues)+len(t.Guests))
+	for i := range len(t.Queues) + len(t.Guests) {
+		q := apiv1.QueueInfo{Queue: apiQueue(b, t, int32(i)), Group: int(b.Placement().Group)}
+		if i < len(per) {
+			q.Bytes = per[i]
+		} else if id, ok := t.Queue(int32(i)); ok {
+			q.Bytes, _ = b.Engine().QueueBytes(id)
+		}
+		if t.Away(int32(i)) {
+			q.Group = int(t.GroupOf(int(q.Queue)))
+		}
 		if start, hw, _, err := b.Offsets(t.Name, int32(i)); err == nil {
 			q.Start, q.End = int64(start), int64(hw)
 			s.Messages += max(0, q.End-q.Start)
 		}
-		queues[i] = q
+		queues = append(queues, q)
 	}
 	return s, queues
 }

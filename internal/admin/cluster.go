@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rosettamq/rosetta/internal/apiv1"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -78,6 +79,9 @@ type ClusterOps struct {
 	// AddGroups adds n replication groups of factor voters (0: the
 	// cluster's) and returns their ids.
 	AddGroups func(ctx context.Context, n, factor int) ([]model.GroupID, error)
+	// MoveQueue moves a topic's queue to another replication group
+	// (POST /api/v1/topics/{topic}/queues/{queue}/move {"to_group": g}).
+	MoveQueue func(ctx context.Context, move apiv1.QueueMove) (apiv1.QueueMove, error)
 }
 
 // register adds the cluster endpoints to mux.
@@ -133,6 +137,26 @@ func (c ClusterOps) register(mux *http.ServeMux, sec Security) {
 			}
 			w.WriteHeader(http.StatusCreated)
 			writeJSON(w, map[string]any{"added": ids})
+		}))
+	}
+	if c.MoveQueue != nil {
+		mux.HandleFunc("POST /api/v1/topics/{topic}/queues/{queue}/move", sec.guard(func(w http.ResponseWriter, r *http.Request) {
+			var req apiv1.QueueMove
+			q, err := strconv.Atoi(r.PathValue("queue"))
+			if err == nil {
+				err = json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10)).Decode(&req)
+			}
+			if err != nil || q < 0 || req.ToGroup < 0 {
+				apiError(w, http.StatusBadRequest, "bad_request", "want a queue number in the path and {\"to_group\": g}")
+				return
+			}
+			req.Topic, req.Queue = r.PathValue("topic"), q
+			done, err := c.MoveQueue(r.Context(), req)
+			if err != nil {
+				writeErr(w, err)
+				return
+			}
+			writeJSON(w, done)
 		}))
 	}
 	if c.MoveLeader != nil {

@@ -392,7 +392,27 @@ func (s *spanning) topicDetail(w http.ResponseWriter, r *http.Request, topic str
 		d.QueueList = append(d.QueueList, sh.QueueList...)
 	}
 	sortBy(d.QueueList, func(q apiv1.QueueInfo) int32 { return q.Queue })
+	d.QueueList = mergeMovedQueues(d.QueueList)
 	return d, len(shares), true
+}
+
+// mergeMovedQueues makes one entry of a moved queue's pieces (listed
+// together, sorted by queue): its offsets from the first's start to the
+// last's end, its bytes summed.
+func mergeMovedQueues(qs []apiv1.QueueInfo) []apiv1.QueueInfo {
+	out := qs[:0]
+	for _, q := range qs {
+		if n := len(out); n > 0 && out[n-1].Queue == q.Queue {
+			m := &out[n-1]
+			m.Start, m.End, m.Bytes = min(m.Start, q.Start), max(m.End, q.End), m.Bytes+q.Bytes
+			if q.LocalStart > 0 && (m.LocalStart == 0 || q.LocalStart < m.LocalStart) {
+				m.LocalStart = q.LocalStart
+			}
+			continue
+		}
+		out = append(out, q)
+	}
+	return out
 }
 
 func (s *spanning) topic(w http.ResponseWriter, r *http.Request) {

@@ -103,6 +103,18 @@ type QueueInfo struct {
 	LocalStart int64 `json:"local_start,omitempty"`
 }
 
+// QueueMove is the body of POST /api/v1/topics/{topic}/queues/{queue}/move
+// and its answer: the queue goes on in group ToGroup from offset
+// FromOffset; its history stays where it was.
+type QueueMove struct {
+	Topic      string `json:"topic"`
+	Queue      int    `json:"queue"`
+	FromGroup  int    `json:"from_group"`
+	ToGroup    int    `json:"to_group"`
+	FromOffset int64  `json:"from_offset"`
+	Millis     int64  `json:"millis"` // how long the move took
+}
+
 // TopicDetail is one topic with its queues and configuration.
 type TopicDetail struct {
 	TopicSummary

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/admin"
+	"github.com/rosettamq/rosetta/internal/apiv1"
 	"github.com/rosettamq/rosetta/internal/cluster"
 	"github.com/rosettamq/rosetta/internal/member"
 	"github.com/rosettamq/rosetta/internal/member/placement"
@@ -256,7 +257,10 @@ func (a *App) groupStatus(gr *member.Group) admin.GroupStatus {
 func (a *App) clusterOps() admin.ClusterOps {
 	return admin.ClusterOps{Status: a.clusterStatus, AddMember: a.member.AddMember, RemoveMember: a.member.RemoveMember,
 		MoveLeader: func(ctx context.Context, g int, node model.NodeID) error { return a.member.Elect(ctx, g, node) },
-		AddGroups:  a.member.AddGroups}
+		AddGroups:  a.member.AddGroups,
+		MoveQueue: func(ctx context.Context, mv apiv1.QueueMove) (apiv1.QueueMove, error) {
+			return a.node.MoveQueue(ctx, mv)
+		}}
 }
 
 // replicated says whether the node is a member of a replicated cluster.

@@ -93,6 +93,8 @@ type Options struct {
 	TopicCreated     func(model.TopicName)
 	// Router locates queues (default: this node leads every queue).
 	Router route.Resolver
+	// Elsewhere reaches the groups queues moved to (nil: a single node).
+	Elsewhere Elsewhere
 	// Placement names the replication group this broker serves when a
 	// cluster spreads topics' queues over several: the broker sees each
 	// topic as the group's queues, numbered from 0 (one RocketMQ broker),
@@ -425,7 +427,7 @@ func (b *Broker) GetOrCreateTopic(ctx context.Context, name model.TopicName, n i
 // from the topic; offsets come back in the records.
 func (b *Broker) Append(ctx context.Context, name model.TopicName, index int32, recs []*storage.Record, opts storage.AppendOptions) error {
 	id, t, err := b.appendQueue(name, index)
-	if err != nil {
+	if err != nil && !errors.Is(err, model.ErrQueueMoved) {
 		return err
 	}
 	for _, r := range recs {
@@ -433,6 +435,9 @@ func (b *Broker) Append(ctx context.Context, name model.TopicName, index int32, 
 		if err := topicLimit(t, r); err != nil {
 			return err
 		}
+	}
+	if err != nil {
+		return b.appendElsewhere(ctx, t, index, recs, opts)
 	}
 	return b.engine.AppendWith(ctx, recs, opts)
 }
@@ -445,7 +450,7 @@ func (b *Broker) appendQueue(name model.TopicName, index int32) (model.QueueID, 
 		return 0, nil, err
 	}
 	if t.Away(index) {
-		return 0, nil, fmt.Errorf("%w: %s queue %d", model.ErrQueueMoved, name, index)
+		return id, t, fmt.Errorf("%w: %s queue %d", model.ErrQueueMoved, name, index)
 	}
 	if err := route.Check(id, b.opts.Router.Locate(id)); err != nil {
 		return 0, nil, err
@@ -560,12 +565,15 @@ func TagHash(tag string) uint64 {
 
 // Read reads stored records of a topic's queue; see storage.Engine.Read.
 func (b *Broker) Read(name model.TopicName, index int32, offset model.QueueOffset, opts storage.ReadOptions) (*storage.ReadResult, error) {
-	id, _, err := b.QueueID(name, index)
+	id, t, err := b.QueueID(name, index)
 	if err != nil {
 		return nil, err
 	}
 	if err := route.Check(id, b.opts.Router.Locate(id)); err != nil {
 		return nil, err
+	}
+	if res, ok, err := b.readElsewhere(t, index, id, offset, opts); ok {
+		return res, err
 	}
 	return b.engine.Read(id, offset, opts)
 }
@@ -579,9 +587,12 @@ func (b *Broker) Prefetch(id model.QueueID, offset model.QueueOffset) { b.engine
 
 // Offsets returns a queue's start offset, high watermark and log end offset.
 func (b *Broker) Offsets(name model.TopicName, index int32) (start, hw, end model.QueueOffset, err error) {
-	id, _, err := b.QueueID(name, index)
+	id, t, err := b.QueueID(name, index)
 	if err != nil {
 		return 0, 0, 0, err
+	}
+	if start, hw, end, ok, err := b.offsetsElsewhere(t, index, id); ok {
+		return start, hw, end, err
 	}
 	return b.engine.Offsets(id)
 }
@@ -624,6 +635,9 @@ func (b *Broker) Wait(ctx context.Context, watches []Watch) error {
 // ctx ends. It never polls: appends to a watched queue wake it, and it then
 // counts again from the index.
 func (b *Broker) WaitBytes(ctx context.Context, watches []Watch, minBytes int) error {
+	if local, away := b.splitAway(watches); len(away) > 0 {
+		return b.waitAway(ctx, local, away, minBytes)
+	}
 	ids := make([]model.QueueID, len(watches))
 	for i, w := range watches {
 		id, _, err := b.QueueID(w.Topic, w.Index)

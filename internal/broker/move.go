@@ -73,11 +73,17 @@ func (b *Broker) BeginMove(ctx context.Context, name model.TopicName, i int, to 
 // ErrMoveRefused is a queue move that cannot be made as asked.
 var ErrMoveRefused = fmt.Errorf("%w: queue move refused", model.ErrInvalidConfig)
 
+// ErrMoveBusy is a queue that cannot be sealed now: a Kafka transaction
+// is open in it (its markers go where the queue is when it ends). The
+// move is tried again.
+var ErrMoveBusy = fmt.Errorf("%w: a transaction is open in the queue", ErrMoveRefused)
+
 // SealMoving closes queue i of a topic to appends in this broker's group,
 // where it takes them now, and returns the offset it ended at and the
-// leader epoch it ended in.
+// leader epoch it ended in. A queue with a Kafka transaction open is
+// opened again and refused with ErrMoveBusy.
 func (b *Broker) SealMoving(ctx context.Context, name model.TopicName, i int) (model.QueueOffset, model.Epoch, error) {
-	t, err := b.Topic(name)
+	t, err := b.storedTopic(ctx, name)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -87,6 +93,14 @@ func (b *Broker) SealMoving(ctx context.Context, name model.TopicName, i int) (m
 	end, err := b.engine.SealQueue(ctx, t.All[i])
 	if err != nil {
 		return 0, 0, err
+	}
+	if x := b.KafkaTxns(); x != nil {
+		if open := x.Open(t.All[i]); len(open) > 0 {
+			if err := b.engine.UnsealQueue(ctx, t.All[i]); err != nil {
+				return 0, 0, err
+			}
+			return 0, 0, fmt.Errorf("%w (%d producers)", ErrMoveBusy, len(open))
+		}
 	}
 	return end, t.EpochBase(i) + b.engine.LeaderEpoch(), nil
 }
@@ -108,7 +122,7 @@ func (b *Broker) UnsealMoving(ctx context.Context, name model.TopicName, i int) 
 // offsets going on from end, and returns the epoch base that makes its
 // epochs here follow last, the epoch it ended in where it was.
 func (b *Broker) TakeMoving(ctx context.Context, name model.TopicName, i int, end model.QueueOffset, last model.Epoch) (model.Epoch, error) {
-	t, err := b.Topic(name)
+	t, err := b.storedTopic(ctx, name)
 	if err != nil {
 		return 0, err
 	}
@@ -151,6 +165,21 @@ func (b *Broker) SettleMove(ctx context.Context, name model.TopicName, i int, fr
 		}
 	}
 	return nil, fmt.Errorf("%w: %s changed while settling a move", model.ErrTopicExists, name)
+}
+
+// storedTopic is a topic as the metadata store has it now (this broker's
+// view may lag a change another broker made).
+func (b *Broker) storedTopic(ctx context.Context, name model.TopicName) (*Topic, error) {
+	b.topicMu.Lock()
+	defer b.topicMu.Unlock()
+	if err := b.adoptStoredLocked(ctx, name); err != nil {
+		return nil, err
+	}
+	t, ok := b.topics[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", model.ErrUnknownTopic, name)
+	}
+	return t, nil
 }
 
 // EpochBase is what queue i's leader epochs add to its group's epoch (the

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/storage"
 )
 
 // waitTopic waits until b's view of a topic satisfies ok.
@@ -39,7 +41,9 @@ func TestMoveQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	bs, closeAll := groupBrokersOver(t, dir, m, 2)
+	reach := &inProcess{}
+	bs, closeAll := groupBrokersWith(t, dir, m, 2, reach)
+	reach.bs = bs
 	name, _ := model.ParseTopicName("moving")
 	tp, err := bs[0].CreateWholeTopic(ctx, name, 2, TopicConfig{})
 	if err != nil {
@@ -63,6 +67,9 @@ func TestMoveQueue(t *testing.T) {
 	}
 	if _, err := send(bs[0], 0, "late"); !errors.Is(err, model.ErrQueueMoved) {
 		t.Fatalf("append while moving: %v", err)
+	}
+	if err := bs[1].AppendGuest(ctx, []*storage.Record{{Queue: tp.All[0], Count: 1, Payload: []byte("x")}}, storage.AppendOptions{}); !errors.Is(err, model.ErrQueueMoved) {
+		t.Fatalf("append in the new group before the move settled: %v", err)
 	}
 	if _, err := bs[0].BeginMove(ctx, name, 0, 1, nil); !errors.Is(err, ErrMoveRefused) {
 		t.Fatalf("second move while moving: %v", err)
@@ -94,13 +101,6 @@ func TestMoveQueue(t *testing.T) {
 		if len(old.Queues) != 1 || !old.Away(0) {
 			t.Fatalf("old group: queues %v, away %v", old.Queues, old.Away(0))
 		}
-		if _, err := send(bs[0], 0, "late"); !errors.Is(err, model.ErrQueueMoved) {
-			t.Fatalf("append to the old group after the move: %v", err)
-		}
-		start, _, _, err := bs[0].Offsets(name, 0)
-		if err != nil || start != 0 {
-			t.Fatalf("old group's history: start %d (%v)", start, err)
-		}
 	}
 	check(bs)
 	offs, err := send(bs[1], 1, "d")
@@ -130,11 +130,71 @@ func TestMoveQueue(t *testing.T) {
 		t.Fatalf("move of a queue the topic lacks: %v", err)
 	}
 
+	// The home group (RocketMQ clients' broker for it) appends and reads
+	// it where its records are now.
+	if offs, err := send(bs[0], 0, "e"); err != nil || offs[0] != 4 {
+		t.Fatalf("append through the home group at %v (%v)", offs, err)
+	}
+	if start, _, end, err := bs[0].Offsets(name, 0); err != nil || start != 0 || end != 5 {
+		t.Fatalf("offsets through the home group: %d..%d (%v)", start, end, err)
+	}
+	var bodies []string
+	for off := model.QueueOffset(0); off < 5; {
+		res, err := bs[0].Read(name, 0, off, storage.ReadOptions{MaxBytes: 1 << 20})
+		if err != nil || len(res.Records) == 0 {
+			t.Fatalf("read through the home group at %d: %v", off, err)
+		}
+		for _, r := range res.Records {
+			m, err := DecodeMessage(r.Payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bodies = append(bodies, string(m.Body))
+		}
+		off = res.NextOffset
+		res.Release()
+	}
+	if got := strings.Join(bodies, ""); got != "abcde" {
+		t.Fatalf("read through the home group: %q", got)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	woke := make(chan error, 1)
+	go func() { woke <- bs[0].Wait(wctx, []Watch{{Topic: name, Index: 0, Offset: 5}}) }()
+	time.Sleep(50 * time.Millisecond)
+	if _, err := send(bs[1], 1, "f"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-woke; err != nil || wctx.Err() != nil {
+		t.Fatalf("a wait through the home group did not wake: %v %v", err, wctx.Err())
+	}
+	wcancel()
+
 	closeAll()
-	bs, closeAll = groupBrokersOver(t, dir, m, 2)
+	bs, closeAll = groupBrokersWith(t, dir, m, 2, reach)
+	reach.bs = bs
 	defer closeAll()
 	check(bs)
-	if offs, err := send(bs[1], 1, "e"); err != nil || offs[0] != 4 {
+	if offs, err := send(bs[1], 1, "g"); err != nil || offs[0] != 6 {
 		t.Fatalf("append after a restart at %v (%v)", offs, err)
 	}
+}
+
+// inProcess is Elsewhere over brokers of one process (a member's calls to
+// the groups' leaders, without the transport).
+type inProcess struct{ bs []*Broker }
+
+func (p *inProcess) Append(ctx context.Context, g model.GroupID, recs []*storage.Record, opts storage.AppendOptions) error {
+	return p.bs[g].AppendGuest(ctx, recs, opts)
+}
+
+func (p *inProcess) Read(_ context.Context, g model.GroupID, q model.QueueID, offset model.QueueOffset, opts storage.ReadOptions) (*storage.ReadResult, error) {
+	return p.bs[g].ReadGuest(q, offset, opts)
+}
+
+func (p *inProcess) Offsets(_ context.Context, g model.GroupID, q model.QueueID) (start, hw, end, stable model.QueueOffset, err error) {
+	return p.bs[g].GuestOffsets(q)
+}
+
+func (p *inProcess) Wait(ctx context.Context, g model.GroupID, q model.QueueID, offset model.QueueOffset, stable bool) error {
+	return p.bs[g].WaitGuest(ctx, q, offset, stable)
 }

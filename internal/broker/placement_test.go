@@ -32,6 +32,13 @@ func groupBrokers(t *testing.T, dir string, n int) ([]*Broker, func()) {
 // groupBrokersOver is groupBrokers over an open metadata store.
 func groupBrokersOver(t *testing.T, dir string, m meta.Store, n int) ([]*Broker, func()) {
 	t.Helper()
+	return groupBrokersWith(t, dir, m, n, nil)
+}
+
+// groupBrokersWith is groupBrokersOver with the brokers reaching each
+// other's groups through elsewhere (nil: not at all).
+func groupBrokersWith(t *testing.T, dir string, m meta.Store, n int, elsewhere Elsewhere) ([]*Broker, func()) {
+	t.Helper()
 	var bs []*Broker
 	var engines []*storage.Engine
 	for g := range n {
@@ -42,7 +49,7 @@ func groupBrokersOver(t *testing.T, dir string, m meta.Store, n int) ([]*Broker,
 			t.Fatal(err)
 		}
 		b, err := New(context.Background(), e, m, Options{AutoCreateTopics: true, DefaultQueues: 2,
-			Placement: route.Placement{Group: model.GroupID(g), Groups: n}})
+			Placement: route.Placement{Group: model.GroupID(g), Groups: n}, Elsewhere: elsewhere})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -155,6 +156,12 @@ func (b *Broker) PublishAll(ctx context.Context, calls []PublishCall) {
 			continue
 		}
 		id, t, err := b.appendQueue(c.Topic.Name, c.Index)
+		if errors.Is(err, model.ErrQueueMoved) {
+			// Its records are in another group now: appended there alone.
+			offs, err := b.AppendMessages(ctx, c.Topic.Name, c.Index, c.Msgs)
+			c.Pub, c.Err = Published{Kind: PublishedNow, Queue: id, Offsets: offs}, err
+			continue
+		}
 		if err != nil {
 			c.Err = err
 			continue

@@ -260,13 +260,21 @@ func (s *Server) fetchPartition(rc *reqCtx, pp part, offset model.QueueOffset, b
 	}
 	lso := pp.be.txnIndex.LastStable(queue, hw)
 	pr.HighWatermark, pr.LastStableOffset, pr.LogStartOffset = int64(hw), int64(lso), int64(start)
+	if committed {
+		pr.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+	}
+	if offset < start {
+		// A moved partition's history is in the groups it was in.
+		if n, ok, err := s.fetchHistory(rc.ctx(), pp, offset, budget, first, committed, pr); ok {
+			return n, err
+		}
+	}
 	if offset < start || offset > hw {
 		return 0, model.ErrOffsetOutOfRange
 	}
 	end := hw
 	if committed {
 		end = lso
-		pr.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 	}
 	if offset >= end || (budget <= 0 && !first) {
 		return 0, nil

@@ -15,6 +15,7 @@ package kafka
 // log end offset).
 
 import (
+	"context"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker"
@@ -54,7 +55,7 @@ func handleListOffsets(rc *reqCtx, kreq kmsg.Request) reply {
 						pr.OldStyleOffsets = []int64{int64(off)}
 					}
 				}
-			} else if pp, off, ts, err := s.listOffset(t, rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp, req.IsolationLevel == 1); err != nil {
+			} else if pp, off, ts, err := s.listOffset(rc.ctx(), t, rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp, req.IsolationLevel == 1); err != nil {
 				pr.ErrorCode = errorCode(err)
 			} else {
 				pr.Offset, pr.Timestamp = int64(off), ts
@@ -73,7 +74,7 @@ func handleListOffsets(rc *reqCtx, kreq kmsg.Request) reply {
 	return reply{resp: resp}
 }
 
-func (s *Server) listOffset(t *broker.Topic, partition, currentEpoch int32, ts int64, committed bool) (part, model.QueueOffset, int64, error) {
+func (s *Server) listOffset(ctx context.Context, t *broker.Topic, partition, currentEpoch int32, ts int64, committed bool) (part, model.QueueOffset, int64, error) {
 	pp, err := s.partition(t, partition)
 	if err != nil {
 		return pp, 0, -1, err
@@ -91,7 +92,8 @@ func (s *Server) listOffset(t *broker.Topic, partition, currentEpoch int32, ts i
 	}
 	switch ts {
 	case -2:
-		return pp, start, -1, nil
+		off, err := s.historyStart(ctx, pp, start)
+		return pp, off, -1, err
 	case -1:
 		return pp, hw, -1, nil
 	case -3:

@@ -232,6 +232,9 @@ type Remote interface {
 	// TxnOffsetCommit hands a transaction's consumer offsets to the
 	// transaction coordinator of group.
 	TxnOffsetCommit(ctx context.Context, group int, txnID, consumerGroup string, pid int64, epoch int16, offsets []txn.PendingOffset) error
+	// History reads a moved queue's records in a group it was in before
+	// (Server.ReadHistory at that group's leader).
+	History(ctx context.Context, group int, r HistoryRead) (HistoryAnswer, error)
 }
 
 // verifier checks transactional batches with the coordinator of their

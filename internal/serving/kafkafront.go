@@ -59,9 +59,9 @@ func (n *Node) newKafkaFront(ctx context.Context, routes []*listenerRoute, budge
 		}
 		return broker.NewLogCopy(r.Engine, n.log)
 	}
-	if opts.Groups > 1 {
-		opts.Remote = kafkaRemote{n}
-	}
+	// Groups may be added and queues moved to them whatever the
+	// cluster was made with: a member always reaches the others.
+	opts.Remote = kafkaRemote{n}
 	f := &kafkaFront{n: n, srv: kafka.NewServer(opts), routes: routes, ctx: ctx}
 	n.kafkaServer.Store(f.srv)
 	return f

@@ -33,7 +33,11 @@ var CallErrors = []peer.NamedError{
 	{Name: "unknown_transactional_id", Err: txn.ErrUnknownTransactionalID},
 	{Name: "invalid_producer_id_mapping", Err: txn.ErrInvalidProducerIDMapping},
 	{Name: "no_coordinator", Err: produce.ErrNoCoordinator},
+	{Name: "move_busy", Err: broker.ErrMoveBusy},
+	{Name: "move_refused", Err: broker.ErrMoveRefused},
+	{Name: "queue_moved", Err: model.ErrQueueMoved},
 	{Name: "not_leader", Err: model.ErrNotLeader},
+	{Name: "offset_out_of_range", Err: model.ErrOffsetOutOfRange},
 	{Name: "unknown_queue", Err: model.ErrUnknownQueue},
 	{Name: "unknown_topic", Err: model.ErrUnknownTopic},
 }
@@ -70,6 +74,9 @@ func (n *Node) AnswerCalls(p *peer.Peers) {
 		})
 	}
 	peer.Handle(p, peer.Admin, n.answerAdmin)
+	n.answerMoves(p)
+	peer.Handle(p, peer.QueueHistory, n.answerHistory)
+	n.answerQueues(p)
 	p.HandleRaw(peer.KafkaForward, n.answerKafka)
 }
 
@@ -161,6 +168,25 @@ type kafkaRemote struct{ n *Node }
 
 func (k kafkaRemote) Verify(ctx context.Context, group int, pid int64, epoch int16, queue model.QueueID) error {
 	return k.n.callGroup(ctx, group, peer.Verify, callRequest{PID: pid, Epoch: epoch, Queue: queue})
+}
+
+func (k kafkaRemote) History(ctx context.Context, group int, r kafka.HistoryRead) (kafka.HistoryAnswer, error) {
+	return peer.CallGroup[historyCall, kafka.HistoryAnswer](ctx, k.n.Member.Peers(), group, peer.QueueHistory, historyCall{Group: group, Read: r})
+}
+
+// historyCall asks group Group's leader for a moved queue's records there.
+type historyCall struct {
+	Group int               `json:"g"`
+	Read  kafka.HistoryRead `json:"r"`
+}
+
+// answerHistory reads a moved queue's records in a group led here.
+func (n *Node) answerHistory(_ context.Context, _ model.NodeID, c historyCall) (kafka.HistoryAnswer, error) {
+	srv := n.kafkaServer.Load()
+	if srv == nil {
+		return kafka.HistoryAnswer{}, fmt.Errorf("%w: this member serves no Kafka listener", model.ErrNotLeader)
+	}
+	return srv.ReadHistory(c.Group, c.Read)
 }
 
 func (k kafkaRemote) TxnOffsetCommit(ctx context.Context, group int, txnID, consumerGroup string, pid int64, epoch int16, offsets []txn.PendingOffset) error {

@@ -68,6 +68,7 @@ func (n *Node) NewStack(ctx context.Context, parts Parts) (*Stack, error) {
 	bopts.Placement, bopts.KafkaTxns, bopts.Logger = parts.Placement, parts.KafkaTxns, log
 	if n.Member != nil {
 		bopts.MakeGroups = n.Member.MakeGroups
+		bopts.Elsewhere = elsewhere{n}
 	}
 	var err error
 	if st.Broker, err = broker.New(ctx, parts.Engine, n.Meta, bopts); err != nil {

@@ -41,10 +41,21 @@ const (
 	ImageClose      Method = 8  // replica → group leader: done with it (fetched, or given up)
 	Elect           Method = 9  // any member → group leader: hand the group to a member
 	KafkaForward    Method = 10 // protocol-only node → group leader: a client's Kafka request (raw)
+	MoveQueue       Method = 11 // any member → group 0's leader: move a queue to another group
+	MoveSeal        Method = 12 // group 0's leader → the queue's group's leader: seal it for a move
+	MoveTake        Method = 13 // group 0's leader → the new group's leader: carry the queue on from its end
+	MoveUnseal      Method = 14 // group 0's leader → the queue's group's leader: a move given up
+	QueueHistory    Method = 15 // a moved queue's group leader → an old group's leader: records of its piece there
+	QueueAppend     Method = 16 // a moved queue's home leader → the leader of its group now: append its clients' records
+	QueueRead       Method = 17 // a moved queue's home leader → a group holding a piece of it: read records
+	QueueOffsets    Method = 18 // a moved queue's home leader → the leader of its group now: its offsets there
+	QueueWait       Method = 19 // a moved queue's home leader → the leader of its group now: wait for records
 )
 
 var methodNames = map[Method]string{Verify: "verify", TxnOffsetCommit: "txn-offset-commit", WriteMarkers: "write-markers",
-	CommitOffsets: "commit-offsets", Admin: "admin", ImageOpen: "image-open", ImageRead: "image-read", ImageClose: "image-close", Elect: "elect", KafkaForward: "kafka-forward"}
+	CommitOffsets: "commit-offsets", Admin: "admin", ImageOpen: "image-open", ImageRead: "image-read", ImageClose: "image-close", Elect: "elect", KafkaForward: "kafka-forward",
+	MoveQueue: "move-queue", MoveSeal: "move-seal", MoveTake: "move-take", MoveUnseal: "move-unseal", QueueHistory: "queue-history",
+	QueueAppend: "queue-append", QueueRead: "queue-read", QueueOffsets: "queue-offsets", QueueWait: "queue-wait"}
 
 func (m Method) String() string {
 	if n, ok := methodNames[m]; ok {
@@ -180,12 +191,17 @@ func (p *Peers) CallRaw(ctx context.Context, node model.NodeID, m Method, body [
 // Call calls member node with a JSON request and decodes its JSON answer
 // (none decoded from an empty answer).
 func Call[Req, Resp any](ctx context.Context, p *Peers, node model.NodeID, m Method, req Req) (Resp, error) {
+	return callWithin[Req, Resp](ctx, p, node, m, req, 0)
+}
+
+// callWithin is Call waiting at most timeout (0: Timeout).
+func callWithin[Req, Resp any](ctx context.Context, p *Peers, node model.NodeID, m Method, req Req, timeout time.Duration) (Resp, error) {
 	var resp Resp
 	body, err := json.Marshal(req)
 	if err != nil {
 		return resp, err
 	}
-	out, err := p.CallRaw(ctx, node, m, body, 0)
+	out, err := p.CallRaw(ctx, node, m, body, timeout)
 	if err != nil || len(out) == 0 {
 		return resp, err
 	}
@@ -199,6 +215,12 @@ func Call[Req, Resp any](ctx context.Context, p *Peers, node model.NodeID, m Met
 // member (its error unnamed, as a local failure), over the transport
 // otherwise.
 func CallGroup[Req, Resp any](ctx context.Context, p *Peers, g int, m Method, req Req) (Resp, error) {
+	return CallGroupWithin[Req, Resp](ctx, p, g, m, req, 0)
+}
+
+// CallGroupWithin is CallGroup waiting at most timeout (0: Timeout) for a
+// call over the transport.
+func CallGroupWithin[Req, Resp any](ctx context.Context, p *Peers, g int, m Method, req Req, timeout time.Duration) (Resp, error) {
 	var resp Resp
 	switch leader := p.leader(g); leader {
 	case 0:
@@ -212,6 +234,6 @@ func CallGroup[Req, Resp any](ctx context.Context, p *Peers, g int, m Method, re
 		}
 		return h(ctx, p.self, req)
 	default:
-		return Call[Req, Resp](ctx, p, leader, m, req)
+		return callWithin[Req, Resp](ctx, p, leader, m, req, timeout)
 	}
 }

@@ -1,0 +1,128 @@
+//go:build !race
+
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/rosettamq/rosetta/internal/apiv1"
+	"github.com/rosettamq/rosetta/internal/app/apptest"
+)
+
+// TestClusterQueueMoves: three members, three groups added while Kafka
+// clients run (idempotent producers at acks=all, a KIP-848 consumer group,
+// transactional producers), then partitions moved to the new groups
+// without copying their history. Each move answers with the offset the
+// partition goes on from; the producers carry on (the partition's leader
+// epoch grows), the topic's queues are in the new groups, a reader from
+// the start reads the moved partitions' history from their old groups,
+// and no acknowledged record is lost, duplicated or reordered, every
+// transaction whole. Moves that cannot be made are refused as such.
+func TestClusterQueueMoves(t *testing.T) {
+	c := newCluster(t, envGroups+"=0") // a group per member
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	apptest.Eventually(t, 60*time.Second, "group g led by member g+1", func() bool { return c.spread(ctx) })
+
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kcl.Close()
+	kadmin := kadm.NewClient(kcl)
+	for _, topic := range []string{"move-kafka", "move-txn"} {
+		if resp, err := kadmin.CreateTopic(ctx, 6, 3, nil, topic); err != nil || resp.Err != nil {
+			t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)
+		}
+	}
+	consumed := startGroupConsumer(t, c, "move-kafka", "move-audit")
+	kl := startLoad(t, c, "move-kafka", 2)
+	tl := startTxnLoad(t, c, "move-txn")
+	waitAcks := func(what string, n int) {
+		t.Helper()
+		start, want := time.Now(), kl.count()+n
+		apptest.Eventually(t, 60*time.Second, what, func() bool { return kl.count() >= want })
+		t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
+	}
+	waitAcks("records acknowledged", 300)
+
+	var added struct {
+		Added []int `json:"added"`
+	}
+	if code := c.adminCall(ctx, t, http.MethodPost, "/api/v1/cluster/groups", map[string]any{"count": 3}, &added); code != http.StatusCreated {
+		t.Fatalf("add groups: %d %+v", code, added)
+	}
+	apptest.Eventually(t, 60*time.Second, "six groups, each led by its preferred member", func() bool { return c.spreadOver(ctx, 6) })
+	waitAcks("records acknowledged after groups were added", 300)
+	epochs := func(topic string) map[int32]int32 {
+		md, err := kadmin.Metadata(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[int32]int32{}
+		for _, p := range md.Topics[topic].Partitions {
+			out[p.Partition] = p.LeaderEpoch
+		}
+		return out
+	}
+	before := epochs("move-kafka")
+
+	// Partitions 0-2 (groups 0-2) move to groups 3-5 while the clients run.
+	move := func(topic string, q, to int) (apiv1.QueueMove, int) {
+		var got apiv1.QueueMove
+		code := c.adminCall(ctx, t, http.MethodPost, fmt.Sprintf("/api/v1/topics/%s/queues/%d/move", topic, q), map[string]any{"to_group": to}, &got)
+		return got, code
+	}
+	for q := range 3 {
+		got, code := move("move-kafka", q, q+3)
+		if code != http.StatusOK || got.FromGroup != q || got.ToGroup != q+3 || got.FromOffset <= 0 {
+			t.Fatalf("move partition %d: %d %+v", q, code, got)
+		}
+		t.Logf("partition %d moved from group %d to %d at offset %d in %d ms", q, got.FromGroup, got.ToGroup, got.FromOffset, got.Millis)
+	}
+	got, code := move("move-txn", 0, 3)
+	if code != http.StatusOK {
+		t.Fatalf("move a transactional topic's partition: %d %+v", code, got)
+	}
+	t.Logf("move-txn partition 0 moved at offset %d in %d ms", got.FromOffset, got.Millis)
+	if got, want := queueGroups(ctx, t, c, "move-kafka"), []int{3, 4, 5, 0, 1, 2}; !slices.Equal(got, want) {
+		t.Fatalf("groups after the moves %v, want %v", got, want)
+	}
+	// Refused, nothing changed: to the group it is in, to one it was in,
+	// to a group the cluster lacks; an unknown topic or queue.
+	for _, bad := range []struct {
+		topic  string
+		q, to  int
+		status int
+	}{{"move-kafka", 0, 3, http.StatusBadRequest}, {"move-kafka", 0, 0, http.StatusBadRequest},
+		{"move-kafka", 3, 9, http.StatusBadRequest}, {"move-none", 0, 3, http.StatusNotFound}, {"move-kafka", 6, 3, http.StatusNotFound}} {
+		if _, code := move(bad.topic, bad.q, bad.to); code != bad.status {
+			t.Errorf("move %s/%d to group %d answered %d, want %d", bad.topic, bad.q, bad.to, code, bad.status)
+		}
+	}
+	if got, want := queueGroups(ctx, t, c, "move-kafka"), []int{3, 4, 5, 0, 1, 2}; !slices.Equal(got, want) {
+		t.Fatalf("groups after refused moves %v, want %v", got, want)
+	}
+	waitAcks("records acknowledged after the moves", 600)
+	after := epochs("move-kafka")
+	for p := range int32(3) {
+		if after[p] <= before[p] {
+			t.Errorf("partition %d: leader epoch %d before the move, %d after", p, before[p], after[p])
+		}
+	}
+
+	kl.stop()
+	tl.stop()
+	t.Logf("Kafka: %d records acknowledged (%d failed, not acknowledged)", len(kl.acks), kl.errs)
+	verify(t, c, "move-kafka", kl.acks)
+	consumed.readAll(t, kl.acks, 60*time.Second)
+	tl.verify(t, c)
+}
