@@ -347,7 +347,7 @@ func (b *Broker) ReadQueue(id model.QueueID, offset model.QueueOffset, opts Read
 
 // QueueOffsets returns a queue's start offset and high watermark by id.
 func (b *Broker) QueueOffsets(id model.QueueID) (start, hw model.QueueOffset, err error) {
-	start, hw, _, err = b.engine.Offsets(id)
+	start, hw, _, _, err = b.queueOffsets(id)
 	return start, hw, err
 }
 

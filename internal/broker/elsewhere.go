@@ -163,6 +163,49 @@ func (b *Broker) waitAway(parent context.Context, local []Watch, away []awayWatc
 	return nil
 }
 
+// awayRef is the topic and the broker's own index of queue id when it
+// moved away (ok false otherwise).
+func (b *Broker) awayRef(id model.QueueID) (*Topic, int32, bool) {
+	if b.opts.Elsewhere == nil {
+		return nil, 0, false
+	}
+	b.topicMu.RLock()
+	ref, ok := b.byQueue[id]
+	b.topicMu.RUnlock()
+	if !ok || int(ref.Index) >= len(ref.Topic.Queues) || !ref.Topic.Away(ref.Index) {
+		return nil, 0, false
+	}
+	return ref.Topic, ref.Index, true
+}
+
+// queueOffsets are queue id's offsets and last stable offset, where its
+// records are when it moved away.
+func (b *Broker) queueOffsets(id model.QueueID) (start, hw, end, stable model.QueueOffset, err error) {
+	if t, index, ok := b.awayRef(id); ok {
+		if g, moving, _, _ := b.movedAway(t, index); !moving {
+			ctx, cancel := context.WithTimeout(context.Background(), elsewhereTimeout)
+			defer cancel()
+			if start, _, _, err = b.engine.Offsets(id); err != nil {
+				return 0, 0, 0, 0, err
+			}
+			_, hw, end, stable, err = b.opts.Elsewhere.Offsets(ctx, g, id)
+			return start, hw, end, stable, err
+		}
+	}
+	start, hw, end, err = b.engine.Offsets(id)
+	return start, hw, end, b.LastStable(id, hw), err
+}
+
+// readQueue reads queue id at offset where that record is.
+func (b *Broker) readQueue(id model.QueueID, offset model.QueueOffset, opts storage.ReadOptions) (*storage.ReadResult, error) {
+	if t, index, ok := b.awayRef(id); ok {
+		if res, ok, err := b.readElsewhere(t, index, id, offset, opts); ok {
+			return res, err
+		}
+	}
+	return b.engine.Read(id, offset, opts)
+}
+
 // AppendGuest appends records of a queue moved to this broker's group
 // (another group's broker forwarding its clients' appends).
 func (b *Broker) AppendGuest(ctx context.Context, recs []*storage.Record, opts storage.AppendOptions) error {

@@ -58,15 +58,14 @@ type StoredMessage struct {
 // (at most maxRecords storage records) until fn returns false. It returns
 // the offset after the last message looked at (skipped ones included).
 func (b *Broker) EachMessage(q model.QueueID, from model.QueueOffset, maxRecords int, fn func(*StoredMessage) bool) (model.QueueOffset, error) {
-	_, hw, _, err := b.engine.Offsets(q)
+	_, _, _, stable, err := b.queueOffsets(q)
 	if err != nil {
 		return from, err
 	}
-	stable := b.LastStable(q, hw)
 	if from >= stable {
 		return from, nil
 	}
-	res, err := b.engine.Read(q, from, storage.ReadOptions{MaxRecords: maxRecords, MaxBytes: 4 << 20})
+	res, err := b.readQueue(q, from, storage.ReadOptions{MaxRecords: maxRecords, MaxBytes: 4 << 20})
 	if err != nil {
 		return from, err
 	}

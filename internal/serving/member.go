@@ -247,6 +247,9 @@ func (s *server) Serve(ctx context.Context, gr *member.Group, r *member.Replica)
 	}
 	g, gctx := errgroup.WithContext(tctx)
 	n.serve(gctx, g, st, fe, s.budget)
+	if id == 0 {
+		g.Go(func() error { n.resumeMoves(gctx, st.Broker); return nil })
+	}
 	if err := s.front.attach(int(id), st); err != nil {
 		cancel()
 		_ = g.Wait()

@@ -9,6 +9,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/apiv1"
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
+	"github.com/rosettamq/rosetta/internal/broker/route"
 	"github.com/rosettamq/rosetta/internal/member/peer"
 	"github.com/rosettamq/rosetta/internal/model"
 )
@@ -101,6 +102,8 @@ func (n *Node) driveMove(ctx context.Context, mv apiv1.QueueMove) (apiv1.QueueMo
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, moveTimeout)
 	defer cancel()
+	n.movesMu.Lock()
+	defer n.movesMu.Unlock()
 	st := n.Stack(0)
 	if st == nil {
 		return mv, fmt.Errorf("%w: group 0 is not led here", model.ErrNotLeader)
@@ -124,31 +127,73 @@ func (n *Node) driveMove(ctx context.Context, mv apiv1.QueueMove) (apiv1.QueueMo
 	}); err != nil {
 		return mv, err
 	}
-	step := moveStep{Topic: name.String(), Queue: mv.Queue, Group: from}
+	end, err := n.finishMove(ctx, cat, name, mv.Queue, from, mv.ToGroup)
+	if err != nil {
+		return mv, err
+	}
+	mv.FromOffset, mv.Millis = int64(end), time.Since(began).Milliseconds()
+	n.log.Info("queue moved", "topic", mv.Topic, "queue", mv.Queue, "from_group", from, "to_group", mv.ToGroup,
+		"from_offset", end, "took", time.Since(began))
+	return mv, nil
+}
+
+// finishMove takes a begun move of queue i from group from to group to
+// through its steps, or gives it up (the queue goes on where it was).
+func (n *Node) finishMove(ctx context.Context, cat *broker.Broker, name model.TopicName, i, from, to int) (model.QueueOffset, error) {
+	step := moveStep{Topic: name.String(), Queue: i, Group: from}
 	sealed, err := n.sealForMove(ctx, step)
 	if err == nil {
-		step = moveStep{Topic: step.Topic, Queue: mv.Queue, Group: mv.ToGroup, End: sealed.End, Epoch: sealed.Epoch, Producers: sealed.Producers}
+		step = moveStep{Topic: step.Topic, Queue: i, Group: to, End: sealed.End, Epoch: sealed.Epoch, Producers: sealed.Producers}
 		var taken moveStep
-		if taken, err = peer.CallGroup[moveStep, moveStep](ctx, n.Member.Peers(), mv.ToGroup, peer.MoveTake, step); err == nil {
-			if _, err = cat.SettleMove(ctx, name, mv.Queue, sealed.End, taken.Epoch); err == nil {
-				mv.FromOffset, mv.Millis = int64(sealed.End), time.Since(began).Milliseconds()
-				n.log.Info("queue moved", "topic", mv.Topic, "queue", mv.Queue, "from_group", from, "to_group", mv.ToGroup,
-					"from_offset", sealed.End, "took", time.Since(began))
-				return mv, nil
+		if taken, err = peer.CallGroup[moveStep, moveStep](ctx, n.Member.Peers(), to, peer.MoveTake, step); err == nil {
+			if _, err = cat.SettleMove(ctx, name, i, sealed.End, taken.Epoch); err == nil {
+				n.log.Debug("queue move steps", "topic", name.String(), "queue", i, "ended_in_epoch", sealed.Epoch, "epoch_base", taken.Epoch)
+				return sealed.End, nil
 			}
 		}
 	}
-	// Given up: the queue goes on where it was.
 	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), moveTimeout)
 	defer acancel()
-	_, uerr := peer.CallGroup[moveStep, moveStep](actx, n.Member.Peers(), from, peer.MoveUnseal, moveStep{Topic: name.String(), Queue: mv.Queue, Group: from})
+	_, uerr := peer.CallGroup[moveStep, moveStep](actx, n.Member.Peers(), from, peer.MoveUnseal, moveStep{Topic: name.String(), Queue: i, Group: from})
 	if uerr == nil {
-		_, uerr = cat.SettleMove(actx, name, mv.Queue, -1, 0)
+		_, uerr = cat.SettleMove(actx, name, i, route.PieceMoving, 0)
 	}
 	if uerr != nil {
-		n.log.Warn("giving up a queue move", "topic", mv.Topic, "queue", mv.Queue, "err", uerr)
+		n.log.Warn("giving up a queue move", "topic", name.String(), "queue", i, "err", uerr)
 	}
-	return mv, fmt.Errorf("queue move given up: %w", err)
+	return 0, fmt.Errorf("queue move given up: %w", err)
+}
+
+// resumeMoves, while this member leads group 0, finishes the moves a
+// previous leader began and did not finish (it died, or lost group 0).
+func (n *Node) resumeMoves(ctx context.Context, cat *broker.Broker) {
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, t := range cat.Topics(false) {
+			for _, mv := range t.Moves {
+				if !t.Moves.Moving(mv.Queue) {
+					continue
+				}
+				n.movesMu.Lock()
+				if cur, err := cat.Topic(t.Name); err == nil && cur.Moves.Moving(mv.Queue) {
+					to := int(mv.Pieces[len(mv.Pieces)-1].Group)
+					from := int(cur.GroupOf(mv.Queue))
+					mctx, cancel := context.WithTimeout(ctx, moveTimeout)
+					end, err := n.finishMove(mctx, cat, t.Name, mv.Queue, from, to)
+					cancel()
+					n.log.Info("resumed an unfinished queue move", "topic", t.Name.String(), "queue", mv.Queue, "from_group", from,
+						"to_group", to, "from_offset", end, "err", err)
+				}
+				n.movesMu.Unlock()
+			}
+		}
+	}
 }
 
 // sealForMove seals the queue a step names at its group's leader, trying

@@ -105,6 +105,8 @@ type Node struct {
 	// kafkaServer is a member's Kafka server, which also answers the
 	// requests protocol-only nodes forward (nil until it is made).
 	kafkaServer atomic.Pointer[kafka.Server]
+	// movesMu serialises the queue moves group 0's leader drives.
+	movesMu sync.Mutex
 }
 
 // NewNode returns a node serving nothing yet.

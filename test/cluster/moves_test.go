@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -63,7 +65,14 @@ func TestClusterQueueMoves(t *testing.T) {
 	apptest.Eventually(t, 60*time.Second, "six groups, each led by its preferred member", func() bool { return c.spreadOver(ctx, 6) })
 	waitAcks("records acknowledged after groups were added", 300)
 	epochs := func(topic string) map[int32]int32 {
-		md, err := kadmin.Metadata(ctx, topic)
+		// A new client each time: a client answers metadata requests from
+		// what it fetched in the last seconds.
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		md, err := kadm.NewClient(cl).Metadata(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,17 +121,53 @@ func TestClusterQueueMoves(t *testing.T) {
 		t.Fatalf("groups after refused moves %v, want %v", got, want)
 	}
 	waitAcks("records acknowledged after the moves", 600)
+	if mib, _ := strconv.Atoi(os.Getenv("ROSETTA_MOVE_HISTORY_MIB")); mib > 0 {
+		moveWithHistory(ctx, t, c, mib, move)
+	}
 	after := epochs("move-kafka")
 	for p := range int32(3) {
 		if after[p] <= before[p] {
 			t.Errorf("partition %d: leader epoch %d before the move, %d after", p, before[p], after[p])
 		}
 	}
-
 	kl.stop()
 	tl.stop()
 	t.Logf("Kafka: %d records acknowledged (%d failed, not acknowledged)", len(kl.acks), kl.errs)
 	verify(t, c, "move-kafka", kl.acks)
 	consumed.readAll(t, kl.acks, 60*time.Second)
 	tl.verify(t, c)
+}
+
+// moveWithHistory fills a partition with mib MiB and moves it, reporting
+// how long the move took (its duration does not depend on the history).
+func moveWithHistory(ctx context.Context, t *testing.T, c *cluster, mib int, move func(string, int, int) (apiv1.QueueMove, int)) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic("move-history"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if resp, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 3, nil, "move-history"); err != nil || resp.Err != nil {
+		t.Fatalf("create move-history: %v %v", err, resp.Err)
+	}
+	value := make([]byte, 64<<10)
+	start := time.Now()
+	for i := 0; i < mib*16; i++ {
+		cl.Produce(ctx, &kgo.Record{Partition: 0, Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("history record: %v", err)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %d MiB into move-history/0 in %v", mib, time.Since(start).Round(time.Millisecond))
+	to := (queueGroups(ctx, t, c, "move-history")[0] + 1) % 6
+	got, code := move("move-history", 0, to)
+	if code != http.StatusOK {
+		t.Fatalf("move move-history/0: %d %+v", code, got)
+	}
+	t.Logf("moved move-history/0 (%d MiB, %d records) from group %d to %d in %d ms", mib, got.FromOffset, got.FromGroup, got.ToGroup, got.Millis)
 }
