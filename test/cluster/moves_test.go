@@ -19,16 +19,20 @@ import (
 	"github.com/rosettamq/rosetta/internal/app/apptest"
 )
 
-// TestClusterQueueMoves: three members, three groups added while Kafka
-// clients run (idempotent producers at acks=all, a KIP-848 consumer group,
-// transactional producers), then partitions moved to the new groups
-// without copying their history. Each move answers with the offset the
-// partition goes on from; the producers carry on (the partition's leader
-// epoch grows), the topic's queues are in the new groups, a reader from
-// the start reads the moved partitions' history from their old groups,
-// and no acknowledged record is lost, duplicated or reordered, every
-// transaction whole. Moves that cannot be made are refused as such.
+// TestClusterQueueMoves: three members, three groups added while clients
+// run — Kafka (idempotent producers at acks=all, a KIP-848 consumer group,
+// transactional producers), rocketmq-client-go (sync sends, a push
+// consumer) and RocketMQ 5 (a producer, a SimpleConsumer) — then queues
+// moved to the new groups without copying their history. Each move
+// answers with the offset the queue goes on from; the producers carry on
+// (a moved partition's leader epoch grows; RocketMQ clients keep the
+// queue's broker name and id), the topic's queues are in the new groups,
+// a reader from the start reads the moved partitions' history from their
+// old groups, and no acknowledged message is lost, duplicated or
+// reordered, every transaction whole. Moves that cannot be made are
+// refused as such.
 func TestClusterQueueMoves(t *testing.T) {
+	quietRocketMQClients(t)
 	c := newCluster(t, envGroups+"=0") // a group per member
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -48,10 +52,17 @@ func TestClusterQueueMoves(t *testing.T) {
 	consumed := startGroupConsumer(t, c, "move-kafka", "move-audit")
 	kl := startLoad(t, c, "move-kafka", 2)
 	tl := startTxnLoad(t, c, "move-txn")
+	// RocketMQ topics of four queues per group (twelve: queue i in group
+	// i mod 3); rocketmq-client-go sync sends and a push consumer, a
+	// RocketMQ 5 producer and SimpleConsumer.
+	groupsAdmin(ctx, t, c, "move-remoting")
+	groupsAdmin(ctx, t, c, "move-grpc")
+	rl := startRemotingLoad(t, c, "move-remoting")
+	gl := startGRPCLoad(t, c, "move-grpc", 1)
 	waitAcks := func(what string, n int) {
 		t.Helper()
-		start, want := time.Now(), kl.count()+n
-		apptest.Eventually(t, 60*time.Second, what, func() bool { return kl.count() >= want })
+		start, want, rn, gn := time.Now(), kl.count()+n, rl.ackCount()+n/10, gl.ackCount()+n/20
+		apptest.Eventually(t, 60*time.Second, what, func() bool { return kl.count() >= want && rl.ackCount() >= rn && gl.ackCount() >= gn })
 		t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
 	}
 	waitAcks("records acknowledged", 300)
@@ -97,11 +108,16 @@ func TestClusterQueueMoves(t *testing.T) {
 		}
 		t.Logf("partition %d moved from group %d to %d at offset %d in %d ms", q, got.FromGroup, got.ToGroup, got.FromOffset, got.Millis)
 	}
-	got, code := move("move-txn", 0, 3)
-	if code != http.StatusOK {
-		t.Fatalf("move a transactional topic's partition: %d %+v", code, got)
+	for _, m := range []struct {
+		topic string
+		q, to int
+	}{{"move-txn", 0, 3}, {"move-remoting", 0, 3}, {"move-remoting", 5, 4}, {"move-grpc", 0, 5}, {"move-grpc", 9, 3}} {
+		got, code := move(m.topic, m.q, m.to)
+		if code != http.StatusOK {
+			t.Fatalf("move %s queue %d: %d %+v", m.topic, m.q, code, got)
+		}
+		t.Logf("%s queue %d moved from group %d to %d at offset %d in %d ms", m.topic, m.q, got.FromGroup, m.to, got.FromOffset, got.Millis)
 	}
-	t.Logf("move-txn partition 0 moved at offset %d in %d ms", got.FromOffset, got.Millis)
 	if got, want := queueGroups(ctx, t, c, "move-kafka"), []int{3, 4, 5, 0, 1, 2}; !slices.Equal(got, want) {
 		t.Fatalf("groups after the moves %v, want %v", got, want)
 	}
@@ -132,6 +148,10 @@ func TestClusterQueueMoves(t *testing.T) {
 	}
 	kl.stop()
 	tl.stop()
+	rl.stop()
+	gl.stop()
+	rl.verify(t)
+	gl.verify(t)
 	t.Logf("Kafka: %d records acknowledged (%d failed, not acknowledged)", len(kl.acks), kl.errs)
 	verify(t, c, "move-kafka", kl.acks)
 	consumed.readAll(t, kl.acks, 60*time.Second)
