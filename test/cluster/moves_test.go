@@ -190,4 +190,22 @@ func moveWithHistory(ctx context.Context, t *testing.T, c *cluster, mib int, mov
 		t.Fatalf("move move-history/0: %d %+v", code, got)
 	}
 	t.Logf("moved move-history/0 (%d MiB, %d records) from group %d to %d in %d ms", mib, got.FromOffset, got.FromGroup, got.ToGroup, got.Millis)
+	// Its history is read where it stayed.
+	rd, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+		"move-history": {0: kgo.NewOffset().AtStart()}}), kgo.FetchMaxBytes(8<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	start = time.Now()
+	var n, bytes int64
+	for n < got.FromOffset && ctx.Err() == nil {
+		rd.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			if r.Offset != n {
+				t.Fatalf("history record at %d, want %d", r.Offset, n)
+			}
+			n, bytes = n+1, bytes+int64(len(r.Value))
+		})
+	}
+	t.Logf("read the moved partition's history (%d records, %d MiB) from the start in %v", n, bytes>>20, time.Since(start).Round(time.Millisecond))
 }
