@@ -60,7 +60,7 @@ go test -race -count=1 -timeout 25m ./...
 echo "== go test (client code with known data races of its own, without -race)"
 go test -count=1 -timeout 5m -run 'TestOrderedConsumption|TestOrderedThroughConsumerRestart|TestGroupSplitsQueuesAndSurvivesAStop|TestOffsetsSurviveRestarts|TestStatsAndResetByTime|TestPullConsumerSeeks|TestTieredHistoryPullConsumer' ./test/rocketmq/
 go test -count=1 -timeout 5m -run 'TestGroupMembers|TestMessageTrace|TestConsoleWithClients|TestConsoleRedriveAndReset' ./test/admin/ ./test/console/
-go test -count=1 -timeout 18m -run 'TestClusterGroups|TestClusterReplicationFactors|TestClusterSevenMembers|TestClusterProtocolNodes|TestClusterMembers|TestClusterSnapshot|TestClusterStopExit|TestClusterCoordinatorFailover|TestClusterPOPHandOff|TestClusterTiering|TestClusterQueueMoves' ./test/cluster/
+go test -count=1 -timeout 18m -run 'TestClusterGroups|TestClusterReplicationFactors|TestClusterSevenMembers|TestClusterProtocolNodes|TestClusterMembers|TestClusterSnapshot|TestClusterStopExit|TestClusterCoordinatorFailover|TestClusterPOPHandOff|TestClusterTiering|TestClusterQueueMoves|TestClusterQueueBalancer' ./test/cluster/
 go test -count=1 -timeout 5m -run 'TestFloodMemoryComesBack' ./test/flood/ # memory is not measured under the race detector
 echo "== go test ./test/grpc ./test/replay ./test/telemetry ./internal/bench (the v5 client races on its own settings; without -race)"
 go test -count=1 -timeout 10m -parallel 4 ./test/grpc/ ./test/replay/ ./test/telemetry/ ./internal/bench/

@@ -118,6 +118,7 @@ func (a *App) servingDeps() (serving.Deps, error) {
 		d.Groups = a.member.MadeGroups()
 		d.OpenGroup = a.groupEndpoints
 		d.Leave = a.leaveEarly
+		d.BalanceQueues = cfg.Cluster.BalanceQueues
 	}
 	return d, nil
 }

@@ -196,9 +196,9 @@ func (b *Broker) spread(ctx context.Context, factor int, every bool) ([]model.Gr
 	return b.opts.MakeGroups(ctx, factor)
 }
 
-// groupOwned reports whether a topic is one every group's broker keeps a
+// GroupOwned reports whether a topic is one every group's broker keeps a
 // queue of for its own use: a consumer group's retry or dead-letter topic.
-func groupOwned(name model.TopicName) bool {
+func GroupOwned(name model.TopicName) bool {
 	n := name.Short()
 	return strings.HasPrefix(n, RetryTopicPrefix) || strings.HasPrefix(n, DeadLetterTopicPrefix)
 }
@@ -289,7 +289,7 @@ func (b *Broker) createTopic(ctx context.Context, name model.TopicName, n int, c
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	spread, err := b.spread(ctx, cfg.ReplicationFactor, internal || groupOwned(name))
+	spread, err := b.spread(ctx, cfg.ReplicationFactor, internal || GroupOwned(name))
 	if err != nil {
 		return nil, err
 	}
@@ -498,7 +498,7 @@ func (b *Broker) growTopicLocked(ctx context.Context, name model.TopicName, n in
 	if n <= have || n > b.opts.MaxQueuesPerTopic && !internal {
 		return nil, fmt.Errorf("%w: %s has %d queues, asked for %d", model.ErrInvalidQueueCount, name, have, n)
 	}
-	spread, err := b.spread(ctx, t.Config.ReplicationFactor, t.Internal || groupOwned(name))
+	spread, err := b.spread(ctx, t.Config.ReplicationFactor, t.Internal || GroupOwned(name))
 	if err != nil {
 		return nil, err
 	}

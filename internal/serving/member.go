@@ -249,6 +249,9 @@ func (s *server) Serve(ctx context.Context, gr *member.Group, r *member.Replica)
 	n.serve(gctx, g, st, fe, s.budget)
 	if id == 0 {
 		g.Go(func() error { n.resumeMoves(gctx, st.Broker); return nil })
+		if n.BalanceQueues > 0 {
+			g.Go(func() error { n.balanceQueues(gctx, st.Broker, n.BalanceQueues); return nil })
+		}
 	}
 	if err := s.front.attach(int(id), st); err != nil {
 		cancel()

@@ -76,6 +76,10 @@ type Deps struct {
 	MaxBytesInFlight int64
 	// HTTPAddr is listen.http (the admin port every member shares).
 	HTTPAddr string
+	// BalanceQueues, when set, is how often group 0's leader moves a queue
+	// from the group holding the most to the one holding the fewest
+	// (balancer.go).
+	BalanceQueues time.Duration
 	// ShutdownTimeout bounds a member's graceful stop.
 	ShutdownTimeout time.Duration
 

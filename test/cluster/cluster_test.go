@@ -46,8 +46,10 @@ const (
 	envMembers = "ROSETTA_CLUSTER_MEMBERS"
 	envEtcd    = "ROSETTA_CLUSTER_ETCD" // an external etcd instead of embedded members
 	envGroups  = "ROSETTA_CLUSTER_GROUPS"
-	envRole    = "ROSETTA_CLUSTER_ROLE" // cluster.roles
-	envHost    = "ROSETTA_CLUSTER_HOST" // listen.host, instead of the member's
+	// envBalanceQueues sets the members' cluster.balance_queues.
+	envBalanceQueues = "ROSETTA_CLUSTER_BALANCE_QUEUES"
+	envRole          = "ROSETTA_CLUSTER_ROLE" // cluster.roles
+	envHost          = "ROSETTA_CLUSTER_HOST" // listen.host, instead of the member's
 	// envSmallSegments: 1 MiB commit-log segments, so retention and
 	// garbage collection have whole segments to delete.
 	envSmallSegments = "ROSETTA_CLUSTER_SMALL_SEGMENTS"
@@ -99,6 +101,9 @@ func TestClusterChild(t *testing.T) {
 		cfg.Listen.HTTP = ":" + ports[5]
 	}
 	cfg.Storage.Durability = "sync"
+	if d, err := time.ParseDuration(os.Getenv(envBalanceQueues)); err == nil {
+		cfg.Cluster.BalanceQueues = d
+	}
 	if os.Getenv(envSmallSegments) != "" {
 		cfg.Storage.SegmentSize, cfg.Storage.MaxRecordSize = 1<<20, 512<<10
 	}

@@ -209,3 +209,45 @@ func moveWithHistory(ctx context.Context, t *testing.T, c *cluster, mib int, mov
 	}
 	t.Logf("read the moved partition's history (%d records, %d MiB) from the start in %v", n, bytes>>20, time.Since(start).Round(time.Millisecond))
 }
+
+// TestClusterQueueBalancer: with cluster.balance_queues set, a topic's
+// queues spread over three groups spread over six once three groups are
+// added (one queue per group), moved one at a time while idempotent
+// producers and a consumer group run; nothing acknowledged is lost or
+// duplicated.
+func TestClusterQueueBalancer(t *testing.T) {
+	c := newCluster(t, envGroups+"=0", envBalanceQueues+"=300ms")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	apptest.Eventually(t, 60*time.Second, "group g led by member g+1", func() bool { return c.spread(ctx) })
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kcl.Close()
+	if resp, err := kadm.NewClient(kcl).CreateTopic(ctx, 6, 3, nil, "balanced"); err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	consumed := startGroupConsumer(t, c, "balanced", "balanced-audit")
+	kl := startLoad(t, c, "balanced", 2)
+	apptest.Eventually(t, 30*time.Second, "records acknowledged", func() bool { return kl.count() >= 300 })
+	if got := queueGroups(ctx, t, c, "balanced"); !slices.Equal(got, []int{0, 1, 2, 0, 1, 2}) {
+		t.Fatalf("balanced before groups were added: %v", got)
+	}
+	if code := c.adminCall(ctx, t, http.MethodPost, "/api/v1/cluster/groups", map[string]any{"count": 3}, nil); code != http.StatusCreated {
+		t.Fatalf("add groups: %d", code)
+	}
+	start := time.Now()
+	apptest.Eventually(t, 90*time.Second, "one queue in each of six groups", func() bool {
+		got := slices.Clone(queueGroups(ctx, t, c, "balanced"))
+		slices.Sort(got)
+		return slices.Equal(got, []int{0, 1, 2, 3, 4, 5})
+	})
+	t.Logf("queues balanced over six groups %v after they were added: %v", time.Since(start).Round(time.Millisecond), queueGroups(ctx, t, c, "balanced"))
+	want := kl.count() + 300
+	apptest.Eventually(t, 30*time.Second, "records acknowledged after balancing", func() bool { return kl.count() >= want })
+	kl.stop()
+	t.Logf("Kafka: %d records acknowledged (%d failed, not acknowledged)", len(kl.acks), kl.errs)
+	verify(t, c, "balanced", kl.acks)
+	consumed.readAll(t, kl.acks, 60*time.Second)
+}
