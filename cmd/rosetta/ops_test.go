@@ -45,6 +45,13 @@ func TestOperationsCommands(t *testing.T) {
 	if out, code := run(t, url, "topic", "create", "payments", "--queues", "2", "--retention-ms", "3600000"); code != 0 || !strings.Contains(out, "created payments with 2 queues") {
 		t.Fatalf("topic create: %d %s", code, out)
 	}
+	// A single node has one group: nothing to move a queue to.
+	if out, code := run(t, url, "topic", "move", "payments", "--queue", "1", "--to-group", "1"); code == 0 || !strings.Contains(out, "queues move between the groups of a cluster") {
+		t.Fatalf("topic move on a single node: %d %s", code, out)
+	}
+	if out, code := run(t, url, "topic", "move", "payments"); code == 0 || !strings.Contains(out, "--queue") {
+		t.Fatalf("topic move without --queue: %d %s", code, out)
+	}
 	ctx := context.Background()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.DefaultProduceTopic("payments"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {

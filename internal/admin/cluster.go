@@ -139,7 +139,11 @@ func (c ClusterOps) register(mux *http.ServeMux, sec Security) {
 			writeJSON(w, map[string]any{"added": ids})
 		}))
 	}
-	if c.MoveQueue != nil {
+	if c.MoveQueue == nil {
+		mux.HandleFunc("POST /api/v1/topics/{topic}/queues/{queue}/move", sec.guard(func(w http.ResponseWriter, r *http.Request) {
+			apiError(w, http.StatusBadRequest, "invalid_request", "this node holds every queue in its one replication group: queues move between the groups of a cluster")
+		}))
+	} else {
 		mux.HandleFunc("POST /api/v1/topics/{topic}/queues/{queue}/move", sec.guard(func(w http.ResponseWriter, r *http.Request) {
 			var req apiv1.QueueMove
 			q, err := strconv.Atoi(r.PathValue("queue"))
