@@ -22,15 +22,17 @@ import (
 // TestClusterQueueMoves: three members, three groups added while clients
 // run — Kafka (idempotent producers at acks=all, a KIP-848 consumer group,
 // transactional producers), rocketmq-client-go (sync sends, a push
-// consumer) and RocketMQ 5 (a producer, a SimpleConsumer) — then queues
+// consumer, hash-keyed sends to an orderly push consumer) and RocketMQ 5
+// (a producer, a SimpleConsumer) — then queues
 // moved to the new groups without copying their history. Each move
 // answers with the offset the queue goes on from; the producers carry on
 // (a moved partition's leader epoch grows; RocketMQ clients keep the
 // queue's broker name and id), the topic's queues are in the new groups,
 // a reader from the start reads the moved partitions' history from their
 // old groups, and no acknowledged message is lost, duplicated or
-// reordered, every transaction whole. Moves that cannot be made are
-// refused as such.
+// reordered, the consumer group's committed offsets never go backwards,
+// every transaction is whole. Moves that cannot be made are refused as
+// such.
 func TestClusterQueueMoves(t *testing.T) {
 	quietRocketMQClients(t)
 	c := newCluster(t, envGroups+"=0") // a group per member
@@ -57,8 +59,11 @@ func TestClusterQueueMoves(t *testing.T) {
 	// RocketMQ 5 producer and SimpleConsumer.
 	groupsAdmin(ctx, t, c, "move-remoting")
 	groupsAdmin(ctx, t, c, "move-grpc")
+	groupsAdmin(ctx, t, c, "move-ordered")
 	rl := startRemotingLoad(t, c, "move-remoting")
 	gl := startGRPCLoad(t, c, "move-grpc", 1)
+	ol := startOrderedLoad(t, c, "move-ordered")
+	commits := watchCommits(t, c, "move-audit")
 	waitAcks := func(what string, n int) {
 		t.Helper()
 		start, want, rn, gn := time.Now(), kl.count()+n, rl.ackCount()+n/10, gl.ackCount()+n/20
@@ -111,7 +116,8 @@ func TestClusterQueueMoves(t *testing.T) {
 	for _, m := range []struct {
 		topic string
 		q, to int
-	}{{"move-txn", 0, 3}, {"move-remoting", 0, 3}, {"move-remoting", 5, 4}, {"move-grpc", 0, 5}, {"move-grpc", 9, 3}} {
+	}{{"move-txn", 0, 3}, {"move-remoting", 0, 3}, {"move-remoting", 5, 4}, {"move-grpc", 0, 5}, {"move-grpc", 9, 3},
+		{"move-ordered", 0, 3}, {"move-ordered", 1, 4}, {"move-ordered", 2, 5}, {"move-ordered", 3, 3}, {"move-ordered", 4, 4}, {"move-ordered", 5, 5}} {
 		got, code := move(m.topic, m.q, m.to)
 		if code != http.StatusOK {
 			t.Fatalf("move %s queue %d: %d %+v", m.topic, m.q, code, got)
@@ -150,11 +156,14 @@ func TestClusterQueueMoves(t *testing.T) {
 	tl.stop()
 	rl.stop()
 	gl.stop()
+	ol.stop()
 	rl.verify(t)
 	gl.verify(t)
+	ol.verify(t)
 	t.Logf("Kafka: %d records acknowledged (%d failed, not acknowledged)", len(kl.acks), kl.errs)
 	verify(t, c, "move-kafka", kl.acks)
 	consumed.readAll(t, kl.acks, 60*time.Second)
+	commits.stop(t, true)
 	tl.verify(t, c)
 }
 
