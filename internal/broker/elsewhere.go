@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -23,7 +24,7 @@ import (
 type Elsewhere interface {
 	// Append appends records (their Queue set) in group g, filling each
 	// one's BaseOffset and StoreTime.
-	Append(ctx context.Context, g model.GroupID, recs []*storage.Record, opts storage.AppendOptions) error
+	Append(ctx context.Context, g model.GroupID, topic model.TopicName, recs []*storage.Record, opts storage.AppendOptions) error
 	// Read reads queue q in group g.
 	Read(ctx context.Context, g model.GroupID, q model.QueueID, offset model.QueueOffset, opts storage.ReadOptions) (*storage.ReadResult, error)
 	// Offsets are queue q's start, high watermark, end and last stable
@@ -68,7 +69,7 @@ func (b *Broker) appendElsewhere(ctx context.Context, t *Topic, index int32, rec
 	if moving || b.opts.Elsewhere == nil {
 		return fmt.Errorf("%w: %s queue %d", model.ErrQueueMoved, t.Name, index)
 	}
-	return b.opts.Elsewhere.Append(ctx, g, recs, opts)
+	return b.opts.Elsewhere.Append(ctx, g, t.Name, recs, opts)
 }
 
 // readElsewhere reads a moved queue at offset where its piece holding
@@ -208,9 +209,19 @@ func (b *Broker) readQueue(id model.QueueID, offset model.QueueOffset, opts stor
 
 // AppendGuest appends records of a queue moved to this broker's group
 // (another group's broker forwarding its clients' appends).
-func (b *Broker) AppendGuest(ctx context.Context, recs []*storage.Record, opts storage.AppendOptions) error {
+// A broker that has not seen the move yet reads the topic from the
+// metadata store first.
+func (b *Broker) AppendGuest(ctx context.Context, topic model.TopicName, recs []*storage.Record, opts storage.AppendOptions) error {
+	refreshed := false
 	for _, r := range recs {
-		if err := b.checkGuest(r.Queue); err != nil {
+		err := b.checkGuest(r.Queue)
+		if errors.Is(err, model.ErrQueueMoved) && !refreshed {
+			refreshed = true
+			if _, serr := b.storedTopic(ctx, topic); serr == nil {
+				err = b.checkGuest(r.Queue)
+			}
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -42,7 +42,7 @@ func TestMoveQueue(t *testing.T) {
 	}
 	defer m.Close()
 	reach := &inProcess{}
-	bs, closeAll := groupBrokersWith(t, dir, m, 2, reach)
+	bs, closeAll := groupBrokersWith(t, dir, m, 3, reach)
 	reach.bs = bs
 	name, _ := model.ParseTopicName("moving")
 	tp, err := bs[0].CreateWholeTopic(ctx, name, 2, TopicConfig{})
@@ -68,7 +68,7 @@ func TestMoveQueue(t *testing.T) {
 	if _, err := send(bs[0], 0, "late"); !errors.Is(err, model.ErrQueueMoved) {
 		t.Fatalf("append while moving: %v", err)
 	}
-	if err := bs[1].AppendGuest(ctx, []*storage.Record{{Queue: tp.All[0], Count: 1, Payload: []byte("x")}}, storage.AppendOptions{}); !errors.Is(err, model.ErrQueueMoved) {
+	if err := bs[1].AppendGuest(ctx, name, []*storage.Record{{Queue: tp.All[0], Count: 1, Payload: []byte("x")}}, storage.AppendOptions{}); !errors.Is(err, model.ErrQueueMoved) {
 		t.Fatalf("append in the new group before the move settled: %v", err)
 	}
 	if _, err := bs[0].BeginMove(ctx, name, 0, 1, nil); !errors.Is(err, ErrMoveRefused) {
@@ -170,12 +170,70 @@ func TestMoveQueue(t *testing.T) {
 	wcancel()
 
 	closeAll()
-	bs, closeAll = groupBrokersWith(t, dir, m, 2, reach)
+	bs, closeAll = groupBrokersWith(t, dir, m, 3, reach)
 	reach.bs = bs
 	defer closeAll()
 	check(bs)
 	if offs, err := send(bs[1], 1, "g"); err != nil || offs[0] != 6 {
 		t.Fatalf("append after a restart at %v (%v)", offs, err)
+	}
+
+	// On to a third group: the middle piece stays in group 1, also across
+	// a restart, and the home group reads all three pieces.
+	if _, err := bs[0].BeginMove(ctx, name, 0, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	end, last, err = bs[1].SealMoving(ctx, name, 0)
+	if err != nil || end != 7 {
+		t.Fatalf("sealed in group 1 at %d (%v)", end, err)
+	}
+	if base, err = bs[2].TakeMoving(ctx, name, 0, end, last); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bs[0].SettleMove(ctx, name, 0, end, base); err != nil {
+		t.Fatal(err)
+	}
+	waitTopic(t, bs[0], name, func(tp *Topic) bool { return tp.GroupOf(0) == 2 })
+	if offs, err := send(bs[0], 0, "h"); err != nil || offs[0] != 7 {
+		t.Fatalf("append through the home group after a second move at %v (%v)", offs, err)
+	}
+	closeAll()
+	bs, closeAll = groupBrokersWith(t, dir, m, 3, reach)
+	reach.bs = bs
+	if _, _, _, err := bs[1].Engine().Offsets(tp.All[0]); err != nil {
+		t.Fatalf("the middle piece is gone after a restart: %v", err)
+	}
+	var all []string
+	for off := model.QueueOffset(0); off < 8; {
+		res, err := bs[0].Read(name, 0, off, storage.ReadOptions{MaxBytes: 1 << 20})
+		if err != nil || len(res.Records) == 0 {
+			t.Fatalf("read through the home group at %d: %v", off, err)
+		}
+		for _, r := range res.Records {
+			m, _ := DecodeMessage(r.Payload)
+			all = append(all, string(m.Body))
+		}
+		off = res.NextOffset
+		res.Release()
+	}
+	if got := strings.Join(all, ""); got != "abcdefgh" {
+		t.Fatalf("three pieces read through the home group: %q", got)
+	}
+	// Deleting the topic deletes every piece.
+	if err := bs[0].DeleteTopic(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	for g, b := range bs {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, _, _, err := b.Engine().Offsets(tp.All[0]); err != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("group %d keeps the deleted topic's queue", g)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }
 
@@ -183,8 +241,8 @@ func TestMoveQueue(t *testing.T) {
 // the groups' leaders, without the transport).
 type inProcess struct{ bs []*Broker }
 
-func (p *inProcess) Append(ctx context.Context, g model.GroupID, recs []*storage.Record, opts storage.AppendOptions) error {
-	return p.bs[g].AppendGuest(ctx, recs, opts)
+func (p *inProcess) Append(ctx context.Context, g model.GroupID, topic model.TopicName, recs []*storage.Record, opts storage.AppendOptions) error {
+	return p.bs[g].AppendGuest(ctx, topic, recs, opts)
 }
 
 func (p *inProcess) Read(_ context.Context, g model.GroupID, q model.QueueID, offset model.QueueOffset, opts storage.ReadOptions) (*storage.ReadResult, error) {

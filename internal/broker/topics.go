@@ -117,6 +117,10 @@ type Topic struct {
 	// away: the broker's own queues (by index) moved, or moving, to
 	// another group: appends to them are refused.
 	away map[int32]bool
+	// pieces: storage queues of the topic in this broker's group that are
+	// neither its own nor its guests — a moved queue's middle piece, or
+	// one it is moving to — kept until the topic is deleted.
+	pieces []model.QueueID
 }
 
 // GroupOf is the replication group queue i (Kafka partition i) takes
@@ -210,7 +214,7 @@ func (b *Broker) view(t *Topic) {
 	t.Groups = b.opts.Placement.TableOf(t.Groups, len(t.All))
 	t.local = t.Groups.Locals(len(t.All))
 	t.Queues = t.Groups.Select(b.opts.Placement.Group, t.All)
-	t.Guests, t.away = nil, nil
+	t.Guests, t.away, t.pieces = nil, nil, nil
 	if len(t.Moves) == 0 {
 		return
 	}
@@ -219,6 +223,11 @@ func (b *Broker) view(t *Topic) {
 		t.Guests = append(t.Guests, t.All[i])
 	}
 	for _, mv := range t.Moves {
+		for _, p := range mv.Pieces {
+			if p.Group == g && t.Groups.Group(mv.Queue) != g && (t.Moves.Current(t.Groups, mv.Queue) != g || p.From == route.PieceMoving) {
+				t.pieces = append(t.pieces, t.All[mv.Queue])
+			}
+		}
 		if t.Groups.Group(mv.Queue) == g && (t.Moves.Current(t.Groups, mv.Queue) != g || t.Moves.Moving(mv.Queue)) {
 			if t.away == nil {
 				t.away = map[int32]bool{}
@@ -581,8 +590,14 @@ func (b *Broker) loadTopics(ctx context.Context) (int64, error) {
 			return 0, err
 		}
 	}
+	kept := map[model.QueueID]bool{}
+	for _, t := range b.topics {
+		for _, id := range t.pieces {
+			kept[id] = true
+		}
+	}
 	for _, id := range b.engine.QueueIDs() {
-		if _, ok := b.byQueue[id]; !ok {
+		if _, ok := b.byQueue[id]; !ok && !kept[id] {
 			b.log.Warn("deleting storage queue that no topic owns", "queue", id)
 			if err := b.engine.DeleteQueue(ctx, id); err != nil {
 				return 0, err

@@ -127,7 +127,7 @@ func (b *Broker) forgetTopicLocked(ctx context.Context, name model.TopicName) {
 	delete(b.topics, name)
 	delete(b.byID, t.ID)
 	b.topicsVersion.Add(1)
-	for _, id := range slices.Concat(t.Queues, t.Guests) {
+	for _, id := range slices.Concat(t.Queues, t.Guests, t.pieces) {
 		delete(b.byQueue, id)
 		if err := b.engine.DeleteQueue(ctx, id); err != nil && !errors.Is(err, model.ErrUnknownQueue) {
 			b.log.Warn("delete queue", "topic", name.String(), "queue", id, "err", err)

@@ -19,6 +19,7 @@ type elsewhere struct{ n *Node }
 // queueCall is the body of the calls about a moved queue's records.
 type queueCall struct {
 	Group      int               `json:"g"`
+	Topic      string            `json:"tp,omitempty"`
 	Queue      model.QueueID     `json:"q,omitempty"`
 	Offset     model.QueueOffset `json:"o,omitempty"`
 	MaxBytes   int               `json:"mb,omitempty"`
@@ -47,8 +48,8 @@ func (e elsewhere) call(ctx context.Context, m peer.Method, c queueCall, within 
 	return peer.CallGroupWithin[queueCall, queueAnswer](ctx, e.n.Member.Peers(), c.Group, m, c, within)
 }
 
-func (e elsewhere) Append(ctx context.Context, g model.GroupID, recs []*storage.Record, opts storage.AppendOptions) error {
-	ans, err := e.call(ctx, peer.QueueAppend, queueCall{Group: int(g), NoWait: opts.NoWait, Deferred: opts.Deferred,
+func (e elsewhere) Append(ctx context.Context, g model.GroupID, topic model.TopicName, recs []*storage.Record, opts storage.AppendOptions) error {
+	ans, err := e.call(ctx, peer.QueueAppend, queueCall{Group: int(g), Topic: topic.String(), NoWait: opts.NoWait, Deferred: opts.Deferred,
 		Records: broker.EncodeRecords(nil, recs)}, 0)
 	if err != nil {
 		return err
@@ -106,7 +107,11 @@ func (n *Node) answerQueues(p *peer.Peers) {
 		if err != nil {
 			return queueAnswer{}, err
 		}
-		if err := b.AppendGuest(ctx, recs, storage.AppendOptions{NoWait: c.NoWait, Deferred: c.Deferred}); err != nil {
+		name, err := model.ParseTopicName(c.Topic)
+		if err != nil {
+			return queueAnswer{}, err
+		}
+		if err := b.AppendGuest(ctx, name, recs, storage.AppendOptions{NoWait: c.NoWait, Deferred: c.Deferred}); err != nil {
 			return queueAnswer{}, err
 		}
 		ans := queueAnswer{Offsets: make([]model.QueueOffset, len(recs)), StoreTimes: make([]int64, len(recs))}
