@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/broker/route"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
@@ -33,6 +34,41 @@ type Elsewhere interface {
 	// Wait returns once queue q holds records past offset in group g (or
 	// ctx ends).
 	Wait(ctx context.Context, g model.GroupID, q model.QueueID, offset model.QueueOffset, stable bool) error
+	// ProducerState is an idempotent producer's sequence state in queue q
+	// as group g holds it (false: none).
+	ProducerState(ctx context.Context, g model.GroupID, q model.QueueID, pid int64) (producers.Exported, bool, error)
+}
+
+// PriorProducerState is an idempotent producer's sequence state in the
+// group a guest queue (index at or past t.Queues) was in before it moved
+// here: a producer this group's state does not know yet — its leader
+// changed since the move, which carried the states in memory — may send
+// again a batch it wrote there (false: none, or not a guest).
+func (b *Broker) PriorProducerState(ctx context.Context, t *Topic, index int32, pid int64) (producers.Exported, bool) {
+	if int(index) < len(t.Queues) || b.opts.Elsewhere == nil {
+		return producers.Exported{}, false
+	}
+	i := t.GlobalIndex(b.opts.Placement.Group, int(index))
+	if i < 0 {
+		return producers.Exported{}, false
+	}
+	chain := t.Moves.Chain(t.Groups, i)
+	prior := -1
+	for j := len(chain) - 1; j > 0; j-- {
+		if chain[j].From != route.PieceMoving && chain[j].Group == b.opts.Placement.Group {
+			prior = j - 1
+			break
+		}
+	}
+	if prior < 0 {
+		return producers.Exported{}, false
+	}
+	ex, ok, err := b.opts.Elsewhere.ProducerState(ctx, chain[prior].Group, t.All[i], pid)
+	if err != nil {
+		b.log.Warn("a moved queue's producer state in its previous group", "queue", t.All[i], "producer_id", pid, "err", err)
+		return producers.Exported{}, false
+	}
+	return ex, ok
 }
 
 // elsewhereTimeout bounds a call for a queue read or offsets without a

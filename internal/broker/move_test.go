@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/meta"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
@@ -103,6 +105,14 @@ func TestMoveQueue(t *testing.T) {
 		}
 	}
 	check(bs)
+	// A producer the new group does not know is looked up in the old one.
+	guest := waitTopic(t, bs[1], name, func(tp *Topic) bool { return len(tp.Guests) == 1 })
+	if ex, ok := bs[1].PriorProducerState(ctx, guest, 1, 42); !ok || ex.PID != 42 || !slices.Equal(reach.asked, []model.GroupID{0}) {
+		t.Fatalf("prior producer state: %+v %v, asked %v", ex, ok, reach.asked)
+	}
+	if _, ok := bs[1].PriorProducerState(ctx, guest, 0, 42); ok {
+		t.Fatal("a prior producer state for the group's own queue")
+	}
 	offs, err := send(bs[1], 1, "d")
 	if err != nil || offs[0] != 3 {
 		t.Fatalf("first append in the new group at %v (%v)", offs, err)
@@ -239,7 +249,10 @@ func TestMoveQueue(t *testing.T) {
 
 // inProcess is Elsewhere over brokers of one process (a member's calls to
 // the groups' leaders, without the transport).
-type inProcess struct{ bs []*Broker }
+type inProcess struct {
+	bs    []*Broker
+	asked []model.GroupID // the groups ProducerState was asked of
+}
 
 func (p *inProcess) Append(ctx context.Context, g model.GroupID, topic model.TopicName, recs []*storage.Record, opts storage.AppendOptions) error {
 	return p.bs[g].AppendGuest(ctx, topic, recs, opts)
@@ -251,6 +264,11 @@ func (p *inProcess) Read(_ context.Context, g model.GroupID, q model.QueueID, of
 
 func (p *inProcess) Offsets(_ context.Context, g model.GroupID, q model.QueueID) (start, hw, end, stable model.QueueOffset, err error) {
 	return p.bs[g].GuestOffsets(q)
+}
+
+func (p *inProcess) ProducerState(_ context.Context, g model.GroupID, q model.QueueID, pid int64) (producers.Exported, bool, error) {
+	p.asked = append(p.asked, g)
+	return producers.Exported{PID: pid, Epoch: 1, Batches: []producers.Batch{{Epoch: 1, LastSeq: 4}}}, true, nil
 }
 
 func (p *inProcess) Wait(ctx context.Context, g model.GroupID, q model.QueueID, offset model.QueueOffset, stable bool) error {

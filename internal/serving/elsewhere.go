@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/member/peer"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
@@ -29,6 +30,7 @@ type queueCall struct {
 	Stable     bool              `json:"s,omitempty"`
 	Records    []byte            `json:"r,omitempty"` // broker.EncodeRecords / EncodeStored
 	WaitMillis int64             `json:"w,omitempty"`
+	PID        int64             `json:"p,omitempty"`
 }
 
 // queueAnswer is their answer.
@@ -42,6 +44,7 @@ type queueAnswer struct {
 	End        model.QueueOffset   `json:"e,omitempty"`
 	Stable     model.QueueOffset   `json:"l,omitempty"`
 	Bytes      int                 `json:"b,omitempty"`
+	Producer   *producers.Exported `json:"p,omitempty"`
 }
 
 func (e elsewhere) call(ctx context.Context, m peer.Method, c queueCall, within time.Duration) (queueAnswer, error) {
@@ -96,6 +99,14 @@ func (e elsewhere) Wait(ctx context.Context, g model.GroupID, q model.QueueID, o
 	return err
 }
 
+func (e elsewhere) ProducerState(ctx context.Context, g model.GroupID, q model.QueueID, pid int64) (producers.Exported, bool, error) {
+	ans, err := e.call(ctx, peer.QueueProducer, queueCall{Group: int(g), Queue: q, PID: pid}, 0)
+	if err != nil || ans.Producer == nil {
+		return producers.Exported{}, false, err
+	}
+	return *ans.Producer, true, nil
+}
+
 // answerQueues registers this member's answers to the moved queues' calls.
 func (n *Node) answerQueues(p *peer.Peers) {
 	peer.Handle(p, peer.QueueAppend, func(ctx context.Context, _ model.NodeID, c queueCall) (queueAnswer, error) {
@@ -141,6 +152,19 @@ func (n *Node) answerQueues(p *peer.Peers) {
 		var a queueAnswer
 		a.Start, a.HW, a.End, a.Stable, err = b.GuestOffsets(c.Queue)
 		return a, err
+	})
+	peer.Handle(p, peer.QueueProducer, func(_ context.Context, _ model.NodeID, c queueCall) (queueAnswer, error) {
+		st := n.Stack(c.Group)
+		if st == nil {
+			return queueAnswer{}, fmt.Errorf("%w: group %d is not led here", model.ErrNotLeader, c.Group)
+		}
+		if st.Parts.Producers == nil {
+			return queueAnswer{}, nil
+		}
+		if ex, ok := st.Parts.Producers.ExportOne(c.Queue, c.PID); ok {
+			return queueAnswer{Producer: &ex}, nil
+		}
+		return queueAnswer{}, nil
 	})
 	peer.Handle(p, peer.QueueWait, func(ctx context.Context, _ model.NodeID, c queueCall) (queueAnswer, error) {
 		b, err := n.groupBroker(c.Group)

@@ -205,6 +205,12 @@ func (a *Appender) appendIdempotent(ctx context.Context, t *broker.Topic, partit
 	}
 	st := a.producers.Acquire(queue, pid)
 	defer st.Unlock()
+	if st.Empty() {
+		// A queue moved here: its previous group may know the producer.
+		if ex, ok := a.b.PriorProducerState(ctx, t, partition, pid); ok {
+			st.Adopt(ex)
+		}
+	}
 	var toWrite []*broker.Record
 	var toHdr []kbatch.Header
 	dupOffset := model.QueueOffset(-1)

@@ -43,11 +43,32 @@ func (m *Manager) Import(queue model.QueueID, states []Exported) {
 			continue
 		}
 		st := m.Acquire(queue, ex.PID)
-		if len(st.batches) == 0 {
-			st.epoch = ex.Epoch
-			st.batches = append(st.batches[:0], ex.Batches[max(0, len(ex.Batches)-keepBatches):]...)
-			st.lastUsed = max(st.lastUsed, ex.LastUsed)
-		}
+		st.Adopt(ex)
 		st.Unlock()
 	}
+}
+
+// Empty reports whether the state holds nothing of its producer (one not
+// seen in this queue, or forgotten).
+func (s *State) Empty() bool { return len(s.batches) == 0 }
+
+// Adopt takes an exported state when this one is empty (a moved queue's
+// producer first seen in its new group).
+func (s *State) Adopt(ex Exported) {
+	if len(s.batches) > 0 || len(ex.Batches) == 0 {
+		return
+	}
+	s.epoch = ex.Epoch
+	s.batches = append(s.batches[:0], ex.Batches[max(0, len(ex.Batches)-keepBatches):]...)
+	s.lastUsed = max(s.lastUsed, ex.LastUsed)
+}
+
+// ExportOne returns one producer's state in a queue (false: none held).
+func (m *Manager) ExportOne(queue model.QueueID, pid int64) (Exported, bool) {
+	st := m.Acquire(queue, pid)
+	defer st.Unlock()
+	if len(st.batches) == 0 {
+		return Exported{}, false
+	}
+	return Exported{PID: pid, Epoch: st.epoch, Batches: append([]Batch(nil), st.batches...), LastUsed: st.lastUsed}, true
 }

@@ -50,12 +50,14 @@ const (
 	QueueRead       Method = 17 // a moved queue's home leader → a group holding a piece of it: read records
 	QueueOffsets    Method = 18 // a moved queue's home leader → the leader of its group now: its offsets there
 	QueueWait       Method = 19 // a moved queue's home leader → the leader of its group now: wait for records
+	QueueProducer   Method = 20 // a moved queue's group leader → its previous group's leader: a producer's sequence state there
 )
 
 var methodNames = map[Method]string{Verify: "verify", TxnOffsetCommit: "txn-offset-commit", WriteMarkers: "write-markers",
 	CommitOffsets: "commit-offsets", Admin: "admin", ImageOpen: "image-open", ImageRead: "image-read", ImageClose: "image-close", Elect: "elect", KafkaForward: "kafka-forward",
 	MoveQueue: "move-queue", MoveSeal: "move-seal", MoveTake: "move-take", MoveUnseal: "move-unseal", QueueHistory: "queue-history",
-	QueueAppend: "queue-append", QueueRead: "queue-read", QueueOffsets: "queue-offsets", QueueWait: "queue-wait"}
+	QueueAppend: "queue-append", QueueRead: "queue-read", QueueOffsets: "queue-offsets", QueueWait: "queue-wait",
+	QueueProducer: "queue-producer"}
 
 func (m Method) String() string {
 	if n, ok := methodNames[m]; ok {
