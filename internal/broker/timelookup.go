@@ -31,6 +31,16 @@ func (b *Broker) OffsetForTime(name model.TopicName, index int32, ts int64) (mod
 	return b.exactInRecord(id, off, func(t int64) bool { return t >= ts })
 }
 
+// QueueOffsetForTime is OffsetForTime for a storage queue of this broker's
+// group (a moved queue's piece here).
+func (b *Broker) QueueOffsetForTime(id model.QueueID, ts int64) (model.QueueOffset, int64, error) {
+	off, err := b.engine.OffsetForTime(id, ts)
+	if err != nil {
+		return 0, -1, err
+	}
+	return b.exactInRecord(id, off, func(t int64) bool { return t >= ts })
+}
+
 // OffsetOfMaxTimestamp returns the offset of the first message carrying the
 // queue's largest timestamp and that timestamp, or (-1, -1) for an empty
 // queue.

@@ -100,6 +100,10 @@ func (s *Server) listOffset(ctx context.Context, t *broker.Topic, partition, cur
 		off, maxTS, err := b.OffsetOfMaxTimestamp(name, idx)
 		return pp, off, maxTS, err
 	}
+	// A moved partition's older records are in the groups it was in.
+	if off, found, ok, err := s.historyOffsetForTime(ctx, pp, ts); ok || err != nil {
+		return pp, off, found, err
+	}
 	off, found, err := b.OffsetForTime(name, idx, ts)
 	if err != nil {
 		return pp, 0, -1, err

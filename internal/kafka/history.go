@@ -26,6 +26,10 @@ type HistoryRead struct {
 	End       model.QueueOffset `json:"e"`
 	MaxBytes  int               `json:"m"`
 	Committed bool              `json:"c,omitempty"`
+	// ByTime asks instead for the piece's first offset whose timestamp is
+	// at or after Time (HistoryAnswer.Offset, -1 for none before End).
+	ByTime bool  `json:"bt,omitempty"`
+	Time   int64 `json:"t,omitempty"`
 }
 
 // HistoryAnswer is a piece's records as Kafka batches, its start (the
@@ -35,6 +39,9 @@ type HistoryAnswer struct {
 	Batches []byte            `json:"b,omitempty"`
 	Start   model.QueueOffset `json:"s"`
 	Aborted []AbortedTxn      `json:"a,omitempty"`
+	// Offset and Timestamp answer a ByTime read.
+	Offset    model.QueueOffset `json:"o,omitempty"`
+	Timestamp int64             `json:"ts,omitempty"`
 }
 
 // AbortedTxn is an aborted transaction's producer and first offset.
@@ -56,6 +63,17 @@ func (s *Server) ReadHistory(g int, r HistoryRead) (HistoryAnswer, error) {
 		return HistoryAnswer{}, err
 	}
 	ans := HistoryAnswer{Start: start}
+	if r.ByTime {
+		off, ts, err := be.broker.QueueOffsetForTime(r.Queue, r.Time)
+		if err != nil {
+			return ans, err
+		}
+		if ts < 0 || off >= min(r.End, hw) {
+			off, ts = -1, -1
+		}
+		ans.Offset, ans.Timestamp = off, ts
+		return ans, nil
+	}
 	end := min(r.End, hw)
 	if r.Committed && be.txnIndex != nil {
 		end = min(end, be.txnIndex.LastStable(r.Queue, hw))
@@ -154,4 +172,33 @@ func (s *Server) historyStart(ctx context.Context, pp part, start model.QueueOff
 		return start, nil // retention emptied it
 	}
 	return ans.Start, nil
+}
+
+// historyOffsetForTime looks a timestamp up in a moved partition's old
+// pieces, oldest first: the first offset at or after ts there, with its
+// timestamp (false: none before the partition's piece here).
+func (s *Server) historyOffsetForTime(ctx context.Context, pp part, ts int64) (model.QueueOffset, int64, bool, error) {
+	t := pp.topic
+	if len(t.Moves) == 0 || s.opts.Remote == nil {
+		return 0, -1, false, nil
+	}
+	i := t.GlobalIndex(model.GroupID(pp.be.group), int(pp.index))
+	if i < 0 {
+		return 0, -1, false, nil
+	}
+	chain := t.Moves.Chain(t.Groups, i)
+	for j := 0; j+1 < len(chain); j++ {
+		next := chain[j+1].From
+		if next == route.PieceMoving || int(chain[j].Group) == pp.be.group {
+			break
+		}
+		ans, err := s.opts.Remote.History(ctx, int(chain[j].Group), HistoryRead{Queue: pp.queue, End: next, ByTime: true, Time: ts})
+		if err != nil {
+			return 0, -1, false, err
+		}
+		if ans.Offset >= 0 && ans.Timestamp >= 0 {
+			return ans.Offset, ans.Timestamp, true, nil
+		}
+	}
+	return 0, -1, false, nil
 }

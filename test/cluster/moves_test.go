@@ -52,6 +52,7 @@ func TestClusterQueueMoves(t *testing.T) {
 		}
 	}
 	consumed := startGroupConsumer(t, c, "move-kafka", "move-audit")
+	loadStart := time.Now()
 	kl := startLoad(t, c, "move-kafka", 2)
 	tl := startTxnLoad(t, c, "move-txn")
 	// RocketMQ topics of four queues per group (twelve: queue i in group
@@ -106,11 +107,13 @@ func TestClusterQueueMoves(t *testing.T) {
 		code := c.adminCall(ctx, t, http.MethodPost, fmt.Sprintf("/api/v1/topics/%s/queues/%d/move", topic, q), map[string]any{"to_group": to}, &got)
 		return got, code
 	}
+	movedAt := map[int32]int64{}
 	for q := range 3 {
 		got, code := move("move-kafka", q, q+3)
 		if code != http.StatusOK || got.FromGroup != q || got.ToGroup != q+3 || got.FromOffset <= 0 {
 			t.Fatalf("move partition %d: %d %+v", q, code, got)
 		}
+		movedAt[int32(q)] = got.FromOffset
 		t.Logf("partition %d moved from group %d to %d at offset %d in %d ms", q, got.FromGroup, got.ToGroup, got.FromOffset, got.Millis)
 	}
 	for _, m := range []struct {
@@ -143,6 +146,16 @@ func TestClusterQueueMoves(t *testing.T) {
 		t.Fatalf("groups after refused moves %v, want %v", got, want)
 	}
 	waitAcks("records acknowledged after the moves", 600)
+	// A time before the moves is found in the pieces the partitions left.
+	byTime, err := kadm.NewClient(kcl).ListOffsetsAfterMilli(ctx, loadStart.UnixMilli(), "move-kafka")
+	if err != nil || byTime.Error() != nil {
+		t.Fatalf("offsets by time: %v %v", err, byTime.Error())
+	}
+	for p, from := range movedAt {
+		if o, ok := byTime.Lookup("move-kafka", p); !ok || o.Offset < 0 || o.Offset >= from {
+			t.Errorf("partition %d: offset for a time before its move %+v, its new piece starts at %d", p, o, from)
+		}
+	}
 	if mib, _ := strconv.Atoi(os.Getenv("ROSETTA_MOVE_HISTORY_MIB")); mib > 0 {
 		moveWithHistory(ctx, t, c, mib, move)
 	}
