@@ -10,6 +10,10 @@
 # the first member (or the node) from the middle of the run to $OUT;
 # ADD_GROUPS=<n> adds that many replication groups to the cluster (rosetta
 # cluster groups add) before the run, so the topic spreads over 3+n groups;
+# MOVE=1 (with ADD_GROUPS=3) makes the topic of 12 queues over the first
+# three groups and moves every queue to an added group before the run
+# (Kafka clients follow; RocketMQ clients send to the queue's home group,
+# whose leader appends in the new one);
 # PROTOCOL=1 (with MODE=cluster) adds a protocol-only node on 127.0.0.21
 # (core 0 too) and sends the load through it alone.
 set -u
@@ -52,12 +56,22 @@ for _ in $(seq 1 120); do
   done
   [ $ok = 1 ] && break
 done
+if [ "$MODE" = cluster ] && [ -n "${MOVE:-}" ]; then
+  # The topic made over the three groups first; once ADD_GROUPS=3 added
+  # three more, each queue moves to the group three further on.
+  $BIN topic create rb --queues 12 --admin http://127.0.0.11:8080 > /dev/null || exit 1
+fi
 if [ "$MODE" = cluster ] && [ -n "${ADD_GROUPS:-}" ]; then
   $BIN cluster groups add "$ADD_GROUPS" --admin http://127.0.0.11:8080 > /dev/null || exit 1
   want=$((3 + ADD_GROUPS))
   for _ in $(seq 1 120); do
     sleep 0.5
     curl -sf "http://127.0.0.11:8080/api/v1/cluster" | python3 -c "import json,sys; s=json.load(sys.stdin); g=s['groups']; sys.exit(0 if len(g)==$want and all(x.get('leader') for x in g) else 1)" && break
+  done
+fi
+if [ "$MODE" = cluster ] && [ -n "${MOVE:-}" ]; then
+  for q in $(seq 0 11); do
+    $BIN topic move rb --queue $q --to-group $(( q % 3 + 3 )) --admin http://127.0.0.11:8080 || exit 1
   done
 fi
 sleep 2
