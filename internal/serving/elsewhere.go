@@ -3,6 +3,7 @@ package serving
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker"
@@ -52,18 +53,94 @@ func (e elsewhere) call(ctx context.Context, m peer.Method, c queueCall, within 
 }
 
 func (e elsewhere) Append(ctx context.Context, g model.GroupID, topic model.TopicName, recs []*storage.Record, opts storage.AppendOptions) error {
-	ans, err := e.call(ctx, peer.QueueAppend, queueCall{Group: int(g), Topic: topic.String(), NoWait: opts.NoWait, Deferred: opts.Deferred,
-		Records: broker.EncodeRecords(nil, recs)}, 0)
+	return e.n.appends.append(ctx, appendKey{g, topic, opts}, recs, e.sendAppends)
+}
+
+// sendAppends sends records of one or more appends in one call.
+func (e elsewhere) sendAppends(k appendKey, recs []*storage.Record) error {
+	ctx, cancel := context.WithTimeout(context.Background(), peer.Timeout)
+	defer cancel()
+	ans, err := e.call(ctx, peer.QueueAppend, queueCall{Group: int(k.group), Topic: k.topic.String(), NoWait: k.opts.NoWait,
+		Deferred: k.opts.Deferred, Records: broker.EncodeRecords(nil, recs)}, 0)
 	if err != nil {
 		return err
 	}
 	if len(ans.Offsets) != len(recs) || len(ans.StoreTimes) != len(recs) {
-		return fmt.Errorf("queue append in group %d: %d offsets for %d records", g, len(ans.Offsets), len(recs))
+		return fmt.Errorf("queue append in group %d: %d offsets for %d records", k.group, len(ans.Offsets), len(recs))
 	}
 	for i, r := range recs {
 		r.BaseOffset, r.StoreTime = ans.Offsets[i], ans.StoreTimes[i]
 	}
 	return nil
+}
+
+// appendKey is what appends sent together share: the group, the topic and
+// the durability asked.
+type appendKey struct {
+	group model.GroupID
+	topic model.TopicName
+	opts  storage.AppendOptions
+}
+
+// appendBatcher sends the appends to moved queues that arrive while one
+// call to the same group is under way together in the next call, as a
+// log's group commit does: a home group's leader forwarding many clients'
+// sends makes one call per round trip, not one per send.
+type appendBatcher struct {
+	mu      sync.Mutex
+	waiting map[appendKey][]*pendingAppend
+	sending map[appendKey]bool
+}
+
+// pendingAppend is one caller's records and where its outcome goes.
+type pendingAppend struct {
+	recs []*storage.Record
+	done chan error
+}
+
+// append queues recs and waits for the call that carries them (or ctx).
+func (b *appendBatcher) append(ctx context.Context, k appendKey, recs []*storage.Record, send func(appendKey, []*storage.Record) error) error {
+	p := &pendingAppend{recs: recs, done: make(chan error, 1)}
+	b.mu.Lock()
+	if b.waiting == nil {
+		b.waiting, b.sending = map[appendKey][]*pendingAppend{}, map[appendKey]bool{}
+	}
+	b.waiting[k] = append(b.waiting[k], p)
+	start := !b.sending[k]
+	b.sending[k] = true
+	b.mu.Unlock()
+	if start {
+		go b.drain(k, send) // ends once nothing waits for k
+	}
+	select {
+	case err := <-p.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// drain sends what waits for k, a call at a time, until nothing does.
+func (b *appendBatcher) drain(k appendKey, send func(appendKey, []*storage.Record) error) {
+	for {
+		b.mu.Lock()
+		batch := b.waiting[k]
+		delete(b.waiting, k)
+		if len(batch) == 0 {
+			b.sending[k] = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		var recs []*storage.Record
+		for _, p := range batch {
+			recs = append(recs, p.recs...)
+		}
+		err := send(k, recs)
+		for _, p := range batch {
+			p.done <- err
+		}
+	}
 }
 
 func (e elsewhere) Read(ctx context.Context, g model.GroupID, q model.QueueID, offset model.QueueOffset, opts storage.ReadOptions) (*storage.ReadResult, error) {

@@ -111,6 +111,9 @@ type Node struct {
 	kafkaServer atomic.Pointer[kafka.Server]
 	// movesMu serialises the queue moves group 0's leader drives.
 	movesMu sync.Mutex
+	// appends batches the appends its groups' brokers forward to the
+	// groups their moved queues are in (elsewhere.go).
+	appends appendBatcher
 }
 
 // NewNode returns a node serving nothing yet.
