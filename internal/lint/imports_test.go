@@ -52,6 +52,7 @@ var rules = map[string]rule{
 	"internal/kafka":            frontEnd("kafka"),
 	"internal/remoting":         frontEnd("remoting"),
 	"internal/grpcv5":           frontEnd("grpcv5"),
+	"internal/pulsar":           frontEnd("pulsar"),
 	"internal/admin":            {allowed: []string{"model", "broker", "meta", "apiv1", "admin"}},
 	"internal/apiv1":            {allowed: nil},
 	"internal/telemetry":        {allowed: nil},
