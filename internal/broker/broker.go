@@ -572,8 +572,8 @@ func (b *Broker) Read(name model.TopicName, index int32, offset model.QueueOffse
 	if err := route.Check(id, b.opts.Router.Locate(id)); err != nil {
 		return nil, err
 	}
-	if res, ok, err := b.readElsewhere(t, index, id, offset, opts); ok {
-		return res, err
+	if t.Away(index) {
+		return b.readQueue(id, offset, opts)
 	}
 	return b.engine.Read(id, offset, opts)
 }
@@ -591,7 +591,8 @@ func (b *Broker) Offsets(name model.TopicName, index int32) (start, hw, end mode
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	if start, hw, end, ok, err := b.offsetsElsewhere(t, index, id); ok {
+	if t.Away(index) { // its ends are where its records are now
+		start, hw, end, _, err = b.queueOffsets(id)
 		return start, hw, end, err
 	}
 	return b.engine.Offsets(id)

@@ -125,23 +125,6 @@ func (b *Broker) readElsewhere(t *Topic, index int32, id model.QueueID, offset m
 	return res, true, err
 }
 
-// offsetsElsewhere are a moved queue's offsets: its start here (its home
-// piece's), its ends where it takes appends now.
-func (b *Broker) offsetsElsewhere(t *Topic, index int32, id model.QueueID) (start, hw, end model.QueueOffset, ok bool, err error) {
-	g, _, _, away := b.movedAway(t, index)
-	if !away || b.opts.Elsewhere == nil {
-		return 0, 0, 0, false, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), elsewhereTimeout)
-	defer cancel()
-	start, _, _, err = b.engine.Offsets(id)
-	if err != nil {
-		return 0, 0, 0, true, err
-	}
-	_, hw, end, _, err = b.opts.Elsewhere.Offsets(ctx, g, id)
-	return start, hw, end, true, err
-}
-
 // awayWatch is a watch on a moved queue past its home piece, waited on in
 // the group holding its records now.
 type awayWatch struct {

@@ -176,10 +176,12 @@ func (s *Server) partition(t *broker.Topic, p int32) (part, error) {
 	// give up after a few UNKNOWN_TOPIC_OR_PARTITION answers).
 	idx := int32(t.LocalIndex(int(p)))
 	bt, err := be.broker.Topic(t.Name)
-	if err != nil {
-		return part{}, fmt.Errorf("%w: %s partition %d not yet known to group %d", model.ErrNotLeader, t.Name, p, g)
+	if err == nil {
+		if q, ok := bt.Queue(idx); !ok || q != t.All[p] {
+			err = model.ErrUnknownQueue
+		}
 	}
-	if q, ok := bt.Queue(idx); !ok || q != t.All[p] {
+	if err != nil {
 		return part{}, fmt.Errorf("%w: %s partition %d not yet known to group %d", model.ErrNotLeader, t.Name, p, g)
 	}
 	return part{be: be, topic: bt, index: idx, queue: t.All[p]}, nil

@@ -87,12 +87,7 @@ func TestStateKeeperCheckpointAndReplay(t *testing.T) {
 	}
 	appendN(t, e, 1, 20, 15)
 	k.observe(1, 35)
-	// Crash: no final checkpoint.
-	e.cancel()
-	e.wg.Wait()
-	e.clog.Close()
-	e.keys.Close()
-	e.idx.Close()
+	crash(e) // no final checkpoint
 
 	k2 := &countingKeeper{counts: map[model.QueueID]model.QueueOffset{}}
 	c.StateKeepers = []StateKeeper{k2}

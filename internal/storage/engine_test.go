@@ -36,6 +36,16 @@ func openEngine(t *testing.T, c Config) *Engine {
 	return e
 }
 
+// crash stops an engine as a killed process would: no final checkpoint,
+// only what was written.
+func crash(e *Engine) {
+	e.cancel()
+	e.wg.Wait()
+	e.clog.Close()
+	e.keys.Close()
+	e.idx.Close()
+}
+
 func msg(q, i int) []byte {
 	return []byte(fmt.Sprintf("q%d-m%06d-%s", q, i, bytes.Repeat([]byte("z"), i%97)))
 }
@@ -107,11 +117,7 @@ func TestEngineAppendReadRecover(t *testing.T) {
 	verify(e)
 	appendN(t, e, 2, 300, 10)
 	// Simulate a crash: no final checkpoint, only what was written.
-	e.cancel()
-	e.wg.Wait()
-	e.clog.Close()
-	e.keys.Close()
-	e.idx.Close()
+	crash(e)
 	e2 := openEngine(t, c)
 	defer e2.Close()
 	if got := readAll(t, e2, 2, 300); len(got) != 10 {

@@ -57,11 +57,7 @@ func TestCreateQueueAt(t *testing.T) {
 	if err := e.CreateQueueAt(ctx, 8, 50); err != nil {
 		t.Fatal(err)
 	}
-	e.cancel()
-	e.wg.Wait()
-	e.clog.Close()
-	e.keys.Close()
-	e.idx.Close()
+	crash(e)
 	e = openEngine(t, c)
 	defer e.Close()
 	check(e, 1000, 1003)
@@ -99,11 +95,7 @@ func TestSealQueue(t *testing.T) {
 	if again, err := e.SealQueue(ctx, 3); err != nil || again != 5 {
 		t.Fatalf("sealed again at %d (%v)", again, err)
 	}
-	e.cancel()
-	e.wg.Wait()
-	e.clog.Close()
-	e.keys.Close()
-	e.idx.Close()
+	crash(e)
 	e = openEngine(t, c)
 	defer e.Close()
 	refused(e)
