@@ -276,8 +276,9 @@ func (a *App) openEndpoints() ([]serving.Endpoint, error) {
 		{Name: "http", Kind: "http", TLS: a.cfg.Listen.HTTPTLS, ALPN: []string{"http/1.1"}},
 		{Name: "remoting", Kind: "remoting", TLS: a.cfg.Listen.RemotingTLS},
 		{Name: "grpc", Kind: "grpc", TLS: a.cfg.Listen.GRPCTLS, ALPN: []string{"h2"}},
+		{Name: "pulsar", Kind: "pulsar", TLS: a.cfg.Listen.PulsarTLS},
 	}
-	addrs := []string{a.cfg.Listen.HTTP, a.cfg.Listen.Remoting, a.cfg.Listen.GRPC}
+	addrs := []string{a.cfg.Listen.HTTP, a.cfg.Listen.Remoting, a.cfg.Listen.GRPC, a.cfg.Listen.Pulsar}
 	for _, k := range kafkaSpecs {
 		eps = append(eps, serving.Endpoint{Name: k.name, Kind: "kafka", TLS: k.tls, Kafka: &k.listener})
 		addrs = append(addrs, k.addr)
@@ -285,6 +286,11 @@ func (a *App) openEndpoints() ([]serving.Endpoint, error) {
 	var opened []serving.Endpoint
 	for i, ep := range eps {
 		if addrs[i] == "" {
+			continue
+		}
+		if ep.Kind == "pulsar" && (a.member != nil || a.cfg.protocolNode()) {
+			// Pulsar's lookups do not name a cluster's members yet.
+			a.log.Warn("the Pulsar listener is served by single nodes only for now", "listen.pulsar", addrs[i])
 			continue
 		}
 		l, err := a.listen(ep.Name, addrs[i])

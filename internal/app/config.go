@@ -120,6 +120,9 @@ type ListenConfig struct {
 	GRPC               string `yaml:"grpc" help:"RocketMQ 5 gRPC address"`
 	GRPCAdvertised     string `yaml:"grpc_advertised" help:"host:port gRPC routes point clients at (default: the address each client connected to)"`
 	GRPCTLS            string `yaml:"grpc_tls" help:"gRPC TLS: permissive (TLS and plaintext on one port, as RocketMQ's proxy), enforcing (TLS only) or disabled"`
+	Pulsar             string `yaml:"pulsar" help:"Pulsar binary protocol address (pulsar-client-go, the Java client)"`
+	PulsarAdvertised   string `yaml:"pulsar_advertised" help:"host:port Pulsar lookups name (default: the address each client connected to)"`
+	PulsarTLS          string `yaml:"pulsar_tls" help:"Pulsar listener TLS (pulsar+ssl:// clients): permissive, enforcing or disabled"`
 	KafkaTLS           string `yaml:"kafka_tls" help:"Kafka listener TLS (security.protocol=SSL clients): permissive, enforcing or disabled"`
 	RemotingTLS        string `yaml:"remoting_tls" help:"RocketMQ remoting TLS (clients' WithTls): permissive, enforcing or disabled"`
 	// RemotingReadLinger batches the requests of busy remoting connections.
@@ -262,7 +265,7 @@ func DefaultConfig() Config {
 		DataDir: "./data",
 		NodeID:  1,
 		Log:     LogConfig{Level: "info", Format: "text"},
-		Listen: ListenConfig{HTTP: ":8080", Kafka: ":9092", Remoting: ":9876", GRPC: ":8081", GRPCTLS: "permissive",
+		Listen: ListenConfig{HTTP: ":8080", Kafka: ":9092", Remoting: ":9876", GRPC: ":8081", Pulsar: ":6650", GRPCTLS: "permissive", PulsarTLS: "permissive",
 			KafkaTLS: "permissive", RemotingTLS: "permissive", HTTPTLS: "permissive", RemotingReadLinger: 300 * time.Microsecond},
 		Storage: StorageConfig{
 			Durability:         "sync",
@@ -378,7 +381,7 @@ func (c Config) Validate() error {
 	} else if m[model.NodeID(c.NodeID)] != "" && c.protocolNode() {
 		return bad("node %d is a member in cluster.members; a protocol-only node needs a node_id of its own", c.NodeID)
 	}
-	for name, m := range map[string]string{"grpc_tls": c.Listen.GRPCTLS, "kafka_tls": c.Listen.KafkaTLS, "remoting_tls": c.Listen.RemotingTLS, "http_tls": c.Listen.HTTPTLS} {
+	for name, m := range map[string]string{"grpc_tls": c.Listen.GRPCTLS, "kafka_tls": c.Listen.KafkaTLS, "remoting_tls": c.Listen.RemotingTLS, "http_tls": c.Listen.HTTPTLS, "pulsar_tls": c.Listen.PulsarTLS} {
 		if _, err := tlsmux.ParseMode(m); err != nil {
 			return bad("listen.%s: %v", name, err)
 		}
@@ -595,7 +598,7 @@ func (l ListenConfig) withHost() ListenConfig {
 	if l.Host == "" {
 		return l
 	}
-	for _, addr := range []*string{&l.HTTP, &l.Kafka, &l.Remoting, &l.GRPC} {
+	for _, addr := range []*string{&l.HTTP, &l.Kafka, &l.Remoting, &l.GRPC, &l.Pulsar} {
 		if host, port, err := net.SplitHostPort(*addr); err == nil && host == "" {
 			*addr = net.JoinHostPort(l.Host, port)
 		}

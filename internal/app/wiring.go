@@ -16,6 +16,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/member"
 	"github.com/rosettamq/rosetta/internal/member/placement"
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/pulsar"
 	"github.com/rosettamq/rosetta/internal/remoting"
 	"github.com/rosettamq/rosetta/internal/replication"
 	"github.com/rosettamq/rosetta/internal/serving"
@@ -102,6 +103,7 @@ func (a *App) servingDeps() (serving.Deps, error) {
 			Quotas:         a.quotas,
 			ObserveRequest: a.metrics.RequestObserver("grpc"),
 		},
+		Pulsar:           pulsar.Options{AdvertisedAddr: cfg.Listen.PulsarAdvertised},
 		Quotas:           a.quotas,
 		Security:         a.adminSecurity(),
 		Metrics:          a.metrics,

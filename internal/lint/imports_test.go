@@ -59,9 +59,9 @@ var rules = map[string]rule{
 	"internal/bench":            {allowed: []string{"model", "storage", "broker", "meta", "bench", "kafka", "remoting", "grpcv5"}, protocols: true},
 	// What serves clients: a group's broker stack and the protocol servers
 	// over it, for a single node or a member's term.
-	"internal/serving":  {allowed: []string{"member", "task", "model", "storage", "meta", "replication", "broker", "kafka", "remoting", "grpcv5", "admin", "apiv1", "serving"}},
+	"internal/serving":  {allowed: []string{"member", "task", "model", "storage", "meta", "replication", "broker", "kafka", "remoting", "grpcv5", "pulsar", "admin", "apiv1", "serving"}},
 	"internal/memory":   {allowed: nil},
-	"internal/app":      {allowed: []string{"member", "serving", "memory", "task", "model", "storage", "meta", "cluster", "replication", "broker", "kafka", "remoting", "grpcv5", "admin", "apiv1", "app", "tlsmux", "telemetry"}, protocols: true},
+	"internal/app":      {allowed: []string{"member", "serving", "memory", "task", "model", "storage", "meta", "cluster", "replication", "broker", "kafka", "remoting", "grpcv5", "pulsar", "admin", "apiv1", "app", "tlsmux", "telemetry"}, protocols: true},
 	"internal/lint":     {allowed: nil},
 	"internal/task":     {allowed: nil},
 	"internal/tlsmux":   {allowed: nil},

@@ -22,6 +22,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/grpcv5"
 	"github.com/rosettamq/rosetta/internal/kafka"
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/pulsar"
 	"github.com/rosettamq/rosetta/internal/remoting"
 	"github.com/rosettamq/rosetta/internal/storage"
 	"github.com/rosettamq/rosetta/internal/task"
@@ -163,6 +164,7 @@ type FrontEnds struct {
 	KafkaLis []kafka.Listener
 	Remoting net.Listener
 	GRPC     net.Listener
+	Pulsar   net.Listener
 }
 
 // RunSingle serves a single node's stack over its opened endpoints until
@@ -186,6 +188,8 @@ func (n *Node) RunSingle(ctx context.Context, ready func(), eps []Endpoint, also
 			fe.Remoting = l
 		case ep.Name == "grpc":
 			fe.GRPC = l
+		case ep.Name == "pulsar":
+			fe.Pulsar = l
 		case ep.Kafka != nil:
 			fe.Kafka = append(fe.Kafka, l)
 			fe.KafkaLis = append(fe.KafkaLis, *ep.Kafka)
@@ -261,6 +265,12 @@ func (n *Node) serve(ctx context.Context, g *errgroup.Group, st *Stack, fe Front
 		srv := grpcv5.NewServer(st.Broker, opts)
 		st.Members.Add(admin.MemberSource{Members: grpcMembers(srv), Groups: srv.ConsumerGroups})
 		g.Go(func() error { return srv.Serve(ctx, fe.GRPC) })
+	}
+	if fe.Pulsar != nil {
+		opts := n.Pulsar
+		opts.Pop, opts.Logger = st.Pop, n.log
+		srv := pulsar.NewServer(st.Broker, opts)
+		g.Go(func() error { return srv.Serve(ctx, fe.Pulsar) })
 	}
 }
 

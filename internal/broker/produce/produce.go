@@ -119,6 +119,12 @@ func (a *Appender) WaitDurable(ctx context.Context, results ...Result) error {
 // records is the request's record set, txnID its transactional id ("" for
 // none). The caller checks authorization and quotas.
 func (a *Appender) Append(ctx context.Context, t *broker.Topic, partition int32, records []byte, txnID string) (Result, error) {
+	return a.AppendKeyed(ctx, t, partition, records, txnID, nil)
+}
+
+// AppendKeyed is Append storing one more key with the last batch (another
+// protocol's producer identity, read back from the stored record).
+func (a *Appender) AppendKeyed(ctx context.Context, t *broker.Topic, partition int32, records []byte, txnID string, key []byte) (Result, error) {
 	res := Result{BaseOffset: -1, LogAppendTime: -1, ticket: a.b.Ticket()}
 	if _, ok := t.Queue(partition); !ok {
 		return res, model.ErrUnknownQueue
@@ -168,6 +174,10 @@ func (a *Appender) Append(ctx context.Context, t *broker.Topic, partition int32,
 		return res, err
 	}
 	res.TraceParent = traceParent
+	if key != nil {
+		last := recs[len(recs)-1]
+		last.Keys = append(last.Keys, broker.Key{Key: key})
+	}
 	if logAppend {
 		res.LogAppendTime = now
 	}

@@ -20,7 +20,7 @@
 // versions:
 // 	protoc-gen-go v1.36.11
 // 	protoc        v3.21.12
-// source: PulsarApi.proto
+// source: rosetta/pulsarpb/PulsarApi.proto
 
 package pulsarpb
 
@@ -78,11 +78,11 @@ func (x CompressionType) String() string {
 }
 
 func (CompressionType) Descriptor() protoreflect.EnumDescriptor {
-	return file_PulsarApi_proto_enumTypes[0].Descriptor()
+	return file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[0].Descriptor()
 }
 
 func (CompressionType) Type() protoreflect.EnumType {
-	return &file_PulsarApi_proto_enumTypes[0]
+	return &file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[0]
 }
 
 func (x CompressionType) Number() protoreflect.EnumNumber {
@@ -101,7 +101,7 @@ func (x *CompressionType) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CompressionType.Descriptor instead.
 func (CompressionType) EnumDescriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{0}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{0}
 }
 
 type ProducerAccessMode int32
@@ -140,11 +140,11 @@ func (x ProducerAccessMode) String() string {
 }
 
 func (ProducerAccessMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_PulsarApi_proto_enumTypes[1].Descriptor()
+	return file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[1].Descriptor()
 }
 
 func (ProducerAccessMode) Type() protoreflect.EnumType {
-	return &file_PulsarApi_proto_enumTypes[1]
+	return &file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[1]
 }
 
 func (x ProducerAccessMode) Number() protoreflect.EnumNumber {
@@ -163,7 +163,7 @@ func (x *ProducerAccessMode) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use ProducerAccessMode.Descriptor instead.
 func (ProducerAccessMode) EnumDescriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{1}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{1}
 }
 
 type ServerError int32
@@ -269,11 +269,11 @@ func (x ServerError) String() string {
 }
 
 func (ServerError) Descriptor() protoreflect.EnumDescriptor {
-	return file_PulsarApi_proto_enumTypes[2].Descriptor()
+	return file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[2].Descriptor()
 }
 
 func (ServerError) Type() protoreflect.EnumType {
-	return &file_PulsarApi_proto_enumTypes[2]
+	return &file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[2]
 }
 
 func (x ServerError) Number() protoreflect.EnumNumber {
@@ -292,7 +292,7 @@ func (x *ServerError) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use ServerError.Descriptor instead.
 func (ServerError) EnumDescriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{2}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{2}
 }
 
 type AuthMethod int32
@@ -328,11 +328,11 @@ func (x AuthMethod) String() string {
 }
 
 func (AuthMethod) Descriptor() protoreflect.EnumDescriptor {
-	return file_PulsarApi_proto_enumTypes[3].Descriptor()
+	return file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[3].Descriptor()
 }
 
 func (AuthMethod) Type() protoreflect.EnumType {
-	return &file_PulsarApi_proto_enumTypes[3]
+	return &file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[3]
 }
 
 func (x AuthMethod) Number() protoreflect.EnumNumber {
@@ -351,7 +351,7 @@ func (x *AuthMethod) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use AuthMethod.Descriptor instead.
 func (AuthMethod) EnumDescriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{3}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{3}
 }
 
 // Each protocol version identify new features that are
@@ -446,11 +446,11 @@ func (x ProtocolVersion) String() string {
 }
 
 func (ProtocolVersion) Descriptor() protoreflect.EnumDescriptor {
-	return file_PulsarApi_proto_enumTypes[4].Descriptor()
+	return file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[4].Descriptor()
 }
 
 func (ProtocolVersion) Type() protoreflect.EnumType {
-	return &file_PulsarApi_proto_enumTypes[4]
+	return &file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[4]
 }
 
 func (x ProtocolVersion) Number() protoreflect.EnumNumber {
@@ -469,7 +469,7 @@ func (x *ProtocolVersion) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use ProtocolVersion.Descriptor instead.
 func (ProtocolVersion) EnumDescriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{4}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{4}
 }
 
 type KeySharedMode int32
@@ -502,11 +502,11 @@ func (x KeySharedMode) String() string {
 }
 
 func (KeySharedMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_PulsarApi_proto_enumTypes[5].Descriptor()
+	return file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[5].Descriptor()
 }
 
 func (KeySharedMode) Type() protoreflect.EnumType {
-	return &file_PulsarApi_proto_enumTypes[5]
+	return &file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[5]
 }
 
 func (x KeySharedMode) Number() protoreflect.EnumNumber {
@@ -525,7 +525,7 @@ func (x *KeySharedMode) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use KeySharedMode.Descriptor instead.
 func (KeySharedMode) EnumDescriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{5}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{5}
 }
 
 type TxnAction int32
@@ -558,11 +558,11 @@ func (x TxnAction) String() string {
 }
 
 func (TxnAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_PulsarApi_proto_enumTypes[6].Descriptor()
+	return file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[6].Descriptor()
 }
 
 func (TxnAction) Type() protoreflect.EnumType {
-	return &file_PulsarApi_proto_enumTypes[6]
+	return &file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[6]
 }
 
 func (x TxnAction) Number() protoreflect.EnumNumber {
@@ -581,7 +581,7 @@ func (x *TxnAction) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use TxnAction.Descriptor instead.
 func (TxnAction) EnumDescriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{6}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{6}
 }
 
 type Schema_Type int32
@@ -671,11 +671,11 @@ func (x Schema_Type) String() string {
 }
 
 func (Schema_Type) Descriptor() protoreflect.EnumDescriptor {
-	return file_PulsarApi_proto_enumTypes[7].Descriptor()
+	return file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[7].Descriptor()
 }
 
 func (Schema_Type) Type() protoreflect.EnumType {
-	return &file_PulsarApi_proto_enumTypes[7]
+	return &file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[7]
 }
 
 func (x Schema_Type) Number() protoreflect.EnumNumber {
@@ -694,7 +694,7 @@ func (x *Schema_Type) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use Schema_Type.Descriptor instead.
 func (Schema_Type) EnumDescriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{0, 0}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{0, 0}
 }
 
 type CommandSubscribe_SubType int32
@@ -733,11 +733,11 @@ func (x CommandSubscribe_SubType) String() string {
 }
 
 func (CommandSubscribe_SubType) Descriptor() protoreflect.EnumDescriptor {
-	return file_PulsarApi_proto_enumTypes[8].Descriptor()
+	return file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[8].Descriptor()
 }
 
 func (CommandSubscribe_SubType) Type() protoreflect.EnumType {
-	return &file_PulsarApi_proto_enumTypes[8]
+	return &file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[8]
 }
 
 func (x CommandSubscribe_SubType) Number() protoreflect.EnumNumber {
@@ -756,7 +756,7 @@ func (x *CommandSubscribe_SubType) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandSubscribe_SubType.Descriptor instead.
 func (CommandSubscribe_SubType) EnumDescriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{16, 0}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{16, 0}
 }
 
 type CommandSubscribe_InitialPosition int32
@@ -789,11 +789,11 @@ func (x CommandSubscribe_InitialPosition) String() string {
 }
 
 func (CommandSubscribe_InitialPosition) Descriptor() protoreflect.EnumDescriptor {
-	return file_PulsarApi_proto_enumTypes[9].Descriptor()
+	return file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[9].Descriptor()
 }
 
 func (CommandSubscribe_InitialPosition) Type() protoreflect.EnumType {
-	return &file_PulsarApi_proto_enumTypes[9]
+	return &file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[9]
 }
 
 func (x CommandSubscribe_InitialPosition) Number() protoreflect.EnumNumber {
@@ -812,7 +812,7 @@ func (x *CommandSubscribe_InitialPosition) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandSubscribe_InitialPosition.Descriptor instead.
 func (CommandSubscribe_InitialPosition) EnumDescriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{16, 1}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{16, 1}
 }
 
 type CommandPartitionedTopicMetadataResponse_LookupType int32
@@ -845,11 +845,11 @@ func (x CommandPartitionedTopicMetadataResponse_LookupType) String() string {
 }
 
 func (CommandPartitionedTopicMetadataResponse_LookupType) Descriptor() protoreflect.EnumDescriptor {
-	return file_PulsarApi_proto_enumTypes[10].Descriptor()
+	return file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[10].Descriptor()
 }
 
 func (CommandPartitionedTopicMetadataResponse_LookupType) Type() protoreflect.EnumType {
-	return &file_PulsarApi_proto_enumTypes[10]
+	return &file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[10]
 }
 
 func (x CommandPartitionedTopicMetadataResponse_LookupType) Number() protoreflect.EnumNumber {
@@ -868,7 +868,7 @@ func (x *CommandPartitionedTopicMetadataResponse_LookupType) UnmarshalJSON(b []b
 
 // Deprecated: Use CommandPartitionedTopicMetadataResponse_LookupType.Descriptor instead.
 func (CommandPartitionedTopicMetadataResponse_LookupType) EnumDescriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{18, 0}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{18, 0}
 }
 
 type CommandLookupTopicResponse_LookupType int32
@@ -904,11 +904,11 @@ func (x CommandLookupTopicResponse_LookupType) String() string {
 }
 
 func (CommandLookupTopicResponse_LookupType) Descriptor() protoreflect.EnumDescriptor {
-	return file_PulsarApi_proto_enumTypes[11].Descriptor()
+	return file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[11].Descriptor()
 }
 
 func (CommandLookupTopicResponse_LookupType) Type() protoreflect.EnumType {
-	return &file_PulsarApi_proto_enumTypes[11]
+	return &file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[11]
 }
 
 func (x CommandLookupTopicResponse_LookupType) Number() protoreflect.EnumNumber {
@@ -927,7 +927,7 @@ func (x *CommandLookupTopicResponse_LookupType) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandLookupTopicResponse_LookupType.Descriptor instead.
 func (CommandLookupTopicResponse_LookupType) EnumDescriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{20, 0}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{20, 0}
 }
 
 type CommandAck_AckType int32
@@ -960,11 +960,11 @@ func (x CommandAck_AckType) String() string {
 }
 
 func (CommandAck_AckType) Descriptor() protoreflect.EnumDescriptor {
-	return file_PulsarApi_proto_enumTypes[12].Descriptor()
+	return file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[12].Descriptor()
 }
 
 func (CommandAck_AckType) Type() protoreflect.EnumType {
-	return &file_PulsarApi_proto_enumTypes[12]
+	return &file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[12]
 }
 
 func (x CommandAck_AckType) Number() protoreflect.EnumNumber {
@@ -983,7 +983,7 @@ func (x *CommandAck_AckType) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandAck_AckType.Descriptor instead.
 func (CommandAck_AckType) EnumDescriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{26, 0}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{26, 0}
 }
 
 // Acks can contain a flag to indicate the consumer
@@ -1028,11 +1028,11 @@ func (x CommandAck_ValidationError) String() string {
 }
 
 func (CommandAck_ValidationError) Descriptor() protoreflect.EnumDescriptor {
-	return file_PulsarApi_proto_enumTypes[13].Descriptor()
+	return file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[13].Descriptor()
 }
 
 func (CommandAck_ValidationError) Type() protoreflect.EnumType {
-	return &file_PulsarApi_proto_enumTypes[13]
+	return &file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[13]
 }
 
 func (x CommandAck_ValidationError) Number() protoreflect.EnumNumber {
@@ -1051,7 +1051,7 @@ func (x *CommandAck_ValidationError) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandAck_ValidationError.Descriptor instead.
 func (CommandAck_ValidationError) EnumDescriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{26, 1}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{26, 1}
 }
 
 type CommandTopicMigrated_ResourceType int32
@@ -1084,11 +1084,11 @@ func (x CommandTopicMigrated_ResourceType) String() string {
 }
 
 func (CommandTopicMigrated_ResourceType) Descriptor() protoreflect.EnumDescriptor {
-	return file_PulsarApi_proto_enumTypes[14].Descriptor()
+	return file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[14].Descriptor()
 }
 
 func (CommandTopicMigrated_ResourceType) Type() protoreflect.EnumType {
-	return &file_PulsarApi_proto_enumTypes[14]
+	return &file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[14]
 }
 
 func (x CommandTopicMigrated_ResourceType) Number() protoreflect.EnumNumber {
@@ -1107,7 +1107,7 @@ func (x *CommandTopicMigrated_ResourceType) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandTopicMigrated_ResourceType.Descriptor instead.
 func (CommandTopicMigrated_ResourceType) EnumDescriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{33, 0}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{33, 0}
 }
 
 type CommandGetTopicsOfNamespace_Mode int32
@@ -1143,11 +1143,11 @@ func (x CommandGetTopicsOfNamespace_Mode) String() string {
 }
 
 func (CommandGetTopicsOfNamespace_Mode) Descriptor() protoreflect.EnumDescriptor {
-	return file_PulsarApi_proto_enumTypes[15].Descriptor()
+	return file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[15].Descriptor()
 }
 
 func (CommandGetTopicsOfNamespace_Mode) Type() protoreflect.EnumType {
-	return &file_PulsarApi_proto_enumTypes[15]
+	return &file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[15]
 }
 
 func (x CommandGetTopicsOfNamespace_Mode) Number() protoreflect.EnumNumber {
@@ -1166,7 +1166,7 @@ func (x *CommandGetTopicsOfNamespace_Mode) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandGetTopicsOfNamespace_Mode.Descriptor instead.
 func (CommandGetTopicsOfNamespace_Mode) EnumDescriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{46, 0}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{46, 0}
 }
 
 type BaseCommand_Type int32
@@ -1368,11 +1368,11 @@ func (x BaseCommand_Type) String() string {
 }
 
 func (BaseCommand_Type) Descriptor() protoreflect.EnumDescriptor {
-	return file_PulsarApi_proto_enumTypes[16].Descriptor()
+	return file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[16].Descriptor()
 }
 
 func (BaseCommand_Type) Type() protoreflect.EnumType {
-	return &file_PulsarApi_proto_enumTypes[16]
+	return &file_rosetta_pulsarpb_PulsarApi_proto_enumTypes[16]
 }
 
 func (x BaseCommand_Type) Number() protoreflect.EnumNumber {
@@ -1391,14 +1391,14 @@ func (x *BaseCommand_Type) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use BaseCommand_Type.Descriptor instead.
 func (BaseCommand_Type) EnumDescriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{71, 0}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{71, 0}
 }
 
 type Schema struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          *string                `protobuf:"bytes,1,req,name=name" json:"name,omitempty"`
 	SchemaData    []byte                 `protobuf:"bytes,3,req,name=schema_data,json=schemaData" json:"schema_data,omitempty"`
-	Type          *Schema_Type           `protobuf:"varint,4,req,name=type,enum=pulsar.proto.Schema_Type" json:"type,omitempty"`
+	Type          *Schema_Type           `protobuf:"varint,4,req,name=type,enum=rosetta.pulsar.proto.Schema_Type" json:"type,omitempty"`
 	Properties    []*KeyValue            `protobuf:"bytes,5,rep,name=properties" json:"properties,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1406,7 +1406,7 @@ type Schema struct {
 
 func (x *Schema) Reset() {
 	*x = Schema{}
-	mi := &file_PulsarApi_proto_msgTypes[0]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +1418,7 @@ func (x *Schema) String() string {
 func (*Schema) ProtoMessage() {}
 
 func (x *Schema) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[0]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1431,7 @@ func (x *Schema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Schema.ProtoReflect.Descriptor instead.
 func (*Schema) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{0}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *Schema) GetName() string {
@@ -1484,7 +1484,7 @@ const (
 
 func (x *MessageIdData) Reset() {
 	*x = MessageIdData{}
-	mi := &file_PulsarApi_proto_msgTypes[1]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1496,7 @@ func (x *MessageIdData) String() string {
 func (*MessageIdData) ProtoMessage() {}
 
 func (x *MessageIdData) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[1]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1509,7 @@ func (x *MessageIdData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageIdData.ProtoReflect.Descriptor instead.
 func (*MessageIdData) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{1}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *MessageIdData) GetLedgerId() uint64 {
@@ -1571,7 +1571,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_PulsarApi_proto_msgTypes[2]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1583,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[2]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1596,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{2}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *KeyValue) GetKey() string {
@@ -1623,7 +1623,7 @@ type KeyLongValue struct {
 
 func (x *KeyLongValue) Reset() {
 	*x = KeyLongValue{}
-	mi := &file_PulsarApi_proto_msgTypes[3]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1635,7 @@ func (x *KeyLongValue) String() string {
 func (*KeyLongValue) ProtoMessage() {}
 
 func (x *KeyLongValue) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[3]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1648,7 @@ func (x *KeyLongValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyLongValue.ProtoReflect.Descriptor instead.
 func (*KeyLongValue) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{3}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *KeyLongValue) GetKey() string {
@@ -1675,7 +1675,7 @@ type IntRange struct {
 
 func (x *IntRange) Reset() {
 	*x = IntRange{}
-	mi := &file_PulsarApi_proto_msgTypes[4]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1687,7 @@ func (x *IntRange) String() string {
 func (*IntRange) ProtoMessage() {}
 
 func (x *IntRange) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[4]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1700,7 @@ func (x *IntRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IntRange.ProtoReflect.Descriptor instead.
 func (*IntRange) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{4}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *IntRange) GetStart() int32 {
@@ -1728,7 +1728,7 @@ type EncryptionKeys struct {
 
 func (x *EncryptionKeys) Reset() {
 	*x = EncryptionKeys{}
-	mi := &file_PulsarApi_proto_msgTypes[5]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +1740,7 @@ func (x *EncryptionKeys) String() string {
 func (*EncryptionKeys) ProtoMessage() {}
 
 func (x *EncryptionKeys) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[5]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +1753,7 @@ func (x *EncryptionKeys) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EncryptionKeys.ProtoReflect.Descriptor instead.
 func (*EncryptionKeys) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{5}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *EncryptionKeys) GetKey() string {
@@ -1790,7 +1790,7 @@ type MessageMetadata struct {
 	PartitionKey *string `protobuf:"bytes,6,opt,name=partition_key,json=partitionKey" json:"partition_key,omitempty"`
 	// Override namespace's replication
 	ReplicateTo      []string         `protobuf:"bytes,7,rep,name=replicate_to,json=replicateTo" json:"replicate_to,omitempty"`
-	Compression      *CompressionType `protobuf:"varint,8,opt,name=compression,enum=pulsar.proto.CompressionType,def=0" json:"compression,omitempty"`
+	Compression      *CompressionType `protobuf:"varint,8,opt,name=compression,enum=rosetta.pulsar.proto.CompressionType,def=0" json:"compression,omitempty"`
 	UncompressedSize *uint32          `protobuf:"varint,9,opt,name=uncompressed_size,json=uncompressedSize,def=0" json:"uncompressed_size,omitempty"`
 	// Removed below checksum field from Metadata as
 	// it should be part of send-command which keeps checksum of header + payload
@@ -1847,7 +1847,7 @@ const (
 
 func (x *MessageMetadata) Reset() {
 	*x = MessageMetadata{}
-	mi := &file_PulsarApi_proto_msgTypes[6]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +1859,7 @@ func (x *MessageMetadata) String() string {
 func (*MessageMetadata) ProtoMessage() {}
 
 func (x *MessageMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[6]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +1872,7 @@ func (x *MessageMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageMetadata.ProtoReflect.Descriptor instead.
 func (*MessageMetadata) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{6}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MessageMetadata) GetProducerName() string {
@@ -2104,7 +2104,7 @@ const (
 
 func (x *SingleMessageMetadata) Reset() {
 	*x = SingleMessageMetadata{}
-	mi := &file_PulsarApi_proto_msgTypes[7]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2116,7 +2116,7 @@ func (x *SingleMessageMetadata) String() string {
 func (*SingleMessageMetadata) ProtoMessage() {}
 
 func (x *SingleMessageMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[7]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2129,7 +2129,7 @@ func (x *SingleMessageMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SingleMessageMetadata.ProtoReflect.Descriptor instead.
 func (*SingleMessageMetadata) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{7}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SingleMessageMetadata) GetProperties() []*KeyValue {
@@ -2213,7 +2213,7 @@ type BrokerEntryMetadata struct {
 
 func (x *BrokerEntryMetadata) Reset() {
 	*x = BrokerEntryMetadata{}
-	mi := &file_PulsarApi_proto_msgTypes[8]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2225,7 +2225,7 @@ func (x *BrokerEntryMetadata) String() string {
 func (*BrokerEntryMetadata) ProtoMessage() {}
 
 func (x *BrokerEntryMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[8]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2238,7 +2238,7 @@ func (x *BrokerEntryMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerEntryMetadata.ProtoReflect.Descriptor instead.
 func (*BrokerEntryMetadata) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{8}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BrokerEntryMetadata) GetBrokerTimestamp() uint64 {
@@ -2258,7 +2258,7 @@ func (x *BrokerEntryMetadata) GetIndex() uint64 {
 type CommandConnect struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	ClientVersion   *string                `protobuf:"bytes,1,req,name=client_version,json=clientVersion" json:"client_version,omitempty"`
-	AuthMethod      *AuthMethod            `protobuf:"varint,2,opt,name=auth_method,json=authMethod,enum=pulsar.proto.AuthMethod" json:"auth_method,omitempty"` // Deprecated. Use "auth_method_name" instead.
+	AuthMethod      *AuthMethod            `protobuf:"varint,2,opt,name=auth_method,json=authMethod,enum=rosetta.pulsar.proto.AuthMethod" json:"auth_method,omitempty"` // Deprecated. Use "auth_method_name" instead.
 	AuthMethodName  *string                `protobuf:"bytes,5,opt,name=auth_method_name,json=authMethodName" json:"auth_method_name,omitempty"`
 	AuthData        []byte                 `protobuf:"bytes,3,opt,name=auth_data,json=authData" json:"auth_data,omitempty"`
 	ProtocolVersion *int32                 `protobuf:"varint,4,opt,name=protocol_version,json=protocolVersion,def=0" json:"protocol_version,omitempty"`
@@ -2287,7 +2287,7 @@ const (
 
 func (x *CommandConnect) Reset() {
 	*x = CommandConnect{}
-	mi := &file_PulsarApi_proto_msgTypes[9]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2299,7 +2299,7 @@ func (x *CommandConnect) String() string {
 func (*CommandConnect) ProtoMessage() {}
 
 func (x *CommandConnect) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[9]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2312,7 +2312,7 @@ func (x *CommandConnect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandConnect.ProtoReflect.Descriptor instead.
 func (*CommandConnect) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{9}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CommandConnect) GetClientVersion() string {
@@ -2405,7 +2405,7 @@ const (
 
 func (x *FeatureFlags) Reset() {
 	*x = FeatureFlags{}
-	mi := &file_PulsarApi_proto_msgTypes[10]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2417,7 +2417,7 @@ func (x *FeatureFlags) String() string {
 func (*FeatureFlags) ProtoMessage() {}
 
 func (x *FeatureFlags) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[10]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2430,7 +2430,7 @@ func (x *FeatureFlags) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureFlags.ProtoReflect.Descriptor instead.
 func (*FeatureFlags) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{10}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FeatureFlags) GetSupportsAuthRefresh() bool {
@@ -2478,7 +2478,7 @@ const (
 
 func (x *CommandConnected) Reset() {
 	*x = CommandConnected{}
-	mi := &file_PulsarApi_proto_msgTypes[11]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2490,7 +2490,7 @@ func (x *CommandConnected) String() string {
 func (*CommandConnected) ProtoMessage() {}
 
 func (x *CommandConnected) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[11]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2503,7 +2503,7 @@ func (x *CommandConnected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandConnected.ProtoReflect.Descriptor instead.
 func (*CommandConnected) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{11}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CommandConnected) GetServerVersion() string {
@@ -2550,7 +2550,7 @@ const (
 
 func (x *CommandAuthResponse) Reset() {
 	*x = CommandAuthResponse{}
-	mi := &file_PulsarApi_proto_msgTypes[12]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2562,7 +2562,7 @@ func (x *CommandAuthResponse) String() string {
 func (*CommandAuthResponse) ProtoMessage() {}
 
 func (x *CommandAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[12]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2575,7 +2575,7 @@ func (x *CommandAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAuthResponse.ProtoReflect.Descriptor instead.
 func (*CommandAuthResponse) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{12}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CommandAuthResponse) GetClientVersion() string {
@@ -2615,7 +2615,7 @@ const (
 
 func (x *CommandAuthChallenge) Reset() {
 	*x = CommandAuthChallenge{}
-	mi := &file_PulsarApi_proto_msgTypes[13]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2627,7 +2627,7 @@ func (x *CommandAuthChallenge) String() string {
 func (*CommandAuthChallenge) ProtoMessage() {}
 
 func (x *CommandAuthChallenge) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[13]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2640,7 +2640,7 @@ func (x *CommandAuthChallenge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAuthChallenge.ProtoReflect.Descriptor instead.
 func (*CommandAuthChallenge) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{13}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CommandAuthChallenge) GetServerVersion() string {
@@ -2675,7 +2675,7 @@ type AuthData struct {
 
 func (x *AuthData) Reset() {
 	*x = AuthData{}
-	mi := &file_PulsarApi_proto_msgTypes[14]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2687,7 +2687,7 @@ func (x *AuthData) String() string {
 func (*AuthData) ProtoMessage() {}
 
 func (x *AuthData) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[14]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2700,7 +2700,7 @@ func (x *AuthData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthData.ProtoReflect.Descriptor instead.
 func (*AuthData) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{14}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AuthData) GetAuthMethodName() string {
@@ -2719,7 +2719,7 @@ func (x *AuthData) GetAuthData() []byte {
 
 type KeySharedMeta struct {
 	state                   protoimpl.MessageState `protogen:"open.v1"`
-	KeySharedMode           *KeySharedMode         `protobuf:"varint,1,req,name=keySharedMode,enum=pulsar.proto.KeySharedMode" json:"keySharedMode,omitempty"`
+	KeySharedMode           *KeySharedMode         `protobuf:"varint,1,req,name=keySharedMode,enum=rosetta.pulsar.proto.KeySharedMode" json:"keySharedMode,omitempty"`
 	HashRanges              []*IntRange            `protobuf:"bytes,3,rep,name=hashRanges" json:"hashRanges,omitempty"`
 	AllowOutOfOrderDelivery *bool                  `protobuf:"varint,4,opt,name=allowOutOfOrderDelivery,def=0" json:"allowOutOfOrderDelivery,omitempty"`
 	unknownFields           protoimpl.UnknownFields
@@ -2733,7 +2733,7 @@ const (
 
 func (x *KeySharedMeta) Reset() {
 	*x = KeySharedMeta{}
-	mi := &file_PulsarApi_proto_msgTypes[15]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2745,7 +2745,7 @@ func (x *KeySharedMeta) String() string {
 func (*KeySharedMeta) ProtoMessage() {}
 
 func (x *KeySharedMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[15]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2758,7 +2758,7 @@ func (x *KeySharedMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySharedMeta.ProtoReflect.Descriptor instead.
 func (*KeySharedMeta) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{15}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KeySharedMeta) GetKeySharedMode() KeySharedMode {
@@ -2786,7 +2786,7 @@ type CommandSubscribe struct {
 	state         protoimpl.MessageState    `protogen:"open.v1"`
 	Topic         *string                   `protobuf:"bytes,1,req,name=topic" json:"topic,omitempty"`
 	Subscription  *string                   `protobuf:"bytes,2,req,name=subscription" json:"subscription,omitempty"`
-	SubType       *CommandSubscribe_SubType `protobuf:"varint,3,req,name=subType,enum=pulsar.proto.CommandSubscribe_SubType" json:"subType,omitempty"`
+	SubType       *CommandSubscribe_SubType `protobuf:"varint,3,req,name=subType,enum=rosetta.pulsar.proto.CommandSubscribe_SubType" json:"subType,omitempty"`
 	ConsumerId    *uint64                   `protobuf:"varint,4,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
 	RequestId     *uint64                   `protobuf:"varint,5,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	ConsumerName  *string                   `protobuf:"bytes,6,opt,name=consumer_name,json=consumerName" json:"consumer_name,omitempty"`
@@ -2804,7 +2804,7 @@ type CommandSubscribe struct {
 	Schema        *Schema     `protobuf:"bytes,12,opt,name=schema" json:"schema,omitempty"`
 	// Signal whether the subscription will initialize on latest
 	// or not -- earliest
-	InitialPosition *CommandSubscribe_InitialPosition `protobuf:"varint,13,opt,name=initialPosition,enum=pulsar.proto.CommandSubscribe_InitialPosition,def=0" json:"initialPosition,omitempty"`
+	InitialPosition *CommandSubscribe_InitialPosition `protobuf:"varint,13,opt,name=initialPosition,enum=rosetta.pulsar.proto.CommandSubscribe_InitialPosition,def=0" json:"initialPosition,omitempty"`
 	// Mark the subscription as "replicated". Pulsar will make sure
 	// to periodically sync the state of replicated subscriptions
 	// across different clusters (when using geo-replication).
@@ -2836,7 +2836,7 @@ const (
 
 func (x *CommandSubscribe) Reset() {
 	*x = CommandSubscribe{}
-	mi := &file_PulsarApi_proto_msgTypes[16]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2848,7 +2848,7 @@ func (x *CommandSubscribe) String() string {
 func (*CommandSubscribe) ProtoMessage() {}
 
 func (x *CommandSubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[16]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2861,7 +2861,7 @@ func (x *CommandSubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandSubscribe.ProtoReflect.Descriptor instead.
 func (*CommandSubscribe) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{16}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CommandSubscribe) GetTopic() string {
@@ -3015,7 +3015,7 @@ type CommandPartitionedTopicMetadata struct {
 
 func (x *CommandPartitionedTopicMetadata) Reset() {
 	*x = CommandPartitionedTopicMetadata{}
-	mi := &file_PulsarApi_proto_msgTypes[17]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3027,7 +3027,7 @@ func (x *CommandPartitionedTopicMetadata) String() string {
 func (*CommandPartitionedTopicMetadata) ProtoMessage() {}
 
 func (x *CommandPartitionedTopicMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[17]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3040,7 +3040,7 @@ func (x *CommandPartitionedTopicMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandPartitionedTopicMetadata.ProtoReflect.Descriptor instead.
 func (*CommandPartitionedTopicMetadata) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{17}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CommandPartitionedTopicMetadata) GetTopic() string {
@@ -3082,8 +3082,8 @@ type CommandPartitionedTopicMetadataResponse struct {
 	state         protoimpl.MessageState                              `protogen:"open.v1"`
 	Partitions    *uint32                                             `protobuf:"varint,1,opt,name=partitions" json:"partitions,omitempty"` // Optional in case of error
 	RequestId     *uint64                                             `protobuf:"varint,2,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Response      *CommandPartitionedTopicMetadataResponse_LookupType `protobuf:"varint,3,opt,name=response,enum=pulsar.proto.CommandPartitionedTopicMetadataResponse_LookupType" json:"response,omitempty"`
-	Error         *ServerError                                        `protobuf:"varint,4,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Response      *CommandPartitionedTopicMetadataResponse_LookupType `protobuf:"varint,3,opt,name=response,enum=rosetta.pulsar.proto.CommandPartitionedTopicMetadataResponse_LookupType" json:"response,omitempty"`
+	Error         *ServerError                                        `protobuf:"varint,4,opt,name=error,enum=rosetta.pulsar.proto.ServerError" json:"error,omitempty"`
 	Message       *string                                             `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3091,7 +3091,7 @@ type CommandPartitionedTopicMetadataResponse struct {
 
 func (x *CommandPartitionedTopicMetadataResponse) Reset() {
 	*x = CommandPartitionedTopicMetadataResponse{}
-	mi := &file_PulsarApi_proto_msgTypes[18]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3103,7 +3103,7 @@ func (x *CommandPartitionedTopicMetadataResponse) String() string {
 func (*CommandPartitionedTopicMetadataResponse) ProtoMessage() {}
 
 func (x *CommandPartitionedTopicMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[18]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3116,7 +3116,7 @@ func (x *CommandPartitionedTopicMetadataResponse) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use CommandPartitionedTopicMetadataResponse.ProtoReflect.Descriptor instead.
 func (*CommandPartitionedTopicMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{18}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CommandPartitionedTopicMetadataResponse) GetPartitions() uint32 {
@@ -3181,7 +3181,7 @@ const (
 
 func (x *CommandLookupTopic) Reset() {
 	*x = CommandLookupTopic{}
-	mi := &file_PulsarApi_proto_msgTypes[19]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3193,7 +3193,7 @@ func (x *CommandLookupTopic) String() string {
 func (*CommandLookupTopic) ProtoMessage() {}
 
 func (x *CommandLookupTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[19]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3206,7 +3206,7 @@ func (x *CommandLookupTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandLookupTopic.ProtoReflect.Descriptor instead.
 func (*CommandLookupTopic) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{19}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CommandLookupTopic) GetTopic() string {
@@ -3269,10 +3269,10 @@ type CommandLookupTopicResponse struct {
 	state               protoimpl.MessageState                 `protogen:"open.v1"`
 	BrokerServiceUrl    *string                                `protobuf:"bytes,1,opt,name=brokerServiceUrl" json:"brokerServiceUrl,omitempty"` // Optional in case of error
 	BrokerServiceUrlTls *string                                `protobuf:"bytes,2,opt,name=brokerServiceUrlTls" json:"brokerServiceUrlTls,omitempty"`
-	Response            *CommandLookupTopicResponse_LookupType `protobuf:"varint,3,opt,name=response,enum=pulsar.proto.CommandLookupTopicResponse_LookupType" json:"response,omitempty"`
+	Response            *CommandLookupTopicResponse_LookupType `protobuf:"varint,3,opt,name=response,enum=rosetta.pulsar.proto.CommandLookupTopicResponse_LookupType" json:"response,omitempty"`
 	RequestId           *uint64                                `protobuf:"varint,4,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	Authoritative       *bool                                  `protobuf:"varint,5,opt,name=authoritative,def=0" json:"authoritative,omitempty"`
-	Error               *ServerError                           `protobuf:"varint,6,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error               *ServerError                           `protobuf:"varint,6,opt,name=error,enum=rosetta.pulsar.proto.ServerError" json:"error,omitempty"`
 	Message             *string                                `protobuf:"bytes,7,opt,name=message" json:"message,omitempty"`
 	// If it's true, indicates to the client that it must
 	// always connect through the service url after the
@@ -3290,7 +3290,7 @@ const (
 
 func (x *CommandLookupTopicResponse) Reset() {
 	*x = CommandLookupTopicResponse{}
-	mi := &file_PulsarApi_proto_msgTypes[20]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3302,7 +3302,7 @@ func (x *CommandLookupTopicResponse) String() string {
 func (*CommandLookupTopicResponse) ProtoMessage() {}
 
 func (x *CommandLookupTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[20]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3315,7 +3315,7 @@ func (x *CommandLookupTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandLookupTopicResponse.ProtoReflect.Descriptor instead.
 func (*CommandLookupTopicResponse) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{20}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CommandLookupTopicResponse) GetBrokerServiceUrl() string {
@@ -3394,7 +3394,7 @@ type CommandProducer struct {
 	// Use default true here is in order to be forward compatible with the client
 	UserProvidedProducerName *bool `protobuf:"varint,9,opt,name=user_provided_producer_name,json=userProvidedProducerName,def=1" json:"user_provided_producer_name,omitempty"`
 	// Require that this producers will be the only producer allowed on the topic
-	ProducerAccessMode *ProducerAccessMode `protobuf:"varint,10,opt,name=producer_access_mode,json=producerAccessMode,enum=pulsar.proto.ProducerAccessMode,def=0" json:"producer_access_mode,omitempty"`
+	ProducerAccessMode *ProducerAccessMode `protobuf:"varint,10,opt,name=producer_access_mode,json=producerAccessMode,enum=rosetta.pulsar.proto.ProducerAccessMode,def=0" json:"producer_access_mode,omitempty"`
 	// Topic epoch is used to fence off producers that reconnects after a new
 	// exclusive producer has already taken over. This id is assigned by the
 	// broker on the CommandProducerSuccess. The first time, the client will
@@ -3422,7 +3422,7 @@ const (
 
 func (x *CommandProducer) Reset() {
 	*x = CommandProducer{}
-	mi := &file_PulsarApi_proto_msgTypes[21]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3434,7 +3434,7 @@ func (x *CommandProducer) String() string {
 func (*CommandProducer) ProtoMessage() {}
 
 func (x *CommandProducer) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[21]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3447,7 +3447,7 @@ func (x *CommandProducer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandProducer.ProtoReflect.Descriptor instead.
 func (*CommandProducer) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{21}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CommandProducer) GetTopic() string {
@@ -3571,7 +3571,7 @@ const (
 
 func (x *CommandSend) Reset() {
 	*x = CommandSend{}
-	mi := &file_PulsarApi_proto_msgTypes[22]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3583,7 +3583,7 @@ func (x *CommandSend) String() string {
 func (*CommandSend) ProtoMessage() {}
 
 func (x *CommandSend) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[22]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3596,7 +3596,7 @@ func (x *CommandSend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandSend.ProtoReflect.Descriptor instead.
 func (*CommandSend) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{22}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CommandSend) GetProducerId() uint64 {
@@ -3679,7 +3679,7 @@ const (
 
 func (x *CommandSendReceipt) Reset() {
 	*x = CommandSendReceipt{}
-	mi := &file_PulsarApi_proto_msgTypes[23]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3691,7 +3691,7 @@ func (x *CommandSendReceipt) String() string {
 func (*CommandSendReceipt) ProtoMessage() {}
 
 func (x *CommandSendReceipt) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[23]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3704,7 +3704,7 @@ func (x *CommandSendReceipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandSendReceipt.ProtoReflect.Descriptor instead.
 func (*CommandSendReceipt) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{23}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CommandSendReceipt) GetProducerId() uint64 {
@@ -3739,7 +3739,7 @@ type CommandSendError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ProducerId    *uint64                `protobuf:"varint,1,req,name=producer_id,json=producerId" json:"producer_id,omitempty"`
 	SequenceId    *uint64                `protobuf:"varint,2,req,name=sequence_id,json=sequenceId" json:"sequence_id,omitempty"`
-	Error         *ServerError           `protobuf:"varint,3,req,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error         *ServerError           `protobuf:"varint,3,req,name=error,enum=rosetta.pulsar.proto.ServerError" json:"error,omitempty"`
 	Message       *string                `protobuf:"bytes,4,req,name=message" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3747,7 +3747,7 @@ type CommandSendError struct {
 
 func (x *CommandSendError) Reset() {
 	*x = CommandSendError{}
-	mi := &file_PulsarApi_proto_msgTypes[24]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3759,7 +3759,7 @@ func (x *CommandSendError) String() string {
 func (*CommandSendError) ProtoMessage() {}
 
 func (x *CommandSendError) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[24]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3772,7 +3772,7 @@ func (x *CommandSendError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandSendError.ProtoReflect.Descriptor instead.
 func (*CommandSendError) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{24}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CommandSendError) GetProducerId() uint64 {
@@ -3821,7 +3821,7 @@ const (
 
 func (x *CommandMessage) Reset() {
 	*x = CommandMessage{}
-	mi := &file_PulsarApi_proto_msgTypes[25]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3833,7 +3833,7 @@ func (x *CommandMessage) String() string {
 func (*CommandMessage) ProtoMessage() {}
 
 func (x *CommandMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[25]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3846,7 +3846,7 @@ func (x *CommandMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandMessage.ProtoReflect.Descriptor instead.
 func (*CommandMessage) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{25}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CommandMessage) GetConsumerId() uint64 {
@@ -3887,10 +3887,10 @@ func (x *CommandMessage) GetConsumerEpoch() uint64 {
 type CommandAck struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	ConsumerId *uint64                `protobuf:"varint,1,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
-	AckType    *CommandAck_AckType    `protobuf:"varint,2,req,name=ack_type,json=ackType,enum=pulsar.proto.CommandAck_AckType" json:"ack_type,omitempty"`
+	AckType    *CommandAck_AckType    `protobuf:"varint,2,req,name=ack_type,json=ackType,enum=rosetta.pulsar.proto.CommandAck_AckType" json:"ack_type,omitempty"`
 	// In case of individual acks, the client can pass a list of message ids
 	MessageId       []*MessageIdData            `protobuf:"bytes,3,rep,name=message_id,json=messageId" json:"message_id,omitempty"`
-	ValidationError *CommandAck_ValidationError `protobuf:"varint,4,opt,name=validation_error,json=validationError,enum=pulsar.proto.CommandAck_ValidationError" json:"validation_error,omitempty"`
+	ValidationError *CommandAck_ValidationError `protobuf:"varint,4,opt,name=validation_error,json=validationError,enum=rosetta.pulsar.proto.CommandAck_ValidationError" json:"validation_error,omitempty"`
 	Properties      []*KeyLongValue             `protobuf:"bytes,5,rep,name=properties" json:"properties,omitempty"`
 	TxnidLeastBits  *uint64                     `protobuf:"varint,6,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits   *uint64                     `protobuf:"varint,7,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
@@ -3907,7 +3907,7 @@ const (
 
 func (x *CommandAck) Reset() {
 	*x = CommandAck{}
-	mi := &file_PulsarApi_proto_msgTypes[26]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3919,7 +3919,7 @@ func (x *CommandAck) String() string {
 func (*CommandAck) ProtoMessage() {}
 
 func (x *CommandAck) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[26]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3932,7 +3932,7 @@ func (x *CommandAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAck.ProtoReflect.Descriptor instead.
 func (*CommandAck) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{26}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CommandAck) GetConsumerId() uint64 {
@@ -3996,7 +3996,7 @@ type CommandAckResponse struct {
 	ConsumerId     *uint64                `protobuf:"varint,1,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
 	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=rosetta.pulsar.proto.ServerError" json:"error,omitempty"`
 	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
 	RequestId      *uint64                `protobuf:"varint,6,opt,name=request_id,json=requestId" json:"request_id,omitempty"`
 	unknownFields  protoimpl.UnknownFields
@@ -4011,7 +4011,7 @@ const (
 
 func (x *CommandAckResponse) Reset() {
 	*x = CommandAckResponse{}
-	mi := &file_PulsarApi_proto_msgTypes[27]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4023,7 +4023,7 @@ func (x *CommandAckResponse) String() string {
 func (*CommandAckResponse) ProtoMessage() {}
 
 func (x *CommandAckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[27]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4036,7 +4036,7 @@ func (x *CommandAckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAckResponse.ProtoReflect.Descriptor instead.
 func (*CommandAckResponse) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{27}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CommandAckResponse) GetConsumerId() uint64 {
@@ -4097,7 +4097,7 @@ const (
 
 func (x *CommandActiveConsumerChange) Reset() {
 	*x = CommandActiveConsumerChange{}
-	mi := &file_PulsarApi_proto_msgTypes[28]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4109,7 +4109,7 @@ func (x *CommandActiveConsumerChange) String() string {
 func (*CommandActiveConsumerChange) ProtoMessage() {}
 
 func (x *CommandActiveConsumerChange) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[28]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4122,7 +4122,7 @@ func (x *CommandActiveConsumerChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandActiveConsumerChange.ProtoReflect.Descriptor instead.
 func (*CommandActiveConsumerChange) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{28}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CommandActiveConsumerChange) GetConsumerId() uint64 {
@@ -4151,7 +4151,7 @@ type CommandFlow struct {
 
 func (x *CommandFlow) Reset() {
 	*x = CommandFlow{}
-	mi := &file_PulsarApi_proto_msgTypes[29]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4163,7 +4163,7 @@ func (x *CommandFlow) String() string {
 func (*CommandFlow) ProtoMessage() {}
 
 func (x *CommandFlow) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[29]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4176,7 +4176,7 @@ func (x *CommandFlow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandFlow.ProtoReflect.Descriptor instead.
 func (*CommandFlow) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{29}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CommandFlow) GetConsumerId() uint64 {
@@ -4209,7 +4209,7 @@ const (
 
 func (x *CommandUnsubscribe) Reset() {
 	*x = CommandUnsubscribe{}
-	mi := &file_PulsarApi_proto_msgTypes[30]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4221,7 +4221,7 @@ func (x *CommandUnsubscribe) String() string {
 func (*CommandUnsubscribe) ProtoMessage() {}
 
 func (x *CommandUnsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[30]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4234,7 +4234,7 @@ func (x *CommandUnsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandUnsubscribe.ProtoReflect.Descriptor instead.
 func (*CommandUnsubscribe) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{30}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CommandUnsubscribe) GetConsumerId() uint64 {
@@ -4271,7 +4271,7 @@ type CommandSeek struct {
 
 func (x *CommandSeek) Reset() {
 	*x = CommandSeek{}
-	mi := &file_PulsarApi_proto_msgTypes[31]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4283,7 +4283,7 @@ func (x *CommandSeek) String() string {
 func (*CommandSeek) ProtoMessage() {}
 
 func (x *CommandSeek) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[31]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4296,7 +4296,7 @@ func (x *CommandSeek) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandSeek.ProtoReflect.Descriptor instead.
 func (*CommandSeek) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{31}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CommandSeek) GetConsumerId() uint64 {
@@ -4339,7 +4339,7 @@ type CommandReachedEndOfTopic struct {
 
 func (x *CommandReachedEndOfTopic) Reset() {
 	*x = CommandReachedEndOfTopic{}
-	mi := &file_PulsarApi_proto_msgTypes[32]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4351,7 +4351,7 @@ func (x *CommandReachedEndOfTopic) String() string {
 func (*CommandReachedEndOfTopic) ProtoMessage() {}
 
 func (x *CommandReachedEndOfTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[32]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4364,7 +4364,7 @@ func (x *CommandReachedEndOfTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandReachedEndOfTopic.ProtoReflect.Descriptor instead.
 func (*CommandReachedEndOfTopic) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{32}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CommandReachedEndOfTopic) GetConsumerId() uint64 {
@@ -4377,7 +4377,7 @@ func (x *CommandReachedEndOfTopic) GetConsumerId() uint64 {
 type CommandTopicMigrated struct {
 	state               protoimpl.MessageState             `protogen:"open.v1"`
 	ResourceId          *uint64                            `protobuf:"varint,1,req,name=resource_id,json=resourceId" json:"resource_id,omitempty"`
-	ResourceType        *CommandTopicMigrated_ResourceType `protobuf:"varint,2,req,name=resource_type,json=resourceType,enum=pulsar.proto.CommandTopicMigrated_ResourceType" json:"resource_type,omitempty"`
+	ResourceType        *CommandTopicMigrated_ResourceType `protobuf:"varint,2,req,name=resource_type,json=resourceType,enum=rosetta.pulsar.proto.CommandTopicMigrated_ResourceType" json:"resource_type,omitempty"`
 	BrokerServiceUrl    *string                            `protobuf:"bytes,3,opt,name=brokerServiceUrl" json:"brokerServiceUrl,omitempty"`
 	BrokerServiceUrlTls *string                            `protobuf:"bytes,4,opt,name=brokerServiceUrlTls" json:"brokerServiceUrlTls,omitempty"`
 	unknownFields       protoimpl.UnknownFields
@@ -4386,7 +4386,7 @@ type CommandTopicMigrated struct {
 
 func (x *CommandTopicMigrated) Reset() {
 	*x = CommandTopicMigrated{}
-	mi := &file_PulsarApi_proto_msgTypes[33]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4398,7 +4398,7 @@ func (x *CommandTopicMigrated) String() string {
 func (*CommandTopicMigrated) ProtoMessage() {}
 
 func (x *CommandTopicMigrated) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[33]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4411,7 +4411,7 @@ func (x *CommandTopicMigrated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandTopicMigrated.ProtoReflect.Descriptor instead.
 func (*CommandTopicMigrated) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{33}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CommandTopicMigrated) GetResourceId() uint64 {
@@ -4454,7 +4454,7 @@ type CommandCloseProducer struct {
 
 func (x *CommandCloseProducer) Reset() {
 	*x = CommandCloseProducer{}
-	mi := &file_PulsarApi_proto_msgTypes[34]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4466,7 +4466,7 @@ func (x *CommandCloseProducer) String() string {
 func (*CommandCloseProducer) ProtoMessage() {}
 
 func (x *CommandCloseProducer) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[34]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4479,7 +4479,7 @@ func (x *CommandCloseProducer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandCloseProducer.ProtoReflect.Descriptor instead.
 func (*CommandCloseProducer) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{34}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CommandCloseProducer) GetProducerId() uint64 {
@@ -4522,7 +4522,7 @@ type CommandCloseConsumer struct {
 
 func (x *CommandCloseConsumer) Reset() {
 	*x = CommandCloseConsumer{}
-	mi := &file_PulsarApi_proto_msgTypes[35]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4534,7 +4534,7 @@ func (x *CommandCloseConsumer) String() string {
 func (*CommandCloseConsumer) ProtoMessage() {}
 
 func (x *CommandCloseConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[35]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4547,7 +4547,7 @@ func (x *CommandCloseConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandCloseConsumer.ProtoReflect.Descriptor instead.
 func (*CommandCloseConsumer) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{35}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CommandCloseConsumer) GetConsumerId() uint64 {
@@ -4589,7 +4589,7 @@ type CommandRedeliverUnacknowledgedMessages struct {
 
 func (x *CommandRedeliverUnacknowledgedMessages) Reset() {
 	*x = CommandRedeliverUnacknowledgedMessages{}
-	mi := &file_PulsarApi_proto_msgTypes[36]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4601,7 +4601,7 @@ func (x *CommandRedeliverUnacknowledgedMessages) String() string {
 func (*CommandRedeliverUnacknowledgedMessages) ProtoMessage() {}
 
 func (x *CommandRedeliverUnacknowledgedMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[36]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4614,7 +4614,7 @@ func (x *CommandRedeliverUnacknowledgedMessages) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use CommandRedeliverUnacknowledgedMessages.ProtoReflect.Descriptor instead.
 func (*CommandRedeliverUnacknowledgedMessages) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{36}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CommandRedeliverUnacknowledgedMessages) GetConsumerId() uint64 {
@@ -4648,7 +4648,7 @@ type CommandSuccess struct {
 
 func (x *CommandSuccess) Reset() {
 	*x = CommandSuccess{}
-	mi := &file_PulsarApi_proto_msgTypes[37]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4660,7 +4660,7 @@ func (x *CommandSuccess) String() string {
 func (*CommandSuccess) ProtoMessage() {}
 
 func (x *CommandSuccess) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[37]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4673,7 +4673,7 @@ func (x *CommandSuccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandSuccess.ProtoReflect.Descriptor instead.
 func (*CommandSuccess) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{37}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CommandSuccess) GetRequestId() uint64 {
@@ -4718,7 +4718,7 @@ const (
 
 func (x *CommandProducerSuccess) Reset() {
 	*x = CommandProducerSuccess{}
-	mi := &file_PulsarApi_proto_msgTypes[38]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4730,7 +4730,7 @@ func (x *CommandProducerSuccess) String() string {
 func (*CommandProducerSuccess) ProtoMessage() {}
 
 func (x *CommandProducerSuccess) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[38]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4743,7 +4743,7 @@ func (x *CommandProducerSuccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandProducerSuccess.ProtoReflect.Descriptor instead.
 func (*CommandProducerSuccess) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{38}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CommandProducerSuccess) GetRequestId() uint64 {
@@ -4791,7 +4791,7 @@ func (x *CommandProducerSuccess) GetProducerReady() bool {
 type CommandError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Error         *ServerError           `protobuf:"varint,2,req,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error         *ServerError           `protobuf:"varint,2,req,name=error,enum=rosetta.pulsar.proto.ServerError" json:"error,omitempty"`
 	Message       *string                `protobuf:"bytes,3,req,name=message" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4799,7 +4799,7 @@ type CommandError struct {
 
 func (x *CommandError) Reset() {
 	*x = CommandError{}
-	mi := &file_PulsarApi_proto_msgTypes[39]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4811,7 +4811,7 @@ func (x *CommandError) String() string {
 func (*CommandError) ProtoMessage() {}
 
 func (x *CommandError) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[39]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4824,7 +4824,7 @@ func (x *CommandError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandError.ProtoReflect.Descriptor instead.
 func (*CommandError) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{39}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CommandError) GetRequestId() uint64 {
@@ -4859,7 +4859,7 @@ type CommandPing struct {
 
 func (x *CommandPing) Reset() {
 	*x = CommandPing{}
-	mi := &file_PulsarApi_proto_msgTypes[40]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4871,7 +4871,7 @@ func (x *CommandPing) String() string {
 func (*CommandPing) ProtoMessage() {}
 
 func (x *CommandPing) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[40]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4884,7 +4884,7 @@ func (x *CommandPing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandPing.ProtoReflect.Descriptor instead.
 func (*CommandPing) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{40}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{40}
 }
 
 type CommandPong struct {
@@ -4895,7 +4895,7 @@ type CommandPong struct {
 
 func (x *CommandPong) Reset() {
 	*x = CommandPong{}
-	mi := &file_PulsarApi_proto_msgTypes[41]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4907,7 +4907,7 @@ func (x *CommandPong) String() string {
 func (*CommandPong) ProtoMessage() {}
 
 func (x *CommandPong) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[41]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4920,7 +4920,7 @@ func (x *CommandPong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandPong.ProtoReflect.Descriptor instead.
 func (*CommandPong) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{41}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{41}
 }
 
 type CommandConsumerStats struct {
@@ -4935,7 +4935,7 @@ type CommandConsumerStats struct {
 
 func (x *CommandConsumerStats) Reset() {
 	*x = CommandConsumerStats{}
-	mi := &file_PulsarApi_proto_msgTypes[42]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4947,7 +4947,7 @@ func (x *CommandConsumerStats) String() string {
 func (*CommandConsumerStats) ProtoMessage() {}
 
 func (x *CommandConsumerStats) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[42]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4960,7 +4960,7 @@ func (x *CommandConsumerStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandConsumerStats.ProtoReflect.Descriptor instead.
 func (*CommandConsumerStats) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{42}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CommandConsumerStats) GetRequestId() uint64 {
@@ -4980,7 +4980,7 @@ func (x *CommandConsumerStats) GetConsumerId() uint64 {
 type CommandConsumerStatsResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	RequestId    *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	ErrorCode    *ServerError           `protobuf:"varint,2,opt,name=error_code,json=errorCode,enum=pulsar.proto.ServerError" json:"error_code,omitempty"`
+	ErrorCode    *ServerError           `protobuf:"varint,2,opt,name=error_code,json=errorCode,enum=rosetta.pulsar.proto.ServerError" json:"error_code,omitempty"`
 	ErrorMessage *string                `protobuf:"bytes,3,opt,name=error_message,json=errorMessage" json:"error_message,omitempty"`
 	// / Total rate of messages delivered to the consumer. msg/s
 	MsgRateOut *float64 `protobuf:"fixed64,4,opt,name=msgRateOut" json:"msgRateOut,omitempty"`
@@ -5014,7 +5014,7 @@ type CommandConsumerStatsResponse struct {
 
 func (x *CommandConsumerStatsResponse) Reset() {
 	*x = CommandConsumerStatsResponse{}
-	mi := &file_PulsarApi_proto_msgTypes[43]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5026,7 +5026,7 @@ func (x *CommandConsumerStatsResponse) String() string {
 func (*CommandConsumerStatsResponse) ProtoMessage() {}
 
 func (x *CommandConsumerStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[43]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5039,7 +5039,7 @@ func (x *CommandConsumerStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandConsumerStatsResponse.ProtoReflect.Descriptor instead.
 func (*CommandConsumerStatsResponse) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{43}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CommandConsumerStatsResponse) GetRequestId() uint64 {
@@ -5164,7 +5164,7 @@ type CommandGetLastMessageId struct {
 
 func (x *CommandGetLastMessageId) Reset() {
 	*x = CommandGetLastMessageId{}
-	mi := &file_PulsarApi_proto_msgTypes[44]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5176,7 +5176,7 @@ func (x *CommandGetLastMessageId) String() string {
 func (*CommandGetLastMessageId) ProtoMessage() {}
 
 func (x *CommandGetLastMessageId) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[44]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5189,7 +5189,7 @@ func (x *CommandGetLastMessageId) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetLastMessageId.ProtoReflect.Descriptor instead.
 func (*CommandGetLastMessageId) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{44}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CommandGetLastMessageId) GetConsumerId() uint64 {
@@ -5217,7 +5217,7 @@ type CommandGetLastMessageIdResponse struct {
 
 func (x *CommandGetLastMessageIdResponse) Reset() {
 	*x = CommandGetLastMessageIdResponse{}
-	mi := &file_PulsarApi_proto_msgTypes[45]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5229,7 +5229,7 @@ func (x *CommandGetLastMessageIdResponse) String() string {
 func (*CommandGetLastMessageIdResponse) ProtoMessage() {}
 
 func (x *CommandGetLastMessageIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[45]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5242,7 +5242,7 @@ func (x *CommandGetLastMessageIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetLastMessageIdResponse.ProtoReflect.Descriptor instead.
 func (*CommandGetLastMessageIdResponse) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{45}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CommandGetLastMessageIdResponse) GetLastMessageId() *MessageIdData {
@@ -5270,7 +5270,7 @@ type CommandGetTopicsOfNamespace struct {
 	state         protoimpl.MessageState            `protogen:"open.v1"`
 	RequestId     *uint64                           `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	Namespace     *string                           `protobuf:"bytes,2,req,name=namespace" json:"namespace,omitempty"`
-	Mode          *CommandGetTopicsOfNamespace_Mode `protobuf:"varint,3,opt,name=mode,enum=pulsar.proto.CommandGetTopicsOfNamespace_Mode,def=0" json:"mode,omitempty"`
+	Mode          *CommandGetTopicsOfNamespace_Mode `protobuf:"varint,3,opt,name=mode,enum=rosetta.pulsar.proto.CommandGetTopicsOfNamespace_Mode,def=0" json:"mode,omitempty"`
 	TopicsPattern *string                           `protobuf:"bytes,4,opt,name=topics_pattern,json=topicsPattern" json:"topics_pattern,omitempty"`
 	TopicsHash    *string                           `protobuf:"bytes,5,opt,name=topics_hash,json=topicsHash" json:"topics_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -5284,7 +5284,7 @@ const (
 
 func (x *CommandGetTopicsOfNamespace) Reset() {
 	*x = CommandGetTopicsOfNamespace{}
-	mi := &file_PulsarApi_proto_msgTypes[46]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5296,7 +5296,7 @@ func (x *CommandGetTopicsOfNamespace) String() string {
 func (*CommandGetTopicsOfNamespace) ProtoMessage() {}
 
 func (x *CommandGetTopicsOfNamespace) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[46]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5309,7 +5309,7 @@ func (x *CommandGetTopicsOfNamespace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetTopicsOfNamespace.ProtoReflect.Descriptor instead.
 func (*CommandGetTopicsOfNamespace) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{46}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CommandGetTopicsOfNamespace) GetRequestId() uint64 {
@@ -5369,7 +5369,7 @@ const (
 
 func (x *CommandGetTopicsOfNamespaceResponse) Reset() {
 	*x = CommandGetTopicsOfNamespaceResponse{}
-	mi := &file_PulsarApi_proto_msgTypes[47]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5381,7 +5381,7 @@ func (x *CommandGetTopicsOfNamespaceResponse) String() string {
 func (*CommandGetTopicsOfNamespaceResponse) ProtoMessage() {}
 
 func (x *CommandGetTopicsOfNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[47]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5394,7 +5394,7 @@ func (x *CommandGetTopicsOfNamespaceResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use CommandGetTopicsOfNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*CommandGetTopicsOfNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{47}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CommandGetTopicsOfNamespaceResponse) GetRequestId() uint64 {
@@ -5446,7 +5446,7 @@ type CommandWatchTopicList struct {
 
 func (x *CommandWatchTopicList) Reset() {
 	*x = CommandWatchTopicList{}
-	mi := &file_PulsarApi_proto_msgTypes[48]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5458,7 +5458,7 @@ func (x *CommandWatchTopicList) String() string {
 func (*CommandWatchTopicList) ProtoMessage() {}
 
 func (x *CommandWatchTopicList) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[48]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5471,7 +5471,7 @@ func (x *CommandWatchTopicList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandWatchTopicList.ProtoReflect.Descriptor instead.
 func (*CommandWatchTopicList) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{48}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CommandWatchTopicList) GetRequestId() uint64 {
@@ -5521,7 +5521,7 @@ type CommandWatchTopicListSuccess struct {
 
 func (x *CommandWatchTopicListSuccess) Reset() {
 	*x = CommandWatchTopicListSuccess{}
-	mi := &file_PulsarApi_proto_msgTypes[49]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5533,7 +5533,7 @@ func (x *CommandWatchTopicListSuccess) String() string {
 func (*CommandWatchTopicListSuccess) ProtoMessage() {}
 
 func (x *CommandWatchTopicListSuccess) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[49]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5546,7 +5546,7 @@ func (x *CommandWatchTopicListSuccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandWatchTopicListSuccess.ProtoReflect.Descriptor instead.
 func (*CommandWatchTopicListSuccess) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{49}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CommandWatchTopicListSuccess) GetRequestId() uint64 {
@@ -5589,7 +5589,7 @@ type CommandWatchTopicUpdate struct {
 
 func (x *CommandWatchTopicUpdate) Reset() {
 	*x = CommandWatchTopicUpdate{}
-	mi := &file_PulsarApi_proto_msgTypes[50]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5601,7 +5601,7 @@ func (x *CommandWatchTopicUpdate) String() string {
 func (*CommandWatchTopicUpdate) ProtoMessage() {}
 
 func (x *CommandWatchTopicUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[50]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5614,7 +5614,7 @@ func (x *CommandWatchTopicUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandWatchTopicUpdate.ProtoReflect.Descriptor instead.
 func (*CommandWatchTopicUpdate) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{50}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CommandWatchTopicUpdate) GetWatcherId() uint64 {
@@ -5655,7 +5655,7 @@ type CommandWatchTopicListClose struct {
 
 func (x *CommandWatchTopicListClose) Reset() {
 	*x = CommandWatchTopicListClose{}
-	mi := &file_PulsarApi_proto_msgTypes[51]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5667,7 +5667,7 @@ func (x *CommandWatchTopicListClose) String() string {
 func (*CommandWatchTopicListClose) ProtoMessage() {}
 
 func (x *CommandWatchTopicListClose) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[51]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5680,7 +5680,7 @@ func (x *CommandWatchTopicListClose) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandWatchTopicListClose.ProtoReflect.Descriptor instead.
 func (*CommandWatchTopicListClose) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{51}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CommandWatchTopicListClose) GetRequestId() uint64 {
@@ -5708,7 +5708,7 @@ type CommandGetSchema struct {
 
 func (x *CommandGetSchema) Reset() {
 	*x = CommandGetSchema{}
-	mi := &file_PulsarApi_proto_msgTypes[52]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5720,7 +5720,7 @@ func (x *CommandGetSchema) String() string {
 func (*CommandGetSchema) ProtoMessage() {}
 
 func (x *CommandGetSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[52]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5733,7 +5733,7 @@ func (x *CommandGetSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetSchema.ProtoReflect.Descriptor instead.
 func (*CommandGetSchema) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{52}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CommandGetSchema) GetRequestId() uint64 {
@@ -5760,7 +5760,7 @@ func (x *CommandGetSchema) GetSchemaVersion() []byte {
 type CommandGetSchemaResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	ErrorCode     *ServerError           `protobuf:"varint,2,opt,name=error_code,json=errorCode,enum=pulsar.proto.ServerError" json:"error_code,omitempty"`
+	ErrorCode     *ServerError           `protobuf:"varint,2,opt,name=error_code,json=errorCode,enum=rosetta.pulsar.proto.ServerError" json:"error_code,omitempty"`
 	ErrorMessage  *string                `protobuf:"bytes,3,opt,name=error_message,json=errorMessage" json:"error_message,omitempty"`
 	Schema        *Schema                `protobuf:"bytes,4,opt,name=schema" json:"schema,omitempty"`
 	SchemaVersion []byte                 `protobuf:"bytes,5,opt,name=schema_version,json=schemaVersion" json:"schema_version,omitempty"`
@@ -5770,7 +5770,7 @@ type CommandGetSchemaResponse struct {
 
 func (x *CommandGetSchemaResponse) Reset() {
 	*x = CommandGetSchemaResponse{}
-	mi := &file_PulsarApi_proto_msgTypes[53]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5782,7 +5782,7 @@ func (x *CommandGetSchemaResponse) String() string {
 func (*CommandGetSchemaResponse) ProtoMessage() {}
 
 func (x *CommandGetSchemaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[53]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5795,7 +5795,7 @@ func (x *CommandGetSchemaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetSchemaResponse.ProtoReflect.Descriptor instead.
 func (*CommandGetSchemaResponse) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{53}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CommandGetSchemaResponse) GetRequestId() uint64 {
@@ -5844,7 +5844,7 @@ type CommandGetOrCreateSchema struct {
 
 func (x *CommandGetOrCreateSchema) Reset() {
 	*x = CommandGetOrCreateSchema{}
-	mi := &file_PulsarApi_proto_msgTypes[54]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5856,7 +5856,7 @@ func (x *CommandGetOrCreateSchema) String() string {
 func (*CommandGetOrCreateSchema) ProtoMessage() {}
 
 func (x *CommandGetOrCreateSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[54]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5869,7 +5869,7 @@ func (x *CommandGetOrCreateSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetOrCreateSchema.ProtoReflect.Descriptor instead.
 func (*CommandGetOrCreateSchema) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{54}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CommandGetOrCreateSchema) GetRequestId() uint64 {
@@ -5896,7 +5896,7 @@ func (x *CommandGetOrCreateSchema) GetSchema() *Schema {
 type CommandGetOrCreateSchemaResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	ErrorCode     *ServerError           `protobuf:"varint,2,opt,name=error_code,json=errorCode,enum=pulsar.proto.ServerError" json:"error_code,omitempty"`
+	ErrorCode     *ServerError           `protobuf:"varint,2,opt,name=error_code,json=errorCode,enum=rosetta.pulsar.proto.ServerError" json:"error_code,omitempty"`
 	ErrorMessage  *string                `protobuf:"bytes,3,opt,name=error_message,json=errorMessage" json:"error_message,omitempty"`
 	SchemaVersion []byte                 `protobuf:"bytes,4,opt,name=schema_version,json=schemaVersion" json:"schema_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -5905,7 +5905,7 @@ type CommandGetOrCreateSchemaResponse struct {
 
 func (x *CommandGetOrCreateSchemaResponse) Reset() {
 	*x = CommandGetOrCreateSchemaResponse{}
-	mi := &file_PulsarApi_proto_msgTypes[55]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5917,7 +5917,7 @@ func (x *CommandGetOrCreateSchemaResponse) String() string {
 func (*CommandGetOrCreateSchemaResponse) ProtoMessage() {}
 
 func (x *CommandGetOrCreateSchemaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[55]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5930,7 +5930,7 @@ func (x *CommandGetOrCreateSchemaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetOrCreateSchemaResponse.ProtoReflect.Descriptor instead.
 func (*CommandGetOrCreateSchemaResponse) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{55}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CommandGetOrCreateSchemaResponse) GetRequestId() uint64 {
@@ -5976,7 +5976,7 @@ const (
 
 func (x *CommandTcClientConnectRequest) Reset() {
 	*x = CommandTcClientConnectRequest{}
-	mi := &file_PulsarApi_proto_msgTypes[56]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5988,7 +5988,7 @@ func (x *CommandTcClientConnectRequest) String() string {
 func (*CommandTcClientConnectRequest) ProtoMessage() {}
 
 func (x *CommandTcClientConnectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[56]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6001,7 +6001,7 @@ func (x *CommandTcClientConnectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandTcClientConnectRequest.ProtoReflect.Descriptor instead.
 func (*CommandTcClientConnectRequest) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{56}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CommandTcClientConnectRequest) GetRequestId() uint64 {
@@ -6021,7 +6021,7 @@ func (x *CommandTcClientConnectRequest) GetTcId() uint64 {
 type CommandTcClientConnectResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Error         *ServerError           `protobuf:"varint,2,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error         *ServerError           `protobuf:"varint,2,opt,name=error,enum=rosetta.pulsar.proto.ServerError" json:"error,omitempty"`
 	Message       *string                `protobuf:"bytes,3,opt,name=message" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -6029,7 +6029,7 @@ type CommandTcClientConnectResponse struct {
 
 func (x *CommandTcClientConnectResponse) Reset() {
 	*x = CommandTcClientConnectResponse{}
-	mi := &file_PulsarApi_proto_msgTypes[57]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6041,7 +6041,7 @@ func (x *CommandTcClientConnectResponse) String() string {
 func (*CommandTcClientConnectResponse) ProtoMessage() {}
 
 func (x *CommandTcClientConnectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[57]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6054,7 +6054,7 @@ func (x *CommandTcClientConnectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandTcClientConnectResponse.ProtoReflect.Descriptor instead.
 func (*CommandTcClientConnectResponse) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{57}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CommandTcClientConnectResponse) GetRequestId() uint64 {
@@ -6095,7 +6095,7 @@ const (
 
 func (x *CommandNewTxn) Reset() {
 	*x = CommandNewTxn{}
-	mi := &file_PulsarApi_proto_msgTypes[58]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6107,7 +6107,7 @@ func (x *CommandNewTxn) String() string {
 func (*CommandNewTxn) ProtoMessage() {}
 
 func (x *CommandNewTxn) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[58]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6120,7 +6120,7 @@ func (x *CommandNewTxn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandNewTxn.ProtoReflect.Descriptor instead.
 func (*CommandNewTxn) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{58}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CommandNewTxn) GetRequestId() uint64 {
@@ -6149,7 +6149,7 @@ type CommandNewTxnResponse struct {
 	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=rosetta.pulsar.proto.ServerError" json:"error,omitempty"`
 	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -6163,7 +6163,7 @@ const (
 
 func (x *CommandNewTxnResponse) Reset() {
 	*x = CommandNewTxnResponse{}
-	mi := &file_PulsarApi_proto_msgTypes[59]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6175,7 +6175,7 @@ func (x *CommandNewTxnResponse) String() string {
 func (*CommandNewTxnResponse) ProtoMessage() {}
 
 func (x *CommandNewTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[59]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6188,7 +6188,7 @@ func (x *CommandNewTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandNewTxnResponse.ProtoReflect.Descriptor instead.
 func (*CommandNewTxnResponse) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{59}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CommandNewTxnResponse) GetRequestId() uint64 {
@@ -6244,7 +6244,7 @@ const (
 
 func (x *CommandAddPartitionToTxn) Reset() {
 	*x = CommandAddPartitionToTxn{}
-	mi := &file_PulsarApi_proto_msgTypes[60]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6256,7 +6256,7 @@ func (x *CommandAddPartitionToTxn) String() string {
 func (*CommandAddPartitionToTxn) ProtoMessage() {}
 
 func (x *CommandAddPartitionToTxn) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[60]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6269,7 +6269,7 @@ func (x *CommandAddPartitionToTxn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAddPartitionToTxn.ProtoReflect.Descriptor instead.
 func (*CommandAddPartitionToTxn) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{60}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CommandAddPartitionToTxn) GetRequestId() uint64 {
@@ -6305,7 +6305,7 @@ type CommandAddPartitionToTxnResponse struct {
 	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=rosetta.pulsar.proto.ServerError" json:"error,omitempty"`
 	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -6319,7 +6319,7 @@ const (
 
 func (x *CommandAddPartitionToTxnResponse) Reset() {
 	*x = CommandAddPartitionToTxnResponse{}
-	mi := &file_PulsarApi_proto_msgTypes[61]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6331,7 +6331,7 @@ func (x *CommandAddPartitionToTxnResponse) String() string {
 func (*CommandAddPartitionToTxnResponse) ProtoMessage() {}
 
 func (x *CommandAddPartitionToTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[61]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6344,7 +6344,7 @@ func (x *CommandAddPartitionToTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAddPartitionToTxnResponse.ProtoReflect.Descriptor instead.
 func (*CommandAddPartitionToTxnResponse) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{61}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CommandAddPartitionToTxnResponse) GetRequestId() uint64 {
@@ -6392,7 +6392,7 @@ type Subscription struct {
 
 func (x *Subscription) Reset() {
 	*x = Subscription{}
-	mi := &file_PulsarApi_proto_msgTypes[62]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6404,7 +6404,7 @@ func (x *Subscription) String() string {
 func (*Subscription) ProtoMessage() {}
 
 func (x *Subscription) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[62]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6417,7 +6417,7 @@ func (x *Subscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscription.ProtoReflect.Descriptor instead.
 func (*Subscription) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{62}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Subscription) GetTopic() string {
@@ -6452,7 +6452,7 @@ const (
 
 func (x *CommandAddSubscriptionToTxn) Reset() {
 	*x = CommandAddSubscriptionToTxn{}
-	mi := &file_PulsarApi_proto_msgTypes[63]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6464,7 +6464,7 @@ func (x *CommandAddSubscriptionToTxn) String() string {
 func (*CommandAddSubscriptionToTxn) ProtoMessage() {}
 
 func (x *CommandAddSubscriptionToTxn) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[63]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6477,7 +6477,7 @@ func (x *CommandAddSubscriptionToTxn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAddSubscriptionToTxn.ProtoReflect.Descriptor instead.
 func (*CommandAddSubscriptionToTxn) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{63}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CommandAddSubscriptionToTxn) GetRequestId() uint64 {
@@ -6513,7 +6513,7 @@ type CommandAddSubscriptionToTxnResponse struct {
 	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=rosetta.pulsar.proto.ServerError" json:"error,omitempty"`
 	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -6527,7 +6527,7 @@ const (
 
 func (x *CommandAddSubscriptionToTxnResponse) Reset() {
 	*x = CommandAddSubscriptionToTxnResponse{}
-	mi := &file_PulsarApi_proto_msgTypes[64]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6539,7 +6539,7 @@ func (x *CommandAddSubscriptionToTxnResponse) String() string {
 func (*CommandAddSubscriptionToTxnResponse) ProtoMessage() {}
 
 func (x *CommandAddSubscriptionToTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[64]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6552,7 +6552,7 @@ func (x *CommandAddSubscriptionToTxnResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use CommandAddSubscriptionToTxnResponse.ProtoReflect.Descriptor instead.
 func (*CommandAddSubscriptionToTxnResponse) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{64}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *CommandAddSubscriptionToTxnResponse) GetRequestId() uint64 {
@@ -6595,7 +6595,7 @@ type CommandEndTxn struct {
 	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	TxnAction      *TxnAction             `protobuf:"varint,4,opt,name=txn_action,json=txnAction,enum=pulsar.proto.TxnAction" json:"txn_action,omitempty"`
+	TxnAction      *TxnAction             `protobuf:"varint,4,opt,name=txn_action,json=txnAction,enum=rosetta.pulsar.proto.TxnAction" json:"txn_action,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -6608,7 +6608,7 @@ const (
 
 func (x *CommandEndTxn) Reset() {
 	*x = CommandEndTxn{}
-	mi := &file_PulsarApi_proto_msgTypes[65]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6620,7 +6620,7 @@ func (x *CommandEndTxn) String() string {
 func (*CommandEndTxn) ProtoMessage() {}
 
 func (x *CommandEndTxn) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[65]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6633,7 +6633,7 @@ func (x *CommandEndTxn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandEndTxn.ProtoReflect.Descriptor instead.
 func (*CommandEndTxn) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{65}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CommandEndTxn) GetRequestId() uint64 {
@@ -6669,7 +6669,7 @@ type CommandEndTxnResponse struct {
 	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=rosetta.pulsar.proto.ServerError" json:"error,omitempty"`
 	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -6683,7 +6683,7 @@ const (
 
 func (x *CommandEndTxnResponse) Reset() {
 	*x = CommandEndTxnResponse{}
-	mi := &file_PulsarApi_proto_msgTypes[66]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6695,7 +6695,7 @@ func (x *CommandEndTxnResponse) String() string {
 func (*CommandEndTxnResponse) ProtoMessage() {}
 
 func (x *CommandEndTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[66]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6708,7 +6708,7 @@ func (x *CommandEndTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandEndTxnResponse.ProtoReflect.Descriptor instead.
 func (*CommandEndTxnResponse) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{66}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CommandEndTxnResponse) GetRequestId() uint64 {
@@ -6752,7 +6752,7 @@ type CommandEndTxnOnPartition struct {
 	TxnidLeastBits               *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits                *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
 	Topic                        *string                `protobuf:"bytes,4,opt,name=topic" json:"topic,omitempty"`
-	TxnAction                    *TxnAction             `protobuf:"varint,5,opt,name=txn_action,json=txnAction,enum=pulsar.proto.TxnAction" json:"txn_action,omitempty"`
+	TxnAction                    *TxnAction             `protobuf:"varint,5,opt,name=txn_action,json=txnAction,enum=rosetta.pulsar.proto.TxnAction" json:"txn_action,omitempty"`
 	TxnidLeastBitsOfLowWatermark *uint64                `protobuf:"varint,6,opt,name=txnid_least_bits_of_low_watermark,json=txnidLeastBitsOfLowWatermark" json:"txnid_least_bits_of_low_watermark,omitempty"`
 	unknownFields                protoimpl.UnknownFields
 	sizeCache                    protoimpl.SizeCache
@@ -6766,7 +6766,7 @@ const (
 
 func (x *CommandEndTxnOnPartition) Reset() {
 	*x = CommandEndTxnOnPartition{}
-	mi := &file_PulsarApi_proto_msgTypes[67]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6778,7 +6778,7 @@ func (x *CommandEndTxnOnPartition) String() string {
 func (*CommandEndTxnOnPartition) ProtoMessage() {}
 
 func (x *CommandEndTxnOnPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[67]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6791,7 +6791,7 @@ func (x *CommandEndTxnOnPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandEndTxnOnPartition.ProtoReflect.Descriptor instead.
 func (*CommandEndTxnOnPartition) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{67}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CommandEndTxnOnPartition) GetRequestId() uint64 {
@@ -6841,7 +6841,7 @@ type CommandEndTxnOnPartitionResponse struct {
 	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=rosetta.pulsar.proto.ServerError" json:"error,omitempty"`
 	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -6855,7 +6855,7 @@ const (
 
 func (x *CommandEndTxnOnPartitionResponse) Reset() {
 	*x = CommandEndTxnOnPartitionResponse{}
-	mi := &file_PulsarApi_proto_msgTypes[68]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6867,7 +6867,7 @@ func (x *CommandEndTxnOnPartitionResponse) String() string {
 func (*CommandEndTxnOnPartitionResponse) ProtoMessage() {}
 
 func (x *CommandEndTxnOnPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[68]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6880,7 +6880,7 @@ func (x *CommandEndTxnOnPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandEndTxnOnPartitionResponse.ProtoReflect.Descriptor instead.
 func (*CommandEndTxnOnPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{68}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CommandEndTxnOnPartitionResponse) GetRequestId() uint64 {
@@ -6924,7 +6924,7 @@ type CommandEndTxnOnSubscription struct {
 	TxnidLeastBits               *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits                *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
 	Subscription                 *Subscription          `protobuf:"bytes,4,opt,name=subscription" json:"subscription,omitempty"`
-	TxnAction                    *TxnAction             `protobuf:"varint,5,opt,name=txn_action,json=txnAction,enum=pulsar.proto.TxnAction" json:"txn_action,omitempty"`
+	TxnAction                    *TxnAction             `protobuf:"varint,5,opt,name=txn_action,json=txnAction,enum=rosetta.pulsar.proto.TxnAction" json:"txn_action,omitempty"`
 	TxnidLeastBitsOfLowWatermark *uint64                `protobuf:"varint,6,opt,name=txnid_least_bits_of_low_watermark,json=txnidLeastBitsOfLowWatermark" json:"txnid_least_bits_of_low_watermark,omitempty"`
 	unknownFields                protoimpl.UnknownFields
 	sizeCache                    protoimpl.SizeCache
@@ -6938,7 +6938,7 @@ const (
 
 func (x *CommandEndTxnOnSubscription) Reset() {
 	*x = CommandEndTxnOnSubscription{}
-	mi := &file_PulsarApi_proto_msgTypes[69]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6950,7 +6950,7 @@ func (x *CommandEndTxnOnSubscription) String() string {
 func (*CommandEndTxnOnSubscription) ProtoMessage() {}
 
 func (x *CommandEndTxnOnSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[69]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6963,7 +6963,7 @@ func (x *CommandEndTxnOnSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandEndTxnOnSubscription.ProtoReflect.Descriptor instead.
 func (*CommandEndTxnOnSubscription) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{69}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CommandEndTxnOnSubscription) GetRequestId() uint64 {
@@ -7013,7 +7013,7 @@ type CommandEndTxnOnSubscriptionResponse struct {
 	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=rosetta.pulsar.proto.ServerError" json:"error,omitempty"`
 	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -7027,7 +7027,7 @@ const (
 
 func (x *CommandEndTxnOnSubscriptionResponse) Reset() {
 	*x = CommandEndTxnOnSubscriptionResponse{}
-	mi := &file_PulsarApi_proto_msgTypes[70]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7039,7 +7039,7 @@ func (x *CommandEndTxnOnSubscriptionResponse) String() string {
 func (*CommandEndTxnOnSubscriptionResponse) ProtoMessage() {}
 
 func (x *CommandEndTxnOnSubscriptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[70]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7052,7 +7052,7 @@ func (x *CommandEndTxnOnSubscriptionResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use CommandEndTxnOnSubscriptionResponse.ProtoReflect.Descriptor instead.
 func (*CommandEndTxnOnSubscriptionResponse) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{70}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CommandEndTxnOnSubscriptionResponse) GetRequestId() uint64 {
@@ -7092,7 +7092,7 @@ func (x *CommandEndTxnOnSubscriptionResponse) GetMessage() string {
 
 type BaseCommand struct {
 	state                           protoimpl.MessageState                   `protogen:"open.v1"`
-	Type                            *BaseCommand_Type                        `protobuf:"varint,1,req,name=type,enum=pulsar.proto.BaseCommand_Type" json:"type,omitempty"`
+	Type                            *BaseCommand_Type                        `protobuf:"varint,1,req,name=type,enum=rosetta.pulsar.proto.BaseCommand_Type" json:"type,omitempty"`
 	Connect                         *CommandConnect                          `protobuf:"bytes,2,opt,name=connect" json:"connect,omitempty"`
 	Connected                       *CommandConnected                        `protobuf:"bytes,3,opt,name=connected" json:"connected,omitempty"`
 	Subscribe                       *CommandSubscribe                        `protobuf:"bytes,4,opt,name=subscribe" json:"subscribe,omitempty"`
@@ -7158,7 +7158,7 @@ type BaseCommand struct {
 
 func (x *BaseCommand) Reset() {
 	*x = BaseCommand{}
-	mi := &file_PulsarApi_proto_msgTypes[71]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7170,7 +7170,7 @@ func (x *BaseCommand) String() string {
 func (*BaseCommand) ProtoMessage() {}
 
 func (x *BaseCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_PulsarApi_proto_msgTypes[71]
+	mi := &file_rosetta_pulsarpb_PulsarApi_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7183,7 +7183,7 @@ func (x *BaseCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BaseCommand.ProtoReflect.Descriptor instead.
 func (*BaseCommand) Descriptor() ([]byte, []int) {
-	return file_PulsarApi_proto_rawDescGZIP(), []int{71}
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *BaseCommand) GetType() BaseCommand_Type {
@@ -7599,18 +7599,18 @@ func (x *BaseCommand) GetTopicMigrated() *CommandTopicMigrated {
 	return nil
 }
 
-var File_PulsarApi_proto protoreflect.FileDescriptor
+var File_rosetta_pulsarpb_PulsarApi_proto protoreflect.FileDescriptor
 
-const file_PulsarApi_proto_rawDesc = "" +
+const file_rosetta_pulsarpb_PulsarApi_proto_rawDesc = "" +
 	"\n" +
-	"\x0fPulsarApi.proto\x12\fpulsar.proto\"\xb4\x03\n" +
+	" rosetta/pulsarpb/PulsarApi.proto\x12\x14rosetta.pulsar.proto\"\xc4\x03\n" +
 	"\x06Schema\x12\x12\n" +
 	"\x04name\x18\x01 \x02(\tR\x04name\x12\x1f\n" +
 	"\vschema_data\x18\x03 \x02(\fR\n" +
-	"schemaData\x12-\n" +
-	"\x04type\x18\x04 \x02(\x0e2\x19.pulsar.proto.Schema.TypeR\x04type\x126\n" +
+	"schemaData\x125\n" +
+	"\x04type\x18\x04 \x02(\x0e2!.rosetta.pulsar.proto.Schema.TypeR\x04type\x12>\n" +
 	"\n" +
-	"properties\x18\x05 \x03(\v2\x16.pulsar.proto.KeyValueR\n" +
+	"properties\x18\x05 \x03(\v2\x1e.rosetta.pulsar.proto.KeyValueR\n" +
 	"properties\"\x8d\x02\n" +
 	"\x04Type\x12\b\n" +
 	"\x04None\x10\x00\x12\n" +
@@ -7636,7 +7636,7 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"\tLocalDate\x10\x11\x12\r\n" +
 	"\tLocalTime\x10\x12\x12\x11\n" +
 	"\rLocalDateTime\x10\x13\x12\x12\n" +
-	"\x0eProtobufNative\x10\x14\"\x96\x02\n" +
+	"\x0eProtobufNative\x10\x14\"\x9e\x02\n" +
 	"\rMessageIdData\x12\x1a\n" +
 	"\bledgerId\x18\x01 \x02(\x04R\bledgerId\x12\x18\n" +
 	"\aentryId\x18\x02 \x02(\x04R\aentryId\x12 \n" +
@@ -7645,8 +7645,8 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"batchIndex\x12\x17\n" +
 	"\aack_set\x18\x05 \x03(\x03R\x06ackSet\x12\x1d\n" +
 	"\n" +
-	"batch_size\x18\x06 \x01(\x05R\tbatchSize\x12P\n" +
-	"\x16first_chunk_message_id\x18\a \x01(\v2\x1b.pulsar.proto.MessageIdDataR\x13firstChunkMessageId\"2\n" +
+	"batch_size\x18\x06 \x01(\x05R\tbatchSize\x12X\n" +
+	"\x16first_chunk_message_id\x18\a \x01(\v2#.rosetta.pulsar.proto.MessageIdDataR\x13firstChunkMessageId\"2\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x02(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x02(\tR\x05value\"6\n" +
@@ -7655,28 +7655,28 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x02(\x04R\x05value\"2\n" +
 	"\bIntRange\x12\x14\n" +
 	"\x05start\x18\x01 \x02(\x05R\x05start\x12\x10\n" +
-	"\x03end\x18\x02 \x02(\x05R\x03end\"l\n" +
+	"\x03end\x18\x02 \x02(\x05R\x03end\"t\n" +
 	"\x0eEncryptionKeys\x12\x10\n" +
 	"\x03key\x18\x01 \x02(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x02(\fR\x05value\x122\n" +
-	"\bmetadata\x18\x03 \x03(\v2\x16.pulsar.proto.KeyValueR\bmetadata\"\xd1\t\n" +
+	"\x05value\x18\x02 \x02(\fR\x05value\x12:\n" +
+	"\bmetadata\x18\x03 \x03(\v2\x1e.rosetta.pulsar.proto.KeyValueR\bmetadata\"\xe9\t\n" +
 	"\x0fMessageMetadata\x12#\n" +
 	"\rproducer_name\x18\x01 \x02(\tR\fproducerName\x12\x1f\n" +
 	"\vsequence_id\x18\x02 \x02(\x04R\n" +
 	"sequenceId\x12!\n" +
-	"\fpublish_time\x18\x03 \x02(\x04R\vpublishTime\x126\n" +
+	"\fpublish_time\x18\x03 \x02(\x04R\vpublishTime\x12>\n" +
 	"\n" +
-	"properties\x18\x04 \x03(\v2\x16.pulsar.proto.KeyValueR\n" +
+	"properties\x18\x04 \x03(\v2\x1e.rosetta.pulsar.proto.KeyValueR\n" +
 	"properties\x12'\n" +
 	"\x0freplicated_from\x18\x05 \x01(\tR\x0ereplicatedFrom\x12#\n" +
 	"\rpartition_key\x18\x06 \x01(\tR\fpartitionKey\x12!\n" +
-	"\freplicate_to\x18\a \x03(\tR\vreplicateTo\x12E\n" +
-	"\vcompression\x18\b \x01(\x0e2\x1d.pulsar.proto.CompressionType:\x04NONER\vcompression\x12.\n" +
+	"\freplicate_to\x18\a \x03(\tR\vreplicateTo\x12M\n" +
+	"\vcompression\x18\b \x01(\x0e2%.rosetta.pulsar.proto.CompressionType:\x04NONER\vcompression\x12.\n" +
 	"\x11uncompressed_size\x18\t \x01(\r:\x010R\x10uncompressedSize\x124\n" +
 	"\x15num_messages_in_batch\x18\v \x01(\x05:\x011R\x12numMessagesInBatch\x12 \n" +
 	"\n" +
-	"event_time\x18\f \x01(\x04:\x010R\teventTime\x12E\n" +
-	"\x0fencryption_keys\x18\r \x03(\v2\x1c.pulsar.proto.EncryptionKeysR\x0eencryptionKeys\x12'\n" +
+	"event_time\x18\f \x01(\x04:\x010R\teventTime\x12M\n" +
+	"\x0fencryption_keys\x18\r \x03(\v2$.rosetta.pulsar.proto.EncryptionKeysR\x0eencryptionKeys\x12'\n" +
 	"\x0fencryption_algo\x18\x0e \x01(\tR\x0eencryptionAlgo\x12)\n" +
 	"\x10encryption_param\x18\x0f \x01(\fR\x0fencryptionParam\x12%\n" +
 	"\x0eschema_version\x18\x10 \x01(\fR\rschemaVersion\x12@\n" +
@@ -7694,10 +7694,10 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"\x13num_chunks_from_msg\x18\x1b \x01(\x05R\x10numChunksFromMsg\x12/\n" +
 	"\x14total_chunk_msg_size\x18\x1c \x01(\x05R\x11totalChunkMsgSize\x12\x19\n" +
 	"\bchunk_id\x18\x1d \x01(\x05R\achunkId\x123\n" +
-	"\x12null_partition_key\x18\x1e \x01(\b:\x05falseR\x10nullPartitionKey\"\xc6\x03\n" +
-	"\x15SingleMessageMetadata\x126\n" +
+	"\x12null_partition_key\x18\x1e \x01(\b:\x05falseR\x10nullPartitionKey\"\xce\x03\n" +
+	"\x15SingleMessageMetadata\x12>\n" +
 	"\n" +
-	"properties\x18\x01 \x03(\v2\x16.pulsar.proto.KeyValueR\n" +
+	"properties\x18\x01 \x03(\v2\x1e.rosetta.pulsar.proto.KeyValueR\n" +
 	"properties\x12#\n" +
 	"\rpartition_key\x18\x02 \x01(\tR\fpartitionKey\x12!\n" +
 	"\fpayload_size\x18\x03 \x02(\x05R\vpayloadSize\x12*\n" +
@@ -7714,10 +7714,10 @@ const file_PulsarApi_proto_rawDesc = "" +
 	" \x01(\b:\x05falseR\x10nullPartitionKey\"V\n" +
 	"\x13BrokerEntryMetadata\x12)\n" +
 	"\x10broker_timestamp\x18\x01 \x01(\x04R\x0fbrokerTimestamp\x12\x14\n" +
-	"\x05index\x18\x02 \x01(\x04R\x05index\"\xe6\x03\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"\xf6\x03\n" +
 	"\x0eCommandConnect\x12%\n" +
-	"\x0eclient_version\x18\x01 \x02(\tR\rclientVersion\x129\n" +
-	"\vauth_method\x18\x02 \x01(\x0e2\x18.pulsar.proto.AuthMethodR\n" +
+	"\x0eclient_version\x18\x01 \x02(\tR\rclientVersion\x12A\n" +
+	"\vauth_method\x18\x02 \x01(\x0e2 .rosetta.pulsar.proto.AuthMethodR\n" +
 	"authMethod\x12(\n" +
 	"\x10auth_method_name\x18\x05 \x01(\tR\x0eauthMethodName\x12\x1b\n" +
 	"\tauth_data\x18\x03 \x01(\fR\bauthData\x12,\n" +
@@ -7725,58 +7725,58 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"\x13proxy_to_broker_url\x18\x06 \x01(\tR\x10proxyToBrokerUrl\x12-\n" +
 	"\x12original_principal\x18\a \x01(\tR\x11originalPrincipal\x12,\n" +
 	"\x12original_auth_data\x18\b \x01(\tR\x10originalAuthData\x120\n" +
-	"\x14original_auth_method\x18\t \x01(\tR\x12originalAuthMethod\x12?\n" +
+	"\x14original_auth_method\x18\t \x01(\tR\x12originalAuthMethod\x12G\n" +
 	"\rfeature_flags\x18\n" +
-	" \x01(\v2\x1a.pulsar.proto.FeatureFlagsR\ffeatureFlags\"\x97\x02\n" +
+	" \x01(\v2\".rosetta.pulsar.proto.FeatureFlagsR\ffeatureFlags\"\x97\x02\n" +
 	"\fFeatureFlags\x129\n" +
 	"\x15supports_auth_refresh\x18\x01 \x01(\b:\x05falseR\x13supportsAuthRefresh\x12J\n" +
 	"\x1esupports_broker_entry_metadata\x18\x02 \x01(\b:\x05falseR\x1bsupportsBrokerEntryMetadata\x12A\n" +
 	"\x19supports_partial_producer\x18\x03 \x01(\b:\x05falseR\x17supportsPartialProducer\x12=\n" +
-	"\x17supports_topic_watchers\x18\x04 \x01(\b:\x05falseR\x15supportsTopicWatchers\"\xd2\x01\n" +
+	"\x17supports_topic_watchers\x18\x04 \x01(\b:\x05falseR\x15supportsTopicWatchers\"\xda\x01\n" +
 	"\x10CommandConnected\x12%\n" +
 	"\x0eserver_version\x18\x01 \x02(\tR\rserverVersion\x12,\n" +
 	"\x10protocol_version\x18\x02 \x01(\x05:\x010R\x0fprotocolVersion\x12(\n" +
-	"\x10max_message_size\x18\x03 \x01(\x05R\x0emaxMessageSize\x12?\n" +
-	"\rfeature_flags\x18\x04 \x01(\v2\x1a.pulsar.proto.FeatureFlagsR\ffeatureFlags\"\x9e\x01\n" +
+	"\x10max_message_size\x18\x03 \x01(\x05R\x0emaxMessageSize\x12G\n" +
+	"\rfeature_flags\x18\x04 \x01(\v2\".rosetta.pulsar.proto.FeatureFlagsR\ffeatureFlags\"\xa6\x01\n" +
 	"\x13CommandAuthResponse\x12%\n" +
-	"\x0eclient_version\x18\x01 \x01(\tR\rclientVersion\x122\n" +
-	"\bresponse\x18\x02 \x01(\v2\x16.pulsar.proto.AuthDataR\bresponse\x12,\n" +
-	"\x10protocol_version\x18\x03 \x01(\x05:\x010R\x0fprotocolVersion\"\xa1\x01\n" +
+	"\x0eclient_version\x18\x01 \x01(\tR\rclientVersion\x12:\n" +
+	"\bresponse\x18\x02 \x01(\v2\x1e.rosetta.pulsar.proto.AuthDataR\bresponse\x12,\n" +
+	"\x10protocol_version\x18\x03 \x01(\x05:\x010R\x0fprotocolVersion\"\xa9\x01\n" +
 	"\x14CommandAuthChallenge\x12%\n" +
-	"\x0eserver_version\x18\x01 \x01(\tR\rserverVersion\x124\n" +
-	"\tchallenge\x18\x02 \x01(\v2\x16.pulsar.proto.AuthDataR\tchallenge\x12,\n" +
+	"\x0eserver_version\x18\x01 \x01(\tR\rserverVersion\x12<\n" +
+	"\tchallenge\x18\x02 \x01(\v2\x1e.rosetta.pulsar.proto.AuthDataR\tchallenge\x12,\n" +
 	"\x10protocol_version\x18\x03 \x01(\x05:\x010R\x0fprotocolVersion\"Q\n" +
 	"\bAuthData\x12(\n" +
 	"\x10auth_method_name\x18\x01 \x01(\tR\x0eauthMethodName\x12\x1b\n" +
-	"\tauth_data\x18\x02 \x01(\fR\bauthData\"\xcb\x01\n" +
-	"\rKeySharedMeta\x12A\n" +
-	"\rkeySharedMode\x18\x01 \x02(\x0e2\x1b.pulsar.proto.KeySharedModeR\rkeySharedMode\x126\n" +
+	"\tauth_data\x18\x02 \x01(\fR\bauthData\"\xdb\x01\n" +
+	"\rKeySharedMeta\x12I\n" +
+	"\rkeySharedMode\x18\x01 \x02(\x0e2#.rosetta.pulsar.proto.KeySharedModeR\rkeySharedMode\x12>\n" +
 	"\n" +
-	"hashRanges\x18\x03 \x03(\v2\x16.pulsar.proto.IntRangeR\n" +
+	"hashRanges\x18\x03 \x03(\v2\x1e.rosetta.pulsar.proto.IntRangeR\n" +
 	"hashRanges\x12?\n" +
-	"\x17allowOutOfOrderDelivery\x18\x04 \x01(\b:\x05falseR\x17allowOutOfOrderDelivery\"\xe3\b\n" +
+	"\x17allowOutOfOrderDelivery\x18\x04 \x01(\b:\x05falseR\x17allowOutOfOrderDelivery\"\x9b\t\n" +
 	"\x10CommandSubscribe\x12\x14\n" +
 	"\x05topic\x18\x01 \x02(\tR\x05topic\x12\"\n" +
-	"\fsubscription\x18\x02 \x02(\tR\fsubscription\x12@\n" +
-	"\asubType\x18\x03 \x02(\x0e2&.pulsar.proto.CommandSubscribe.SubTypeR\asubType\x12\x1f\n" +
+	"\fsubscription\x18\x02 \x02(\tR\fsubscription\x12H\n" +
+	"\asubType\x18\x03 \x02(\x0e2..rosetta.pulsar.proto.CommandSubscribe.SubTypeR\asubType\x12\x1f\n" +
 	"\vconsumer_id\x18\x04 \x02(\x04R\n" +
 	"consumerId\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x05 \x02(\x04R\trequestId\x12#\n" +
 	"\rconsumer_name\x18\x06 \x01(\tR\fconsumerName\x12%\n" +
 	"\x0epriority_level\x18\a \x01(\x05R\rpriorityLevel\x12\x1e\n" +
-	"\adurable\x18\b \x01(\b:\x04trueR\adurable\x12E\n" +
-	"\x10start_message_id\x18\t \x01(\v2\x1b.pulsar.proto.MessageIdDataR\x0estartMessageId\x122\n" +
+	"\adurable\x18\b \x01(\b:\x04trueR\adurable\x12M\n" +
+	"\x10start_message_id\x18\t \x01(\v2#.rosetta.pulsar.proto.MessageIdDataR\x0estartMessageId\x12:\n" +
 	"\bmetadata\x18\n" +
-	" \x03(\v2\x16.pulsar.proto.KeyValueR\bmetadata\x12%\n" +
-	"\x0eread_compacted\x18\v \x01(\bR\rreadCompacted\x12,\n" +
-	"\x06schema\x18\f \x01(\v2\x14.pulsar.proto.SchemaR\x06schema\x12`\n" +
-	"\x0finitialPosition\x18\r \x01(\x0e2..pulsar.proto.CommandSubscribe.InitialPosition:\x06LatestR\x0finitialPosition\x12@\n" +
+	" \x03(\v2\x1e.rosetta.pulsar.proto.KeyValueR\bmetadata\x12%\n" +
+	"\x0eread_compacted\x18\v \x01(\bR\rreadCompacted\x124\n" +
+	"\x06schema\x18\f \x01(\v2\x1c.rosetta.pulsar.proto.SchemaR\x06schema\x12h\n" +
+	"\x0finitialPosition\x18\r \x01(\x0e26.rosetta.pulsar.proto.CommandSubscribe.InitialPosition:\x06LatestR\x0finitialPosition\x12@\n" +
 	"\x1creplicate_subscription_state\x18\x0e \x01(\bR\x1areplicateSubscriptionState\x126\n" +
 	"\x14force_topic_creation\x18\x0f \x01(\b:\x04trueR\x12forceTopicCreation\x12O\n" +
-	"#start_message_rollback_duration_sec\x18\x10 \x01(\x04:\x010R\x1fstartMessageRollbackDurationSec\x12A\n" +
-	"\rkeySharedMeta\x18\x11 \x01(\v2\x1b.pulsar.proto.KeySharedMetaR\rkeySharedMeta\x12O\n" +
-	"\x17subscription_properties\x18\x12 \x03(\v2\x16.pulsar.proto.KeyValueR\x16subscriptionProperties\x12%\n" +
+	"#start_message_rollback_duration_sec\x18\x10 \x01(\x04:\x010R\x1fstartMessageRollbackDurationSec\x12I\n" +
+	"\rkeySharedMeta\x18\x11 \x01(\v2#.rosetta.pulsar.proto.KeySharedMetaR\rkeySharedMeta\x12W\n" +
+	"\x17subscription_properties\x18\x12 \x03(\v2\x1e.rosetta.pulsar.proto.KeyValueR\x16subscriptionProperties\x12%\n" +
 	"\x0econsumer_epoch\x18\x13 \x01(\x04R\rconsumerEpoch\"B\n" +
 	"\aSubType\x12\r\n" +
 	"\tExclusive\x10\x00\x12\n" +
@@ -7795,21 +7795,21 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"request_id\x18\x02 \x02(\x04R\trequestId\x12-\n" +
 	"\x12original_principal\x18\x03 \x01(\tR\x11originalPrincipal\x12,\n" +
 	"\x12original_auth_data\x18\x04 \x01(\tR\x10originalAuthData\x120\n" +
-	"\x14original_auth_method\x18\x05 \x01(\tR\x12originalAuthMethod\"\xb8\x02\n" +
+	"\x14original_auth_method\x18\x05 \x01(\tR\x12originalAuthMethod\"\xc8\x02\n" +
 	"'CommandPartitionedTopicMetadataResponse\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x01 \x01(\rR\n" +
 	"partitions\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x02(\x04R\trequestId\x12\\\n" +
-	"\bresponse\x18\x03 \x01(\x0e2@.pulsar.proto.CommandPartitionedTopicMetadataResponse.LookupTypeR\bresponse\x12/\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"request_id\x18\x02 \x02(\x04R\trequestId\x12d\n" +
+	"\bresponse\x18\x03 \x01(\x0e2H.rosetta.pulsar.proto.CommandPartitionedTopicMetadataResponse.LookupTypeR\bresponse\x127\n" +
+	"\x05error\x18\x04 \x01(\x0e2!.rosetta.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\"%\n" +
 	"\n" +
 	"LookupType\x12\v\n" +
 	"\aSuccess\x10\x00\x12\n" +
 	"\n" +
-	"\x06Failed\x10\x01\"\xf7\x02\n" +
+	"\x06Failed\x10\x01\"\xff\x02\n" +
 	"\x12CommandLookupTopic\x12\x14\n" +
 	"\x05topic\x18\x01 \x02(\tR\x05topic\x12\x1d\n" +
 	"\n" +
@@ -7818,18 +7818,18 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"\x12original_principal\x18\x04 \x01(\tR\x11originalPrincipal\x12,\n" +
 	"\x12original_auth_data\x18\x05 \x01(\tR\x10originalAuthData\x120\n" +
 	"\x14original_auth_method\x18\x06 \x01(\tR\x12originalAuthMethod\x128\n" +
-	"\x18advertised_listener_name\x18\a \x01(\tR\x16advertisedListenerName\x126\n" +
+	"\x18advertised_listener_name\x18\a \x01(\tR\x16advertisedListenerName\x12>\n" +
 	"\n" +
-	"properties\x18\b \x03(\v2\x16.pulsar.proto.KeyValueR\n" +
-	"properties\"\xd9\x03\n" +
+	"properties\x18\b \x03(\v2\x1e.rosetta.pulsar.proto.KeyValueR\n" +
+	"properties\"\xe9\x03\n" +
 	"\x1aCommandLookupTopicResponse\x12*\n" +
 	"\x10brokerServiceUrl\x18\x01 \x01(\tR\x10brokerServiceUrl\x120\n" +
-	"\x13brokerServiceUrlTls\x18\x02 \x01(\tR\x13brokerServiceUrlTls\x12O\n" +
-	"\bresponse\x18\x03 \x01(\x0e23.pulsar.proto.CommandLookupTopicResponse.LookupTypeR\bresponse\x12\x1d\n" +
+	"\x13brokerServiceUrlTls\x18\x02 \x01(\tR\x13brokerServiceUrlTls\x12W\n" +
+	"\bresponse\x18\x03 \x01(\x0e2;.rosetta.pulsar.proto.CommandLookupTopicResponse.LookupTypeR\bresponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x04 \x02(\x04R\trequestId\x12+\n" +
-	"\rauthoritative\x18\x05 \x01(\b:\x05falseR\rauthoritative\x12/\n" +
-	"\x05error\x18\x06 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"\rauthoritative\x18\x05 \x01(\b:\x05falseR\rauthoritative\x127\n" +
+	"\x05error\x18\x06 \x01(\x0e2!.rosetta.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12@\n" +
 	"\x19proxy_through_service_url\x18\b \x01(\b:\x05falseR\x16proxyThroughServiceUrl\"3\n" +
 	"\n" +
@@ -7837,7 +7837,7 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"\bRedirect\x10\x00\x12\v\n" +
 	"\aConnect\x10\x01\x12\n" +
 	"\n" +
-	"\x06Failed\x10\x02\"\xd2\x04\n" +
+	"\x06Failed\x10\x02\"\xea\x04\n" +
 	"\x0fCommandProducer\x12\x14\n" +
 	"\x05topic\x18\x01 \x02(\tR\x05topic\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x02(\x04R\n" +
@@ -7845,18 +7845,18 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x03 \x02(\x04R\trequestId\x12#\n" +
 	"\rproducer_name\x18\x04 \x01(\tR\fproducerName\x12#\n" +
-	"\tencrypted\x18\x05 \x01(\b:\x05falseR\tencrypted\x122\n" +
-	"\bmetadata\x18\x06 \x03(\v2\x16.pulsar.proto.KeyValueR\bmetadata\x12,\n" +
-	"\x06schema\x18\a \x01(\v2\x14.pulsar.proto.SchemaR\x06schema\x12\x17\n" +
+	"\tencrypted\x18\x05 \x01(\b:\x05falseR\tencrypted\x12:\n" +
+	"\bmetadata\x18\x06 \x03(\v2\x1e.rosetta.pulsar.proto.KeyValueR\bmetadata\x124\n" +
+	"\x06schema\x18\a \x01(\v2\x1c.rosetta.pulsar.proto.SchemaR\x06schema\x12\x17\n" +
 	"\x05epoch\x18\b \x01(\x04:\x010R\x05epoch\x12C\n" +
-	"\x1buser_provided_producer_name\x18\t \x01(\b:\x04trueR\x18userProvidedProducerName\x12Z\n" +
+	"\x1buser_provided_producer_name\x18\t \x01(\b:\x04trueR\x18userProvidedProducerName\x12b\n" +
 	"\x14producer_access_mode\x18\n" +
-	" \x01(\x0e2 .pulsar.proto.ProducerAccessMode:\x06SharedR\x12producerAccessMode\x12\x1f\n" +
+	" \x01(\x0e2(.rosetta.pulsar.proto.ProducerAccessMode:\x06SharedR\x12producerAccessMode\x12\x1f\n" +
 	"\vtopic_epoch\x18\v \x01(\x04R\n" +
 	"topicEpoch\x12&\n" +
 	"\vtxn_enabled\x18\f \x01(\b:\x05falseR\n" +
 	"txnEnabled\x12:\n" +
-	"\x19initial_subscription_name\x18\r \x01(\tR\x17initialSubscriptionName\"\xfd\x02\n" +
+	"\x19initial_subscription_name\x18\r \x01(\tR\x17initialSubscriptionName\"\x85\x03\n" +
 	"\vCommandSend\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x02(\x04R\n" +
 	"producerId\x12\x1f\n" +
@@ -7867,42 +7867,42 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"\x0ftxnid_most_bits\x18\x05 \x01(\x04:\x010R\rtxnidMostBits\x121\n" +
 	"\x13highest_sequence_id\x18\x06 \x01(\x04:\x010R\x11highestSequenceId\x12 \n" +
 	"\bis_chunk\x18\a \x01(\b:\x05falseR\aisChunk\x12\x1d\n" +
-	"\x06marker\x18\b \x01(\b:\x05falseR\x06marker\x12:\n" +
+	"\x06marker\x18\b \x01(\b:\x05falseR\x06marker\x12B\n" +
 	"\n" +
-	"message_id\x18\t \x01(\v2\x1b.pulsar.proto.MessageIdDataR\tmessageId\"\xc5\x01\n" +
+	"message_id\x18\t \x01(\v2#.rosetta.pulsar.proto.MessageIdDataR\tmessageId\"\xcd\x01\n" +
 	"\x12CommandSendReceipt\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x02(\x04R\n" +
 	"producerId\x12\x1f\n" +
 	"\vsequence_id\x18\x02 \x02(\x04R\n" +
-	"sequenceId\x12:\n" +
+	"sequenceId\x12B\n" +
 	"\n" +
-	"message_id\x18\x03 \x01(\v2\x1b.pulsar.proto.MessageIdDataR\tmessageId\x121\n" +
-	"\x13highest_sequence_id\x18\x04 \x01(\x04:\x010R\x11highestSequenceId\"\x9f\x01\n" +
+	"message_id\x18\x03 \x01(\v2#.rosetta.pulsar.proto.MessageIdDataR\tmessageId\x121\n" +
+	"\x13highest_sequence_id\x18\x04 \x01(\x04:\x010R\x11highestSequenceId\"\xa7\x01\n" +
 	"\x10CommandSendError\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x02(\x04R\n" +
 	"producerId\x12\x1f\n" +
 	"\vsequence_id\x18\x02 \x02(\x04R\n" +
-	"sequenceId\x12/\n" +
-	"\x05error\x18\x03 \x02(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
-	"\amessage\x18\x04 \x02(\tR\amessage\"\xdb\x01\n" +
+	"sequenceId\x127\n" +
+	"\x05error\x18\x03 \x02(\x0e2!.rosetta.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"\amessage\x18\x04 \x02(\tR\amessage\"\xe3\x01\n" +
 	"\x0eCommandMessage\x12\x1f\n" +
 	"\vconsumer_id\x18\x01 \x02(\x04R\n" +
-	"consumerId\x12:\n" +
+	"consumerId\x12B\n" +
 	"\n" +
-	"message_id\x18\x02 \x02(\v2\x1b.pulsar.proto.MessageIdDataR\tmessageId\x12,\n" +
+	"message_id\x18\x02 \x02(\v2#.rosetta.pulsar.proto.MessageIdDataR\tmessageId\x12,\n" +
 	"\x10redelivery_count\x18\x03 \x01(\r:\x010R\x0fredeliveryCount\x12\x17\n" +
 	"\aack_set\x18\x04 \x03(\x03R\x06ackSet\x12%\n" +
-	"\x0econsumer_epoch\x18\x05 \x01(\x04R\rconsumerEpoch\"\xeb\x04\n" +
+	"\x0econsumer_epoch\x18\x05 \x01(\x04R\rconsumerEpoch\"\x8b\x05\n" +
 	"\n" +
 	"CommandAck\x12\x1f\n" +
 	"\vconsumer_id\x18\x01 \x02(\x04R\n" +
-	"consumerId\x12;\n" +
-	"\back_type\x18\x02 \x02(\x0e2 .pulsar.proto.CommandAck.AckTypeR\aackType\x12:\n" +
+	"consumerId\x12C\n" +
+	"\back_type\x18\x02 \x02(\x0e2(.rosetta.pulsar.proto.CommandAck.AckTypeR\aackType\x12B\n" +
 	"\n" +
-	"message_id\x18\x03 \x03(\v2\x1b.pulsar.proto.MessageIdDataR\tmessageId\x12S\n" +
-	"\x10validation_error\x18\x04 \x01(\x0e2(.pulsar.proto.CommandAck.ValidationErrorR\x0fvalidationError\x12:\n" +
+	"message_id\x18\x03 \x03(\v2#.rosetta.pulsar.proto.MessageIdDataR\tmessageId\x12[\n" +
+	"\x10validation_error\x18\x04 \x01(\x0e20.rosetta.pulsar.proto.CommandAck.ValidationErrorR\x0fvalidationError\x12B\n" +
 	"\n" +
-	"properties\x18\x05 \x03(\v2\x1a.pulsar.proto.KeyLongValueR\n" +
+	"properties\x18\x05 \x03(\v2\".rosetta.pulsar.proto.KeyLongValueR\n" +
 	"properties\x12+\n" +
 	"\x10txnid_least_bits\x18\x06 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
 	"\x0ftxnid_most_bits\x18\a \x01(\x04:\x010R\rtxnidMostBits\x12\x1d\n" +
@@ -7918,13 +7918,13 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"\x12DecompressionError\x10\x01\x12\x14\n" +
 	"\x10ChecksumMismatch\x10\x02\x12\x19\n" +
 	"\x15BatchDeSerializeError\x10\x03\x12\x13\n" +
-	"\x0fDecryptionError\x10\x04\"\xf7\x01\n" +
+	"\x0fDecryptionError\x10\x04\"\xff\x01\n" +
 	"\x12CommandAckResponse\x12\x1f\n" +
 	"\vconsumer_id\x18\x01 \x02(\x04R\n" +
 	"consumerId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12/\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x127\n" +
+	"\x05error\x18\x04 \x01(\x0e2!.rosetta.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x06 \x01(\x04R\trequestId\"b\n" +
@@ -7941,22 +7941,22 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"consumerId\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x02 \x02(\x04R\trequestId\x12\x1b\n" +
-	"\x05force\x18\x03 \x01(\b:\x05falseR\x05force\"\xbb\x01\n" +
+	"\x05force\x18\x03 \x01(\b:\x05falseR\x05force\"\xc3\x01\n" +
 	"\vCommandSeek\x12\x1f\n" +
 	"\vconsumer_id\x18\x01 \x02(\x04R\n" +
 	"consumerId\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x02(\x04R\trequestId\x12:\n" +
+	"request_id\x18\x02 \x02(\x04R\trequestId\x12B\n" +
 	"\n" +
-	"message_id\x18\x03 \x01(\v2\x1b.pulsar.proto.MessageIdDataR\tmessageId\x120\n" +
+	"message_id\x18\x03 \x01(\v2#.rosetta.pulsar.proto.MessageIdDataR\tmessageId\x120\n" +
 	"\x14message_publish_time\x18\x04 \x01(\x04R\x12messagePublishTime\";\n" +
 	"\x18CommandReachedEndOfTopic\x12\x1f\n" +
 	"\vconsumer_id\x18\x01 \x02(\x04R\n" +
-	"consumerId\"\x97\x02\n" +
+	"consumerId\"\x9f\x02\n" +
 	"\x14CommandTopicMigrated\x12\x1f\n" +
 	"\vresource_id\x18\x01 \x02(\x04R\n" +
-	"resourceId\x12T\n" +
-	"\rresource_type\x18\x02 \x02(\x0e2/.pulsar.proto.CommandTopicMigrated.ResourceTypeR\fresourceType\x12*\n" +
+	"resourceId\x12\\\n" +
+	"\rresource_type\x18\x02 \x02(\x0e27.rosetta.pulsar.proto.CommandTopicMigrated.ResourceTypeR\fresourceType\x12*\n" +
 	"\x10brokerServiceUrl\x18\x03 \x01(\tR\x10brokerServiceUrl\x120\n" +
 	"\x13brokerServiceUrlTls\x18\x04 \x01(\tR\x13brokerServiceUrlTls\"*\n" +
 	"\fResourceType\x12\f\n" +
@@ -7975,17 +7975,17 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x02 \x02(\x04R\trequestId\x12:\n" +
 	"\x18assignedBrokerServiceUrl\x18\x03 \x01(\tR\x18assignedBrokerServiceUrl\x12@\n" +
-	"\x1bassignedBrokerServiceUrlTls\x18\x04 \x01(\tR\x1bassignedBrokerServiceUrlTls\"\xae\x01\n" +
+	"\x1bassignedBrokerServiceUrlTls\x18\x04 \x01(\tR\x1bassignedBrokerServiceUrlTls\"\xb6\x01\n" +
 	"&CommandRedeliverUnacknowledgedMessages\x12\x1f\n" +
 	"\vconsumer_id\x18\x01 \x02(\x04R\n" +
-	"consumerId\x12<\n" +
-	"\vmessage_ids\x18\x02 \x03(\v2\x1b.pulsar.proto.MessageIdDataR\n" +
+	"consumerId\x12D\n" +
+	"\vmessage_ids\x18\x02 \x03(\v2#.rosetta.pulsar.proto.MessageIdDataR\n" +
 	"messageIds\x12%\n" +
-	"\x0econsumer_epoch\x18\x03 \x01(\x04R\rconsumerEpoch\"]\n" +
+	"\x0econsumer_epoch\x18\x03 \x01(\x04R\rconsumerEpoch\"e\n" +
 	"\x0eCommandSuccess\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x02(\x04R\trequestId\x12,\n" +
-	"\x06schema\x18\x02 \x01(\v2\x14.pulsar.proto.SchemaR\x06schema\"\xff\x01\n" +
+	"request_id\x18\x01 \x02(\x04R\trequestId\x124\n" +
+	"\x06schema\x18\x02 \x01(\v2\x1c.rosetta.pulsar.proto.SchemaR\x06schema\"\xff\x01\n" +
 	"\x16CommandProducerSuccess\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12#\n" +
@@ -7994,11 +7994,11 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"\x0eschema_version\x18\x04 \x01(\fR\rschemaVersion\x12\x1f\n" +
 	"\vtopic_epoch\x18\x05 \x01(\x04R\n" +
 	"topicEpoch\x12+\n" +
-	"\x0eproducer_ready\x18\x06 \x01(\b:\x04trueR\rproducerReady\"x\n" +
+	"\x0eproducer_ready\x18\x06 \x01(\b:\x04trueR\rproducerReady\"\x80\x01\n" +
 	"\fCommandError\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x02(\x04R\trequestId\x12/\n" +
-	"\x05error\x18\x02 \x02(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"request_id\x18\x01 \x02(\x04R\trequestId\x127\n" +
+	"\x05error\x18\x02 \x02(\x0e2!.rosetta.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x03 \x02(\tR\amessage\"\r\n" +
 	"\vCommandPing\"\r\n" +
 	"\vCommandPong\"V\n" +
@@ -8006,12 +8006,12 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12\x1f\n" +
 	"\vconsumer_id\x18\x04 \x02(\x04R\n" +
-	"consumerId\"\x98\x05\n" +
+	"consumerId\"\xa0\x05\n" +
 	"\x1cCommandConsumerStatsResponse\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x02(\x04R\trequestId\x128\n" +
+	"request_id\x18\x01 \x02(\x04R\trequestId\x12@\n" +
 	"\n" +
-	"error_code\x18\x02 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\terrorCode\x12#\n" +
+	"error_code\x18\x02 \x01(\x0e2!.rosetta.pulsar.proto.ServerErrorR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12\x1e\n" +
 	"\n" +
 	"msgRateOut\x18\x04 \x01(\x01R\n" +
@@ -8035,17 +8035,17 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"\vconsumer_id\x18\x01 \x02(\x04R\n" +
 	"consumerId\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x02(\x04R\trequestId\"\xe5\x01\n" +
-	"\x1fCommandGetLastMessageIdResponse\x12C\n" +
-	"\x0flast_message_id\x18\x01 \x02(\v2\x1b.pulsar.proto.MessageIdDataR\rlastMessageId\x12\x1d\n" +
+	"request_id\x18\x02 \x02(\x04R\trequestId\"\xf5\x01\n" +
+	"\x1fCommandGetLastMessageIdResponse\x12K\n" +
+	"\x0flast_message_id\x18\x01 \x02(\v2#.rosetta.pulsar.proto.MessageIdDataR\rlastMessageId\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x02(\x04R\trequestId\x12^\n" +
-	"\x1dconsumer_mark_delete_position\x18\x03 \x01(\v2\x1b.pulsar.proto.MessageIdDataR\x1aconsumerMarkDeletePosition\"\xa7\x02\n" +
+	"request_id\x18\x02 \x02(\x04R\trequestId\x12f\n" +
+	"\x1dconsumer_mark_delete_position\x18\x03 \x01(\v2#.rosetta.pulsar.proto.MessageIdDataR\x1aconsumerMarkDeletePosition\"\xaf\x02\n" +
 	"\x1bCommandGetTopicsOfNamespace\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12\x1c\n" +
-	"\tnamespace\x18\x02 \x02(\tR\tnamespace\x12N\n" +
-	"\x04mode\x18\x03 \x01(\x0e2..pulsar.proto.CommandGetTopicsOfNamespace.Mode:\n" +
+	"\tnamespace\x18\x02 \x02(\tR\tnamespace\x12V\n" +
+	"\x04mode\x18\x03 \x01(\x0e26.rosetta.pulsar.proto.CommandGetTopicsOfNamespace.Mode:\n" +
 	"PERSISTENTR\x04mode\x12%\n" +
 	"\x0etopics_pattern\x18\x04 \x01(\tR\rtopicsPattern\x12\x1f\n" +
 	"\vtopics_hash\x18\x05 \x01(\tR\n" +
@@ -8097,47 +8097,47 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12\x14\n" +
 	"\x05topic\x18\x02 \x02(\tR\x05topic\x12%\n" +
-	"\x0eschema_version\x18\x03 \x01(\fR\rschemaVersion\"\xed\x01\n" +
+	"\x0eschema_version\x18\x03 \x01(\fR\rschemaVersion\"\xfd\x01\n" +
 	"\x18CommandGetSchemaResponse\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x02(\x04R\trequestId\x128\n" +
+	"request_id\x18\x01 \x02(\x04R\trequestId\x12@\n" +
 	"\n" +
-	"error_code\x18\x02 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12,\n" +
-	"\x06schema\x18\x04 \x01(\v2\x14.pulsar.proto.SchemaR\x06schema\x12%\n" +
-	"\x0eschema_version\x18\x05 \x01(\fR\rschemaVersion\"}\n" +
+	"error_code\x18\x02 \x01(\x0e2!.rosetta.pulsar.proto.ServerErrorR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x124\n" +
+	"\x06schema\x18\x04 \x01(\v2\x1c.rosetta.pulsar.proto.SchemaR\x06schema\x12%\n" +
+	"\x0eschema_version\x18\x05 \x01(\fR\rschemaVersion\"\x85\x01\n" +
 	"\x18CommandGetOrCreateSchema\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12\x14\n" +
-	"\x05topic\x18\x02 \x02(\tR\x05topic\x12,\n" +
-	"\x06schema\x18\x03 \x02(\v2\x14.pulsar.proto.SchemaR\x06schema\"\xc7\x01\n" +
+	"\x05topic\x18\x02 \x02(\tR\x05topic\x124\n" +
+	"\x06schema\x18\x03 \x02(\v2\x1c.rosetta.pulsar.proto.SchemaR\x06schema\"\xcf\x01\n" +
 	" CommandGetOrCreateSchemaResponse\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x02(\x04R\trequestId\x128\n" +
+	"request_id\x18\x01 \x02(\x04R\trequestId\x12@\n" +
 	"\n" +
-	"error_code\x18\x02 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\terrorCode\x12#\n" +
+	"error_code\x18\x02 \x01(\x0e2!.rosetta.pulsar.proto.ServerErrorR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12%\n" +
 	"\x0eschema_version\x18\x04 \x01(\fR\rschemaVersion\"V\n" +
 	"\x1dCommandTcClientConnectRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12\x16\n" +
-	"\x05tc_id\x18\x02 \x02(\x04:\x010R\x04tcId\"\x8a\x01\n" +
+	"\x05tc_id\x18\x02 \x02(\x04:\x010R\x04tcId\"\x92\x01\n" +
 	"\x1eCommandTcClientConnectResponse\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x02(\x04R\trequestId\x12/\n" +
-	"\x05error\x18\x02 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"request_id\x18\x01 \x02(\x04R\trequestId\x127\n" +
+	"\x05error\x18\x02 \x01(\x0e2!.rosetta.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\"q\n" +
 	"\rCommandNewTxn\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12)\n" +
 	"\x0ftxn_ttl_seconds\x18\x02 \x01(\x04:\x010R\rtxnTtlSeconds\x12\x16\n" +
-	"\x05tc_id\x18\x03 \x01(\x04:\x010R\x04tcId\"\xd9\x01\n" +
+	"\x05tc_id\x18\x03 \x01(\x04:\x010R\x04tcId\"\xe1\x01\n" +
 	"\x15CommandNewTxnResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12/\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x127\n" +
+	"\x05error\x18\x04 \x01(\x0e2!.rosetta.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\"\xb1\x01\n" +
 	"\x18CommandAddPartitionToTxn\x12\x1d\n" +
 	"\n" +
@@ -8146,138 +8146,138 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\tR\n" +
-	"partitions\"\xe4\x01\n" +
+	"partitions\"\xec\x01\n" +
 	" CommandAddPartitionToTxnResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12/\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x127\n" +
+	"\x05error\x18\x04 \x01(\x0e2!.rosetta.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\"H\n" +
 	"\fSubscription\x12\x14\n" +
 	"\x05topic\x18\x01 \x02(\tR\x05topic\x12\"\n" +
-	"\fsubscription\x18\x02 \x02(\tR\fsubscription\"\xd4\x01\n" +
+	"\fsubscription\x18\x02 \x02(\tR\fsubscription\"\xdc\x01\n" +
 	"\x1bCommandAddSubscriptionToTxn\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12>\n" +
-	"\fsubscription\x18\x04 \x03(\v2\x1a.pulsar.proto.SubscriptionR\fsubscription\"\xe7\x01\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12F\n" +
+	"\fsubscription\x18\x04 \x03(\v2\".rosetta.pulsar.proto.SubscriptionR\fsubscription\"\xef\x01\n" +
 	"#CommandAddSubscriptionToTxnResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12/\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\xbe\x01\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x127\n" +
+	"\x05error\x18\x04 \x01(\x0e2!.rosetta.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xc6\x01\n" +
 	"\rCommandEndTxn\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x126\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12>\n" +
 	"\n" +
-	"txn_action\x18\x04 \x01(\x0e2\x17.pulsar.proto.TxnActionR\ttxnAction\"\xd9\x01\n" +
+	"txn_action\x18\x04 \x01(\x0e2\x1f.rosetta.pulsar.proto.TxnActionR\ttxnAction\"\xe1\x01\n" +
 	"\x15CommandEndTxnResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12/\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\xa8\x02\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x127\n" +
+	"\x05error\x18\x04 \x01(\x0e2!.rosetta.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xb0\x02\n" +
 	"\x18CommandEndTxnOnPartition\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
 	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12\x14\n" +
-	"\x05topic\x18\x04 \x01(\tR\x05topic\x126\n" +
+	"\x05topic\x18\x04 \x01(\tR\x05topic\x12>\n" +
 	"\n" +
-	"txn_action\x18\x05 \x01(\x0e2\x17.pulsar.proto.TxnActionR\ttxnAction\x12G\n" +
-	"!txnid_least_bits_of_low_watermark\x18\x06 \x01(\x04R\x1ctxnidLeastBitsOfLowWatermark\"\xe4\x01\n" +
+	"txn_action\x18\x05 \x01(\x0e2\x1f.rosetta.pulsar.proto.TxnActionR\ttxnAction\x12G\n" +
+	"!txnid_least_bits_of_low_watermark\x18\x06 \x01(\x04R\x1ctxnidLeastBitsOfLowWatermark\"\xec\x01\n" +
 	" CommandEndTxnOnPartitionResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12/\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\xd5\x02\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x127\n" +
+	"\x05error\x18\x04 \x01(\x0e2!.rosetta.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xe5\x02\n" +
 	"\x1bCommandEndTxnOnSubscription\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12>\n" +
-	"\fsubscription\x18\x04 \x01(\v2\x1a.pulsar.proto.SubscriptionR\fsubscription\x126\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12F\n" +
+	"\fsubscription\x18\x04 \x01(\v2\".rosetta.pulsar.proto.SubscriptionR\fsubscription\x12>\n" +
 	"\n" +
-	"txn_action\x18\x05 \x01(\x0e2\x17.pulsar.proto.TxnActionR\ttxnAction\x12G\n" +
-	"!txnid_least_bits_of_low_watermark\x18\x06 \x01(\x04R\x1ctxnidLeastBitsOfLowWatermark\"\xe7\x01\n" +
+	"txn_action\x18\x05 \x01(\x0e2\x1f.rosetta.pulsar.proto.TxnActionR\ttxnAction\x12G\n" +
+	"!txnid_least_bits_of_low_watermark\x18\x06 \x01(\x04R\x1ctxnidLeastBitsOfLowWatermark\"\xef\x01\n" +
 	"#CommandEndTxnOnSubscriptionResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12/\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\xf8.\n" +
-	"\vBaseCommand\x122\n" +
-	"\x04type\x18\x01 \x02(\x0e2\x1e.pulsar.proto.BaseCommand.TypeR\x04type\x126\n" +
-	"\aconnect\x18\x02 \x01(\v2\x1c.pulsar.proto.CommandConnectR\aconnect\x12<\n" +
-	"\tconnected\x18\x03 \x01(\v2\x1e.pulsar.proto.CommandConnectedR\tconnected\x12<\n" +
-	"\tsubscribe\x18\x04 \x01(\v2\x1e.pulsar.proto.CommandSubscribeR\tsubscribe\x129\n" +
-	"\bproducer\x18\x05 \x01(\v2\x1d.pulsar.proto.CommandProducerR\bproducer\x12-\n" +
-	"\x04send\x18\x06 \x01(\v2\x19.pulsar.proto.CommandSendR\x04send\x12C\n" +
-	"\fsend_receipt\x18\a \x01(\v2 .pulsar.proto.CommandSendReceiptR\vsendReceipt\x12=\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x127\n" +
+	"\x05error\x18\x04 \x01(\x0e2!.rosetta.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xd12\n" +
+	"\vBaseCommand\x12:\n" +
+	"\x04type\x18\x01 \x02(\x0e2&.rosetta.pulsar.proto.BaseCommand.TypeR\x04type\x12>\n" +
+	"\aconnect\x18\x02 \x01(\v2$.rosetta.pulsar.proto.CommandConnectR\aconnect\x12D\n" +
+	"\tconnected\x18\x03 \x01(\v2&.rosetta.pulsar.proto.CommandConnectedR\tconnected\x12D\n" +
+	"\tsubscribe\x18\x04 \x01(\v2&.rosetta.pulsar.proto.CommandSubscribeR\tsubscribe\x12A\n" +
+	"\bproducer\x18\x05 \x01(\v2%.rosetta.pulsar.proto.CommandProducerR\bproducer\x125\n" +
+	"\x04send\x18\x06 \x01(\v2!.rosetta.pulsar.proto.CommandSendR\x04send\x12K\n" +
+	"\fsend_receipt\x18\a \x01(\v2(.rosetta.pulsar.proto.CommandSendReceiptR\vsendReceipt\x12E\n" +
 	"\n" +
-	"send_error\x18\b \x01(\v2\x1e.pulsar.proto.CommandSendErrorR\tsendError\x126\n" +
-	"\amessage\x18\t \x01(\v2\x1c.pulsar.proto.CommandMessageR\amessage\x12*\n" +
+	"send_error\x18\b \x01(\v2&.rosetta.pulsar.proto.CommandSendErrorR\tsendError\x12>\n" +
+	"\amessage\x18\t \x01(\v2$.rosetta.pulsar.proto.CommandMessageR\amessage\x122\n" +
 	"\x03ack\x18\n" +
-	" \x01(\v2\x18.pulsar.proto.CommandAckR\x03ack\x12-\n" +
-	"\x04flow\x18\v \x01(\v2\x19.pulsar.proto.CommandFlowR\x04flow\x12B\n" +
-	"\vunsubscribe\x18\f \x01(\v2 .pulsar.proto.CommandUnsubscribeR\vunsubscribe\x126\n" +
-	"\asuccess\x18\r \x01(\v2\x1c.pulsar.proto.CommandSuccessR\asuccess\x120\n" +
-	"\x05error\x18\x0e \x01(\v2\x1a.pulsar.proto.CommandErrorR\x05error\x12I\n" +
-	"\x0eclose_producer\x18\x0f \x01(\v2\".pulsar.proto.CommandCloseProducerR\rcloseProducer\x12I\n" +
-	"\x0eclose_consumer\x18\x10 \x01(\v2\".pulsar.proto.CommandCloseConsumerR\rcloseConsumer\x12O\n" +
-	"\x10producer_success\x18\x11 \x01(\v2$.pulsar.proto.CommandProducerSuccessR\x0fproducerSuccess\x12-\n" +
-	"\x04ping\x18\x12 \x01(\v2\x19.pulsar.proto.CommandPingR\x04ping\x12-\n" +
-	"\x04pong\x18\x13 \x01(\v2\x19.pulsar.proto.CommandPongR\x04pong\x12~\n" +
-	"\x1fredeliverUnacknowledgedMessages\x18\x14 \x01(\v24.pulsar.proto.CommandRedeliverUnacknowledgedMessagesR\x1fredeliverUnacknowledgedMessages\x12[\n" +
-	"\x11partitionMetadata\x18\x15 \x01(\v2-.pulsar.proto.CommandPartitionedTopicMetadataR\x11partitionMetadata\x12s\n" +
-	"\x19partitionMetadataResponse\x18\x16 \x01(\v25.pulsar.proto.CommandPartitionedTopicMetadataResponseR\x19partitionMetadataResponse\x12B\n" +
-	"\vlookupTopic\x18\x17 \x01(\v2 .pulsar.proto.CommandLookupTopicR\vlookupTopic\x12Z\n" +
-	"\x13lookupTopicResponse\x18\x18 \x01(\v2(.pulsar.proto.CommandLookupTopicResponseR\x13lookupTopicResponse\x12H\n" +
-	"\rconsumerStats\x18\x19 \x01(\v2\".pulsar.proto.CommandConsumerStatsR\rconsumerStats\x12`\n" +
-	"\x15consumerStatsResponse\x18\x1a \x01(\v2*.pulsar.proto.CommandConsumerStatsResponseR\x15consumerStatsResponse\x12T\n" +
-	"\x11reachedEndOfTopic\x18\x1b \x01(\v2&.pulsar.proto.CommandReachedEndOfTopicR\x11reachedEndOfTopic\x12-\n" +
-	"\x04seek\x18\x1c \x01(\v2\x19.pulsar.proto.CommandSeekR\x04seek\x12Q\n" +
-	"\x10getLastMessageId\x18\x1d \x01(\v2%.pulsar.proto.CommandGetLastMessageIdR\x10getLastMessageId\x12i\n" +
-	"\x18getLastMessageIdResponse\x18\x1e \x01(\v2-.pulsar.proto.CommandGetLastMessageIdResponseR\x18getLastMessageIdResponse\x12_\n" +
-	"\x16active_consumer_change\x18\x1f \x01(\v2).pulsar.proto.CommandActiveConsumerChangeR\x14activeConsumerChange\x12]\n" +
-	"\x14getTopicsOfNamespace\x18  \x01(\v2).pulsar.proto.CommandGetTopicsOfNamespaceR\x14getTopicsOfNamespace\x12u\n" +
-	"\x1cgetTopicsOfNamespaceResponse\x18! \x01(\v21.pulsar.proto.CommandGetTopicsOfNamespaceResponseR\x1cgetTopicsOfNamespaceResponse\x12<\n" +
-	"\tgetSchema\x18\" \x01(\v2\x1e.pulsar.proto.CommandGetSchemaR\tgetSchema\x12T\n" +
-	"\x11getSchemaResponse\x18# \x01(\v2&.pulsar.proto.CommandGetSchemaResponseR\x11getSchemaResponse\x12H\n" +
-	"\rauthChallenge\x18$ \x01(\v2\".pulsar.proto.CommandAuthChallengeR\rauthChallenge\x12E\n" +
-	"\fauthResponse\x18% \x01(\v2!.pulsar.proto.CommandAuthResponseR\fauthResponse\x12B\n" +
-	"\vackResponse\x18& \x01(\v2 .pulsar.proto.CommandAckResponseR\vackResponse\x12T\n" +
-	"\x11getOrCreateSchema\x18' \x01(\v2&.pulsar.proto.CommandGetOrCreateSchemaR\x11getOrCreateSchema\x12l\n" +
-	"\x19getOrCreateSchemaResponse\x18( \x01(\v2..pulsar.proto.CommandGetOrCreateSchemaResponseR\x19getOrCreateSchemaResponse\x123\n" +
-	"\x06newTxn\x182 \x01(\v2\x1b.pulsar.proto.CommandNewTxnR\x06newTxn\x12K\n" +
-	"\x0enewTxnResponse\x183 \x01(\v2#.pulsar.proto.CommandNewTxnResponseR\x0enewTxnResponse\x12T\n" +
-	"\x11addPartitionToTxn\x184 \x01(\v2&.pulsar.proto.CommandAddPartitionToTxnR\x11addPartitionToTxn\x12l\n" +
-	"\x19addPartitionToTxnResponse\x185 \x01(\v2..pulsar.proto.CommandAddPartitionToTxnResponseR\x19addPartitionToTxnResponse\x12]\n" +
-	"\x14addSubscriptionToTxn\x186 \x01(\v2).pulsar.proto.CommandAddSubscriptionToTxnR\x14addSubscriptionToTxn\x12u\n" +
-	"\x1caddSubscriptionToTxnResponse\x187 \x01(\v21.pulsar.proto.CommandAddSubscriptionToTxnResponseR\x1caddSubscriptionToTxnResponse\x123\n" +
-	"\x06endTxn\x188 \x01(\v2\x1b.pulsar.proto.CommandEndTxnR\x06endTxn\x12K\n" +
-	"\x0eendTxnResponse\x189 \x01(\v2#.pulsar.proto.CommandEndTxnResponseR\x0eendTxnResponse\x12T\n" +
-	"\x11endTxnOnPartition\x18: \x01(\v2&.pulsar.proto.CommandEndTxnOnPartitionR\x11endTxnOnPartition\x12l\n" +
-	"\x19endTxnOnPartitionResponse\x18; \x01(\v2..pulsar.proto.CommandEndTxnOnPartitionResponseR\x19endTxnOnPartitionResponse\x12]\n" +
-	"\x14endTxnOnSubscription\x18< \x01(\v2).pulsar.proto.CommandEndTxnOnSubscriptionR\x14endTxnOnSubscription\x12u\n" +
-	"\x1cendTxnOnSubscriptionResponse\x18= \x01(\v21.pulsar.proto.CommandEndTxnOnSubscriptionResponseR\x1cendTxnOnSubscriptionResponse\x12c\n" +
-	"\x16tcClientConnectRequest\x18> \x01(\v2+.pulsar.proto.CommandTcClientConnectRequestR\x16tcClientConnectRequest\x12f\n" +
-	"\x17tcClientConnectResponse\x18? \x01(\v2,.pulsar.proto.CommandTcClientConnectResponseR\x17tcClientConnectResponse\x12K\n" +
-	"\x0ewatchTopicList\x18@ \x01(\v2#.pulsar.proto.CommandWatchTopicListR\x0ewatchTopicList\x12`\n" +
-	"\x15watchTopicListSuccess\x18A \x01(\v2*.pulsar.proto.CommandWatchTopicListSuccessR\x15watchTopicListSuccess\x12Q\n" +
-	"\x10watchTopicUpdate\x18B \x01(\v2%.pulsar.proto.CommandWatchTopicUpdateR\x10watchTopicUpdate\x12Z\n" +
-	"\x13watchTopicListClose\x18C \x01(\v2(.pulsar.proto.CommandWatchTopicListCloseR\x13watchTopicListClose\x12H\n" +
-	"\rtopicMigrated\x18D \x01(\v2\".pulsar.proto.CommandTopicMigratedR\rtopicMigrated\"\x9a\n" +
+	" \x01(\v2 .rosetta.pulsar.proto.CommandAckR\x03ack\x125\n" +
+	"\x04flow\x18\v \x01(\v2!.rosetta.pulsar.proto.CommandFlowR\x04flow\x12J\n" +
+	"\vunsubscribe\x18\f \x01(\v2(.rosetta.pulsar.proto.CommandUnsubscribeR\vunsubscribe\x12>\n" +
+	"\asuccess\x18\r \x01(\v2$.rosetta.pulsar.proto.CommandSuccessR\asuccess\x128\n" +
+	"\x05error\x18\x0e \x01(\v2\".rosetta.pulsar.proto.CommandErrorR\x05error\x12Q\n" +
+	"\x0eclose_producer\x18\x0f \x01(\v2*.rosetta.pulsar.proto.CommandCloseProducerR\rcloseProducer\x12Q\n" +
+	"\x0eclose_consumer\x18\x10 \x01(\v2*.rosetta.pulsar.proto.CommandCloseConsumerR\rcloseConsumer\x12W\n" +
+	"\x10producer_success\x18\x11 \x01(\v2,.rosetta.pulsar.proto.CommandProducerSuccessR\x0fproducerSuccess\x125\n" +
+	"\x04ping\x18\x12 \x01(\v2!.rosetta.pulsar.proto.CommandPingR\x04ping\x125\n" +
+	"\x04pong\x18\x13 \x01(\v2!.rosetta.pulsar.proto.CommandPongR\x04pong\x12\x86\x01\n" +
+	"\x1fredeliverUnacknowledgedMessages\x18\x14 \x01(\v2<.rosetta.pulsar.proto.CommandRedeliverUnacknowledgedMessagesR\x1fredeliverUnacknowledgedMessages\x12c\n" +
+	"\x11partitionMetadata\x18\x15 \x01(\v25.rosetta.pulsar.proto.CommandPartitionedTopicMetadataR\x11partitionMetadata\x12{\n" +
+	"\x19partitionMetadataResponse\x18\x16 \x01(\v2=.rosetta.pulsar.proto.CommandPartitionedTopicMetadataResponseR\x19partitionMetadataResponse\x12J\n" +
+	"\vlookupTopic\x18\x17 \x01(\v2(.rosetta.pulsar.proto.CommandLookupTopicR\vlookupTopic\x12b\n" +
+	"\x13lookupTopicResponse\x18\x18 \x01(\v20.rosetta.pulsar.proto.CommandLookupTopicResponseR\x13lookupTopicResponse\x12P\n" +
+	"\rconsumerStats\x18\x19 \x01(\v2*.rosetta.pulsar.proto.CommandConsumerStatsR\rconsumerStats\x12h\n" +
+	"\x15consumerStatsResponse\x18\x1a \x01(\v22.rosetta.pulsar.proto.CommandConsumerStatsResponseR\x15consumerStatsResponse\x12\\\n" +
+	"\x11reachedEndOfTopic\x18\x1b \x01(\v2..rosetta.pulsar.proto.CommandReachedEndOfTopicR\x11reachedEndOfTopic\x125\n" +
+	"\x04seek\x18\x1c \x01(\v2!.rosetta.pulsar.proto.CommandSeekR\x04seek\x12Y\n" +
+	"\x10getLastMessageId\x18\x1d \x01(\v2-.rosetta.pulsar.proto.CommandGetLastMessageIdR\x10getLastMessageId\x12q\n" +
+	"\x18getLastMessageIdResponse\x18\x1e \x01(\v25.rosetta.pulsar.proto.CommandGetLastMessageIdResponseR\x18getLastMessageIdResponse\x12g\n" +
+	"\x16active_consumer_change\x18\x1f \x01(\v21.rosetta.pulsar.proto.CommandActiveConsumerChangeR\x14activeConsumerChange\x12e\n" +
+	"\x14getTopicsOfNamespace\x18  \x01(\v21.rosetta.pulsar.proto.CommandGetTopicsOfNamespaceR\x14getTopicsOfNamespace\x12}\n" +
+	"\x1cgetTopicsOfNamespaceResponse\x18! \x01(\v29.rosetta.pulsar.proto.CommandGetTopicsOfNamespaceResponseR\x1cgetTopicsOfNamespaceResponse\x12D\n" +
+	"\tgetSchema\x18\" \x01(\v2&.rosetta.pulsar.proto.CommandGetSchemaR\tgetSchema\x12\\\n" +
+	"\x11getSchemaResponse\x18# \x01(\v2..rosetta.pulsar.proto.CommandGetSchemaResponseR\x11getSchemaResponse\x12P\n" +
+	"\rauthChallenge\x18$ \x01(\v2*.rosetta.pulsar.proto.CommandAuthChallengeR\rauthChallenge\x12M\n" +
+	"\fauthResponse\x18% \x01(\v2).rosetta.pulsar.proto.CommandAuthResponseR\fauthResponse\x12J\n" +
+	"\vackResponse\x18& \x01(\v2(.rosetta.pulsar.proto.CommandAckResponseR\vackResponse\x12\\\n" +
+	"\x11getOrCreateSchema\x18' \x01(\v2..rosetta.pulsar.proto.CommandGetOrCreateSchemaR\x11getOrCreateSchema\x12t\n" +
+	"\x19getOrCreateSchemaResponse\x18( \x01(\v26.rosetta.pulsar.proto.CommandGetOrCreateSchemaResponseR\x19getOrCreateSchemaResponse\x12;\n" +
+	"\x06newTxn\x182 \x01(\v2#.rosetta.pulsar.proto.CommandNewTxnR\x06newTxn\x12S\n" +
+	"\x0enewTxnResponse\x183 \x01(\v2+.rosetta.pulsar.proto.CommandNewTxnResponseR\x0enewTxnResponse\x12\\\n" +
+	"\x11addPartitionToTxn\x184 \x01(\v2..rosetta.pulsar.proto.CommandAddPartitionToTxnR\x11addPartitionToTxn\x12t\n" +
+	"\x19addPartitionToTxnResponse\x185 \x01(\v26.rosetta.pulsar.proto.CommandAddPartitionToTxnResponseR\x19addPartitionToTxnResponse\x12e\n" +
+	"\x14addSubscriptionToTxn\x186 \x01(\v21.rosetta.pulsar.proto.CommandAddSubscriptionToTxnR\x14addSubscriptionToTxn\x12}\n" +
+	"\x1caddSubscriptionToTxnResponse\x187 \x01(\v29.rosetta.pulsar.proto.CommandAddSubscriptionToTxnResponseR\x1caddSubscriptionToTxnResponse\x12;\n" +
+	"\x06endTxn\x188 \x01(\v2#.rosetta.pulsar.proto.CommandEndTxnR\x06endTxn\x12S\n" +
+	"\x0eendTxnResponse\x189 \x01(\v2+.rosetta.pulsar.proto.CommandEndTxnResponseR\x0eendTxnResponse\x12\\\n" +
+	"\x11endTxnOnPartition\x18: \x01(\v2..rosetta.pulsar.proto.CommandEndTxnOnPartitionR\x11endTxnOnPartition\x12t\n" +
+	"\x19endTxnOnPartitionResponse\x18; \x01(\v26.rosetta.pulsar.proto.CommandEndTxnOnPartitionResponseR\x19endTxnOnPartitionResponse\x12e\n" +
+	"\x14endTxnOnSubscription\x18< \x01(\v21.rosetta.pulsar.proto.CommandEndTxnOnSubscriptionR\x14endTxnOnSubscription\x12}\n" +
+	"\x1cendTxnOnSubscriptionResponse\x18= \x01(\v29.rosetta.pulsar.proto.CommandEndTxnOnSubscriptionResponseR\x1cendTxnOnSubscriptionResponse\x12k\n" +
+	"\x16tcClientConnectRequest\x18> \x01(\v23.rosetta.pulsar.proto.CommandTcClientConnectRequestR\x16tcClientConnectRequest\x12n\n" +
+	"\x17tcClientConnectResponse\x18? \x01(\v24.rosetta.pulsar.proto.CommandTcClientConnectResponseR\x17tcClientConnectResponse\x12S\n" +
+	"\x0ewatchTopicList\x18@ \x01(\v2+.rosetta.pulsar.proto.CommandWatchTopicListR\x0ewatchTopicList\x12h\n" +
+	"\x15watchTopicListSuccess\x18A \x01(\v22.rosetta.pulsar.proto.CommandWatchTopicListSuccessR\x15watchTopicListSuccess\x12Y\n" +
+	"\x10watchTopicUpdate\x18B \x01(\v2-.rosetta.pulsar.proto.CommandWatchTopicUpdateR\x10watchTopicUpdate\x12b\n" +
+	"\x13watchTopicListClose\x18C \x01(\v20.rosetta.pulsar.proto.CommandWatchTopicListCloseR\x13watchTopicListClose\x12P\n" +
+	"\rtopicMigrated\x18D \x01(\v2*.rosetta.pulsar.proto.CommandTopicMigratedR\rtopicMigrated\"\x9a\n" +
 	"\n" +
 	"\x04Type\x12\v\n" +
 	"\aCONNECT\x10\x02\x12\r\n" +
@@ -8423,234 +8423,234 @@ const file_PulsarApi_proto_rawDesc = "" +
 	"\"org.apache.pulsar.common.api.protoH\x03Z\a./proto"
 
 var (
-	file_PulsarApi_proto_rawDescOnce sync.Once
-	file_PulsarApi_proto_rawDescData []byte
+	file_rosetta_pulsarpb_PulsarApi_proto_rawDescOnce sync.Once
+	file_rosetta_pulsarpb_PulsarApi_proto_rawDescData []byte
 )
 
-func file_PulsarApi_proto_rawDescGZIP() []byte {
-	file_PulsarApi_proto_rawDescOnce.Do(func() {
-		file_PulsarApi_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_PulsarApi_proto_rawDesc), len(file_PulsarApi_proto_rawDesc)))
+func file_rosetta_pulsarpb_PulsarApi_proto_rawDescGZIP() []byte {
+	file_rosetta_pulsarpb_PulsarApi_proto_rawDescOnce.Do(func() {
+		file_rosetta_pulsarpb_PulsarApi_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_rosetta_pulsarpb_PulsarApi_proto_rawDesc), len(file_rosetta_pulsarpb_PulsarApi_proto_rawDesc)))
 	})
-	return file_PulsarApi_proto_rawDescData
+	return file_rosetta_pulsarpb_PulsarApi_proto_rawDescData
 }
 
-var file_PulsarApi_proto_enumTypes = make([]protoimpl.EnumInfo, 17)
-var file_PulsarApi_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
-var file_PulsarApi_proto_goTypes = []any{
-	(CompressionType)(0),                  // 0: pulsar.proto.CompressionType
-	(ProducerAccessMode)(0),               // 1: pulsar.proto.ProducerAccessMode
-	(ServerError)(0),                      // 2: pulsar.proto.ServerError
-	(AuthMethod)(0),                       // 3: pulsar.proto.AuthMethod
-	(ProtocolVersion)(0),                  // 4: pulsar.proto.ProtocolVersion
-	(KeySharedMode)(0),                    // 5: pulsar.proto.KeySharedMode
-	(TxnAction)(0),                        // 6: pulsar.proto.TxnAction
-	(Schema_Type)(0),                      // 7: pulsar.proto.Schema.Type
-	(CommandSubscribe_SubType)(0),         // 8: pulsar.proto.CommandSubscribe.SubType
-	(CommandSubscribe_InitialPosition)(0), // 9: pulsar.proto.CommandSubscribe.InitialPosition
-	(CommandPartitionedTopicMetadataResponse_LookupType)(0), // 10: pulsar.proto.CommandPartitionedTopicMetadataResponse.LookupType
-	(CommandLookupTopicResponse_LookupType)(0),              // 11: pulsar.proto.CommandLookupTopicResponse.LookupType
-	(CommandAck_AckType)(0),                                 // 12: pulsar.proto.CommandAck.AckType
-	(CommandAck_ValidationError)(0),                         // 13: pulsar.proto.CommandAck.ValidationError
-	(CommandTopicMigrated_ResourceType)(0),                  // 14: pulsar.proto.CommandTopicMigrated.ResourceType
-	(CommandGetTopicsOfNamespace_Mode)(0),                   // 15: pulsar.proto.CommandGetTopicsOfNamespace.Mode
-	(BaseCommand_Type)(0),                                   // 16: pulsar.proto.BaseCommand.Type
-	(*Schema)(nil),                                          // 17: pulsar.proto.Schema
-	(*MessageIdData)(nil),                                   // 18: pulsar.proto.MessageIdData
-	(*KeyValue)(nil),                                        // 19: pulsar.proto.KeyValue
-	(*KeyLongValue)(nil),                                    // 20: pulsar.proto.KeyLongValue
-	(*IntRange)(nil),                                        // 21: pulsar.proto.IntRange
-	(*EncryptionKeys)(nil),                                  // 22: pulsar.proto.EncryptionKeys
-	(*MessageMetadata)(nil),                                 // 23: pulsar.proto.MessageMetadata
-	(*SingleMessageMetadata)(nil),                           // 24: pulsar.proto.SingleMessageMetadata
-	(*BrokerEntryMetadata)(nil),                             // 25: pulsar.proto.BrokerEntryMetadata
-	(*CommandConnect)(nil),                                  // 26: pulsar.proto.CommandConnect
-	(*FeatureFlags)(nil),                                    // 27: pulsar.proto.FeatureFlags
-	(*CommandConnected)(nil),                                // 28: pulsar.proto.CommandConnected
-	(*CommandAuthResponse)(nil),                             // 29: pulsar.proto.CommandAuthResponse
-	(*CommandAuthChallenge)(nil),                            // 30: pulsar.proto.CommandAuthChallenge
-	(*AuthData)(nil),                                        // 31: pulsar.proto.AuthData
-	(*KeySharedMeta)(nil),                                   // 32: pulsar.proto.KeySharedMeta
-	(*CommandSubscribe)(nil),                                // 33: pulsar.proto.CommandSubscribe
-	(*CommandPartitionedTopicMetadata)(nil),                 // 34: pulsar.proto.CommandPartitionedTopicMetadata
-	(*CommandPartitionedTopicMetadataResponse)(nil),         // 35: pulsar.proto.CommandPartitionedTopicMetadataResponse
-	(*CommandLookupTopic)(nil),                              // 36: pulsar.proto.CommandLookupTopic
-	(*CommandLookupTopicResponse)(nil),                      // 37: pulsar.proto.CommandLookupTopicResponse
-	(*CommandProducer)(nil),                                 // 38: pulsar.proto.CommandProducer
-	(*CommandSend)(nil),                                     // 39: pulsar.proto.CommandSend
-	(*CommandSendReceipt)(nil),                              // 40: pulsar.proto.CommandSendReceipt
-	(*CommandSendError)(nil),                                // 41: pulsar.proto.CommandSendError
-	(*CommandMessage)(nil),                                  // 42: pulsar.proto.CommandMessage
-	(*CommandAck)(nil),                                      // 43: pulsar.proto.CommandAck
-	(*CommandAckResponse)(nil),                              // 44: pulsar.proto.CommandAckResponse
-	(*CommandActiveConsumerChange)(nil),                     // 45: pulsar.proto.CommandActiveConsumerChange
-	(*CommandFlow)(nil),                                     // 46: pulsar.proto.CommandFlow
-	(*CommandUnsubscribe)(nil),                              // 47: pulsar.proto.CommandUnsubscribe
-	(*CommandSeek)(nil),                                     // 48: pulsar.proto.CommandSeek
-	(*CommandReachedEndOfTopic)(nil),                        // 49: pulsar.proto.CommandReachedEndOfTopic
-	(*CommandTopicMigrated)(nil),                            // 50: pulsar.proto.CommandTopicMigrated
-	(*CommandCloseProducer)(nil),                            // 51: pulsar.proto.CommandCloseProducer
-	(*CommandCloseConsumer)(nil),                            // 52: pulsar.proto.CommandCloseConsumer
-	(*CommandRedeliverUnacknowledgedMessages)(nil),          // 53: pulsar.proto.CommandRedeliverUnacknowledgedMessages
-	(*CommandSuccess)(nil),                                  // 54: pulsar.proto.CommandSuccess
-	(*CommandProducerSuccess)(nil),                          // 55: pulsar.proto.CommandProducerSuccess
-	(*CommandError)(nil),                                    // 56: pulsar.proto.CommandError
-	(*CommandPing)(nil),                                     // 57: pulsar.proto.CommandPing
-	(*CommandPong)(nil),                                     // 58: pulsar.proto.CommandPong
-	(*CommandConsumerStats)(nil),                            // 59: pulsar.proto.CommandConsumerStats
-	(*CommandConsumerStatsResponse)(nil),                    // 60: pulsar.proto.CommandConsumerStatsResponse
-	(*CommandGetLastMessageId)(nil),                         // 61: pulsar.proto.CommandGetLastMessageId
-	(*CommandGetLastMessageIdResponse)(nil),                 // 62: pulsar.proto.CommandGetLastMessageIdResponse
-	(*CommandGetTopicsOfNamespace)(nil),                     // 63: pulsar.proto.CommandGetTopicsOfNamespace
-	(*CommandGetTopicsOfNamespaceResponse)(nil),             // 64: pulsar.proto.CommandGetTopicsOfNamespaceResponse
-	(*CommandWatchTopicList)(nil),                           // 65: pulsar.proto.CommandWatchTopicList
-	(*CommandWatchTopicListSuccess)(nil),                    // 66: pulsar.proto.CommandWatchTopicListSuccess
-	(*CommandWatchTopicUpdate)(nil),                         // 67: pulsar.proto.CommandWatchTopicUpdate
-	(*CommandWatchTopicListClose)(nil),                      // 68: pulsar.proto.CommandWatchTopicListClose
-	(*CommandGetSchema)(nil),                                // 69: pulsar.proto.CommandGetSchema
-	(*CommandGetSchemaResponse)(nil),                        // 70: pulsar.proto.CommandGetSchemaResponse
-	(*CommandGetOrCreateSchema)(nil),                        // 71: pulsar.proto.CommandGetOrCreateSchema
-	(*CommandGetOrCreateSchemaResponse)(nil),                // 72: pulsar.proto.CommandGetOrCreateSchemaResponse
-	(*CommandTcClientConnectRequest)(nil),                   // 73: pulsar.proto.CommandTcClientConnectRequest
-	(*CommandTcClientConnectResponse)(nil),                  // 74: pulsar.proto.CommandTcClientConnectResponse
-	(*CommandNewTxn)(nil),                                   // 75: pulsar.proto.CommandNewTxn
-	(*CommandNewTxnResponse)(nil),                           // 76: pulsar.proto.CommandNewTxnResponse
-	(*CommandAddPartitionToTxn)(nil),                        // 77: pulsar.proto.CommandAddPartitionToTxn
-	(*CommandAddPartitionToTxnResponse)(nil),                // 78: pulsar.proto.CommandAddPartitionToTxnResponse
-	(*Subscription)(nil),                                    // 79: pulsar.proto.Subscription
-	(*CommandAddSubscriptionToTxn)(nil),                     // 80: pulsar.proto.CommandAddSubscriptionToTxn
-	(*CommandAddSubscriptionToTxnResponse)(nil),             // 81: pulsar.proto.CommandAddSubscriptionToTxnResponse
-	(*CommandEndTxn)(nil),                                   // 82: pulsar.proto.CommandEndTxn
-	(*CommandEndTxnResponse)(nil),                           // 83: pulsar.proto.CommandEndTxnResponse
-	(*CommandEndTxnOnPartition)(nil),                        // 84: pulsar.proto.CommandEndTxnOnPartition
-	(*CommandEndTxnOnPartitionResponse)(nil),                // 85: pulsar.proto.CommandEndTxnOnPartitionResponse
-	(*CommandEndTxnOnSubscription)(nil),                     // 86: pulsar.proto.CommandEndTxnOnSubscription
-	(*CommandEndTxnOnSubscriptionResponse)(nil),             // 87: pulsar.proto.CommandEndTxnOnSubscriptionResponse
-	(*BaseCommand)(nil),                                     // 88: pulsar.proto.BaseCommand
+var file_rosetta_pulsarpb_PulsarApi_proto_enumTypes = make([]protoimpl.EnumInfo, 17)
+var file_rosetta_pulsarpb_PulsarApi_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
+var file_rosetta_pulsarpb_PulsarApi_proto_goTypes = []any{
+	(CompressionType)(0),                  // 0: rosetta.pulsar.proto.CompressionType
+	(ProducerAccessMode)(0),               // 1: rosetta.pulsar.proto.ProducerAccessMode
+	(ServerError)(0),                      // 2: rosetta.pulsar.proto.ServerError
+	(AuthMethod)(0),                       // 3: rosetta.pulsar.proto.AuthMethod
+	(ProtocolVersion)(0),                  // 4: rosetta.pulsar.proto.ProtocolVersion
+	(KeySharedMode)(0),                    // 5: rosetta.pulsar.proto.KeySharedMode
+	(TxnAction)(0),                        // 6: rosetta.pulsar.proto.TxnAction
+	(Schema_Type)(0),                      // 7: rosetta.pulsar.proto.Schema.Type
+	(CommandSubscribe_SubType)(0),         // 8: rosetta.pulsar.proto.CommandSubscribe.SubType
+	(CommandSubscribe_InitialPosition)(0), // 9: rosetta.pulsar.proto.CommandSubscribe.InitialPosition
+	(CommandPartitionedTopicMetadataResponse_LookupType)(0), // 10: rosetta.pulsar.proto.CommandPartitionedTopicMetadataResponse.LookupType
+	(CommandLookupTopicResponse_LookupType)(0),              // 11: rosetta.pulsar.proto.CommandLookupTopicResponse.LookupType
+	(CommandAck_AckType)(0),                                 // 12: rosetta.pulsar.proto.CommandAck.AckType
+	(CommandAck_ValidationError)(0),                         // 13: rosetta.pulsar.proto.CommandAck.ValidationError
+	(CommandTopicMigrated_ResourceType)(0),                  // 14: rosetta.pulsar.proto.CommandTopicMigrated.ResourceType
+	(CommandGetTopicsOfNamespace_Mode)(0),                   // 15: rosetta.pulsar.proto.CommandGetTopicsOfNamespace.Mode
+	(BaseCommand_Type)(0),                                   // 16: rosetta.pulsar.proto.BaseCommand.Type
+	(*Schema)(nil),                                          // 17: rosetta.pulsar.proto.Schema
+	(*MessageIdData)(nil),                                   // 18: rosetta.pulsar.proto.MessageIdData
+	(*KeyValue)(nil),                                        // 19: rosetta.pulsar.proto.KeyValue
+	(*KeyLongValue)(nil),                                    // 20: rosetta.pulsar.proto.KeyLongValue
+	(*IntRange)(nil),                                        // 21: rosetta.pulsar.proto.IntRange
+	(*EncryptionKeys)(nil),                                  // 22: rosetta.pulsar.proto.EncryptionKeys
+	(*MessageMetadata)(nil),                                 // 23: rosetta.pulsar.proto.MessageMetadata
+	(*SingleMessageMetadata)(nil),                           // 24: rosetta.pulsar.proto.SingleMessageMetadata
+	(*BrokerEntryMetadata)(nil),                             // 25: rosetta.pulsar.proto.BrokerEntryMetadata
+	(*CommandConnect)(nil),                                  // 26: rosetta.pulsar.proto.CommandConnect
+	(*FeatureFlags)(nil),                                    // 27: rosetta.pulsar.proto.FeatureFlags
+	(*CommandConnected)(nil),                                // 28: rosetta.pulsar.proto.CommandConnected
+	(*CommandAuthResponse)(nil),                             // 29: rosetta.pulsar.proto.CommandAuthResponse
+	(*CommandAuthChallenge)(nil),                            // 30: rosetta.pulsar.proto.CommandAuthChallenge
+	(*AuthData)(nil),                                        // 31: rosetta.pulsar.proto.AuthData
+	(*KeySharedMeta)(nil),                                   // 32: rosetta.pulsar.proto.KeySharedMeta
+	(*CommandSubscribe)(nil),                                // 33: rosetta.pulsar.proto.CommandSubscribe
+	(*CommandPartitionedTopicMetadata)(nil),                 // 34: rosetta.pulsar.proto.CommandPartitionedTopicMetadata
+	(*CommandPartitionedTopicMetadataResponse)(nil),         // 35: rosetta.pulsar.proto.CommandPartitionedTopicMetadataResponse
+	(*CommandLookupTopic)(nil),                              // 36: rosetta.pulsar.proto.CommandLookupTopic
+	(*CommandLookupTopicResponse)(nil),                      // 37: rosetta.pulsar.proto.CommandLookupTopicResponse
+	(*CommandProducer)(nil),                                 // 38: rosetta.pulsar.proto.CommandProducer
+	(*CommandSend)(nil),                                     // 39: rosetta.pulsar.proto.CommandSend
+	(*CommandSendReceipt)(nil),                              // 40: rosetta.pulsar.proto.CommandSendReceipt
+	(*CommandSendError)(nil),                                // 41: rosetta.pulsar.proto.CommandSendError
+	(*CommandMessage)(nil),                                  // 42: rosetta.pulsar.proto.CommandMessage
+	(*CommandAck)(nil),                                      // 43: rosetta.pulsar.proto.CommandAck
+	(*CommandAckResponse)(nil),                              // 44: rosetta.pulsar.proto.CommandAckResponse
+	(*CommandActiveConsumerChange)(nil),                     // 45: rosetta.pulsar.proto.CommandActiveConsumerChange
+	(*CommandFlow)(nil),                                     // 46: rosetta.pulsar.proto.CommandFlow
+	(*CommandUnsubscribe)(nil),                              // 47: rosetta.pulsar.proto.CommandUnsubscribe
+	(*CommandSeek)(nil),                                     // 48: rosetta.pulsar.proto.CommandSeek
+	(*CommandReachedEndOfTopic)(nil),                        // 49: rosetta.pulsar.proto.CommandReachedEndOfTopic
+	(*CommandTopicMigrated)(nil),                            // 50: rosetta.pulsar.proto.CommandTopicMigrated
+	(*CommandCloseProducer)(nil),                            // 51: rosetta.pulsar.proto.CommandCloseProducer
+	(*CommandCloseConsumer)(nil),                            // 52: rosetta.pulsar.proto.CommandCloseConsumer
+	(*CommandRedeliverUnacknowledgedMessages)(nil),          // 53: rosetta.pulsar.proto.CommandRedeliverUnacknowledgedMessages
+	(*CommandSuccess)(nil),                                  // 54: rosetta.pulsar.proto.CommandSuccess
+	(*CommandProducerSuccess)(nil),                          // 55: rosetta.pulsar.proto.CommandProducerSuccess
+	(*CommandError)(nil),                                    // 56: rosetta.pulsar.proto.CommandError
+	(*CommandPing)(nil),                                     // 57: rosetta.pulsar.proto.CommandPing
+	(*CommandPong)(nil),                                     // 58: rosetta.pulsar.proto.CommandPong
+	(*CommandConsumerStats)(nil),                            // 59: rosetta.pulsar.proto.CommandConsumerStats
+	(*CommandConsumerStatsResponse)(nil),                    // 60: rosetta.pulsar.proto.CommandConsumerStatsResponse
+	(*CommandGetLastMessageId)(nil),                         // 61: rosetta.pulsar.proto.CommandGetLastMessageId
+	(*CommandGetLastMessageIdResponse)(nil),                 // 62: rosetta.pulsar.proto.CommandGetLastMessageIdResponse
+	(*CommandGetTopicsOfNamespace)(nil),                     // 63: rosetta.pulsar.proto.CommandGetTopicsOfNamespace
+	(*CommandGetTopicsOfNamespaceResponse)(nil),             // 64: rosetta.pulsar.proto.CommandGetTopicsOfNamespaceResponse
+	(*CommandWatchTopicList)(nil),                           // 65: rosetta.pulsar.proto.CommandWatchTopicList
+	(*CommandWatchTopicListSuccess)(nil),                    // 66: rosetta.pulsar.proto.CommandWatchTopicListSuccess
+	(*CommandWatchTopicUpdate)(nil),                         // 67: rosetta.pulsar.proto.CommandWatchTopicUpdate
+	(*CommandWatchTopicListClose)(nil),                      // 68: rosetta.pulsar.proto.CommandWatchTopicListClose
+	(*CommandGetSchema)(nil),                                // 69: rosetta.pulsar.proto.CommandGetSchema
+	(*CommandGetSchemaResponse)(nil),                        // 70: rosetta.pulsar.proto.CommandGetSchemaResponse
+	(*CommandGetOrCreateSchema)(nil),                        // 71: rosetta.pulsar.proto.CommandGetOrCreateSchema
+	(*CommandGetOrCreateSchemaResponse)(nil),                // 72: rosetta.pulsar.proto.CommandGetOrCreateSchemaResponse
+	(*CommandTcClientConnectRequest)(nil),                   // 73: rosetta.pulsar.proto.CommandTcClientConnectRequest
+	(*CommandTcClientConnectResponse)(nil),                  // 74: rosetta.pulsar.proto.CommandTcClientConnectResponse
+	(*CommandNewTxn)(nil),                                   // 75: rosetta.pulsar.proto.CommandNewTxn
+	(*CommandNewTxnResponse)(nil),                           // 76: rosetta.pulsar.proto.CommandNewTxnResponse
+	(*CommandAddPartitionToTxn)(nil),                        // 77: rosetta.pulsar.proto.CommandAddPartitionToTxn
+	(*CommandAddPartitionToTxnResponse)(nil),                // 78: rosetta.pulsar.proto.CommandAddPartitionToTxnResponse
+	(*Subscription)(nil),                                    // 79: rosetta.pulsar.proto.Subscription
+	(*CommandAddSubscriptionToTxn)(nil),                     // 80: rosetta.pulsar.proto.CommandAddSubscriptionToTxn
+	(*CommandAddSubscriptionToTxnResponse)(nil),             // 81: rosetta.pulsar.proto.CommandAddSubscriptionToTxnResponse
+	(*CommandEndTxn)(nil),                                   // 82: rosetta.pulsar.proto.CommandEndTxn
+	(*CommandEndTxnResponse)(nil),                           // 83: rosetta.pulsar.proto.CommandEndTxnResponse
+	(*CommandEndTxnOnPartition)(nil),                        // 84: rosetta.pulsar.proto.CommandEndTxnOnPartition
+	(*CommandEndTxnOnPartitionResponse)(nil),                // 85: rosetta.pulsar.proto.CommandEndTxnOnPartitionResponse
+	(*CommandEndTxnOnSubscription)(nil),                     // 86: rosetta.pulsar.proto.CommandEndTxnOnSubscription
+	(*CommandEndTxnOnSubscriptionResponse)(nil),             // 87: rosetta.pulsar.proto.CommandEndTxnOnSubscriptionResponse
+	(*BaseCommand)(nil),                                     // 88: rosetta.pulsar.proto.BaseCommand
 }
-var file_PulsarApi_proto_depIdxs = []int32{
-	7,   // 0: pulsar.proto.Schema.type:type_name -> pulsar.proto.Schema.Type
-	19,  // 1: pulsar.proto.Schema.properties:type_name -> pulsar.proto.KeyValue
-	18,  // 2: pulsar.proto.MessageIdData.first_chunk_message_id:type_name -> pulsar.proto.MessageIdData
-	19,  // 3: pulsar.proto.EncryptionKeys.metadata:type_name -> pulsar.proto.KeyValue
-	19,  // 4: pulsar.proto.MessageMetadata.properties:type_name -> pulsar.proto.KeyValue
-	0,   // 5: pulsar.proto.MessageMetadata.compression:type_name -> pulsar.proto.CompressionType
-	22,  // 6: pulsar.proto.MessageMetadata.encryption_keys:type_name -> pulsar.proto.EncryptionKeys
-	19,  // 7: pulsar.proto.SingleMessageMetadata.properties:type_name -> pulsar.proto.KeyValue
-	3,   // 8: pulsar.proto.CommandConnect.auth_method:type_name -> pulsar.proto.AuthMethod
-	27,  // 9: pulsar.proto.CommandConnect.feature_flags:type_name -> pulsar.proto.FeatureFlags
-	27,  // 10: pulsar.proto.CommandConnected.feature_flags:type_name -> pulsar.proto.FeatureFlags
-	31,  // 11: pulsar.proto.CommandAuthResponse.response:type_name -> pulsar.proto.AuthData
-	31,  // 12: pulsar.proto.CommandAuthChallenge.challenge:type_name -> pulsar.proto.AuthData
-	5,   // 13: pulsar.proto.KeySharedMeta.keySharedMode:type_name -> pulsar.proto.KeySharedMode
-	21,  // 14: pulsar.proto.KeySharedMeta.hashRanges:type_name -> pulsar.proto.IntRange
-	8,   // 15: pulsar.proto.CommandSubscribe.subType:type_name -> pulsar.proto.CommandSubscribe.SubType
-	18,  // 16: pulsar.proto.CommandSubscribe.start_message_id:type_name -> pulsar.proto.MessageIdData
-	19,  // 17: pulsar.proto.CommandSubscribe.metadata:type_name -> pulsar.proto.KeyValue
-	17,  // 18: pulsar.proto.CommandSubscribe.schema:type_name -> pulsar.proto.Schema
-	9,   // 19: pulsar.proto.CommandSubscribe.initialPosition:type_name -> pulsar.proto.CommandSubscribe.InitialPosition
-	32,  // 20: pulsar.proto.CommandSubscribe.keySharedMeta:type_name -> pulsar.proto.KeySharedMeta
-	19,  // 21: pulsar.proto.CommandSubscribe.subscription_properties:type_name -> pulsar.proto.KeyValue
-	10,  // 22: pulsar.proto.CommandPartitionedTopicMetadataResponse.response:type_name -> pulsar.proto.CommandPartitionedTopicMetadataResponse.LookupType
-	2,   // 23: pulsar.proto.CommandPartitionedTopicMetadataResponse.error:type_name -> pulsar.proto.ServerError
-	19,  // 24: pulsar.proto.CommandLookupTopic.properties:type_name -> pulsar.proto.KeyValue
-	11,  // 25: pulsar.proto.CommandLookupTopicResponse.response:type_name -> pulsar.proto.CommandLookupTopicResponse.LookupType
-	2,   // 26: pulsar.proto.CommandLookupTopicResponse.error:type_name -> pulsar.proto.ServerError
-	19,  // 27: pulsar.proto.CommandProducer.metadata:type_name -> pulsar.proto.KeyValue
-	17,  // 28: pulsar.proto.CommandProducer.schema:type_name -> pulsar.proto.Schema
-	1,   // 29: pulsar.proto.CommandProducer.producer_access_mode:type_name -> pulsar.proto.ProducerAccessMode
-	18,  // 30: pulsar.proto.CommandSend.message_id:type_name -> pulsar.proto.MessageIdData
-	18,  // 31: pulsar.proto.CommandSendReceipt.message_id:type_name -> pulsar.proto.MessageIdData
-	2,   // 32: pulsar.proto.CommandSendError.error:type_name -> pulsar.proto.ServerError
-	18,  // 33: pulsar.proto.CommandMessage.message_id:type_name -> pulsar.proto.MessageIdData
-	12,  // 34: pulsar.proto.CommandAck.ack_type:type_name -> pulsar.proto.CommandAck.AckType
-	18,  // 35: pulsar.proto.CommandAck.message_id:type_name -> pulsar.proto.MessageIdData
-	13,  // 36: pulsar.proto.CommandAck.validation_error:type_name -> pulsar.proto.CommandAck.ValidationError
-	20,  // 37: pulsar.proto.CommandAck.properties:type_name -> pulsar.proto.KeyLongValue
-	2,   // 38: pulsar.proto.CommandAckResponse.error:type_name -> pulsar.proto.ServerError
-	18,  // 39: pulsar.proto.CommandSeek.message_id:type_name -> pulsar.proto.MessageIdData
-	14,  // 40: pulsar.proto.CommandTopicMigrated.resource_type:type_name -> pulsar.proto.CommandTopicMigrated.ResourceType
-	18,  // 41: pulsar.proto.CommandRedeliverUnacknowledgedMessages.message_ids:type_name -> pulsar.proto.MessageIdData
-	17,  // 42: pulsar.proto.CommandSuccess.schema:type_name -> pulsar.proto.Schema
-	2,   // 43: pulsar.proto.CommandError.error:type_name -> pulsar.proto.ServerError
-	2,   // 44: pulsar.proto.CommandConsumerStatsResponse.error_code:type_name -> pulsar.proto.ServerError
-	18,  // 45: pulsar.proto.CommandGetLastMessageIdResponse.last_message_id:type_name -> pulsar.proto.MessageIdData
-	18,  // 46: pulsar.proto.CommandGetLastMessageIdResponse.consumer_mark_delete_position:type_name -> pulsar.proto.MessageIdData
-	15,  // 47: pulsar.proto.CommandGetTopicsOfNamespace.mode:type_name -> pulsar.proto.CommandGetTopicsOfNamespace.Mode
-	2,   // 48: pulsar.proto.CommandGetSchemaResponse.error_code:type_name -> pulsar.proto.ServerError
-	17,  // 49: pulsar.proto.CommandGetSchemaResponse.schema:type_name -> pulsar.proto.Schema
-	17,  // 50: pulsar.proto.CommandGetOrCreateSchema.schema:type_name -> pulsar.proto.Schema
-	2,   // 51: pulsar.proto.CommandGetOrCreateSchemaResponse.error_code:type_name -> pulsar.proto.ServerError
-	2,   // 52: pulsar.proto.CommandTcClientConnectResponse.error:type_name -> pulsar.proto.ServerError
-	2,   // 53: pulsar.proto.CommandNewTxnResponse.error:type_name -> pulsar.proto.ServerError
-	2,   // 54: pulsar.proto.CommandAddPartitionToTxnResponse.error:type_name -> pulsar.proto.ServerError
-	79,  // 55: pulsar.proto.CommandAddSubscriptionToTxn.subscription:type_name -> pulsar.proto.Subscription
-	2,   // 56: pulsar.proto.CommandAddSubscriptionToTxnResponse.error:type_name -> pulsar.proto.ServerError
-	6,   // 57: pulsar.proto.CommandEndTxn.txn_action:type_name -> pulsar.proto.TxnAction
-	2,   // 58: pulsar.proto.CommandEndTxnResponse.error:type_name -> pulsar.proto.ServerError
-	6,   // 59: pulsar.proto.CommandEndTxnOnPartition.txn_action:type_name -> pulsar.proto.TxnAction
-	2,   // 60: pulsar.proto.CommandEndTxnOnPartitionResponse.error:type_name -> pulsar.proto.ServerError
-	79,  // 61: pulsar.proto.CommandEndTxnOnSubscription.subscription:type_name -> pulsar.proto.Subscription
-	6,   // 62: pulsar.proto.CommandEndTxnOnSubscription.txn_action:type_name -> pulsar.proto.TxnAction
-	2,   // 63: pulsar.proto.CommandEndTxnOnSubscriptionResponse.error:type_name -> pulsar.proto.ServerError
-	16,  // 64: pulsar.proto.BaseCommand.type:type_name -> pulsar.proto.BaseCommand.Type
-	26,  // 65: pulsar.proto.BaseCommand.connect:type_name -> pulsar.proto.CommandConnect
-	28,  // 66: pulsar.proto.BaseCommand.connected:type_name -> pulsar.proto.CommandConnected
-	33,  // 67: pulsar.proto.BaseCommand.subscribe:type_name -> pulsar.proto.CommandSubscribe
-	38,  // 68: pulsar.proto.BaseCommand.producer:type_name -> pulsar.proto.CommandProducer
-	39,  // 69: pulsar.proto.BaseCommand.send:type_name -> pulsar.proto.CommandSend
-	40,  // 70: pulsar.proto.BaseCommand.send_receipt:type_name -> pulsar.proto.CommandSendReceipt
-	41,  // 71: pulsar.proto.BaseCommand.send_error:type_name -> pulsar.proto.CommandSendError
-	42,  // 72: pulsar.proto.BaseCommand.message:type_name -> pulsar.proto.CommandMessage
-	43,  // 73: pulsar.proto.BaseCommand.ack:type_name -> pulsar.proto.CommandAck
-	46,  // 74: pulsar.proto.BaseCommand.flow:type_name -> pulsar.proto.CommandFlow
-	47,  // 75: pulsar.proto.BaseCommand.unsubscribe:type_name -> pulsar.proto.CommandUnsubscribe
-	54,  // 76: pulsar.proto.BaseCommand.success:type_name -> pulsar.proto.CommandSuccess
-	56,  // 77: pulsar.proto.BaseCommand.error:type_name -> pulsar.proto.CommandError
-	51,  // 78: pulsar.proto.BaseCommand.close_producer:type_name -> pulsar.proto.CommandCloseProducer
-	52,  // 79: pulsar.proto.BaseCommand.close_consumer:type_name -> pulsar.proto.CommandCloseConsumer
-	55,  // 80: pulsar.proto.BaseCommand.producer_success:type_name -> pulsar.proto.CommandProducerSuccess
-	57,  // 81: pulsar.proto.BaseCommand.ping:type_name -> pulsar.proto.CommandPing
-	58,  // 82: pulsar.proto.BaseCommand.pong:type_name -> pulsar.proto.CommandPong
-	53,  // 83: pulsar.proto.BaseCommand.redeliverUnacknowledgedMessages:type_name -> pulsar.proto.CommandRedeliverUnacknowledgedMessages
-	34,  // 84: pulsar.proto.BaseCommand.partitionMetadata:type_name -> pulsar.proto.CommandPartitionedTopicMetadata
-	35,  // 85: pulsar.proto.BaseCommand.partitionMetadataResponse:type_name -> pulsar.proto.CommandPartitionedTopicMetadataResponse
-	36,  // 86: pulsar.proto.BaseCommand.lookupTopic:type_name -> pulsar.proto.CommandLookupTopic
-	37,  // 87: pulsar.proto.BaseCommand.lookupTopicResponse:type_name -> pulsar.proto.CommandLookupTopicResponse
-	59,  // 88: pulsar.proto.BaseCommand.consumerStats:type_name -> pulsar.proto.CommandConsumerStats
-	60,  // 89: pulsar.proto.BaseCommand.consumerStatsResponse:type_name -> pulsar.proto.CommandConsumerStatsResponse
-	49,  // 90: pulsar.proto.BaseCommand.reachedEndOfTopic:type_name -> pulsar.proto.CommandReachedEndOfTopic
-	48,  // 91: pulsar.proto.BaseCommand.seek:type_name -> pulsar.proto.CommandSeek
-	61,  // 92: pulsar.proto.BaseCommand.getLastMessageId:type_name -> pulsar.proto.CommandGetLastMessageId
-	62,  // 93: pulsar.proto.BaseCommand.getLastMessageIdResponse:type_name -> pulsar.proto.CommandGetLastMessageIdResponse
-	45,  // 94: pulsar.proto.BaseCommand.active_consumer_change:type_name -> pulsar.proto.CommandActiveConsumerChange
-	63,  // 95: pulsar.proto.BaseCommand.getTopicsOfNamespace:type_name -> pulsar.proto.CommandGetTopicsOfNamespace
-	64,  // 96: pulsar.proto.BaseCommand.getTopicsOfNamespaceResponse:type_name -> pulsar.proto.CommandGetTopicsOfNamespaceResponse
-	69,  // 97: pulsar.proto.BaseCommand.getSchema:type_name -> pulsar.proto.CommandGetSchema
-	70,  // 98: pulsar.proto.BaseCommand.getSchemaResponse:type_name -> pulsar.proto.CommandGetSchemaResponse
-	30,  // 99: pulsar.proto.BaseCommand.authChallenge:type_name -> pulsar.proto.CommandAuthChallenge
-	29,  // 100: pulsar.proto.BaseCommand.authResponse:type_name -> pulsar.proto.CommandAuthResponse
-	44,  // 101: pulsar.proto.BaseCommand.ackResponse:type_name -> pulsar.proto.CommandAckResponse
-	71,  // 102: pulsar.proto.BaseCommand.getOrCreateSchema:type_name -> pulsar.proto.CommandGetOrCreateSchema
-	72,  // 103: pulsar.proto.BaseCommand.getOrCreateSchemaResponse:type_name -> pulsar.proto.CommandGetOrCreateSchemaResponse
-	75,  // 104: pulsar.proto.BaseCommand.newTxn:type_name -> pulsar.proto.CommandNewTxn
-	76,  // 105: pulsar.proto.BaseCommand.newTxnResponse:type_name -> pulsar.proto.CommandNewTxnResponse
-	77,  // 106: pulsar.proto.BaseCommand.addPartitionToTxn:type_name -> pulsar.proto.CommandAddPartitionToTxn
-	78,  // 107: pulsar.proto.BaseCommand.addPartitionToTxnResponse:type_name -> pulsar.proto.CommandAddPartitionToTxnResponse
-	80,  // 108: pulsar.proto.BaseCommand.addSubscriptionToTxn:type_name -> pulsar.proto.CommandAddSubscriptionToTxn
-	81,  // 109: pulsar.proto.BaseCommand.addSubscriptionToTxnResponse:type_name -> pulsar.proto.CommandAddSubscriptionToTxnResponse
-	82,  // 110: pulsar.proto.BaseCommand.endTxn:type_name -> pulsar.proto.CommandEndTxn
-	83,  // 111: pulsar.proto.BaseCommand.endTxnResponse:type_name -> pulsar.proto.CommandEndTxnResponse
-	84,  // 112: pulsar.proto.BaseCommand.endTxnOnPartition:type_name -> pulsar.proto.CommandEndTxnOnPartition
-	85,  // 113: pulsar.proto.BaseCommand.endTxnOnPartitionResponse:type_name -> pulsar.proto.CommandEndTxnOnPartitionResponse
-	86,  // 114: pulsar.proto.BaseCommand.endTxnOnSubscription:type_name -> pulsar.proto.CommandEndTxnOnSubscription
-	87,  // 115: pulsar.proto.BaseCommand.endTxnOnSubscriptionResponse:type_name -> pulsar.proto.CommandEndTxnOnSubscriptionResponse
-	73,  // 116: pulsar.proto.BaseCommand.tcClientConnectRequest:type_name -> pulsar.proto.CommandTcClientConnectRequest
-	74,  // 117: pulsar.proto.BaseCommand.tcClientConnectResponse:type_name -> pulsar.proto.CommandTcClientConnectResponse
-	65,  // 118: pulsar.proto.BaseCommand.watchTopicList:type_name -> pulsar.proto.CommandWatchTopicList
-	66,  // 119: pulsar.proto.BaseCommand.watchTopicListSuccess:type_name -> pulsar.proto.CommandWatchTopicListSuccess
-	67,  // 120: pulsar.proto.BaseCommand.watchTopicUpdate:type_name -> pulsar.proto.CommandWatchTopicUpdate
-	68,  // 121: pulsar.proto.BaseCommand.watchTopicListClose:type_name -> pulsar.proto.CommandWatchTopicListClose
-	50,  // 122: pulsar.proto.BaseCommand.topicMigrated:type_name -> pulsar.proto.CommandTopicMigrated
+var file_rosetta_pulsarpb_PulsarApi_proto_depIdxs = []int32{
+	7,   // 0: rosetta.pulsar.proto.Schema.type:type_name -> rosetta.pulsar.proto.Schema.Type
+	19,  // 1: rosetta.pulsar.proto.Schema.properties:type_name -> rosetta.pulsar.proto.KeyValue
+	18,  // 2: rosetta.pulsar.proto.MessageIdData.first_chunk_message_id:type_name -> rosetta.pulsar.proto.MessageIdData
+	19,  // 3: rosetta.pulsar.proto.EncryptionKeys.metadata:type_name -> rosetta.pulsar.proto.KeyValue
+	19,  // 4: rosetta.pulsar.proto.MessageMetadata.properties:type_name -> rosetta.pulsar.proto.KeyValue
+	0,   // 5: rosetta.pulsar.proto.MessageMetadata.compression:type_name -> rosetta.pulsar.proto.CompressionType
+	22,  // 6: rosetta.pulsar.proto.MessageMetadata.encryption_keys:type_name -> rosetta.pulsar.proto.EncryptionKeys
+	19,  // 7: rosetta.pulsar.proto.SingleMessageMetadata.properties:type_name -> rosetta.pulsar.proto.KeyValue
+	3,   // 8: rosetta.pulsar.proto.CommandConnect.auth_method:type_name -> rosetta.pulsar.proto.AuthMethod
+	27,  // 9: rosetta.pulsar.proto.CommandConnect.feature_flags:type_name -> rosetta.pulsar.proto.FeatureFlags
+	27,  // 10: rosetta.pulsar.proto.CommandConnected.feature_flags:type_name -> rosetta.pulsar.proto.FeatureFlags
+	31,  // 11: rosetta.pulsar.proto.CommandAuthResponse.response:type_name -> rosetta.pulsar.proto.AuthData
+	31,  // 12: rosetta.pulsar.proto.CommandAuthChallenge.challenge:type_name -> rosetta.pulsar.proto.AuthData
+	5,   // 13: rosetta.pulsar.proto.KeySharedMeta.keySharedMode:type_name -> rosetta.pulsar.proto.KeySharedMode
+	21,  // 14: rosetta.pulsar.proto.KeySharedMeta.hashRanges:type_name -> rosetta.pulsar.proto.IntRange
+	8,   // 15: rosetta.pulsar.proto.CommandSubscribe.subType:type_name -> rosetta.pulsar.proto.CommandSubscribe.SubType
+	18,  // 16: rosetta.pulsar.proto.CommandSubscribe.start_message_id:type_name -> rosetta.pulsar.proto.MessageIdData
+	19,  // 17: rosetta.pulsar.proto.CommandSubscribe.metadata:type_name -> rosetta.pulsar.proto.KeyValue
+	17,  // 18: rosetta.pulsar.proto.CommandSubscribe.schema:type_name -> rosetta.pulsar.proto.Schema
+	9,   // 19: rosetta.pulsar.proto.CommandSubscribe.initialPosition:type_name -> rosetta.pulsar.proto.CommandSubscribe.InitialPosition
+	32,  // 20: rosetta.pulsar.proto.CommandSubscribe.keySharedMeta:type_name -> rosetta.pulsar.proto.KeySharedMeta
+	19,  // 21: rosetta.pulsar.proto.CommandSubscribe.subscription_properties:type_name -> rosetta.pulsar.proto.KeyValue
+	10,  // 22: rosetta.pulsar.proto.CommandPartitionedTopicMetadataResponse.response:type_name -> rosetta.pulsar.proto.CommandPartitionedTopicMetadataResponse.LookupType
+	2,   // 23: rosetta.pulsar.proto.CommandPartitionedTopicMetadataResponse.error:type_name -> rosetta.pulsar.proto.ServerError
+	19,  // 24: rosetta.pulsar.proto.CommandLookupTopic.properties:type_name -> rosetta.pulsar.proto.KeyValue
+	11,  // 25: rosetta.pulsar.proto.CommandLookupTopicResponse.response:type_name -> rosetta.pulsar.proto.CommandLookupTopicResponse.LookupType
+	2,   // 26: rosetta.pulsar.proto.CommandLookupTopicResponse.error:type_name -> rosetta.pulsar.proto.ServerError
+	19,  // 27: rosetta.pulsar.proto.CommandProducer.metadata:type_name -> rosetta.pulsar.proto.KeyValue
+	17,  // 28: rosetta.pulsar.proto.CommandProducer.schema:type_name -> rosetta.pulsar.proto.Schema
+	1,   // 29: rosetta.pulsar.proto.CommandProducer.producer_access_mode:type_name -> rosetta.pulsar.proto.ProducerAccessMode
+	18,  // 30: rosetta.pulsar.proto.CommandSend.message_id:type_name -> rosetta.pulsar.proto.MessageIdData
+	18,  // 31: rosetta.pulsar.proto.CommandSendReceipt.message_id:type_name -> rosetta.pulsar.proto.MessageIdData
+	2,   // 32: rosetta.pulsar.proto.CommandSendError.error:type_name -> rosetta.pulsar.proto.ServerError
+	18,  // 33: rosetta.pulsar.proto.CommandMessage.message_id:type_name -> rosetta.pulsar.proto.MessageIdData
+	12,  // 34: rosetta.pulsar.proto.CommandAck.ack_type:type_name -> rosetta.pulsar.proto.CommandAck.AckType
+	18,  // 35: rosetta.pulsar.proto.CommandAck.message_id:type_name -> rosetta.pulsar.proto.MessageIdData
+	13,  // 36: rosetta.pulsar.proto.CommandAck.validation_error:type_name -> rosetta.pulsar.proto.CommandAck.ValidationError
+	20,  // 37: rosetta.pulsar.proto.CommandAck.properties:type_name -> rosetta.pulsar.proto.KeyLongValue
+	2,   // 38: rosetta.pulsar.proto.CommandAckResponse.error:type_name -> rosetta.pulsar.proto.ServerError
+	18,  // 39: rosetta.pulsar.proto.CommandSeek.message_id:type_name -> rosetta.pulsar.proto.MessageIdData
+	14,  // 40: rosetta.pulsar.proto.CommandTopicMigrated.resource_type:type_name -> rosetta.pulsar.proto.CommandTopicMigrated.ResourceType
+	18,  // 41: rosetta.pulsar.proto.CommandRedeliverUnacknowledgedMessages.message_ids:type_name -> rosetta.pulsar.proto.MessageIdData
+	17,  // 42: rosetta.pulsar.proto.CommandSuccess.schema:type_name -> rosetta.pulsar.proto.Schema
+	2,   // 43: rosetta.pulsar.proto.CommandError.error:type_name -> rosetta.pulsar.proto.ServerError
+	2,   // 44: rosetta.pulsar.proto.CommandConsumerStatsResponse.error_code:type_name -> rosetta.pulsar.proto.ServerError
+	18,  // 45: rosetta.pulsar.proto.CommandGetLastMessageIdResponse.last_message_id:type_name -> rosetta.pulsar.proto.MessageIdData
+	18,  // 46: rosetta.pulsar.proto.CommandGetLastMessageIdResponse.consumer_mark_delete_position:type_name -> rosetta.pulsar.proto.MessageIdData
+	15,  // 47: rosetta.pulsar.proto.CommandGetTopicsOfNamespace.mode:type_name -> rosetta.pulsar.proto.CommandGetTopicsOfNamespace.Mode
+	2,   // 48: rosetta.pulsar.proto.CommandGetSchemaResponse.error_code:type_name -> rosetta.pulsar.proto.ServerError
+	17,  // 49: rosetta.pulsar.proto.CommandGetSchemaResponse.schema:type_name -> rosetta.pulsar.proto.Schema
+	17,  // 50: rosetta.pulsar.proto.CommandGetOrCreateSchema.schema:type_name -> rosetta.pulsar.proto.Schema
+	2,   // 51: rosetta.pulsar.proto.CommandGetOrCreateSchemaResponse.error_code:type_name -> rosetta.pulsar.proto.ServerError
+	2,   // 52: rosetta.pulsar.proto.CommandTcClientConnectResponse.error:type_name -> rosetta.pulsar.proto.ServerError
+	2,   // 53: rosetta.pulsar.proto.CommandNewTxnResponse.error:type_name -> rosetta.pulsar.proto.ServerError
+	2,   // 54: rosetta.pulsar.proto.CommandAddPartitionToTxnResponse.error:type_name -> rosetta.pulsar.proto.ServerError
+	79,  // 55: rosetta.pulsar.proto.CommandAddSubscriptionToTxn.subscription:type_name -> rosetta.pulsar.proto.Subscription
+	2,   // 56: rosetta.pulsar.proto.CommandAddSubscriptionToTxnResponse.error:type_name -> rosetta.pulsar.proto.ServerError
+	6,   // 57: rosetta.pulsar.proto.CommandEndTxn.txn_action:type_name -> rosetta.pulsar.proto.TxnAction
+	2,   // 58: rosetta.pulsar.proto.CommandEndTxnResponse.error:type_name -> rosetta.pulsar.proto.ServerError
+	6,   // 59: rosetta.pulsar.proto.CommandEndTxnOnPartition.txn_action:type_name -> rosetta.pulsar.proto.TxnAction
+	2,   // 60: rosetta.pulsar.proto.CommandEndTxnOnPartitionResponse.error:type_name -> rosetta.pulsar.proto.ServerError
+	79,  // 61: rosetta.pulsar.proto.CommandEndTxnOnSubscription.subscription:type_name -> rosetta.pulsar.proto.Subscription
+	6,   // 62: rosetta.pulsar.proto.CommandEndTxnOnSubscription.txn_action:type_name -> rosetta.pulsar.proto.TxnAction
+	2,   // 63: rosetta.pulsar.proto.CommandEndTxnOnSubscriptionResponse.error:type_name -> rosetta.pulsar.proto.ServerError
+	16,  // 64: rosetta.pulsar.proto.BaseCommand.type:type_name -> rosetta.pulsar.proto.BaseCommand.Type
+	26,  // 65: rosetta.pulsar.proto.BaseCommand.connect:type_name -> rosetta.pulsar.proto.CommandConnect
+	28,  // 66: rosetta.pulsar.proto.BaseCommand.connected:type_name -> rosetta.pulsar.proto.CommandConnected
+	33,  // 67: rosetta.pulsar.proto.BaseCommand.subscribe:type_name -> rosetta.pulsar.proto.CommandSubscribe
+	38,  // 68: rosetta.pulsar.proto.BaseCommand.producer:type_name -> rosetta.pulsar.proto.CommandProducer
+	39,  // 69: rosetta.pulsar.proto.BaseCommand.send:type_name -> rosetta.pulsar.proto.CommandSend
+	40,  // 70: rosetta.pulsar.proto.BaseCommand.send_receipt:type_name -> rosetta.pulsar.proto.CommandSendReceipt
+	41,  // 71: rosetta.pulsar.proto.BaseCommand.send_error:type_name -> rosetta.pulsar.proto.CommandSendError
+	42,  // 72: rosetta.pulsar.proto.BaseCommand.message:type_name -> rosetta.pulsar.proto.CommandMessage
+	43,  // 73: rosetta.pulsar.proto.BaseCommand.ack:type_name -> rosetta.pulsar.proto.CommandAck
+	46,  // 74: rosetta.pulsar.proto.BaseCommand.flow:type_name -> rosetta.pulsar.proto.CommandFlow
+	47,  // 75: rosetta.pulsar.proto.BaseCommand.unsubscribe:type_name -> rosetta.pulsar.proto.CommandUnsubscribe
+	54,  // 76: rosetta.pulsar.proto.BaseCommand.success:type_name -> rosetta.pulsar.proto.CommandSuccess
+	56,  // 77: rosetta.pulsar.proto.BaseCommand.error:type_name -> rosetta.pulsar.proto.CommandError
+	51,  // 78: rosetta.pulsar.proto.BaseCommand.close_producer:type_name -> rosetta.pulsar.proto.CommandCloseProducer
+	52,  // 79: rosetta.pulsar.proto.BaseCommand.close_consumer:type_name -> rosetta.pulsar.proto.CommandCloseConsumer
+	55,  // 80: rosetta.pulsar.proto.BaseCommand.producer_success:type_name -> rosetta.pulsar.proto.CommandProducerSuccess
+	57,  // 81: rosetta.pulsar.proto.BaseCommand.ping:type_name -> rosetta.pulsar.proto.CommandPing
+	58,  // 82: rosetta.pulsar.proto.BaseCommand.pong:type_name -> rosetta.pulsar.proto.CommandPong
+	53,  // 83: rosetta.pulsar.proto.BaseCommand.redeliverUnacknowledgedMessages:type_name -> rosetta.pulsar.proto.CommandRedeliverUnacknowledgedMessages
+	34,  // 84: rosetta.pulsar.proto.BaseCommand.partitionMetadata:type_name -> rosetta.pulsar.proto.CommandPartitionedTopicMetadata
+	35,  // 85: rosetta.pulsar.proto.BaseCommand.partitionMetadataResponse:type_name -> rosetta.pulsar.proto.CommandPartitionedTopicMetadataResponse
+	36,  // 86: rosetta.pulsar.proto.BaseCommand.lookupTopic:type_name -> rosetta.pulsar.proto.CommandLookupTopic
+	37,  // 87: rosetta.pulsar.proto.BaseCommand.lookupTopicResponse:type_name -> rosetta.pulsar.proto.CommandLookupTopicResponse
+	59,  // 88: rosetta.pulsar.proto.BaseCommand.consumerStats:type_name -> rosetta.pulsar.proto.CommandConsumerStats
+	60,  // 89: rosetta.pulsar.proto.BaseCommand.consumerStatsResponse:type_name -> rosetta.pulsar.proto.CommandConsumerStatsResponse
+	49,  // 90: rosetta.pulsar.proto.BaseCommand.reachedEndOfTopic:type_name -> rosetta.pulsar.proto.CommandReachedEndOfTopic
+	48,  // 91: rosetta.pulsar.proto.BaseCommand.seek:type_name -> rosetta.pulsar.proto.CommandSeek
+	61,  // 92: rosetta.pulsar.proto.BaseCommand.getLastMessageId:type_name -> rosetta.pulsar.proto.CommandGetLastMessageId
+	62,  // 93: rosetta.pulsar.proto.BaseCommand.getLastMessageIdResponse:type_name -> rosetta.pulsar.proto.CommandGetLastMessageIdResponse
+	45,  // 94: rosetta.pulsar.proto.BaseCommand.active_consumer_change:type_name -> rosetta.pulsar.proto.CommandActiveConsumerChange
+	63,  // 95: rosetta.pulsar.proto.BaseCommand.getTopicsOfNamespace:type_name -> rosetta.pulsar.proto.CommandGetTopicsOfNamespace
+	64,  // 96: rosetta.pulsar.proto.BaseCommand.getTopicsOfNamespaceResponse:type_name -> rosetta.pulsar.proto.CommandGetTopicsOfNamespaceResponse
+	69,  // 97: rosetta.pulsar.proto.BaseCommand.getSchema:type_name -> rosetta.pulsar.proto.CommandGetSchema
+	70,  // 98: rosetta.pulsar.proto.BaseCommand.getSchemaResponse:type_name -> rosetta.pulsar.proto.CommandGetSchemaResponse
+	30,  // 99: rosetta.pulsar.proto.BaseCommand.authChallenge:type_name -> rosetta.pulsar.proto.CommandAuthChallenge
+	29,  // 100: rosetta.pulsar.proto.BaseCommand.authResponse:type_name -> rosetta.pulsar.proto.CommandAuthResponse
+	44,  // 101: rosetta.pulsar.proto.BaseCommand.ackResponse:type_name -> rosetta.pulsar.proto.CommandAckResponse
+	71,  // 102: rosetta.pulsar.proto.BaseCommand.getOrCreateSchema:type_name -> rosetta.pulsar.proto.CommandGetOrCreateSchema
+	72,  // 103: rosetta.pulsar.proto.BaseCommand.getOrCreateSchemaResponse:type_name -> rosetta.pulsar.proto.CommandGetOrCreateSchemaResponse
+	75,  // 104: rosetta.pulsar.proto.BaseCommand.newTxn:type_name -> rosetta.pulsar.proto.CommandNewTxn
+	76,  // 105: rosetta.pulsar.proto.BaseCommand.newTxnResponse:type_name -> rosetta.pulsar.proto.CommandNewTxnResponse
+	77,  // 106: rosetta.pulsar.proto.BaseCommand.addPartitionToTxn:type_name -> rosetta.pulsar.proto.CommandAddPartitionToTxn
+	78,  // 107: rosetta.pulsar.proto.BaseCommand.addPartitionToTxnResponse:type_name -> rosetta.pulsar.proto.CommandAddPartitionToTxnResponse
+	80,  // 108: rosetta.pulsar.proto.BaseCommand.addSubscriptionToTxn:type_name -> rosetta.pulsar.proto.CommandAddSubscriptionToTxn
+	81,  // 109: rosetta.pulsar.proto.BaseCommand.addSubscriptionToTxnResponse:type_name -> rosetta.pulsar.proto.CommandAddSubscriptionToTxnResponse
+	82,  // 110: rosetta.pulsar.proto.BaseCommand.endTxn:type_name -> rosetta.pulsar.proto.CommandEndTxn
+	83,  // 111: rosetta.pulsar.proto.BaseCommand.endTxnResponse:type_name -> rosetta.pulsar.proto.CommandEndTxnResponse
+	84,  // 112: rosetta.pulsar.proto.BaseCommand.endTxnOnPartition:type_name -> rosetta.pulsar.proto.CommandEndTxnOnPartition
+	85,  // 113: rosetta.pulsar.proto.BaseCommand.endTxnOnPartitionResponse:type_name -> rosetta.pulsar.proto.CommandEndTxnOnPartitionResponse
+	86,  // 114: rosetta.pulsar.proto.BaseCommand.endTxnOnSubscription:type_name -> rosetta.pulsar.proto.CommandEndTxnOnSubscription
+	87,  // 115: rosetta.pulsar.proto.BaseCommand.endTxnOnSubscriptionResponse:type_name -> rosetta.pulsar.proto.CommandEndTxnOnSubscriptionResponse
+	73,  // 116: rosetta.pulsar.proto.BaseCommand.tcClientConnectRequest:type_name -> rosetta.pulsar.proto.CommandTcClientConnectRequest
+	74,  // 117: rosetta.pulsar.proto.BaseCommand.tcClientConnectResponse:type_name -> rosetta.pulsar.proto.CommandTcClientConnectResponse
+	65,  // 118: rosetta.pulsar.proto.BaseCommand.watchTopicList:type_name -> rosetta.pulsar.proto.CommandWatchTopicList
+	66,  // 119: rosetta.pulsar.proto.BaseCommand.watchTopicListSuccess:type_name -> rosetta.pulsar.proto.CommandWatchTopicListSuccess
+	67,  // 120: rosetta.pulsar.proto.BaseCommand.watchTopicUpdate:type_name -> rosetta.pulsar.proto.CommandWatchTopicUpdate
+	68,  // 121: rosetta.pulsar.proto.BaseCommand.watchTopicListClose:type_name -> rosetta.pulsar.proto.CommandWatchTopicListClose
+	50,  // 122: rosetta.pulsar.proto.BaseCommand.topicMigrated:type_name -> rosetta.pulsar.proto.CommandTopicMigrated
 	123, // [123:123] is the sub-list for method output_type
 	123, // [123:123] is the sub-list for method input_type
 	123, // [123:123] is the sub-list for extension type_name
@@ -8658,27 +8658,27 @@ var file_PulsarApi_proto_depIdxs = []int32{
 	0,   // [0:123] is the sub-list for field type_name
 }
 
-func init() { file_PulsarApi_proto_init() }
-func file_PulsarApi_proto_init() {
-	if File_PulsarApi_proto != nil {
+func init() { file_rosetta_pulsarpb_PulsarApi_proto_init() }
+func file_rosetta_pulsarpb_PulsarApi_proto_init() {
+	if File_rosetta_pulsarpb_PulsarApi_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_PulsarApi_proto_rawDesc), len(file_PulsarApi_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rosetta_pulsarpb_PulsarApi_proto_rawDesc), len(file_rosetta_pulsarpb_PulsarApi_proto_rawDesc)),
 			NumEnums:      17,
 			NumMessages:   72,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_PulsarApi_proto_goTypes,
-		DependencyIndexes: file_PulsarApi_proto_depIdxs,
-		EnumInfos:         file_PulsarApi_proto_enumTypes,
-		MessageInfos:      file_PulsarApi_proto_msgTypes,
+		GoTypes:           file_rosetta_pulsarpb_PulsarApi_proto_goTypes,
+		DependencyIndexes: file_rosetta_pulsarpb_PulsarApi_proto_depIdxs,
+		EnumInfos:         file_rosetta_pulsarpb_PulsarApi_proto_enumTypes,
+		MessageInfos:      file_rosetta_pulsarpb_PulsarApi_proto_msgTypes,
 	}.Build()
-	File_PulsarApi_proto = out.File
-	file_PulsarApi_proto_goTypes = nil
-	file_PulsarApi_proto_depIdxs = nil
+	File_rosetta_pulsarpb_PulsarApi_proto = out.File
+	file_rosetta_pulsarpb_PulsarApi_proto_goTypes = nil
+	file_rosetta_pulsarpb_PulsarApi_proto_depIdxs = nil
 }

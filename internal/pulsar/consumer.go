@@ -1,0 +1,294 @@
+package pulsar
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/pulsar/pulsarpb"
+)
+
+// consumer is one SUBSCRIBE of a connection.
+type consumer struct {
+	c        *conn
+	id       uint64
+	name     string
+	priority int32
+	sub      *subscription
+	permits  int64 // guarded by sub.mu
+	once     sync.Once
+}
+
+// handleSubscribe attaches a consumer to its subscription.
+func (c *conn) handleSubscribe(m *pulsarpb.CommandSubscribe) {
+	t, index, _, err := c.topicFor(m.GetTopic())
+	if err != nil {
+		c.errorReply(m.GetRequestId(), errorCode(err), err.Error())
+		return
+	}
+	switch m.GetSubType() {
+	case pulsarpb.CommandSubscribe_Exclusive, pulsarpb.CommandSubscribe_Failover:
+	default:
+		c.errorReply(m.GetRequestId(), pulsarpb.ServerError_NotAllowedError, "subscription type "+m.GetSubType().String()+" is not supported yet")
+		return
+	}
+	if m.GetSubscription() == "" {
+		c.errorReply(m.GetRequestId(), pulsarpb.ServerError_InvalidTopicName, "empty subscription name")
+		return
+	}
+	co := &consumer{c: c, id: m.GetConsumerId(), name: m.GetConsumerName(), priority: m.GetPriorityLevel()}
+	c.mu.Lock()
+	old := c.consumers[co.id]
+	c.mu.Unlock()
+	if old != nil {
+		// A retried SUBSCRIBE of a consumer already attached.
+		c.success(m.GetRequestId())
+		return
+	}
+	c.mu.Lock()
+	c.consumers[co.id] = co
+	c.mu.Unlock()
+	sub, err := c.s.subs.attach(co, m, t, index)
+	if err != nil {
+		c.mu.Lock()
+		delete(c.consumers, co.id)
+		c.mu.Unlock()
+		code := errorCode(err)
+		if errors.Is(err, ErrConsumerBusy) || code == pulsarpb.ServerError_UnknownError {
+			code = pulsarpb.ServerError_ConsumerBusy
+		}
+		c.errorReply(m.GetRequestId(), code, err.Error())
+		return
+	}
+	co.sub = sub
+	c.success(m.GetRequestId())
+}
+
+// consumerOf finds a consumer of the connection.
+func (c *conn) consumerOf(id uint64) *consumer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	co := c.consumers[id]
+	if co == nil || co.sub == nil {
+		return nil
+	}
+	return co
+}
+
+// handleFlow adds permits.
+func (c *conn) handleFlow(m *pulsarpb.CommandFlow) {
+	co := c.consumerOf(m.GetConsumerId())
+	if co == nil {
+		return
+	}
+	co.sub.mu.Lock()
+	co.permits += int64(m.GetMessagePermits())
+	co.sub.mu.Unlock()
+	co.sub.poke()
+}
+
+// handleAck applies acknowledgements (answered when they ask for it).
+func (c *conn) handleAck(m *pulsarpb.CommandAck) {
+	co := c.consumerOf(m.GetConsumerId())
+	if co != nil {
+		co.sub.ack(m)
+	}
+	if m.RequestId != nil {
+		resp := &pulsarpb.CommandAckResponse{ConsumerId: proto.Uint64(m.GetConsumerId()), RequestId: proto.Uint64(m.GetRequestId())}
+		if co == nil {
+			resp.Error, resp.Message = pulsarpb.ServerError_ConsumerNotFound.Enum(), proto.String("no such consumer")
+		}
+		c.command(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_ACK_RESPONSE.Enum(), AckResponse: resp})
+	}
+}
+
+// handleRedeliver sends unacknowledged messages again.
+func (c *conn) handleRedeliver(m *pulsarpb.CommandRedeliverUnacknowledgedMessages) {
+	if co := c.consumerOf(m.GetConsumerId()); co != nil {
+		co.sub.redeliver()
+	}
+}
+
+// handleSeek resets the subscription to a message id or a publish time,
+// then closes the consumer (the client subscribes again from there).
+func (c *conn) handleSeek(m *pulsarpb.CommandSeek) {
+	co := c.consumerOf(m.GetConsumerId())
+	if co == nil {
+		c.errorReply(m.GetRequestId(), pulsarpb.ServerError_ConsumerNotFound, "no such consumer")
+		return
+	}
+	sub := co.sub
+	b := c.s.b
+	start, hw, _, err := b.Offsets(sub.topic, sub.index)
+	var off model.QueueOffset
+	switch {
+	case err != nil:
+	case m.MessagePublishTime != nil:
+		off, _, err = b.OffsetForTime(sub.topic, sub.index, int64(m.GetMessagePublishTime()))
+		if err == nil && off < 0 {
+			off = hw
+		}
+	default:
+		off = startFromID(m.GetMessageId(), start, hw)
+	}
+	if err == nil {
+		err = sub.seek(c.ctx, min(max(off, start), hw))
+	}
+	if err != nil {
+		c.errorReply(m.GetRequestId(), errorCode(err), err.Error())
+		return
+	}
+	c.success(m.GetRequestId())
+	c.dropConsumer(co)
+	c.command(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_CLOSE_CONSUMER.Enum(), CloseConsumer: &pulsarpb.CommandCloseConsumer{
+		ConsumerId: proto.Uint64(co.id), RequestId: proto.Uint64(0)}})
+}
+
+// handleLastMessageID answers with the id of the queue's last message.
+func (c *conn) handleLastMessageID(m *pulsarpb.CommandGetLastMessageId) {
+	co := c.consumerOf(m.GetConsumerId())
+	if co == nil {
+		c.errorReply(m.GetRequestId(), pulsarpb.ServerError_ConsumerNotFound, "no such consumer")
+		return
+	}
+	sub := co.sub
+	last, err := c.s.lastMessageID(sub)
+	if err != nil {
+		c.errorReply(m.GetRequestId(), errorCode(err), err.Error())
+		return
+	}
+	sub.mu.Lock()
+	md := sub.markDelete
+	sub.mu.Unlock()
+	c.command(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_GET_LAST_MESSAGE_ID_RESPONSE.Enum(),
+		GetLastMessageIdResponse: &pulsarpb.CommandGetLastMessageIdResponse{RequestId: proto.Uint64(m.GetRequestId()),
+			LastMessageId:              last,
+			ConsumerMarkDeletePosition: &pulsarpb.MessageIdData{LedgerId: proto.Uint64(sub.ledger), EntryId: proto.Uint64(uint64(md - 1))}}})
+}
+
+// lastMessageID finds the entry holding a queue's last readable message.
+func (s *Server) lastMessageID(sub *subscription) (*pulsarpb.MessageIdData, error) {
+	b := s.b
+	q, _, err := b.QueueID(sub.topic, sub.index)
+	if err != nil {
+		return nil, err
+	}
+	start, hw, _, err := b.Offsets(sub.topic, sub.index)
+	if err != nil {
+		return nil, err
+	}
+	stable := b.LastStable(q, hw)
+	none := &pulsarpb.MessageIdData{LedgerId: proto.Uint64(sub.ledger), EntryId: proto.Uint64(^uint64(0)), BatchIndex: proto.Int32(-1)}
+	if stable <= start {
+		return none, nil
+	}
+	last := stable - 1
+	res, err := b.Read(sub.topic, sub.index, last, ReadOne)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Release()
+	for i := range res.Records {
+		r := &res.Records[i]
+		if last >= r.BaseOffset && last < r.BaseOffset+model.QueueOffset(r.Count) {
+			return &pulsarpb.MessageIdData{LedgerId: proto.Uint64(sub.ledger), EntryId: proto.Uint64(uint64(r.BaseOffset)),
+				BatchIndex: proto.Int32(int32(last - r.BaseOffset)), BatchSize: proto.Int32(int32(r.Count))}, nil
+		}
+	}
+	return &pulsarpb.MessageIdData{LedgerId: proto.Uint64(sub.ledger), EntryId: proto.Uint64(uint64(last)), BatchIndex: proto.Int32(0)}, nil
+}
+
+// handleUnsubscribe deletes the subscription (refused while other
+// consumers use it, unless forced).
+func (c *conn) handleUnsubscribe(m *pulsarpb.CommandUnsubscribe) {
+	co := c.consumerOf(m.GetConsumerId())
+	if co == nil {
+		c.errorReply(m.GetRequestId(), pulsarpb.ServerError_ConsumerNotFound, "no such consumer")
+		return
+	}
+	sub := co.sub
+	sub.mu.Lock()
+	others := len(sub.consumers) > 1
+	sub.mu.Unlock()
+	if others && !m.GetForce() {
+		c.errorReply(m.GetRequestId(), pulsarpb.ServerError_ConsumerBusy, "the subscription has other consumers")
+		return
+	}
+	c.dropConsumer(co)
+	ss := c.s.subs
+	ss.mu.Lock()
+	if ss.m[sub.key] == sub {
+		delete(ss.m, sub.key)
+	}
+	ss.mu.Unlock()
+	sub.stop()
+	if sub.durable {
+		if err := c.s.b.DeleteOffsets(context.WithoutCancel(c.ctx), sub.key.name, sub.topic, []int32{sub.index}); err != nil {
+			c.errorReply(m.GetRequestId(), errorCode(err), err.Error())
+			return
+		}
+	}
+	c.success(m.GetRequestId())
+}
+
+// handleCloseConsumer detaches a consumer.
+func (c *conn) handleCloseConsumer(m *pulsarpb.CommandCloseConsumer) {
+	c.mu.Lock()
+	co := c.consumers[m.GetConsumerId()]
+	c.mu.Unlock()
+	if co != nil {
+		c.dropConsumer(co)
+	}
+	c.success(m.GetRequestId())
+}
+
+// dropConsumer removes a consumer from its connection and subscription.
+func (c *conn) dropConsumer(co *consumer) {
+	c.mu.Lock()
+	if c.consumers[co.id] == co {
+		delete(c.consumers, co.id)
+	}
+	c.mu.Unlock()
+	co.close()
+}
+
+func (co *consumer) close() {
+	co.once.Do(func() {
+		if co.sub != nil {
+			co.sub.remove(co)
+		}
+	})
+}
+
+// sendEntry sends one entry as a MESSAGE.
+func (co *consumer) sendEntry(sub *subscription, e *entry, ackSet []int64, redelivered int32) {
+	id := &pulsarpb.MessageIdData{LedgerId: proto.Uint64(sub.ledger), EntryId: proto.Uint64(uint64(e.base))}
+	if sub.partitions > 1 {
+		id.Partition = proto.Int32(sub.index)
+	}
+	cmd := &pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_MESSAGE.Enum(), Message: &pulsarpb.CommandMessage{
+		ConsumerId: proto.Uint64(co.id), MessageId: id, AckSet: ackSet}}
+	if redelivered > 0 {
+		cmd.Message.RedeliveryCount = proto.Uint32(uint32(redelivered))
+	}
+	md := &pulsarpb.MessageMetadata{ProducerName: proto.String(e.producer), SequenceId: proto.Uint64(e.sequence),
+		PublishTime: proto.Uint64(uint64(max(e.storeTime, 0))), NumMessagesInBatch: proto.Int32(int32(e.count))}
+	var bem *pulsarpb.BrokerEntryMetadata
+	if co.c.entryMeta {
+		bem = &pulsarpb.BrokerEntryMetadata{BrokerTimestamp: proto.Uint64(uint64(max(e.storeTime, 0))),
+			Index: proto.Uint64(uint64(e.base) + uint64(e.count) - 1)}
+	}
+	f, err := AppendPayloadCommand(nil, cmd, bem, md, e.payload)
+	if err != nil {
+		co.c.log.Error("pulsar: encoding a message", "err", err)
+		return
+	}
+	co.c.send(f)
+}
+
+// ReadOne reads a single record.
+var ReadOne = broker.ReadOptions{MaxRecords: 1, MaxBytes: 1}

@@ -1,0 +1,94 @@
+package pulsar
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/kbatch"
+	"github.com/rosettamq/rosetta/internal/broker/pop"
+	"github.com/rosettamq/rosetta/internal/broker/produce"
+)
+
+// Options configure a Server.
+type Options struct {
+	Logger *slog.Logger
+	// AdvertisedAddr is the host:port lookups name; empty: the address
+	// each client connected to.
+	AdvertisedAddr string
+	// Pop is the POP engine Shared and Key_Shared subscriptions consume
+	// through (nil: those subscription types are refused).
+	Pop *pop.Engine
+	// MaxMessageSize is told to clients in CONNECTED (default 5 MiB).
+	MaxMessageSize int
+	// KeepAlive is how long a connection may stay silent before the
+	// broker closes it (default 2 minutes; clients ping every 30 s).
+	KeepAlive time.Duration
+}
+
+// Server serves the Pulsar binary protocol over a broker.
+type Server struct {
+	b        *broker.Broker
+	opts     Options
+	log      *slog.Logger
+	batches  *kbatch.Reader
+	appender *produce.Appender
+	dedup    *dedup
+	subs     *subscriptions
+
+	wg sync.WaitGroup
+}
+
+// NewServer returns a server over b.
+func NewServer(b *broker.Broker, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxMessageSize <= 0 || opts.MaxMessageSize > MaxMessageSize {
+		opts.MaxMessageSize = MaxMessageSize
+	}
+	if opts.KeepAlive <= 0 {
+		opts.KeepAlive = 2 * time.Minute
+	}
+	batches := kbatch.NewReader(64 << 20)
+	s := &Server{b: b, opts: opts, log: opts.Logger.With("protocol", "pulsar"), batches: batches,
+		appender: produce.New(b, nil, nil, nil, batches)}
+	s.dedup = newDedup(s)
+	s.subs = newSubscriptions(s)
+	return s
+}
+
+// Serve accepts connections on l until ctx ends, then closes them and
+// waits for their goroutines.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		<-ctx.Done()
+		_ = l.Close()
+	}()
+	var err error
+	for {
+		nc, aerr := l.Accept()
+		if aerr != nil {
+			if ctx.Err() == nil && !errors.Is(aerr, net.ErrClosed) {
+				err = aerr
+			}
+			break
+		}
+		c := newConn(ctx, s, nc)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+		}()
+	}
+	cancel()
+	s.wg.Wait()
+	s.subs.close()
+	return err
+}

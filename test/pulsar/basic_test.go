@@ -1,0 +1,162 @@
+// Package pulsar_test drives Rosetta's Pulsar listener with
+// pulsar-client-go, alone and beside Kafka and RocketMQ clients.
+package pulsar_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/rosettamq/rosetta/internal/app/apptest"
+)
+
+// client connects pulsar-client-go to n.
+func client(t testing.TB, n *apptest.TestNode) pulsar.Client {
+	t.Helper()
+	c, err := pulsar.NewClient(pulsar.ClientOptions{URL: n.PulsarURL(), OperationTimeout: 10 * time.Second,
+		ConnectionTimeout: 5 * time.Second, Logger: plog.NewLoggerWithSlog(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func receive(t testing.TB, c pulsar.Consumer, d time.Duration) pulsar.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	m, err := c.Receive(ctx)
+	if err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	return m
+}
+
+// TestProduceConsumeExclusive: a batching producer's messages reach an
+// exclusive consumer in order with keys and properties, acknowledged
+// messages are not delivered again to the next consumer of the
+// subscription, and a Kafka consumer reads the same records.
+func TestProduceConsumeExclusive(t *testing.T) {
+	t.Parallel()
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	c := client(t, n)
+	const topic, total = "pulsar-basic", 500
+	ctx := context.Background()
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "sub", Type: pulsar.Exclusive,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, EnableBatchIndexAcknowledgment: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, CompressionType: pulsar.LZ4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range total {
+		p.SendAsync(ctx, &pulsar.ProducerMessage{Key: fmt.Sprint("k", i%7), Payload: []byte(fmt.Sprint("m", i)),
+			Properties: map[string]string{"i": fmt.Sprint(i)}}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			if err != nil {
+				t.Errorf("send: %v", err)
+			}
+		})
+	}
+	if err := p.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range total / 2 {
+		m := receive(t, cons, 10*time.Second)
+		if got, want := string(m.Payload()), fmt.Sprint("m", i); got != want {
+			t.Fatalf("message %d: %q, want %q", i, got, want)
+		}
+		if m.Key() != fmt.Sprint("k", i%7) || m.Properties()["i"] != fmt.Sprint(i) {
+			t.Fatalf("message %d: key %q properties %v", i, m.Key(), m.Properties())
+		}
+		if err := cons.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons.Close()
+	cons, err = c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "sub", Type: pulsar.Exclusive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	for i := total / 2; i < total; i++ {
+		m := receive(t, cons, 10*time.Second)
+		if got, want := string(m.Payload()), fmt.Sprint("m", i); got != want {
+			t.Fatalf("after resubscribing, message %d: %q, want %q", i, got, want)
+		}
+		if err := cons.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	kc, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	got := 0
+	kctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for got < total {
+		fs := kc.PollFetches(kctx)
+		if err := kctx.Err(); err != nil {
+			t.Fatalf("kafka consumer: %d of %d records", got, total)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Value) != fmt.Sprint("m", got) || string(r.Key) != fmt.Sprint("k", got%7) || r.Offset != int64(got) {
+				t.Fatalf("kafka record %d: offset %d key %q value %q", got, r.Offset, r.Key, r.Value)
+			}
+			got++
+		})
+	}
+}
+
+// TestKafkaRecordsToPulsar: records a Kafka producer wrote reach a Pulsar
+// consumer with keys, headers as properties and message ids whose entry is
+// the Kafka offset.
+func TestKafkaRecordsToPulsar(t *testing.T) {
+	t.Parallel()
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	const topic = "kafka-to-pulsar"
+	ctx := context.Background()
+	kc, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	c := client(t, n)
+	for i := range 50 {
+		r := &kgo.Record{Key: []byte(fmt.Sprint("key", i)), Value: []byte(fmt.Sprint("v", i)),
+			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte(fmt.Sprint(i))}}}
+		if err := kc.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "from-kafka",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	seen := 0
+	for seen < 50 {
+		m := receive(t, cons, 10*time.Second)
+		if m.Key() == "" || m.Properties()["h"] == "" {
+			t.Fatalf("message %v: key %q properties %v", m.ID(), m.Key(), m.Properties())
+		}
+		var i int
+		if _, err := fmt.Sscanf(string(m.Payload()), "v%d", &i); err != nil || m.Key() != fmt.Sprint("key", i) || m.Properties()["h"] != fmt.Sprint(i) {
+			t.Fatalf("message %q key %q properties %v", m.Payload(), m.Key(), m.Properties())
+		}
+		seen++
+		_ = cons.Ack(m)
+	}
+}
