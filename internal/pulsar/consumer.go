@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/pop"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/pulsar/pulsarpb"
 )
@@ -18,8 +19,9 @@ type consumer struct {
 	id       uint64
 	name     string
 	priority int32
-	sub      *subscription
-	permits  int64 // guarded by sub.mu
+	sub      cursor
+	permits  int64                            // guarded by the subscription's lock
+	held     map[model.QueueOffset]pop.Handle // Shared: messages handed to it, not acknowledged
 	once     sync.Once
 }
 
@@ -31,7 +33,7 @@ func (c *conn) handleSubscribe(m *pulsarpb.CommandSubscribe) {
 		return
 	}
 	switch m.GetSubType() {
-	case pulsarpb.CommandSubscribe_Exclusive, pulsarpb.CommandSubscribe_Failover:
+	case pulsarpb.CommandSubscribe_Exclusive, pulsarpb.CommandSubscribe_Failover, pulsarpb.CommandSubscribe_Shared:
 	default:
 		c.errorReply(m.GetRequestId(), pulsarpb.ServerError_NotAllowedError, "subscription type "+m.GetSubType().String()+" is not supported yet")
 		return
@@ -85,17 +87,14 @@ func (c *conn) handleFlow(m *pulsarpb.CommandFlow) {
 	if co == nil {
 		return
 	}
-	co.sub.mu.Lock()
-	co.permits += int64(m.GetMessagePermits())
-	co.sub.mu.Unlock()
-	co.sub.poke()
+	co.sub.flow(co, int64(m.GetMessagePermits()))
 }
 
 // handleAck applies acknowledgements (answered when they ask for it).
 func (c *conn) handleAck(m *pulsarpb.CommandAck) {
 	co := c.consumerOf(m.GetConsumerId())
 	if co != nil {
-		co.sub.ack(m)
+		co.sub.ack(co, m)
 	}
 	if m.RequestId != nil {
 		resp := &pulsarpb.CommandAckResponse{ConsumerId: proto.Uint64(m.GetConsumerId()), RequestId: proto.Uint64(m.GetRequestId())}
@@ -109,7 +108,7 @@ func (c *conn) handleAck(m *pulsarpb.CommandAck) {
 // handleRedeliver sends unacknowledged messages again.
 func (c *conn) handleRedeliver(m *pulsarpb.CommandRedeliverUnacknowledgedMessages) {
 	if co := c.consumerOf(m.GetConsumerId()); co != nil {
-		co.sub.redeliver()
+		co.sub.redeliver(co, m.GetMessageIds())
 	}
 }
 
@@ -121,7 +120,7 @@ func (c *conn) handleSeek(m *pulsarpb.CommandSeek) {
 		c.errorReply(m.GetRequestId(), pulsarpb.ServerError_ConsumerNotFound, "no such consumer")
 		return
 	}
-	sub := co.sub
+	sub := co.sub.base()
 	b := c.s.b
 	start, hw, _, err := b.Offsets(sub.topic, sub.index)
 	var off model.QueueOffset
@@ -136,7 +135,7 @@ func (c *conn) handleSeek(m *pulsarpb.CommandSeek) {
 		off = startFromID(m.GetMessageId(), start, hw)
 	}
 	if err == nil {
-		err = sub.seek(c.ctx, min(max(off, start), hw))
+		err = co.sub.seek(c.ctx, min(max(off, start), hw))
 	}
 	if err != nil {
 		c.errorReply(m.GetRequestId(), errorCode(err), err.Error())
@@ -155,15 +154,13 @@ func (c *conn) handleLastMessageID(m *pulsarpb.CommandGetLastMessageId) {
 		c.errorReply(m.GetRequestId(), pulsarpb.ServerError_ConsumerNotFound, "no such consumer")
 		return
 	}
-	sub := co.sub
+	sub := co.sub.base()
 	last, err := c.s.lastMessageID(sub)
 	if err != nil {
 		c.errorReply(m.GetRequestId(), errorCode(err), err.Error())
 		return
 	}
-	sub.mu.Lock()
-	md := sub.markDelete
-	sub.mu.Unlock()
+	md := co.sub.position()
 	c.command(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_GET_LAST_MESSAGE_ID_RESPONSE.Enum(),
 		GetLastMessageIdResponse: &pulsarpb.CommandGetLastMessageIdResponse{RequestId: proto.Uint64(m.GetRequestId()),
 			LastMessageId:              last,
@@ -171,7 +168,7 @@ func (c *conn) handleLastMessageID(m *pulsarpb.CommandGetLastMessageId) {
 }
 
 // lastMessageID finds the entry holding a queue's last readable message.
-func (s *Server) lastMessageID(sub *subscription) (*pulsarpb.MessageIdData, error) {
+func (s *Server) lastMessageID(sub *subBase) (*pulsarpb.MessageIdData, error) {
 	b := s.b
 	q, _, err := b.QueueID(sub.topic, sub.index)
 	if err != nil {
@@ -211,23 +208,15 @@ func (c *conn) handleUnsubscribe(m *pulsarpb.CommandUnsubscribe) {
 		return
 	}
 	sub := co.sub
-	sub.mu.Lock()
-	others := len(sub.consumers) > 1
-	sub.mu.Unlock()
-	if others && !m.GetForce() {
+	if sub.consumerCount() > 1 && !m.GetForce() {
 		c.errorReply(m.GetRequestId(), pulsarpb.ServerError_ConsumerBusy, "the subscription has other consumers")
 		return
 	}
 	c.dropConsumer(co)
-	ss := c.s.subs
-	ss.mu.Lock()
-	if ss.m[sub.key] == sub {
-		delete(ss.m, sub.key)
-	}
-	ss.mu.Unlock()
+	c.s.subs.forget(sub)
 	sub.stop()
-	if sub.durable {
-		if err := c.s.b.DeleteOffsets(context.WithoutCancel(c.ctx), sub.key.name, sub.topic, []int32{sub.index}); err != nil {
+	if sb := sub.base(); sb.durable {
+		if err := c.s.b.DeleteOffsets(context.WithoutCancel(c.ctx), sb.key.name, sb.topic, []int32{sb.index}); err != nil {
 			c.errorReply(m.GetRequestId(), errorCode(err), err.Error())
 			return
 		}
@@ -265,7 +254,7 @@ func (co *consumer) close() {
 }
 
 // sendEntry sends one entry as a MESSAGE.
-func (co *consumer) sendEntry(sub *subscription, e *entry, ackSet []int64, redelivered int32) {
+func (co *consumer) sendEntry(sub *subBase, e *entry, ackSet []int64, redelivered int32) {
 	id := &pulsarpb.MessageIdData{LedgerId: proto.Uint64(sub.ledger), EntryId: proto.Uint64(uint64(e.base))}
 	if sub.partitions > 1 {
 		id.Partition = proto.Int32(sub.index)

@@ -233,11 +233,7 @@ func (s *Server) encodeEntry(q model.QueueID, r *broker.StoredRecord) (e entry, 
 				smm.PartitionKey = proto.String(string(kr.Key))
 			}
 			for _, h := range kr.Headers {
-				if h.Key == HeaderOrderingKey {
-					smm.OrderingKey = h.Value
-					continue
-				}
-				smm.Properties = append(smm.Properties, &pulsarpb.KeyValue{Key: proto.String(h.Key), Value: proto.String(string(h.Value))})
+				addProperty(&smm, h.Key, h.Value)
 			}
 			if kr.ValueNull {
 				smm.NullValue = proto.Bool(true)
@@ -255,20 +251,10 @@ func (s *Server) encodeEntry(q model.QueueID, r *broker.StoredRecord) (e entry, 
 		if err != nil {
 			return e, false, err
 		}
-		smm := pulsarpb.SingleMessageMetadata{EventTime: proto.Uint64(uint64(max(m.BornTime, 0)))}
-		if m.Key != nil {
-			smm.PartitionKey = proto.String(string(m.Key))
-		}
-		for _, h := range m.Headers {
-			smm.Properties = append(smm.Properties, &pulsarpb.KeyValue{Key: proto.String(h.Key), Value: proto.String(string(h.Value))})
-		}
-		if m.Tags != "" {
-			smm.Properties = append(smm.Properties, &pulsarpb.KeyValue{Key: proto.String(broker.KafkaTagsHeader), Value: proto.String(m.Tags)})
-		}
 		if e.producer == "" {
 			e.producer = m.Producer
 		}
-		e.payload = appendSingle(e.payload, &smm, m.Body)
+		e.payload = appendSingle(e.payload, messageMetadata(&m), m.Body)
 		e.count = 1
 	default:
 		return e, false, nil
@@ -283,4 +269,31 @@ func appendSingle(dst []byte, smm *pulsarpb.SingleMessageMetadata, payload []byt
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(b)))
 	dst = append(dst, b...)
 	return append(dst, payload...)
+}
+
+// addProperty adds a stored header to a message's metadata: the ordering
+// key where it belongs, timer headers (already honoured) left out.
+func addProperty(smm *pulsarpb.SingleMessageMetadata, key string, value []byte) {
+	switch key {
+	case HeaderOrderingKey:
+		smm.OrderingKey = value
+	case broker.HeaderTimerDeliverMs, broker.HeaderTimerDelayMs, broker.HeaderTimerDelaySec, broker.HeaderTimerOutMs:
+	default:
+		smm.Properties = append(smm.Properties, &pulsarpb.KeyValue{Key: proto.String(key), Value: proto.String(string(value))})
+	}
+}
+
+// messageMetadata is a neutral message's metadata within a batch.
+func messageMetadata(m *model.Message) *pulsarpb.SingleMessageMetadata {
+	smm := &pulsarpb.SingleMessageMetadata{EventTime: proto.Uint64(uint64(max(m.BornTime, 0)))}
+	if m.Key != nil {
+		smm.PartitionKey = proto.String(string(m.Key))
+	}
+	for _, h := range m.Headers {
+		addProperty(smm, h.Key, h.Value)
+	}
+	if m.Tags != "" {
+		addProperty(smm, broker.KafkaTagsHeader, []byte(m.Tags))
+	}
+	return smm
 }

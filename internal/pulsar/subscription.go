@@ -3,6 +3,7 @@ package pulsar
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -25,46 +26,10 @@ import (
 // position; messages acknowledged individually are skipped (or, inside a
 // batch, masked with the entry's ack set).
 
-// subKey names a subscription on one queue.
-type subKey struct {
-	queue model.QueueID
-	name  string
-}
-
-// subscriptions holds a server's subscriptions.
-type subscriptions struct {
-	s  *Server
-	mu sync.Mutex
-	m  map[subKey]*subscription
-}
-
-func newSubscriptions(s *Server) *subscriptions {
-	return &subscriptions{s: s, m: map[subKey]*subscription{}}
-}
-
-// close stops every dispatcher.
-func (ss *subscriptions) close() {
-	ss.mu.Lock()
-	list := make([]*subscription, 0, len(ss.m))
-	for _, sub := range ss.m {
-		list = append(list, sub)
-	}
-	ss.mu.Unlock()
-	for _, sub := range list {
-		sub.stop()
-	}
-}
-
-// subscription is one subscription's state on one queue.
+// subscription is an ordered subscription's state on one queue.
 type subscription struct {
-	s          *Server
-	key        subKey
-	topic      model.TopicName
-	index      int32
-	partitions int // the topic's queue count when it attached (active choice)
-	ledger     uint64
-	durable    bool
-	subType    pulsarpb.CommandSubscribe_SubType
+	subBase
+	subType pulsarpb.CommandSubscribe_SubType
 
 	mu         sync.Mutex
 	consumers  []*consumer // sorted by priority, then name
@@ -74,69 +39,43 @@ type subscription struct {
 	acked      map[model.QueueOffset]bool  // acknowledged at or above markDelete
 	inflight   map[model.QueueOffset]int   // delivered entries not yet acknowledged: base → count
 	redelivers map[model.QueueOffset]int32 // entry base → times redelivered
-	committed  model.QueueOffset
 	running    bool
 	cancel     context.CancelFunc
 	done       chan struct{}
 	wake       chan struct{}
 }
 
-// attach adds a consumer, creating the subscription and its cursor at the
-// consumer's start position when it is new.
-func (ss *subscriptions) attach(co *consumer, m *pulsarpb.CommandSubscribe, t *broker.Topic, index int32) (*subscription, error) {
-	q, _ := t.Queue(index)
-	k := subKey{queue: q, name: m.GetSubscription()}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	sub := ss.m[k]
-	if sub == nil {
-		sub = &subscription{s: ss.s, key: k, topic: t.Name, index: index, ledger: ledgerID(t), durable: m.GetDurable(),
-			subType: m.GetSubType(), acked: map[model.QueueOffset]bool{}, inflight: map[model.QueueOffset]int{},
-			redelivers: map[model.QueueOffset]int32{}, wake: make(chan struct{}, 1)}
-		if err := sub.open(m); err != nil {
-			return nil, err
-		}
-		ss.m[k] = sub
-	}
-	sub.partitions = len(t.All)
-	if err := sub.add(co, m); err != nil {
+// newOrderedSub opens an ordered subscription at its start position.
+func newOrderedSub(sb subBase, m *pulsarpb.CommandSubscribe) (*subscription, error) {
+	sub := &subscription{subBase: sb, subType: m.GetSubType(), acked: map[model.QueueOffset]bool{},
+		inflight: map[model.QueueOffset]int{}, redelivers: map[model.QueueOffset]int32{}, wake: make(chan struct{}, 1)}
+	pos, err := sb.startPosition(m)
+	if err != nil {
 		return nil, err
 	}
+	sub.markDelete, sub.readPos = pos, pos
 	return sub, nil
 }
 
-// ErrConsumerBusy is a consumer the subscription cannot take.
-var ErrConsumerBusy = errors.New("consumer busy")
+// position is the mark-delete position.
+func (sub *subscription) position() model.QueueOffset {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.markDelete
+}
 
-// open places a new subscription's cursor: at its committed offset, else
-// at the start position asked for (committed at once for durable ones).
-func (sub *subscription) open(m *pulsarpb.CommandSubscribe) error {
-	b := sub.s.b
-	start, hw, _, err := b.Offsets(sub.topic, sub.index)
-	if err != nil {
-		return err
-	}
-	pos := hw
-	if sub.durable {
-		committed, err := b.FetchOffsets(sub.key.name, sub.topic)
-		if err != nil {
-			return err
-		}
-		if c, ok := committed[sub.index]; ok && c.Offset >= 0 {
-			sub.markDelete, sub.readPos, sub.committed = max(c.Offset, start), max(c.Offset, start), c.Offset
-			return nil
-		}
-		if m.GetInitialPosition() == pulsarpb.CommandSubscribe_Earliest {
-			pos = start
-		}
-	} else {
-		pos = startFromID(m.GetStartMessageId(), start, hw)
-	}
-	sub.markDelete, sub.readPos, sub.committed = pos, pos, -1
-	if sub.durable {
-		return sub.commit(context.Background(), pos)
-	}
-	return nil
+func (sub *subscription) consumerCount() int {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return len(sub.consumers)
+}
+
+// flow adds permits.
+func (sub *subscription) flow(co *consumer, permits int64) {
+	sub.mu.Lock()
+	co.permits += permits
+	sub.mu.Unlock()
+	sub.poke()
 }
 
 // startFromID is the offset a reader starting at id reads from.
@@ -150,26 +89,12 @@ func startFromID(id *pulsarpb.MessageIdData, start, hw model.QueueOffset) model.
 	return min(max(model.QueueOffset(id.GetEntryId()), start), hw)
 }
 
-// commit records the mark-delete position as the subscription's offset.
-func (sub *subscription) commit(ctx context.Context, off model.QueueOffset) error {
-	q, _, err := sub.s.b.QueueID(sub.topic, sub.index)
-	if err != nil {
-		return err
-	}
-	err = sub.s.b.CommitOffsetsNoWait(ctx, sub.key.name, sub.topic, map[int32]broker.OffsetCommit{
-		sub.index: {Queue: q, Offset: off, LeaderEpoch: -1}})
-	if err == nil {
-		sub.committed = off
-	}
-	return err
-}
-
 // add takes a consumer by the subscription type's rules.
 func (sub *subscription) add(co *consumer, m *pulsarpb.CommandSubscribe) error {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	if len(sub.consumers) > 0 && m.GetSubType() != sub.subType {
-		return errors.New("subscription " + sub.key.name + " is of another type")
+		return fmt.Errorf("%w: subscription %s is of another type", ErrConsumerBusy, sub.key.name)
 	}
 	sub.subType = m.GetSubType()
 	if sub.subType == pulsarpb.CommandSubscribe_Exclusive && len(sub.consumers) > 0 {
@@ -210,11 +135,7 @@ func (sub *subscription) remove(co *consumer) {
 	if last {
 		sub.stop()
 		if !sub.durable {
-			sub.s.subs.mu.Lock()
-			if sub.s.subs.m[sub.key] == sub {
-				delete(sub.s.subs.m, sub.key)
-			}
-			sub.s.subs.mu.Unlock()
+			sub.s.subs.forget(sub)
 		}
 	}
 }
@@ -405,7 +326,7 @@ func (sub *subscription) deliver(co *consumer, pos model.QueueOffset, permits in
 		if !ok {
 			continue
 		}
-		co.sendEntry(sub, &e, ackSet, redelivered)
+		co.sendEntry(&sub.subBase, &e, ackSet, redelivered)
 		sent += e.count
 	}
 	if len(res.Records) == 0 && res.NextOffset > next {
@@ -450,7 +371,7 @@ func (sub *subscription) ackSetLocked(base model.QueueOffset, count int) ([]int6
 
 // ack applies acknowledgements: cumulative up to and including id, or
 // individual messages (a whole entry, or a batch's members by ack set).
-func (sub *subscription) ack(m *pulsarpb.CommandAck) {
+func (sub *subscription) ack(_ *consumer, m *pulsarpb.CommandAck) {
 	sub.mu.Lock()
 	before := sub.markDelete
 	for _, id := range m.GetMessageId() {
@@ -527,7 +448,7 @@ func (sub *subscription) advanceLocked() {
 
 // redeliver sends every unacknowledged delivered message again (ordered
 // subscriptions cannot redeliver single messages without breaking order).
-func (sub *subscription) redeliver() {
+func (sub *subscription) redeliver(*consumer, []*pulsarpb.MessageIdData) {
 	sub.mu.Lock()
 	sub.rewindLocked()
 	sub.mu.Unlock()

@@ -414,6 +414,28 @@ func (e *Engine) applyChange(s *state, r *changeRecord) {
 	}
 }
 
+// Reset moves group's consumption of queue q to offset: messages from it
+// are handed out again (those in flight included), those below are done.
+// The group's committed offset follows with the next commit of bases.
+func (e *Engine) Reset(ctx context.Context, group string, q model.QueueID, offset model.QueueOffset) error {
+	defer e.slog.Shared()()
+	s, err := e.state(group, q)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := resetRecord{group: group, queue: q, offset: offset}
+	return e.write(ctx, rec.encode(), func() { e.applyReset(s, &rec) })
+}
+
+// applyReset applies a reset record; s.mu held.
+func (e *Engine) applyReset(s *state, r *resetRecord) {
+	s.base, s.next = r.offset, r.offset
+	clear(s.leases)
+	clear(s.done)
+}
+
 // Lookup returns the message a valid handle names, with its attempts.
 func (e *Engine) Lookup(group string, h Handle) (Delivery, error) {
 	attempts := e.Attempts(group, h)

@@ -143,6 +143,50 @@ func testPopLeases(t *testing.T) {
 	}
 }
 
+// TestPopReset: a reset moves a group back (or forward): messages from
+// the offset are handed out again, those in flight included, and the
+// reset holds after a restart.
+func TestPopReset(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	f := open(t, dir)
+	name, _ := model.ParseTopicName("reset")
+	top, err := f.b.CreateTopic(ctx, name, 1, broker.TopicConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := []model.QueueID{top.Queues[0]}
+	var msgs []model.Message
+	for i := range 5 {
+		msgs = append(msgs, model.Message{Body: []byte(fmt.Sprint("m", i))})
+	}
+	if _, err := f.b.AppendMessages(ctx, name, 0, msgs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.pop.Receive(ctx, "g", q, 4, time.Hour, false, nil)
+	if err != nil || len(got) != 4 {
+		t.Fatalf("receive %v %v", bodies(got), err)
+	}
+	for _, d := range got[:2] {
+		if err := f.pop.Ack(ctx, "g", d.Handle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.pop.Reset(ctx, "g", q[0], 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.pop.Ack(ctx, "g", got[2].Handle); !errors.Is(err, ErrStaleHandle) {
+		t.Fatalf("ack of a lease from before the reset: %v", err)
+	}
+	f.close(t)
+	f = open(t, dir)
+	defer f.close(t)
+	again, err := f.pop.Receive(ctx, "g", q, 10, time.Hour, false, nil)
+	if err != nil || fmt.Sprint(bodies(again)) != "[m1@1 m2@1 m3@1 m4@1]" {
+		t.Fatalf("after the reset and a restart %v %v", bodies(again), err)
+	}
+}
+
 func TestHandleRoundTrip(t *testing.T) {
 	h := Handle{Queue: 7, Offset: 1 << 40, Gen: 9, Deadline: 123}
 	got, err := ParseHandle(h.String())
@@ -166,6 +210,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(r.encode())
 	f.Add((&ackRecord{group: "g", queue: 1, offset: 4, gen: 2}).encode())
 	f.Add((&changeRecord{group: "g", queue: 1, offset: 4, oldGen: 2, gen: 3, deadline: 7}).encode())
+	f.Add((&resetRecord{group: "g", queue: 1, offset: 4}).encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = decodeRecord(b)
 		_, _ = decodeState(b)

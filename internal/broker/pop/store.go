@@ -32,6 +32,9 @@ const (
 	// written: a state first met in a replay starts where it started then
 	// (not at the group's committed offset at replay time).
 	recReceiveFrom = 4
+	// recReset moves a group's state on a queue to an offset: every lease
+	// and acknowledgement above is forgotten (a consumer's seek).
+	recReset = 5
 
 	// stateSection names the engine's checkpoint section.
 	stateSection = "broker.pop"
@@ -69,6 +72,17 @@ type changeRecord struct {
 	offset      model.QueueOffset
 	oldGen, gen uint32
 	deadline    int64
+}
+
+// resetRecord moves a (group, queue) state to offset.
+type resetRecord struct {
+	group  string
+	queue  model.QueueID
+	offset model.QueueOffset
+}
+
+func (r *resetRecord) encode() []byte {
+	return le.AppendUint64(appendHead(nil, recReset, r.group, r.queue), uint64(r.offset))
 }
 
 var le = binary.LittleEndian
@@ -167,6 +181,8 @@ func decodeRecord(b []byte) (any, error) {
 		out = rec
 	case recAck:
 		out = &ackRecord{group: group, queue: q, offset: model.QueueOffset(r.u64()), gen: r.u32()}
+	case recReset:
+		out = &resetRecord{group: group, queue: q, offset: model.QueueOffset(r.u64())}
 	case recChange:
 		out = &changeRecord{group: group, queue: q, offset: model.QueueOffset(r.u64()), oldGen: r.u32(), gen: r.u32(), deadline: int64(r.u64())}
 	default:
@@ -442,6 +458,8 @@ func (e *Engine) replay(rec any) {
 		group, q = r.group, r.queue
 	case *changeRecord:
 		group, q = r.group, r.queue
+	case *resetRecord:
+		group, q = r.group, r.queue
 	}
 	base := model.QueueOffset(-1)
 	if r, ok := rec.(*receiveRecord); ok {
@@ -460,5 +478,7 @@ func (e *Engine) replay(rec any) {
 		e.applyAck(s, r)
 	case *changeRecord:
 		e.applyChange(s, r)
+	case *resetRecord:
+		e.applyReset(s, r)
 	}
 }

@@ -1,0 +1,347 @@
+package pulsar
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/pop"
+	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/pulsar/pulsarpb"
+)
+
+// Shared subscriptions consume through the POP engine, as RocketMQ's POP
+// consumers and every other protocol's queue-like consumers do (group =
+// subscription name): each message is leased to one consumer at a time
+// and kept by it until acknowledged. Leases are renewed while their
+// consumer is connected; a consumer leaving (closing, disconnecting, its
+// broker failing over) or asking for redelivery gives its messages back
+// to the others, counted in redelivery_count. Each message is delivered
+// as an entry of its own: entryId is its queue offset.
+
+// Lease times: a held message's lease is renewed once half of it is left.
+const (
+	sharedLease       = time.Minute
+	sharedRenewPeriod = 10 * time.Second
+)
+
+// sharedSub is a Shared subscription on one queue.
+type sharedSub struct {
+	subBase
+	pop *pop.Engine
+
+	mu        sync.Mutex
+	consumers []*consumer // sorted by priority
+	turn      int         // round robin among those with permits
+	running   bool
+	cancel    context.CancelFunc
+	done      chan struct{}
+	wake      chan struct{}
+}
+
+// ErrNoPop is a Shared subscription on a server without a POP engine.
+var ErrNoPop = errors.New("shared subscriptions are not served here")
+
+// newSharedSub opens a Shared subscription; a new durable one starts at
+// its committed offset or initial position, where the POP engine starts
+// the group.
+func newSharedSub(sb subBase, m *pulsarpb.CommandSubscribe) (*sharedSub, error) {
+	if sb.s.opts.Pop == nil {
+		return nil, ErrNoPop
+	}
+	sub := &sharedSub{subBase: sb, pop: sb.s.opts.Pop, wake: make(chan struct{}, 1)}
+	sb.durable = true // POP state is durable whatever the client asks
+	sub.durable = true
+	if _, err := sub.startPosition(m); err != nil {
+		return nil, err
+	}
+	return sub, nil
+}
+
+func (sub *sharedSub) add(co *consumer, m *pulsarpb.CommandSubscribe) error {
+	if m.GetSubType() != pulsarpb.CommandSubscribe_Shared {
+		return errors.New("subscription type " + m.GetSubType().String() + " is not supported yet")
+	}
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	co.held = map[model.QueueOffset]pop.Handle{}
+	sub.consumers = append(sub.consumers, co)
+	slices.SortStableFunc(sub.consumers, func(a, b *consumer) int { return int(a.priority - b.priority) })
+	if !sub.running {
+		ctx, cancel := context.WithCancel(context.Background())
+		sub.running, sub.cancel, sub.done = true, cancel, make(chan struct{})
+		go func() {
+			defer close(sub.done)
+			sub.dispatch(ctx)
+		}()
+	}
+	return nil
+}
+
+// remove drops a consumer and gives its messages to the others.
+func (sub *sharedSub) remove(co *consumer) {
+	sub.mu.Lock()
+	i := slices.Index(sub.consumers, co)
+	if i >= 0 {
+		sub.consumers = slices.Delete(sub.consumers, i, i+1)
+	}
+	held := co.held
+	co.held = map[model.QueueOffset]pop.Handle{}
+	last := len(sub.consumers) == 0
+	sub.mu.Unlock()
+	sub.release(held)
+	if last {
+		sub.stop()
+	}
+	sub.poke()
+}
+
+// release makes messages visible to the group again at once.
+func (sub *sharedSub) release(held map[model.QueueOffset]pop.Handle) {
+	ctx := context.Background()
+	for _, h := range held {
+		if _, err := sub.pop.ChangeInvisible(ctx, sub.key.name, h, 0); err != nil && !errors.Is(err, pop.ErrStaleHandle) {
+			sub.s.log.Warn("pulsar: releasing a message", "subscription", sub.key.name, "offset", h.Offset, "err", err)
+		}
+	}
+}
+
+func (sub *sharedSub) flow(co *consumer, permits int64) {
+	sub.mu.Lock()
+	co.permits += permits
+	sub.mu.Unlock()
+	sub.poke()
+}
+
+// ack acknowledges messages individually (Shared has no cumulative acks).
+func (sub *sharedSub) ack(co *consumer, m *pulsarpb.CommandAck) {
+	ctx := context.Background()
+	for _, id := range m.GetMessageId() {
+		off := model.QueueOffset(id.GetEntryId())
+		sub.mu.Lock()
+		h, ok := co.held[off]
+		delete(co.held, off)
+		sub.mu.Unlock()
+		if !ok {
+			continue
+		}
+		if err := sub.pop.Ack(ctx, sub.key.name, h); err != nil && !errors.Is(err, pop.ErrStaleHandle) {
+			sub.s.log.Warn("pulsar: acknowledging", "subscription", sub.key.name, "offset", off, "err", err)
+		}
+	}
+}
+
+// redeliver gives back the messages named (all the consumer holds when
+// none are).
+func (sub *sharedSub) redeliver(co *consumer, ids []*pulsarpb.MessageIdData) {
+	sub.mu.Lock()
+	back := map[model.QueueOffset]pop.Handle{}
+	if len(ids) == 0 {
+		back, co.held = co.held, map[model.QueueOffset]pop.Handle{}
+	}
+	for _, id := range ids {
+		off := model.QueueOffset(id.GetEntryId())
+		if h, ok := co.held[off]; ok {
+			back[off] = h
+			delete(co.held, off)
+		}
+	}
+	sub.mu.Unlock()
+	sub.release(back)
+	sub.poke()
+}
+
+// seek moves the group to off: everything from it is delivered again.
+func (sub *sharedSub) seek(ctx context.Context, off model.QueueOffset) error {
+	sub.mu.Lock()
+	for _, co := range sub.consumers {
+		co.held = map[model.QueueOffset]pop.Handle{}
+	}
+	sub.mu.Unlock()
+	if err := sub.pop.Reset(ctx, sub.key.name, sub.key.queue, off); err != nil {
+		return err
+	}
+	return sub.commit(ctx, off)
+}
+
+// position is the group's committed offset.
+func (sub *sharedSub) position() model.QueueOffset {
+	got, err := sub.s.b.FetchOffsets(sub.key.name, sub.topic)
+	if err != nil {
+		return 0
+	}
+	return got[sub.index].Offset
+}
+
+func (sub *sharedSub) consumerCount() int {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return len(sub.consumers)
+}
+
+func (sub *sharedSub) poke() {
+	select {
+	case sub.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (sub *sharedSub) stop() {
+	sub.mu.Lock()
+	running, cancel, done := sub.running, sub.cancel, sub.done
+	sub.running = false
+	sub.mu.Unlock()
+	if running {
+		cancel()
+		<-done
+	}
+}
+
+// next picks the consumer whose turn it is among those of the best
+// priority with permits.
+func (sub *sharedSub) next() (*consumer, int64) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	best := int32(-1)
+	var ready []*consumer
+	for _, co := range sub.consumers {
+		if co.permits <= 0 {
+			continue
+		}
+		if best < 0 || co.priority == best {
+			best = co.priority
+			ready = append(ready, co)
+		}
+	}
+	if len(ready) == 0 {
+		return nil, 0
+	}
+	sub.turn++
+	co := ready[sub.turn%len(ready)]
+	return co, co.permits
+}
+
+// dispatch hands messages to consumers with permits, one consumer's
+// share at a time, and renews what they hold.
+func (sub *sharedSub) dispatch(ctx context.Context) {
+	renew := time.NewTicker(sharedRenewPeriod)
+	defer renew.Stop()
+	for ctx.Err() == nil {
+		select {
+		case <-renew.C:
+			sub.renew(ctx)
+		default:
+		}
+		co, permits := sub.next()
+		if co == nil {
+			select {
+			case <-ctx.Done():
+			case <-sub.wake:
+			case <-renew.C:
+				sub.renew(ctx)
+			}
+			continue
+		}
+		_, hw, _, err := sub.s.b.Offsets(sub.topic, sub.index)
+		var got []pop.Delivery
+		if err == nil {
+			got, err = sub.pop.Receive(ctx, sub.key.name, []model.QueueID{sub.key.queue}, int(min(permits, 64)), sharedLease, false, nil)
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				sub.s.log.Warn("pulsar: receiving for a shared subscription", "subscription", sub.key.name, "err", err)
+			}
+			sleepOrWake(ctx, sub.wake, time.Second)
+			continue
+		}
+		if len(got) == 0 {
+			// Leases that expire (a consumer lost without a word) come
+			// back within a second.
+			wctx, cancel := context.WithTimeout(ctx, time.Second)
+			_ = sub.s.b.Wait(wctx, []broker.Watch{{Topic: sub.topic, Index: sub.index, Offset: hw, Stable: true}})
+			cancel()
+			continue
+		}
+		sub.hand(co, got)
+	}
+}
+
+// hand sends deliveries to co, or gives them back when it left.
+func (sub *sharedSub) hand(co *consumer, got []pop.Delivery) {
+	var back map[model.QueueOffset]pop.Handle
+	sub.mu.Lock()
+	gone := !slices.Contains(sub.consumers, co)
+	for i := range got {
+		d := &got[i]
+		if gone {
+			if back == nil {
+				back = map[model.QueueOffset]pop.Handle{}
+			}
+			back[d.Offset] = d.Handle
+			continue
+		}
+		co.held[d.Offset] = d.Handle
+		co.permits--
+	}
+	sub.mu.Unlock()
+	if gone {
+		sub.release(back)
+		return
+	}
+	for i := range got {
+		d := &got[i]
+		e := messageEntry(d.Offset, d.StoreTime, &d.Message)
+		co.sendEntry(&sub.subBase, &e, nil, d.Attempt-1)
+	}
+}
+
+// renew extends the leases of held messages with half their time left.
+func (sub *sharedSub) renew(ctx context.Context) {
+	now := time.Now().UnixMilli()
+	type held struct {
+		co *consumer
+		h  pop.Handle
+	}
+	var due []held
+	sub.mu.Lock()
+	for _, co := range sub.consumers {
+		for _, h := range co.held {
+			if h.Deadline-now < sharedLease.Milliseconds()/2 {
+				due = append(due, held{co, h})
+			}
+		}
+	}
+	sub.mu.Unlock()
+	for _, d := range due {
+		if err := sub.pop.Renew(ctx, sub.key.name, d.h, sharedLease); err != nil {
+			continue // acknowledged or given back meanwhile
+		}
+		sub.mu.Lock()
+		if h, ok := d.co.held[d.h.Offset]; ok && h.Gen == d.h.Gen {
+			h.Deadline = now + sharedLease.Milliseconds()
+			d.co.held[d.h.Offset] = h
+		}
+		sub.mu.Unlock()
+	}
+}
+
+// sleepOrWake waits d or a wake-up.
+func sleepOrWake(ctx context.Context, wake chan struct{}, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-wake:
+	case <-t.C:
+	}
+}
+
+// messageEntry is one message as an entry of its own.
+func messageEntry(off model.QueueOffset, storeTime int64, m *model.Message) entry {
+	e := entry{base: off, count: 1, storeTime: storeTime, producer: m.Producer, sequence: uint64(off)}
+	e.payload = appendSingle(nil, messageMetadata(m), m.Body)
+	return e
+}
