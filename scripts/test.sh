@@ -59,6 +59,7 @@ echo "== go test -race"
 go test -race -count=1 -timeout 25m ./...
 echo "== go test (client code with known data races of its own, without -race)"
 go test -count=1 -timeout 5m -run 'TestOrderedConsumption|TestOrderedThroughConsumerRestart|TestGroupSplitsQueuesAndSurvivesAStop|TestOffsetsSurviveRestarts|TestStatsAndResetByTime|TestPullConsumerSeeks|TestTieredHistoryPullConsumer' ./test/rocketmq/
+go test -count=1 -timeout 5m -run 'TestPulsarToRocketMQ' ./test/pulsar/
 go test -count=1 -timeout 5m -run 'TestGroupMembers|TestMessageTrace|TestConsoleWithClients|TestConsoleRedriveAndReset' ./test/admin/ ./test/console/
 go test -count=1 -timeout 18m -run 'TestClusterGroups|TestClusterReplicationFactors|TestClusterSevenMembers|TestClusterProtocolNodes|TestClusterMembers|TestClusterSnapshot|TestClusterStopExit|TestClusterCoordinatorFailover|TestClusterPOPHandOff|TestClusterTiering|TestClusterQueueMoves|TestClusterQueueBalancer' ./test/cluster/
 go test -count=1 -timeout 5m -run 'TestFloodMemoryComesBack' ./test/flood/ # memory is not measured under the race detector

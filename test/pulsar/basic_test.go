@@ -160,3 +160,54 @@ func TestKafkaRecordsToPulsar(t *testing.T) {
 		_ = cons.Ack(m)
 	}
 }
+
+// TestDeduplicationByProducerName: a producer's name keeps its highest
+// sequence id across producers and a broker restart — a new producer of
+// the name resumes after it, and messages sent again with sequence ids not
+// above it are acknowledged without being stored twice.
+func TestDeduplicationByProducerName(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := apptest.TestConfig(dir)
+	n := apptest.StartTestNode(t, cfg)
+	const topic = "pulsar-dedup"
+	ctx := context.Background()
+	send := func(c pulsar.Client, seqs ...int64) int64 {
+		p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "orders-writer", DisableBatching: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		for _, s := range seqs {
+			if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(fmt.Sprint("s", s)), SequenceID: &s}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return p.LastSequenceID()
+	}
+	c := client(t, n)
+	send(c, 0, 1, 2, 3)
+	if last := send(c, 2, 3); last != 3 {
+		t.Fatalf("a second producer of the name: last sequence id %d, want 3", last)
+	}
+	n.Stop(t)
+	n = apptest.StartTestNode(t, cfg)
+	c = client(t, n)
+	send(c, 3, 4)
+	r, err := c.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []string
+	for r.HasNext() {
+		m, err := r.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(m.Payload()))
+	}
+	if fmt.Sprint(got) != "[s0 s1 s2 s3 s4]" {
+		t.Fatalf("stored %v, want each sequence id once", got)
+	}
+}
