@@ -75,7 +75,7 @@ type subBase struct {
 	key        subKey
 	topic      model.TopicName
 	index      int32
-	partitions int // the topic's queue count when the last consumer attached
+	partitions int // the topic's queue count when the subscription opened
 	ledger     uint64
 	durable    bool
 	shared     bool
@@ -135,8 +135,8 @@ func (ss *subscriptions) attach(co *consumer, m *pulsarpb.CommandSubscribe, t *b
 		sub = nil
 	}
 	if sub == nil {
-		sb := subBase{s: ss.s, key: k, topic: t.Name, index: index, ledger: ledgerID(t), durable: m.GetDurable(),
-			shared: sharedType(m.GetSubType())}
+		sb := subBase{s: ss.s, key: k, topic: t.Name, index: index, partitions: len(t.All), ledger: ledgerID(t),
+			durable: m.GetDurable(), shared: sharedType(m.GetSubType())}
 		var err error
 		if sb.shared {
 			sub, err = newSharedSub(sb, m)
@@ -148,7 +148,6 @@ func (ss *subscriptions) attach(co *consumer, m *pulsarpb.CommandSubscribe, t *b
 		}
 		ss.m[k] = sub
 	}
-	sub.base().partitions = len(t.All)
 	if err := sub.add(co, m); err != nil {
 		return nil, err
 	}
