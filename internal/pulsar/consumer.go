@@ -22,6 +22,8 @@ type consumer struct {
 	sub      cursor
 	permits  int64                            // guarded by the subscription's lock
 	held     map[model.QueueOffset]pop.Handle // Shared: messages handed to it, not acknowledged
+	pending  []pop.Delivery                   // Key_Shared: its messages waiting for permits
+	sticky   [][2]int32                       // Key_Shared STICKY: the hash ranges it takes
 	once     sync.Once
 }
 
@@ -33,9 +35,10 @@ func (c *conn) handleSubscribe(m *pulsarpb.CommandSubscribe) {
 		return
 	}
 	switch m.GetSubType() {
-	case pulsarpb.CommandSubscribe_Exclusive, pulsarpb.CommandSubscribe_Failover, pulsarpb.CommandSubscribe_Shared:
+	case pulsarpb.CommandSubscribe_Exclusive, pulsarpb.CommandSubscribe_Failover, pulsarpb.CommandSubscribe_Shared,
+		pulsarpb.CommandSubscribe_Key_Shared:
 	default:
-		c.errorReply(m.GetRequestId(), pulsarpb.ServerError_NotAllowedError, "subscription type "+m.GetSubType().String()+" is not supported yet")
+		c.errorReply(m.GetRequestId(), pulsarpb.ServerError_NotAllowedError, "unknown subscription type "+m.GetSubType().String())
 		return
 	}
 	if m.GetSubscription() == "" {

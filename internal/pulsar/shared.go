@@ -3,6 +3,7 @@ package pulsar
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -20,7 +21,9 @@ import (
 // consumer is connected; a consumer leaving (closing, disconnecting, its
 // broker failing over) or asking for redelivery gives its messages back
 // to the others, counted in redelivery_count. Each message is delivered
-// as an entry of its own: entryId is its queue offset.
+// as an entry of its own: entryId is its queue offset. Key_Shared rides
+// on the same leases, routing each message to its key's consumer
+// (keyshared.go).
 
 // Lease times: a held message's lease is renewed once half of it is left.
 const (
@@ -33,9 +36,12 @@ type sharedSub struct {
 	subBase
 	pop *pop.Engine
 
+	keyShared bool
+
 	mu        sync.Mutex
 	consumers []*consumer // sorted by priority
 	turn      int         // round robin among those with permits
+	router    keyRouter   // Key_Shared
 	running   bool
 	cancel    context.CancelFunc
 	done      chan struct{}
@@ -52,7 +58,8 @@ func newSharedSub(sb subBase, m *pulsarpb.CommandSubscribe) (*sharedSub, error) 
 	if sb.s.opts.Pop == nil {
 		return nil, ErrNoPop
 	}
-	sub := &sharedSub{subBase: sb, pop: sb.s.opts.Pop, wake: make(chan struct{}, 1)}
+	sub := &sharedSub{subBase: sb, pop: sb.s.opts.Pop, wake: make(chan struct{}, 1),
+		keyShared: m.GetSubType() == pulsarpb.CommandSubscribe_Key_Shared}
 	sb.durable = true // POP state is durable whatever the client asks
 	sub.durable = true
 	if _, err := sub.startPosition(m); err != nil {
@@ -62,14 +69,23 @@ func newSharedSub(sb subBase, m *pulsarpb.CommandSubscribe) (*sharedSub, error) 
 }
 
 func (sub *sharedSub) add(co *consumer, m *pulsarpb.CommandSubscribe) error {
-	if m.GetSubType() != pulsarpb.CommandSubscribe_Shared {
-		return errors.New("subscription type " + m.GetSubType().String() + " is not supported yet")
-	}
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
+	if len(sub.consumers) > 0 && (m.GetSubType() == pulsarpb.CommandSubscribe_Key_Shared) != sub.keyShared {
+		return fmt.Errorf("%w: subscription %s is of another type", ErrConsumerBusy, sub.key.name)
+	}
+	sub.keyShared = m.GetSubType() == pulsarpb.CommandSubscribe_Key_Shared
+	if sub.keyShared {
+		ranges, err := stickyRanges(m.GetKeySharedMeta(), sub.consumers)
+		if err != nil {
+			return err
+		}
+		co.sticky = ranges
+	}
 	co.held = map[model.QueueOffset]pop.Handle{}
 	sub.consumers = append(sub.consumers, co)
 	slices.SortStableFunc(sub.consumers, func(a, b *consumer) int { return int(a.priority - b.priority) })
+	sub.router.rebuild(sub.consumers)
 	if !sub.running {
 		ctx, cancel := context.WithCancel(context.Background())
 		sub.running, sub.cancel, sub.done = true, cancel, make(chan struct{})
@@ -87,9 +103,10 @@ func (sub *sharedSub) remove(co *consumer) {
 	i := slices.Index(sub.consumers, co)
 	if i >= 0 {
 		sub.consumers = slices.Delete(sub.consumers, i, i+1)
+		sub.router.rebuild(sub.consumers)
 	}
 	held := co.held
-	co.held = map[model.QueueOffset]pop.Handle{}
+	co.held, co.pending = map[model.QueueOffset]pop.Handle{}, nil
 	last := len(sub.consumers) == 0
 	sub.mu.Unlock()
 	sub.release(held)
@@ -140,7 +157,7 @@ func (sub *sharedSub) redeliver(co *consumer, ids []*pulsarpb.MessageIdData) {
 	sub.mu.Lock()
 	back := map[model.QueueOffset]pop.Handle{}
 	if len(ids) == 0 {
-		back, co.held = co.held, map[model.QueueOffset]pop.Handle{}
+		back, co.held, co.pending = co.held, map[model.QueueOffset]pop.Handle{}, nil
 	}
 	for _, id := range ids {
 		off := model.QueueOffset(id.GetEntryId())
@@ -158,7 +175,7 @@ func (sub *sharedSub) redeliver(co *consumer, ids []*pulsarpb.MessageIdData) {
 func (sub *sharedSub) seek(ctx context.Context, off model.QueueOffset) error {
 	sub.mu.Lock()
 	for _, co := range sub.consumers {
-		co.held = map[model.QueueOffset]pop.Handle{}
+		co.held, co.pending = map[model.QueueOffset]pop.Handle{}, nil
 	}
 	sub.mu.Unlock()
 	if err := sub.pop.Reset(ctx, sub.key.name, sub.key.queue, off); err != nil {
@@ -200,11 +217,32 @@ func (sub *sharedSub) stop() {
 	}
 }
 
+// maxPending bounds the messages Key_Shared consumers wait to get.
+const maxPending = 1000
+
 // next picks the consumer whose turn it is among those of the best
-// priority with permits.
+// priority with permits (Key_Shared: how many messages to take for all
+// of them, the first consumer with permits standing for them).
 func (sub *sharedSub) next() (*consumer, int64) {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
+	if sub.keyShared {
+		var first *consumer
+		permits, pending := int64(0), 0
+		for _, co := range sub.consumers {
+			pending += len(co.pending)
+			if co.permits > 0 {
+				permits += co.permits
+				if first == nil {
+					first = co
+				}
+			}
+		}
+		if pending >= maxPending {
+			return nil, 0
+		}
+		return first, permits
+	}
 	best := int32(-1)
 	var ready []*consumer
 	for _, co := range sub.consumers {
@@ -234,6 +272,9 @@ func (sub *sharedSub) dispatch(ctx context.Context) {
 		case <-renew.C:
 			sub.renew(ctx)
 		default:
+		}
+		if sub.keyShared {
+			sub.sendPending()
 		}
 		co, permits := sub.next()
 		if co == nil {
@@ -265,7 +306,61 @@ func (sub *sharedSub) dispatch(ctx context.Context) {
 			cancel()
 			continue
 		}
-		sub.hand(co, got)
+		if sub.keyShared {
+			sub.route(got)
+		} else {
+			sub.hand(co, got)
+		}
+	}
+}
+
+// route gives each delivery to the consumer its key belongs to, sending
+// what permits allow; a key no consumer covers comes back a second later.
+func (sub *sharedSub) route(got []pop.Delivery) {
+	var later []pop.Handle
+	sub.mu.Lock()
+	for i := range got {
+		d := got[i]
+		co := sub.router.owner(sub.consumers, keyHash(stickyKey(&d.Message)))
+		if co == nil {
+			later = append(later, d.Handle)
+			continue
+		}
+		co.held[d.Offset] = d.Handle
+		co.pending = append(co.pending, d)
+	}
+	sub.mu.Unlock()
+	for _, h := range later {
+		_, _ = sub.pop.ChangeInvisible(context.Background(), sub.key.name, h, time.Second)
+	}
+	sub.sendPending()
+}
+
+// sendPending sends Key_Shared consumers what waits for them, as their
+// permits allow.
+func (sub *sharedSub) sendPending() {
+	type out struct {
+		co *consumer
+		ds []pop.Delivery
+	}
+	var sends []out
+	sub.mu.Lock()
+	for _, co := range sub.consumers {
+		n := int(min(int64(len(co.pending)), max(co.permits, 0)))
+		if n == 0 {
+			continue
+		}
+		sends = append(sends, out{co, co.pending[:n:n]})
+		co.pending = co.pending[n:]
+		co.permits -= int64(n)
+	}
+	sub.mu.Unlock()
+	for _, o := range sends {
+		for i := range o.ds {
+			d := &o.ds[i]
+			e := messageEntry(d.Offset, d.StoreTime, &d.Message)
+			o.co.sendEntry(&sub.subBase, &e, nil, d.Attempt-1)
+		}
 	}
 }
 

@@ -187,3 +187,89 @@ func TestDelayedDelivery(t *testing.T) {
 	_ = co.Ack(first)
 	_ = co.Ack(second)
 }
+
+// TestKeyShared: AUTO_SPLIT consumers each get whole keys, in order per
+// key; STICKY consumers get the keys of the hash ranges they declared.
+func TestKeyShared(t *testing.T) {
+	t.Parallel()
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	c := client(t, n)
+	for _, mode := range []string{"auto", "sticky"} {
+		topic := "pulsar-key-shared-" + mode
+		var consumers []pulsar.Consumer
+		for i := range 3 {
+			policy := &pulsar.KeySharedPolicy{Mode: pulsar.KeySharedPolicyModeAutoSplit}
+			if mode == "sticky" {
+				ranges := [][]int{{0, 20000}, {20001, 40000}, {40001, 65535}}[i]
+				var err error
+				if policy, err = pulsar.NewKeySharedPolicySticky(ranges); err != nil {
+					t.Fatal(err)
+				}
+			}
+			co, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "keys", Name: fmt.Sprint("c", i),
+				Type: pulsar.KeyShared, KeySharedPolicy: policy, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer co.Close()
+			consumers = append(consumers, co)
+		}
+		const keys, each = 30, 20
+		p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for i := range keys * each {
+			wg.Add(1)
+			p.SendAsync(context.Background(), &pulsar.ProducerMessage{Key: fmt.Sprint("key-", i%keys), Payload: []byte(fmt.Sprint(i / keys))},
+				func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+					defer wg.Done()
+					if err != nil {
+						t.Errorf("send: %v", err)
+					}
+				})
+		}
+		wg.Wait()
+		p.Close()
+		var mu sync.Mutex
+		owner := map[string]int{}
+		next := map[string]int{}
+		got := 0
+		var cw sync.WaitGroup
+		for ci, co := range consumers {
+			cw.Add(1)
+			go func() {
+				defer cw.Done()
+				for {
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					m, err := co.Receive(ctx)
+					cancel()
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					if o, ok := owner[m.Key()]; ok && o != ci {
+						t.Errorf("%s: %s went to consumers %d and %d", mode, m.Key(), o, ci)
+					}
+					owner[m.Key()] = ci
+					if string(m.Payload()) != fmt.Sprint(next[m.Key()]) {
+						t.Errorf("%s: %s: got %s, want %d", mode, m.Key(), m.Payload(), next[m.Key()])
+					}
+					next[m.Key()]++
+					got++
+					mu.Unlock()
+					_ = co.Ack(m)
+				}
+			}()
+		}
+		cw.Wait()
+		used := map[int]bool{}
+		for _, o := range owner {
+			used[o] = true
+		}
+		if got != keys*each || len(used) < 2 {
+			t.Fatalf("%s: %d of %d messages, over %d consumers", mode, got, keys*each, len(used))
+		}
+	}
+}
