@@ -78,7 +78,8 @@ type subBase struct {
 	partitions int // the topic's queue count when the subscription opened
 	ledger     uint64
 	durable    bool
-	shared     bool
+	shared     bool // Shared or Key_Shared: on POP
+	keyShared  bool
 }
 
 func (sb *subBase) base() *subBase { return sb }
@@ -127,7 +128,8 @@ func (ss *subscriptions) attach(co *consumer, m *pulsarpb.CommandSubscribe, t *b
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	sub := ss.m[k]
-	if sub != nil && sub.base().shared != sharedType(m.GetSubType()) {
+	keyShared := m.GetSubType() == pulsarpb.CommandSubscribe_Key_Shared
+	if sub != nil && (sub.base().shared != sharedType(m.GetSubType()) || sub.base().keyShared != keyShared) {
 		if sub.consumerCount() > 0 {
 			return nil, fmt.Errorf("%w: subscription %s is of another type", ErrConsumerBusy, k.name)
 		}
@@ -136,7 +138,7 @@ func (ss *subscriptions) attach(co *consumer, m *pulsarpb.CommandSubscribe, t *b
 	}
 	if sub == nil {
 		sb := subBase{s: ss.s, key: k, topic: t.Name, index: index, partitions: len(t.All), ledger: ledgerID(t),
-			durable: m.GetDurable(), shared: sharedType(m.GetSubType())}
+			durable: m.GetDurable(), shared: sharedType(m.GetSubType()), keyShared: keyShared}
 		var err error
 		if sb.shared {
 			sub, err = newSharedSub(sb, m)

@@ -3,7 +3,6 @@ package pulsar
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -36,8 +35,6 @@ type sharedSub struct {
 	subBase
 	pop *pop.Engine
 
-	keyShared bool
-
 	mu        sync.Mutex
 	consumers []*consumer // sorted by priority
 	turn      int         // round robin among those with permits
@@ -58,8 +55,7 @@ func newSharedSub(sb subBase, m *pulsarpb.CommandSubscribe) (*sharedSub, error) 
 	if sb.s.opts.Pop == nil {
 		return nil, ErrNoPop
 	}
-	sub := &sharedSub{subBase: sb, pop: sb.s.opts.Pop, wake: make(chan struct{}, 1),
-		keyShared: m.GetSubType() == pulsarpb.CommandSubscribe_Key_Shared}
+	sub := &sharedSub{subBase: sb, pop: sb.s.opts.Pop, wake: make(chan struct{}, 1)}
 	sb.durable = true // POP state is durable whatever the client asks
 	sub.durable = true
 	if _, err := sub.startPosition(m); err != nil {
@@ -71,10 +67,6 @@ func newSharedSub(sb subBase, m *pulsarpb.CommandSubscribe) (*sharedSub, error) 
 func (sub *sharedSub) add(co *consumer, m *pulsarpb.CommandSubscribe) error {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	if len(sub.consumers) > 0 && (m.GetSubType() == pulsarpb.CommandSubscribe_Key_Shared) != sub.keyShared {
-		return fmt.Errorf("%w: subscription %s is of another type", ErrConsumerBusy, sub.key.name)
-	}
-	sub.keyShared = m.GetSubType() == pulsarpb.CommandSubscribe_Key_Shared
 	if sub.keyShared {
 		ranges, err := stickyRanges(m.GetKeySharedMeta(), sub.consumers)
 		if err != nil {
