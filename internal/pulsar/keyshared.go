@@ -1,9 +1,9 @@
 package pulsar
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"encoding/binary"
 	"math/bits"
 	"slices"
 	"strconv"
