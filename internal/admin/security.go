@@ -22,6 +22,10 @@ type Security struct {
 	Quotas  *quota.Manager
 }
 
+// Guard is guard for other packages' endpoints on the admin port (the
+// Pulsar admin API).
+func (s Security) Guard(next http.HandlerFunc) http.HandlerFunc { return s.guard(next) }
+
 // guard authenticates and authorizes admin API calls when authorization
 // is on: HTTP Basic (a user's password) or a Bearer JWT; reads need
 // Describe on the cluster, changes Alter. With authorization off the API

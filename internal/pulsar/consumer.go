@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -19,6 +20,8 @@ type consumer struct {
 	id       uint64
 	name     string
 	priority int32
+	meta     map[string]string
+	since    time.Time
 	sub      cursor
 	permits  int64                            // guarded by the subscription's lock
 	held     map[model.QueueOffset]pop.Handle // Shared: messages handed to it, not acknowledged
@@ -45,7 +48,8 @@ func (c *conn) handleSubscribe(m *pulsarpb.CommandSubscribe) {
 		c.errorReply(m.GetRequestId(), pulsarpb.ServerError_InvalidTopicName, "empty subscription name")
 		return
 	}
-	co := &consumer{c: c, id: m.GetConsumerId(), name: m.GetConsumerName(), priority: m.GetPriorityLevel()}
+	co := &consumer{c: c, id: m.GetConsumerId(), name: m.GetConsumerName(), priority: m.GetPriorityLevel(),
+		meta: keyValues(m.GetMetadata()), since: time.Now()}
 	c.mu.Lock()
 	old := c.consumers[co.id]
 	c.mu.Unlock()
@@ -145,9 +149,7 @@ func (c *conn) handleSeek(m *pulsarpb.CommandSeek) {
 		return
 	}
 	c.success(m.GetRequestId())
-	c.dropConsumer(co)
-	c.command(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_CLOSE_CONSUMER.Enum(), CloseConsumer: &pulsarpb.CommandCloseConsumer{
-		ConsumerId: proto.Uint64(co.id), RequestId: proto.Uint64(0)}})
+	c.closeConsumer(co)
 }
 
 // handleLastMessageID answers with the id of the queue's last message.
@@ -284,3 +286,11 @@ func (co *consumer) sendEntry(sub *subBase, e *entry, ackSet []int64, redelivere
 
 // ReadOne reads a single record.
 var ReadOne = broker.ReadOptions{MaxRecords: 1, MaxBytes: 1}
+
+// closeConsumer closes a consumer from the broker's side: the client
+// subscribes again (after a reset of its subscription, say).
+func (c *conn) closeConsumer(co *consumer) {
+	c.dropConsumer(co)
+	c.command(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_CLOSE_CONSUMER.Enum(), CloseConsumer: &pulsarpb.CommandCloseConsumer{
+		ConsumerId: proto.Uint64(co.id), RequestId: proto.Uint64(0)}})
+}

@@ -66,7 +66,17 @@ type cursor interface {
 	// position is the mark-delete position: everything below is done.
 	position() model.QueueOffset
 	consumerCount() int
+	// consumerViews describes the connected consumers (stats).
+	consumerViews() []consumerView
 	stop()
+}
+
+// consumerView is a connected consumer as stats show it.
+type consumerView struct {
+	co      *consumer
+	permits int64
+	unacked int
+	active  bool
 }
 
 // subBase is what every subscription knows of itself.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -23,6 +24,9 @@ type producer struct {
 	name    string
 	topic   model.TopicName
 	index   int32
+	queue   model.QueueID
+	meta    map[string]string
+	since   time.Time
 	pending chan receipt
 	done    chan struct{}
 	once    sync.Once
@@ -69,15 +73,26 @@ func (c *conn) handleProducer(m *pulsarpb.CommandProducer) {
 		c.errorReply(m.GetRequestId(), errorCode(err), err.Error())
 		return
 	}
-	p := &producer{c: c, id: m.GetProducerId(), name: name, topic: t.Name, index: index,
-		pending: make(chan receipt, 1024), done: make(chan struct{})}
+	p := &producer{c: c, id: m.GetProducerId(), name: name, topic: t.Name, index: index, queue: q,
+		meta: keyValues(m.GetMetadata()), since: time.Now(), pending: make(chan receipt, 1024), done: make(chan struct{})}
 	c.mu.Lock()
 	old := c.producers[p.id]
-	c.producers[p.id] = p
 	c.mu.Unlock()
 	if old != nil {
-		old.close()
+		// A retried PRODUCER of a producer already registered.
+		c.command(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pulsarpb.CommandProducerSuccess{
+			RequestId: proto.Uint64(m.GetRequestId()), ProducerName: proto.String(old.name), LastSequenceId: proto.Int64(last),
+			SchemaVersion: []byte{}, ProducerReady: proto.Bool(true)}})
+		return
 	}
+	if !c.s.live.addProducer(p) {
+		c.errorReply(m.GetRequestId(), pulsarpb.ServerError_ProducerBusy,
+			fmt.Sprintf("producer %s is already connected to %s", name, m.GetTopic()))
+		return
+	}
+	c.mu.Lock()
+	c.producers[p.id] = p
+	c.mu.Unlock()
 	go p.run()
 	c.command(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pulsarpb.CommandProducerSuccess{
 		RequestId: proto.Uint64(m.GetRequestId()), ProducerName: proto.String(name), LastSequenceId: proto.Int64(last),
@@ -162,7 +177,67 @@ func (p *producer) run() {
 	}
 }
 
-func (p *producer) close() { p.once.Do(func() { close(p.done) }) }
+func (p *producer) close() {
+	p.once.Do(func() {
+		close(p.done)
+		p.c.s.live.removeProducer(p)
+	})
+}
+
+// keyValues turns protocol key-value pairs into a map.
+func keyValues(kvs []*pulsarpb.KeyValue) map[string]string {
+	out := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		out[kv.GetKey()] = kv.GetValue()
+	}
+	return out
+}
+
+// liveProducers are the connected producers by queue, for stats and
+// ProducerBusy.
+type liveProducers struct {
+	mu sync.Mutex
+	m  map[model.QueueID]map[string]*producer
+}
+
+// addProducer registers p unless another producer of its name is
+// connected to its queue.
+func (l *liveProducers) addProducer(p *producer) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[model.QueueID]map[string]*producer{}
+	}
+	names := l.m[p.queue]
+	if names == nil {
+		names = map[string]*producer{}
+		l.m[p.queue] = names
+	}
+	if names[p.name] != nil {
+		return false
+	}
+	names[p.name] = p
+	return true
+}
+
+func (l *liveProducers) removeProducer(p *producer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m[p.queue][p.name] == p {
+		delete(l.m[p.queue], p.name)
+	}
+}
+
+// producersOf lists the producers connected to a queue.
+func (l *liveProducers) producersOf(q model.QueueID) []*producer {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]*producer, 0, len(l.m[q]))
+	for _, p := range l.m[q] {
+		out = append(out, p)
+	}
+	return out
+}
 
 // handleCloseProducer drops a producer.
 func (c *conn) handleCloseProducer(m *pulsarpb.CommandCloseProducer) {

@@ -20,6 +20,9 @@ type Options struct {
 	// AdvertisedAddr is the host:port lookups name; empty: the address
 	// each client connected to.
 	AdvertisedAddr string
+	// Addr is the listener's bound address (HTTP lookups name it when
+	// nothing is advertised).
+	Addr func() string
 	// Pop is the POP engine Shared and Key_Shared subscriptions consume
 	// through (nil: those subscription types are refused).
 	Pop *pop.Engine
@@ -39,6 +42,7 @@ type Server struct {
 	appender *produce.Appender
 	dedup    *dedup
 	subs     *subscriptions
+	live     liveProducers
 
 	wg sync.WaitGroup
 }

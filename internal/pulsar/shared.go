@@ -176,8 +176,14 @@ func (sub *sharedSub) seek(ctx context.Context, off model.QueueOffset) error {
 	return sub.commit(ctx, off)
 }
 
-// position is the group's committed offset.
+// position is the group's POP base on the queue (everything below is
+// done), else its committed offset.
 func (sub *sharedSub) position() model.QueueOffset {
+	for _, p := range sub.pop.Progress(sub.key.name, 0) {
+		if p.Queue == sub.key.queue {
+			return p.Base
+		}
+	}
 	got, err := sub.s.b.FetchOffsets(sub.key.name, sub.topic)
 	if err != nil {
 		return 0
@@ -189,6 +195,16 @@ func (sub *sharedSub) consumerCount() int {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	return len(sub.consumers)
+}
+
+func (sub *sharedSub) consumerViews() []consumerView {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	out := make([]consumerView, 0, len(sub.consumers))
+	for _, co := range sub.consumers {
+		out = append(out, consumerView{co: co, permits: co.permits, unacked: len(co.held) - len(co.pending), active: true})
+	}
+	return out
 }
 
 func (sub *sharedSub) poke() {

@@ -70,6 +70,29 @@ func (sub *subscription) consumerCount() int {
 	return len(sub.consumers)
 }
 
+func (sub *subscription) consumerViews() []consumerView {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	out := make([]consumerView, 0, len(sub.consumers))
+	for _, co := range sub.consumers {
+		v := consumerView{co: co, permits: co.permits, active: co == sub.active}
+		if v.active {
+			for _, n := range sub.inflight {
+				v.unacked += n
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// typeName is the subscription type as stats name it.
+func (sub *subscription) typeName() string {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.subType.String()
+}
+
 // flow adds permits.
 func (sub *subscription) flow(co *consumer, permits int64) {
 	sub.mu.Lock()

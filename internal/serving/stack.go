@@ -165,6 +165,9 @@ type FrontEnds struct {
 	Remoting net.Listener
 	GRPC     net.Listener
 	Pulsar   net.Listener
+	// PulsarServer serves Pulsar (built early when its admin API shares
+	// the HTTP port).
+	PulsarServer *pulsar.Server
 }
 
 // RunSingle serves a single node's stack over its opened endpoints until
@@ -197,11 +200,17 @@ func (n *Node) RunSingle(ctx context.Context, ready func(), eps []Endpoint, also
 	}
 	st := n.Stack(0)
 	g, gctx := errgroup.WithContext(ctx)
+	if fe.Pulsar != nil {
+		fe.PulsarServer = n.pulsarServer(st)
+	}
 	var httpSrv *http.Server
 	if httpL != nil {
 		admin.RegisterPopMetrics(n.Metrics.Registry, st.Pop)
-		httpSrv = &http.Server{Handler: admin.Handler(st.Broker, st.Txns, n.Metrics, n.log, n.Security, n.Cluster, st.Members, st.History),
-			ReadHeaderTimeout: 10 * time.Second}
+		var h http.Handler = admin.Handler(st.Broker, st.Txns, n.Metrics, n.log, n.Security, n.Cluster, st.Members, st.History)
+		if fe.PulsarServer != nil {
+			h = withPulsarAdmin(h, fe.PulsarServer.AdminHandler(n.Security.Guard))
+		}
+		httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		g.Go(func() error { return serveHTTP(httpSrv, httpL) })
 	}
 	also(gctx, g)
@@ -267,11 +276,32 @@ func (n *Node) serve(ctx context.Context, g *errgroup.Group, st *Stack, fe Front
 		g.Go(func() error { return srv.Serve(ctx, fe.GRPC) })
 	}
 	if fe.Pulsar != nil {
-		opts := n.Pulsar
-		opts.Pop, opts.Logger = st.Pop, n.log
-		srv := pulsar.NewServer(st.Broker, opts)
+		srv := fe.PulsarServer
+		if srv == nil {
+			srv = n.pulsarServer(st)
+		}
 		g.Go(func() error { return srv.Serve(ctx, fe.Pulsar) })
 	}
+}
+
+// pulsarServer builds the Pulsar front-end over st.
+func (n *Node) pulsarServer(st *Stack) *pulsar.Server {
+	opts := n.Pulsar
+	opts.Pop, opts.Logger = st.Pop, n.log
+	if opts.Addr == nil && n.Addr != nil {
+		opts.Addr = func() string { return n.Addr("pulsar") }
+	}
+	return pulsar.NewServer(st.Broker, opts)
+}
+
+// withPulsarAdmin serves Pulsar's admin API and HTTP lookups beside the
+// node's own admin API.
+func withPulsarAdmin(h, pulsarAdmin http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/admin/v2/", pulsarAdmin)
+	mux.Handle("/lookup/v2/", pulsarAdmin)
+	mux.Handle("/", h)
+	return mux
 }
 
 // StateDump renders the state the stack's log determines (broker state,
