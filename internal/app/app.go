@@ -277,8 +277,13 @@ func (a *App) openEndpoints() ([]serving.Endpoint, error) {
 		{Name: "remoting", Kind: "remoting", TLS: a.cfg.Listen.RemotingTLS},
 		{Name: "grpc", Kind: "grpc", TLS: a.cfg.Listen.GRPCTLS, ALPN: []string{"h2"}},
 		{Name: "pulsar", Kind: "pulsar", TLS: a.cfg.Listen.PulsarTLS},
+		{Name: "pulsar-ssl", Kind: "pulsar", TLS: "enforcing"},
 	}
-	addrs := []string{a.cfg.Listen.HTTP, a.cfg.Listen.Remoting, a.cfg.Listen.GRPC, a.cfg.Listen.Pulsar}
+	pulsarSSL := a.cfg.Listen.PulsarSSL
+	if a.cfg.Listen.PulsarTLS == "disabled" || a.cfg.Listen.Pulsar == "" {
+		pulsarSSL = ""
+	}
+	addrs := []string{a.cfg.Listen.HTTP, a.cfg.Listen.Remoting, a.cfg.Listen.GRPC, a.cfg.Listen.Pulsar, pulsarSSL}
 	for _, k := range kafkaSpecs {
 		eps = append(eps, serving.Endpoint{Name: k.name, Kind: "kafka", TLS: k.tls, Kafka: &k.listener})
 		addrs = append(addrs, k.addr)

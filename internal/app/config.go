@@ -123,6 +123,7 @@ type ListenConfig struct {
 	Pulsar             string `yaml:"pulsar" help:"Pulsar binary protocol address (pulsar-client-go, the Java client)"`
 	PulsarAdvertised   string `yaml:"pulsar_advertised" help:"host:port Pulsar lookups name (default: the address each client connected to)"`
 	PulsarTLS          string `yaml:"pulsar_tls" help:"Pulsar listener TLS (pulsar+ssl:// clients): permissive, enforcing or disabled"`
+	PulsarSSL          string `yaml:"pulsar_ssl" help:"Pulsar TLS-only address (pulsar+ssl://, Pulsar's 6651), served when TLS is not disabled"`
 	KafkaTLS           string `yaml:"kafka_tls" help:"Kafka listener TLS (security.protocol=SSL clients): permissive, enforcing or disabled"`
 	RemotingTLS        string `yaml:"remoting_tls" help:"RocketMQ remoting TLS (clients' WithTls): permissive, enforcing or disabled"`
 	// RemotingReadLinger batches the requests of busy remoting connections.
@@ -149,6 +150,7 @@ type SecurityConfig struct {
 	SuperUsers             string        `yaml:"super_users" help:"semicolon-separated principals allowed everything (Kafka super.users), e.g. User:admin"`
 	AllowIfNoACL           bool          `yaml:"allow_everyone_if_no_acl_found" help:"allow an operation on a resource no ACL names (Kafka allow.everyone.if.no.acl.found)"`
 	RemotingAuthentication bool          `yaml:"remoting_authentication" help:"require every RocketMQ remoting request to be signed with a user's access key (RocketMQ ACL AccessKey/Signature)"`
+	PulsarAuthentication   bool          `yaml:"pulsar_authentication" help:"require Pulsar clients to authenticate at CONNECT (token: a JWT the node signed; basic: a user's name:password; tls: a verified client certificate)"`
 	GRPCAuthentication     bool          `yaml:"grpc_authentication" help:"require every RocketMQ 5 gRPC request to carry a signed authorization header (MQv2-HMAC-SHA1)"`
 	SASLMechanisms         string        `yaml:"sasl_mechanisms" help:"comma-separated SASL mechanisms Kafka SASL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"`
 	MaxReauth              time.Duration `yaml:"max_reauth" help:"longest a Kafka SASL session lasts before the client must re-authenticate (Kafka connections.max.reauth.ms; 0: no limit)"`
@@ -265,7 +267,7 @@ func DefaultConfig() Config {
 		DataDir: "./data",
 		NodeID:  1,
 		Log:     LogConfig{Level: "info", Format: "text"},
-		Listen: ListenConfig{HTTP: ":8080", Kafka: ":9092", Remoting: ":9876", GRPC: ":8081", Pulsar: ":6650", GRPCTLS: "permissive", PulsarTLS: "permissive",
+		Listen: ListenConfig{HTTP: ":8080", Kafka: ":9092", Remoting: ":9876", GRPC: ":8081", Pulsar: ":6650", PulsarSSL: ":6651", GRPCTLS: "permissive", PulsarTLS: "permissive",
 			KafkaTLS: "permissive", RemotingTLS: "permissive", HTTPTLS: "permissive", RemotingReadLinger: 300 * time.Microsecond},
 		Storage: StorageConfig{
 			Durability:         "sync",
@@ -598,7 +600,7 @@ func (l ListenConfig) withHost() ListenConfig {
 	if l.Host == "" {
 		return l
 	}
-	for _, addr := range []*string{&l.HTTP, &l.Kafka, &l.Remoting, &l.GRPC, &l.Pulsar} {
+	for _, addr := range []*string{&l.HTTP, &l.Kafka, &l.Remoting, &l.GRPC, &l.Pulsar, &l.PulsarSSL} {
 		if host, port, err := net.SplitHostPort(*addr); err == nil && host == "" {
 			*addr = net.JoinHostPort(l.Host, port)
 		}

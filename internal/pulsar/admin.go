@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -642,11 +643,21 @@ func (s *Server) adminLookup(w http.ResponseWriter, r *http.Request) {
 		adminFail(w, err)
 		return
 	}
-	addr := s.opts.AdvertisedAddr
-	if addr == "" && s.opts.Addr != nil {
-		addr = s.opts.Addr()
+	s.addrMu.Lock()
+	pl, sl := s.plain, s.secured
+	s.addrMu.Unlock()
+	if sl == "" {
+		sl = pl
+	}
+	local := r.Host
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		local = a.String()
+	}
+	plain, secured := reachable(pl, local), reachable(sl, local)
+	if a := s.opts.AdvertisedAddr; a != "" {
+		plain, secured = a, a
 	}
 	host := r.Host
-	adminJSON(w, map[string]string{"brokerUrl": "pulsar://" + addr, "brokerUrlTls": "pulsar+ssl://" + addr,
-		"httpUrl": "http://" + host, "httpUrlTls": "https://" + host, "nativeUrl": "pulsar://" + addr})
+	adminJSON(w, map[string]string{"brokerUrl": "pulsar://" + plain, "brokerUrlTls": "pulsar+ssl://" + secured,
+		"httpUrl": "http://" + host, "httpUrlTls": "https://" + host, "nativeUrl": "pulsar://" + plain})
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/pulsar/pulsarpb"
 )
 
@@ -41,6 +42,7 @@ type conn struct {
 	entryMeta    bool // the client reads broker entry metadata
 	clientName   string
 	connectedYet bool
+	principal    security.Principal
 
 	mu        sync.Mutex
 	producers map[uint64]*producer
@@ -248,6 +250,13 @@ func (c *conn) handleConnect(m *pulsarpb.CommandConnect) error {
 		return fmt.Errorf("%w: a second CONNECT", ErrBadFrame)
 	}
 	c.connectedYet = true
+	p, err := c.authenticate(m)
+	if err != nil {
+		c.log.Warn("pulsar authentication failed", "method", m.GetAuthMethodName(), "err", err)
+		c.errorReply(0, pulsarpb.ServerError_AuthenticationError, err.Error())
+		return err
+	}
+	c.principal = p
 	c.version = min(m.GetProtocolVersion(), maxProtocolVersion)
 	c.entryMeta = m.GetFeatureFlags().GetSupportsBrokerEntryMetadata()
 	c.clientName = m.GetClientVersion()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/pop"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/pulsar/pulsarpb"
 )
@@ -32,6 +33,9 @@ type consumer struct {
 
 // handleSubscribe attaches a consumer to its subscription.
 func (c *conn) handleSubscribe(m *pulsarpb.CommandSubscribe) {
+	if ref, err := ParseTopic(m.GetTopic()); err == nil && !c.allowed(m.GetRequestId(), ref.Name, security.OpRead, m.GetSubscription()) {
+		return
+	}
 	t, index, _, err := c.topicFor(m.GetTopic())
 	if err != nil {
 		c.errorReply(m.GetRequestId(), errorCode(err), err.Error())
@@ -48,6 +52,7 @@ func (c *conn) handleSubscribe(m *pulsarpb.CommandSubscribe) {
 		c.errorReply(m.GetRequestId(), pulsarpb.ServerError_InvalidTopicName, "empty subscription name")
 		return
 	}
+
 	co := &consumer{c: c, id: m.GetConsumerId(), name: m.GetConsumerName(), priority: m.GetPriorityLevel(),
 		meta: keyValues(m.GetMetadata()), since: time.Now()}
 	c.mu.Lock()

@@ -13,17 +13,43 @@ import (
 	"github.com/rosettamq/rosetta/internal/pulsar/pulsarpb"
 )
 
-// serviceURL is the pulsar:// address lookups answer with: the advertised
-// one, else the address the client reached this connection on.
-func (c *conn) serviceURL() string {
-	addr := c.s.opts.AdvertisedAddr
-	if addr == "" {
-		addr = c.nc.LocalAddr().String()
-		if host, port, err := net.SplitHostPort(addr); err == nil && (host == "::" || host == "0.0.0.0") {
-			addr = net.JoinHostPort("127.0.0.1", port)
+// serviceURLs are the pulsar:// and pulsar+ssl:// addresses lookups
+// answer with: the advertised one, else the listeners' (a listener bound
+// to every address named by the address the client reached).
+func (c *conn) serviceURLs() (plain, secured string) {
+	s := c.s
+	s.addrMu.Lock()
+	pl, sl := s.plain, s.secured
+	s.addrMu.Unlock()
+	local := c.nc.LocalAddr().String()
+	if pl == "" {
+		pl = local
+	}
+	if sl == "" {
+		sl = pl // the permissive listener takes TLS too
+	}
+	plain, secured = reachable(pl, local), reachable(sl, local)
+	if a := s.opts.AdvertisedAddr; a != "" {
+		plain = a
+		if s.secured == "" {
+			secured = a
 		}
 	}
-	return "pulsar://" + addr
+	return "pulsar://" + plain, "pulsar+ssl://" + secured
+}
+
+// reachable is a listener's address as a client reaching local can use
+// it: an unspecified host becomes local's.
+func reachable(listener, local string) string {
+	host, port, err := net.SplitHostPort(listener)
+	if err != nil || (host != "" && !net.ParseIP(host).IsUnspecified()) {
+		return listener
+	}
+	lh, _, err := net.SplitHostPort(local)
+	if err != nil {
+		return listener
+	}
+	return net.JoinHostPort(lh, port)
 }
 
 // handleLookup answers LOOKUP: this node serves every topic.
@@ -33,9 +59,9 @@ func (c *conn) handleLookup(m *pulsarpb.CommandLookupTopic) {
 		resp.Response = pulsarpb.CommandLookupTopicResponse_Failed.Enum()
 		resp.Error, resp.Message = errorCode(err).Enum(), proto.String(err.Error())
 	} else {
-		url := c.serviceURL()
+		plain, secured := c.serviceURLs()
 		resp.Response = pulsarpb.CommandLookupTopicResponse_Connect.Enum()
-		resp.BrokerServiceUrl, resp.BrokerServiceUrlTls = proto.String(url), proto.String(strings.Replace(url, "pulsar://", "pulsar+ssl://", 1))
+		resp.BrokerServiceUrl, resp.BrokerServiceUrlTls = proto.String(plain), proto.String(secured)
 		resp.Authoritative = proto.Bool(true)
 	}
 	c.command(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: resp})

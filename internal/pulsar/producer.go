@@ -12,6 +12,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/produce"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/pulsar/pulsarpb"
 )
@@ -58,6 +59,9 @@ func ledgerID(t *broker.Topic) uint64 { return uint64(max(t.CreatedMs, 1)) }
 // handleProducer registers a producer and tells it the highest sequence id
 // its name has stored, where it resumes.
 func (c *conn) handleProducer(m *pulsarpb.CommandProducer) {
+	if ref, err := ParseTopic(m.GetTopic()); err == nil && !c.allowed(m.GetRequestId(), ref.Name, security.OpWrite, "") {
+		return
+	}
 	t, index, _, err := c.topicFor(m.GetTopic())
 	if err != nil {
 		c.errorReply(m.GetRequestId(), errorCode(err), err.Error())

@@ -12,6 +12,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/pop"
 	"github.com/rosettamq/rosetta/internal/broker/produce"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 // Options configure a Server.
@@ -20,14 +21,15 @@ type Options struct {
 	// AdvertisedAddr is the host:port lookups name; empty: the address
 	// each client connected to.
 	AdvertisedAddr string
-	// Addr is the listener's bound address (HTTP lookups name it when
-	// nothing is advertised).
-	Addr func() string
 	// Pop is the POP engine Shared and Key_Shared subscriptions consume
 	// through (nil: those subscription types are refused).
 	Pop *pop.Engine
 	// MaxMessageSize is told to clients in CONNECTED (default 5 MiB).
 	MaxMessageSize int
+	// Security authenticates and authorizes (nil: everything is allowed).
+	Security *security.Service
+	// Authentication requires credentials at CONNECT.
+	Authentication bool
 	// KeepAlive is how long a connection may stay silent before the
 	// broker closes it (default 2 minutes; clients ping every 30 s).
 	KeepAlive time.Duration
@@ -44,7 +46,12 @@ type Server struct {
 	subs     *subscriptions
 	live     liveProducers
 
-	wg sync.WaitGroup
+	addrMu  sync.Mutex
+	plain   string // the plaintext (or permissive) listener's address
+	secured string // the TLS-only listener's address
+
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 }
 
 // NewServer returns a server over b.
@@ -66,9 +73,25 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 	return s
 }
 
-// Serve accepts connections on l until ctx ends, then closes them and
-// waits for their goroutines.
+// Serve accepts connections on l (plaintext, or TLS and plaintext) until
+// ctx ends, then closes them and waits for their goroutines.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	s.addrMu.Lock()
+	s.plain = l.Addr().String()
+	s.addrMu.Unlock()
+	return s.serve(ctx, l)
+}
+
+// ServeTLS is Serve for the TLS-only listener (pulsar+ssl://), which
+// lookups name for TLS clients.
+func (s *Server) ServeTLS(ctx context.Context, l net.Listener) error {
+	s.addrMu.Lock()
+	s.secured = l.Addr().String()
+	s.addrMu.Unlock()
+	return s.serve(ctx, l)
+}
+
+func (s *Server) serve(ctx context.Context, l net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -93,6 +116,6 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	}
 	cancel()
 	s.wg.Wait()
-	s.subs.close()
+	s.closeOnce.Do(s.subs.close)
 	return err
 }

@@ -160,11 +160,12 @@ func (st *Stack) Close() error {
 // FrontEnds are the listeners the protocol servers of a stack serve
 // (TLS already applied), by endpoint.
 type FrontEnds struct {
-	Kafka    []net.Listener
-	KafkaLis []kafka.Listener
-	Remoting net.Listener
-	GRPC     net.Listener
-	Pulsar   net.Listener
+	Kafka     []net.Listener
+	KafkaLis  []kafka.Listener
+	Remoting  net.Listener
+	GRPC      net.Listener
+	Pulsar    net.Listener
+	PulsarSSL net.Listener
 	// PulsarServer serves Pulsar (built early when its admin API shares
 	// the HTTP port).
 	PulsarServer *pulsar.Server
@@ -193,6 +194,8 @@ func (n *Node) RunSingle(ctx context.Context, ready func(), eps []Endpoint, also
 			fe.GRPC = l
 		case ep.Name == "pulsar":
 			fe.Pulsar = l
+		case ep.Name == "pulsar-ssl":
+			fe.PulsarSSL = l
 		case ep.Kafka != nil:
 			fe.Kafka = append(fe.Kafka, l)
 			fe.KafkaLis = append(fe.KafkaLis, *ep.Kafka)
@@ -200,7 +203,7 @@ func (n *Node) RunSingle(ctx context.Context, ready func(), eps []Endpoint, also
 	}
 	st := n.Stack(0)
 	g, gctx := errgroup.WithContext(ctx)
-	if fe.Pulsar != nil {
+	if fe.Pulsar != nil || fe.PulsarSSL != nil {
 		fe.PulsarServer = n.pulsarServer(st)
 	}
 	var httpSrv *http.Server
@@ -275,12 +278,17 @@ func (n *Node) serve(ctx context.Context, g *errgroup.Group, st *Stack, fe Front
 		st.Members.Add(admin.MemberSource{Members: grpcMembers(srv), Groups: srv.ConsumerGroups})
 		g.Go(func() error { return srv.Serve(ctx, fe.GRPC) })
 	}
-	if fe.Pulsar != nil {
+	if fe.Pulsar != nil || fe.PulsarSSL != nil {
 		srv := fe.PulsarServer
 		if srv == nil {
 			srv = n.pulsarServer(st)
 		}
-		g.Go(func() error { return srv.Serve(ctx, fe.Pulsar) })
+		if fe.Pulsar != nil {
+			g.Go(func() error { return srv.Serve(ctx, fe.Pulsar) })
+		}
+		if fe.PulsarSSL != nil {
+			g.Go(func() error { return srv.ServeTLS(ctx, fe.PulsarSSL) })
+		}
 	}
 }
 
@@ -288,9 +296,6 @@ func (n *Node) serve(ctx context.Context, g *errgroup.Group, st *Stack, fe Front
 func (n *Node) pulsarServer(st *Stack) *pulsar.Server {
 	opts := n.Pulsar
 	opts.Pop, opts.Logger = st.Pop, n.log
-	if opts.Addr == nil && n.Addr != nil {
-		opts.Addr = func() string { return n.Addr("pulsar") }
-	}
 	return pulsar.NewServer(st.Broker, opts)
 }
 
