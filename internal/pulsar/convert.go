@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -30,6 +31,9 @@ import (
 // tombstone; a delivery time becomes the timer header the broker's timer
 // store honours. The batch keeps the producer's codec where Kafka has
 // it: LZ4, ZSTD, ZLIB (as gzip) and Snappy.
+
+// ErrUnsupported is a message this broker does not store.
+var ErrUnsupported = errors.New("not supported")
 
 // maxUncompressed bounds a batch's size after decompression.
 const maxUncompressed = 64 << 20
@@ -119,7 +123,10 @@ type sentMessage struct {
 // form they are stored in.
 func DecodeSend(md *pulsarpb.MessageMetadata, payload []byte) ([]kbatch.NewRecord, error) {
 	if md.GetNumChunksFromMsg() > 1 {
-		return nil, fmt.Errorf("%w: chunked messages are not supported", ErrBadFrame)
+		return nil, fmt.Errorf("%w: chunked messages", ErrUnsupported)
+	}
+	if len(md.GetEncryptionKeys()) > 0 {
+		return nil, fmt.Errorf("%w: end-to-end encrypted messages (their batches cannot be stored as records)", ErrUnsupported)
 	}
 	plain, err := decompress(md, payload)
 	if err != nil {

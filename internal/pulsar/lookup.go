@@ -159,7 +159,7 @@ func errorCode(err error) pulsarpb.ServerError {
 		return pulsarpb.ServerError_InvalidTopicName
 	case errors.Is(err, model.ErrNotLeader):
 		return pulsarpb.ServerError_ServiceNotReady
-	case errors.Is(err, model.ErrMessageTooLarge):
+	case errors.Is(err, model.ErrMessageTooLarge), errors.Is(err, ErrUnsupported), errors.Is(err, ErrBadFrame):
 		return pulsarpb.ServerError_NotAllowedError
 	case errors.Is(err, model.ErrDiskFull):
 		return pulsarpb.ServerError_PersistenceError
