@@ -132,13 +132,22 @@ func pathTopic(r *http.Request) (TopicRef, error) {
 	return ParseTopic("persistent://" + r.PathValue("tenant") + "/" + r.PathValue("ns") + "/" + r.PathValue("topic"))
 }
 
-// readCount reads a partition count body (a bare JSON number).
+// readCount reads a partition count body: a bare JSON number, or the
+// metadata object newer admin clients send ({"partitions": n, ...}).
 func readCount(r *http.Request) (int, error) {
-	b, err := io.ReadAll(io.LimitReader(r.Body, 64))
+	b, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
 	if err != nil {
 		return 0, err
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		var md struct {
+			Partitions int `json:"partitions"`
+		}
+		if json.Unmarshal(b, &md) == nil {
+			n, err = md.Partitions, nil
+		}
+	}
 	if err != nil || n <= 0 {
 		return 0, fmt.Errorf("%w: partition count %q", errBadRequest, b)
 	}
@@ -411,6 +420,20 @@ func (s *Server) setPosition(ctx context.Context, t *broker.Topic, i int32, name
 		return p.Reset(ctx, name, q, off)
 	}
 	return nil
+}
+
+// ensureSubscription makes a subscription at the queue's end unless it
+// has a position.
+func (s *Server) ensureSubscription(ctx context.Context, t *broker.Topic, i int32, name string) error {
+	if _, ok := s.subscriptionPosition(t, i, name); ok {
+		return nil
+	}
+	_, hw, _, err := s.b.Offsets(t.Name, i)
+	if err != nil {
+		return err
+	}
+	q, _ := t.Queue(i)
+	return s.b.CommitOffsets(ctx, name, t.Name, map[int32]broker.OffsetCommit{i: {Queue: q, Offset: hw, LeaderEpoch: -1}})
 }
 
 // messageIDBody is the message id admin requests carry.

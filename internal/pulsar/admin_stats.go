@@ -39,6 +39,22 @@ func (s *Server) adminStats(w http.ResponseWriter, r *http.Request) {
 		adminFail(w, err)
 		return
 	}
+	stats := s.topicStats(t, idx)
+	if ref.Partition < 0 && len(t.All) > 1 {
+		stats["metadata"] = map[string]any{"partitions": len(t.All)}
+		if r.URL.Query().Get("perPartition") != "false" {
+			parts := map[string]any{}
+			for _, i := range idx {
+				parts[TopicRef{Name: t.Name, Partition: int(i)}.String()] = s.topicStats(t, []int32{i})
+			}
+			stats["partitions"] = parts
+		}
+	}
+	adminJSON(w, stats)
+}
+
+// topicStats describes a topic's queues idx.
+func (s *Server) topicStats(t *broker.Topic, idx []int32) map[string]any {
 	msgs, size := s.queueTotals(t, idx)
 	publishers := []map[string]any{}
 	for _, i := range idx {
@@ -53,19 +69,19 @@ func (s *Server) adminStats(w http.ResponseWriter, r *http.Request) {
 	for _, name := range s.subscriptionNames(t, idx) {
 		subs[name] = s.subscriptionStats(t, idx, name)
 	}
-	adminJSON(w, map[string]any{
+	return map[string]any{
 		"msgRateIn": 0, "msgThroughputIn": 0, "msgRateOut": 0, "msgThroughputOut": 0,
 		"bytesInCounter": size, "msgInCounter": msgs, "bytesOutCounter": 0, "msgOutCounter": 0,
 		"averageMsgSize": 0, "msgChunkPublished": false, "storageSize": size, "backlogSize": 0, "offloadedStorageSize": 0,
 		"publishers": publishers, "waitingPublishers": 0, "subscriptions": subs, "replication": map[string]any{},
 		"deduplicationStatus": "Enabled", "nonContiguousDeletedMessagesRanges": 0,
-	})
+	}
 }
 
 // subscriptionStats describes one subscription over a topic's queues.
 func (s *Server) subscriptionStats(t *broker.Topic, idx []int32, name string) map[string]any {
 	backlog, unacked := int64(0), 0
-	typ, durable := "Exclusive", true
+	typ, durable, active := "Exclusive", true, ""
 	consumers := []map[string]any{}
 	for _, i := range idx {
 		_, hw, _, err := s.b.Offsets(t.Name, i)
@@ -94,6 +110,9 @@ func (s *Server) subscriptionStats(t *broker.Topic, idx []int32, name string) ma
 			}
 		}
 		for _, v := range sub.consumerViews() {
+			if v.active && !sub.base().shared {
+				active = v.co.name
+			}
 			unacked += v.unacked
 			consumers = append(consumers, map[string]any{"consumerName": v.co.name, "availablePermits": v.permits,
 				"unackedMessages": v.unacked, "metadata": v.co.meta, "address": v.co.c.nc.RemoteAddr().String(),
@@ -103,7 +122,7 @@ func (s *Server) subscriptionStats(t *broker.Topic, idx []int32, name string) ma
 	}
 	return map[string]any{"msgRateOut": 0, "msgThroughputOut": 0, "msgBacklog": backlog, "msgBacklogNoDelayed": backlog,
 		"backlogSize": 0, "unackedMessages": unacked, "type": typ, "isDurable": durable, "isReplicated": false,
-		"consumers": consumers, "msgRateExpired": 0, "blockedSubscriptionOnUnackedMsgs": false}
+		"consumers": consumers, "msgRateExpired": 0, "blockedSubscriptionOnUnackedMsgs": false, "activeConsumerName": active}
 }
 
 func (s *Server) adminInternalStats(w http.ResponseWriter, r *http.Request) {

@@ -275,7 +275,7 @@ func (co *consumer) sendEntry(sub *subBase, e *entry, ackSet []int64, redelivere
 		cmd.Message.RedeliveryCount = proto.Uint32(uint32(redelivered))
 	}
 	md := &pulsarpb.MessageMetadata{ProducerName: proto.String(e.producer), SequenceId: proto.Uint64(e.sequence),
-		PublishTime: proto.Uint64(uint64(max(e.storeTime, 0))), NumMessagesInBatch: proto.Int32(int32(e.count))}
+		PublishTime: proto.Uint64(uint64(max(e.publishTime, 0))), NumMessagesInBatch: proto.Int32(int32(e.count))}
 	var bem *pulsarpb.BrokerEntryMetadata
 	if co.c.entryMeta {
 		bem = &pulsarpb.BrokerEntryMetadata{BrokerTimestamp: proto.Uint64(uint64(max(e.storeTime, 0))),

@@ -212,21 +212,26 @@ const HeaderOrderingKey = "pulsar.ordering_key"
 // entry is a stored record as a Pulsar entry: its messages encoded as a
 // batch payload.
 type entry struct {
-	base      model.QueueOffset
-	count     int
-	storeTime int64
-	producer  string
-	sequence  uint64
-	payload   []byte
+	base        model.QueueOffset
+	count       int
+	storeTime   int64
+	publishTime int64 // the producer's (Pulsar batches), else the store time
+	producer    string
+	sequence    uint64
+	payload     []byte
 }
 
 // encodeEntry converts a stored record into an entry; ok is false for
 // records Pulsar consumers never see (Kafka transaction markers, aborted
 // batches, internal records).
 func (s *Server) encodeEntry(q model.QueueID, r *broker.StoredRecord) (e entry, ok bool, err error) {
-	e = entry{base: r.BaseOffset, count: int(r.Count), storeTime: r.StoreTime, sequence: uint64(r.BaseOffset)}
-	if id, ok := parseIdentity(r); ok {
+	e = entry{base: r.BaseOffset, count: int(r.Count), storeTime: r.StoreTime, publishTime: r.StoreTime, sequence: uint64(r.BaseOffset)}
+	id, pulsarMade := parseIdentity(r)
+	if pulsarMade {
 		e.producer, e.sequence = id.name, id.first
+		if id.publish > 0 {
+			e.publishTime = int64(id.publish)
+		}
 	}
 	switch r.Format {
 	case model.FormatKafkaBatchV2:
@@ -235,7 +240,10 @@ func (s *Server) encodeEntry(q model.QueueID, r *broker.StoredRecord) (e entry, 
 		}
 		n := 0
 		err = s.batches.Records(r.Payload, true, func(kr *kbatch.Record) bool {
-			smm := pulsarpb.SingleMessageMetadata{EventTime: proto.Uint64(uint64(max(kr.Timestamp, 0)))}
+			smm := pulsarpb.SingleMessageMetadata{}
+			if !pulsarMade || kr.Timestamp != e.publishTime {
+				smm.EventTime = proto.Uint64(uint64(max(kr.Timestamp, 0)))
+			}
 			if !kr.KeyNull {
 				smm.PartitionKey = proto.String(string(kr.Key))
 			}

@@ -1,8 +1,8 @@
 package pulsar
 
 import (
+	"bytes"
 	"encoding/binary"
-	"strings"
 	"sync"
 
 	"github.com/rosettamq/rosetta/internal/broker"
@@ -20,16 +20,20 @@ import (
 // identityPrefix starts the key a Pulsar batch's identity is stored as.
 const identityPrefix = "\x00pulsar\x00"
 
-// identity is a stored batch's producer and sequence ids.
+// identity is a stored batch's producer, sequence ids and publish time
+// (records without an event time carry the publish time as their
+// timestamp: a consumer is told no event time for them).
 type identity struct {
 	name        string
 	first, last uint64
+	publish     uint64
 }
 
 func (id identity) key() []byte {
 	b := append([]byte(nil), identityPrefix...)
 	b = binary.AppendUvarint(b, id.first)
 	b = binary.AppendUvarint(b, id.last)
+	b = binary.AppendUvarint(b, id.publish)
 	return append(b, id.name...)
 }
 
@@ -41,7 +45,7 @@ func parseIdentity(r *broker.StoredRecord) (identity, bool) {
 	var id identity
 	found := false
 	_ = r.EachKey(func(k broker.Key) {
-		if found || !strings.HasPrefix(string(k.Key), identityPrefix) {
+		if found || !bytes.HasPrefix(k.Key, []byte(identityPrefix)) {
 			return
 		}
 		b := k.Key[len(identityPrefix):]
@@ -53,7 +57,11 @@ func parseIdentity(r *broker.StoredRecord) (identity, bool) {
 		if m <= 0 {
 			return
 		}
-		id, found = identity{name: string(b[n+m:]), first: first, last: last}, true
+		publish, j := binary.Uvarint(b[n+m:])
+		if j <= 0 {
+			return
+		}
+		id, found = identity{name: string(b[n+m+j:]), first: first, last: last, publish: publish}, true
 	})
 	return id, found
 }

@@ -89,6 +89,14 @@ func (c *conn) handleProducer(m *pulsarpb.CommandProducer) {
 			SchemaVersion: []byte{}, ProducerReady: proto.Bool(true)}})
 		return
 	}
+	if sub := m.GetInitialSubscriptionName(); sub != "" {
+		// A dead-letter producer's topic keeps its messages for the
+		// subscription its consumers will use.
+		if err := c.s.ensureSubscription(c.ctx, t, index, sub); err != nil {
+			c.errorReply(m.GetRequestId(), errorCode(err), err.Error())
+			return
+		}
+	}
 	if !c.s.live.addProducer(p) {
 		c.errorReply(m.GetRequestId(), pulsarpb.ServerError_ProducerBusy,
 			fmt.Sprintf("producer %s is already connected to %s", name, m.GetTopic()))
@@ -148,7 +156,7 @@ func (s *Server) store(c *conn, p *producer, f *Frame, first, last uint64) (uint
 	if prev, ok := qs.last[p.name]; ok && int64(last) <= prev {
 		return ledgerID(t), res, true, nil
 	}
-	res, err = s.appender.AppendKeyed(c.ctx, t, p.index, batch, "", identity{name: p.name, first: first, last: last}.key())
+	res, err = s.appender.AppendKeyed(c.ctx, t, p.index, batch, "", identity{name: p.name, first: first, last: last, publish: f.Metadata.GetPublishTime()}.key())
 	if err == nil {
 		qs.last[p.name] = int64(last)
 	}

@@ -39,10 +39,12 @@ type sharedSub struct {
 	consumers []*consumer // sorted by priority
 	turn      int         // round robin among those with permits
 	router    keyRouter   // Key_Shared
-	running   bool
-	cancel    context.CancelFunc
-	done      chan struct{}
-	wake      chan struct{}
+
+	ids     idCache // the dispatcher's
+	running bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+	wake    chan struct{}
 }
 
 // ErrNoPop is a Shared subscription on a server without a POP engine.
@@ -308,10 +310,8 @@ func (sub *sharedSub) dispatch(ctx context.Context) {
 		}
 		if len(got) == 0 {
 			// Leases that expire (a consumer lost without a word) come
-			// back within a second.
-			wctx, cancel := context.WithTimeout(ctx, time.Second)
-			_ = sub.s.b.Wait(wctx, []broker.Watch{{Topic: sub.topic, Index: sub.index, Offset: hw, Stable: true}})
-			cancel()
+			// back within a second; messages given back at once.
+			waitOrWake(ctx, sub.s.b, sub.wake, time.Second, broker.Watch{Topic: sub.topic, Index: sub.index, Offset: hw, Stable: true})
 			continue
 		}
 		if sub.keyShared {
@@ -366,7 +366,7 @@ func (sub *sharedSub) sendPending() {
 	for _, o := range sends {
 		for i := range o.ds {
 			d := &o.ds[i]
-			e := messageEntry(d.Offset, d.StoreTime, &d.Message)
+			e := sub.messageEntry(d)
 			o.co.sendEntry(&sub.subBase, &e, nil, d.Attempt-1)
 		}
 	}
@@ -396,7 +396,7 @@ func (sub *sharedSub) hand(co *consumer, got []pop.Delivery) {
 	}
 	for i := range got {
 		d := &got[i]
-		e := messageEntry(d.Offset, d.StoreTime, &d.Message)
+		e := sub.messageEntry(d)
 		co.sendEntry(&sub.subBase, &e, nil, d.Attempt-1)
 	}
 }
@@ -431,6 +431,28 @@ func (sub *sharedSub) renew(ctx context.Context) {
 	}
 }
 
+// waitOrWake parks until the watched queue has data, a wake-up or d.
+func waitOrWake(ctx context.Context, b *broker.Broker, wake chan struct{}, d time.Duration, w broker.Watch) {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-wake:
+			cancel()
+			select { // for the dispatcher's loop
+			case wake <- struct{}{}:
+			default:
+			}
+		case <-wctx.Done():
+		}
+	}()
+	_ = b.Wait(wctx, []broker.Watch{w})
+	cancel()
+	<-done
+}
+
 // sleepOrWake waits d or a wake-up.
 func sleepOrWake(ctx context.Context, wake chan struct{}, d time.Duration) {
 	t := time.NewTimer(d)
@@ -442,9 +464,51 @@ func sleepOrWake(ctx context.Context, wake chan struct{}, d time.Duration) {
 	}
 }
 
-// messageEntry is one message as an entry of its own.
-func messageEntry(off model.QueueOffset, storeTime int64, m *model.Message) entry {
-	e := entry{base: off, count: 1, storeTime: storeTime, producer: m.Producer, sequence: uint64(off)}
-	e.payload = appendSingle(nil, messageMetadata(m), m.Body)
+// idCache remembers the stored batch a delivery came from, so the
+// messages of one Pulsar batch find their producer's identity with one read.
+type idCache struct {
+	base, end model.QueueOffset
+	id        identity
+	ok        bool
+}
+
+// identityAt is the producer identity of the batch holding offset off.
+func (sub *sharedSub) identityAt(off model.QueueOffset) (identity, bool) {
+	c := &sub.ids
+	if off >= c.base && off < c.end {
+		return c.id, c.ok
+	}
+	res, err := sub.s.b.Read(sub.topic, sub.index, off, ReadOne)
+	if err != nil {
+		return identity{}, false
+	}
+	defer res.Release()
+	for i := range res.Records {
+		r := &res.Records[i]
+		if off >= r.BaseOffset && off < r.BaseOffset+model.QueueOffset(r.Count) {
+			c.base, c.end = r.BaseOffset, r.BaseOffset+model.QueueOffset(r.Count)
+			c.id, c.ok = parseIdentity(r)
+			return c.id, c.ok
+		}
+	}
+	return identity{}, false
+}
+
+// messageEntry is a delivery as an entry of its own, with its Pulsar
+// producer's name and publish time when a Pulsar producer wrote it.
+func (sub *sharedSub) messageEntry(d *pop.Delivery) entry {
+	m := &d.Message
+	e := entry{base: d.Offset, count: 1, storeTime: d.StoreTime, publishTime: d.StoreTime, producer: m.Producer, sequence: uint64(d.Offset)}
+	smm := messageMetadata(m)
+	if id, ok := sub.identityAt(d.Offset); ok {
+		e.producer, e.sequence = id.name, id.first+uint64(d.Offset-sub.ids.base)
+		if id.publish > 0 {
+			e.publishTime = int64(id.publish)
+			if m.BornTime == e.publishTime {
+				smm.EventTime = nil
+			}
+		}
+	}
+	e.payload = appendSingle(nil, smm, m.Body)
 	return e
 }

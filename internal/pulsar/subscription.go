@@ -169,7 +169,12 @@ func (sub *subscription) remove(co *consumer) {
 // position so the new one gets what the old one did not acknowledge.
 func (sub *subscription) chooseActiveLocked() {
 	var next *consumer
-	if n := len(sub.consumers); n > 0 {
+	if len(sub.consumers) > 0 {
+		// Among the consumers of the best priority level.
+		n := 1
+		for n < len(sub.consumers) && sub.consumers[n].priority == sub.consumers[0].priority {
+			n++
+		}
 		i := 0
 		if sub.partitions > 1 {
 			i = int(sub.index) % n
@@ -270,17 +275,7 @@ func (sub *subscription) sleep(ctx context.Context, d time.Duration) {
 
 // waitData parks until the queue has data past pos or something changes.
 func (sub *subscription) waitData(ctx context.Context, pos model.QueueOffset) {
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	go func() {
-		select {
-		case <-sub.wake:
-			cancel()
-			sub.poke() // for the loop
-		case <-wctx.Done():
-		}
-	}()
-	_ = sub.s.b.Wait(wctx, []broker.Watch{{Topic: sub.topic, Index: sub.index, Offset: pos, Stable: true}})
+	waitOrWake(ctx, sub.s.b, sub.wake, 5*time.Second, broker.Watch{Topic: sub.topic, Index: sub.index, Offset: pos, Stable: true})
 }
 
 // deliver reads from pos and sends what co's permits allow; it returns
