@@ -57,6 +57,7 @@ func (s *Server) AdminHandler(guard func(http.HandlerFunc) http.HandlerFunc) htt
 	h("DELETE "+topic, s.adminDeleteTopic)
 	h("GET /admin/v2/persistent/{tenant}/{ns}", s.adminListTopics)
 	h("GET /admin/v2/persistent/{tenant}/{ns}/partitioned", s.adminListPartitioned)
+	h("PUT "+topic+"/unload", s.adminUnload)
 	h("GET "+topic+"/stats", s.adminStats)
 	h("GET "+topic+"/partitioned-stats", s.adminStats)
 	h("GET "+topic+"/internalStats", s.adminInternalStats)
@@ -238,6 +239,35 @@ func (s *Server) adminDeleteTopic(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		adminFail(w, err)
 		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// adminUnload closes the topic's producers and consumers (they look it up
+// and connect again), as Pulsar's unload does.
+func (s *Server) adminUnload(w http.ResponseWriter, r *http.Request) {
+	ref, err := pathTopic(r)
+	var t *broker.Topic
+	var idx []int32
+	if err == nil {
+		t, idx, err = s.queuesOf(ref)
+	}
+	if err != nil {
+		adminFail(w, err)
+		return
+	}
+	for _, i := range idx {
+		q, _ := t.Queue(i)
+		for _, p := range s.live.producersOf(q) {
+			p.c.closeProducer(p)
+		}
+	}
+	for _, sub := range s.subsOf(t) {
+		if slices.Contains(idx, sub.base().index) {
+			for _, v := range sub.consumerViews() {
+				v.co.c.closeConsumer(v.co)
+			}
+		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -47,6 +47,9 @@ type conn struct {
 	mu        sync.Mutex
 	producers map[uint64]*producer
 	consumers map[uint64]*consumer
+	// closed: consumers the broker closed (a seek, a reset), until the
+	// client subscribes them again.
+	closed map[uint64]*subBase
 }
 
 func newConn(ctx context.Context, s *Server, nc net.Conn) *conn {

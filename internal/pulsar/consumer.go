@@ -56,6 +56,9 @@ func (c *conn) handleSubscribe(m *pulsarpb.CommandSubscribe) {
 	co := &consumer{c: c, id: m.GetConsumerId(), name: m.GetConsumerName(), priority: m.GetPriorityLevel(),
 		meta: keyValues(m.GetMetadata()), since: time.Now()}
 	c.mu.Lock()
+	delete(c.closed, co.id)
+	c.mu.Unlock()
+	c.mu.Lock()
 	old := c.consumers[co.id]
 	c.mu.Unlock()
 	if old != nil {
@@ -129,11 +132,54 @@ func (c *conn) handleRedeliver(m *pulsarpb.CommandRedeliverUnacknowledgedMessage
 func (c *conn) handleSeek(m *pulsarpb.CommandSeek) {
 	co := c.consumerOf(m.GetConsumerId())
 	if co == nil {
-		c.errorReply(m.GetRequestId(), pulsarpb.ServerError_ConsumerNotFound, "no such consumer")
+		c.seekClosed(m)
 		return
 	}
 	sub := co.sub.base()
-	b := c.s.b
+	off, err := c.s.seekOffset(sub, m)
+	if err == nil {
+		err = co.sub.seek(c.ctx, off)
+	}
+	if err != nil {
+		c.errorReply(m.GetRequestId(), errorCode(err), err.Error())
+		return
+	}
+	c.success(m.GetRequestId())
+	c.closeConsumer(co)
+}
+
+// seekClosed answers a SEEK for a consumer the broker has just closed
+// (after an earlier seek, before the client subscribed again): a durable
+// subscription moves; a reader subscribes again from the id it sought.
+func (c *conn) seekClosed(m *pulsarpb.CommandSeek) {
+	c.mu.Lock()
+	sb, ok := c.closed[m.GetConsumerId()]
+	c.mu.Unlock()
+	if !ok {
+		c.errorReply(m.GetRequestId(), pulsarpb.ServerError_ConsumerNotFound, "no such consumer")
+		return
+	}
+	var err error
+	if sb.durable {
+		var off model.QueueOffset
+		var t *broker.Topic
+		if off, err = c.s.seekOffset(sb, m); err == nil {
+			t, err = c.s.b.Topic(sb.topic)
+		}
+		if err == nil {
+			err = c.s.setPosition(c.ctx, t, sb.index, sb.key.name, off)
+		}
+	}
+	if err != nil {
+		c.errorReply(m.GetRequestId(), errorCode(err), err.Error())
+		return
+	}
+	c.success(m.GetRequestId())
+}
+
+// seekOffset is the offset a SEEK names on a subscription's queue.
+func (s *Server) seekOffset(sub *subBase, m *pulsarpb.CommandSeek) (model.QueueOffset, error) {
+	b := s.b
 	start, hw, _, err := b.Offsets(sub.topic, sub.index)
 	var off model.QueueOffset
 	switch {
@@ -146,15 +192,7 @@ func (c *conn) handleSeek(m *pulsarpb.CommandSeek) {
 	default:
 		off = startFromID(m.GetMessageId(), start, hw)
 	}
-	if err == nil {
-		err = co.sub.seek(c.ctx, min(max(off, start), hw))
-	}
-	if err != nil {
-		c.errorReply(m.GetRequestId(), errorCode(err), err.Error())
-		return
-	}
-	c.success(m.GetRequestId())
-	c.closeConsumer(co)
+	return min(max(off, start), hw), err
 }
 
 // handleLastMessageID answers with the id of the queue's last message.
@@ -295,6 +333,12 @@ var ReadOne = broker.ReadOptions{MaxRecords: 1, MaxBytes: 1}
 // closeConsumer closes a consumer from the broker's side: the client
 // subscribes again (after a reset of its subscription, say).
 func (c *conn) closeConsumer(co *consumer) {
+	c.mu.Lock()
+	if c.closed == nil {
+		c.closed = map[uint64]*subBase{}
+	}
+	c.closed[co.id] = co.sub.base()
+	c.mu.Unlock()
 	c.dropConsumer(co)
 	c.command(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_CLOSE_CONSUMER.Enum(), CloseConsumer: &pulsarpb.CommandCloseConsumer{
 		ConsumerId: proto.Uint64(co.id), RequestId: proto.Uint64(0)}})

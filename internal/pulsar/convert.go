@@ -120,17 +120,18 @@ type sentMessage struct {
 }
 
 // DecodeSend returns the records a SEND's payload holds, in the Kafka
-// form they are stored in.
-func DecodeSend(md *pulsarpb.MessageMetadata, payload []byte) ([]kbatch.NewRecord, error) {
+// form they are stored in, and which of them came without an event time
+// (bit i of noEvent; nil when all had one).
+func DecodeSend(md *pulsarpb.MessageMetadata, payload []byte) (recs []kbatch.NewRecord, noEvent []byte, err error) {
 	if md.GetNumChunksFromMsg() > 1 {
-		return nil, fmt.Errorf("%w: chunked messages", ErrUnsupported)
+		return nil, nil, fmt.Errorf("%w: chunked messages", ErrUnsupported)
 	}
 	if len(md.GetEncryptionKeys()) > 0 {
-		return nil, fmt.Errorf("%w: end-to-end encrypted messages (their batches cannot be stored as records)", ErrUnsupported)
+		return nil, nil, fmt.Errorf("%w: end-to-end encrypted messages (their batches cannot be stored as records)", ErrUnsupported)
 	}
 	plain, err := decompress(md, payload)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var msgs []sentMessage
 	if md.NumMessagesInBatch == nil {
@@ -139,26 +140,26 @@ func DecodeSend(md *pulsarpb.MessageMetadata, payload []byte) ([]kbatch.NewRecor
 	} else {
 		n := int(md.GetNumMessagesInBatch())
 		if n <= 0 || n > len(plain) {
-			return nil, fmt.Errorf("%w: a batch of %d messages in %d bytes", ErrBadFrame, n, len(plain))
+			return nil, nil, fmt.Errorf("%w: a batch of %d messages in %d bytes", ErrBadFrame, n, len(plain))
 		}
 		msgs = make([]sentMessage, 0, n)
 		rest := plain
 		for range n {
 			if len(rest) < 4 {
-				return nil, fmt.Errorf("%w: batch truncated", ErrBadFrame)
+				return nil, nil, fmt.Errorf("%w: batch truncated", ErrBadFrame)
 			}
 			size := binary.BigEndian.Uint32(rest)
 			if uint64(size) > uint64(len(rest)-4) {
-				return nil, fmt.Errorf("%w: single message metadata of %d bytes", ErrBadFrame, size)
+				return nil, nil, fmt.Errorf("%w: single message metadata of %d bytes", ErrBadFrame, size)
 			}
 			var smm pulsarpb.SingleMessageMetadata
 			if err := proto.Unmarshal(rest[4:4+size], &smm); err != nil {
-				return nil, fmt.Errorf("%w: single message metadata: %w", ErrBadFrame, err)
+				return nil, nil, fmt.Errorf("%w: single message metadata: %w", ErrBadFrame, err)
 			}
 			rest = rest[4+size:]
 			ps := smm.GetPayloadSize()
 			if ps < 0 || int(ps) > len(rest) {
-				return nil, fmt.Errorf("%w: payload of %d bytes", ErrBadFrame, ps)
+				return nil, nil, fmt.Errorf("%w: payload of %d bytes", ErrBadFrame, ps)
 			}
 			msgs = append(msgs, sentMessage{props: smm.Properties, partitionKey: smm.GetPartitionKey(), keyB64: smm.GetPartitionKeyB64Encoded(),
 				orderingKey: smm.OrderingKey, eventTime: smm.GetEventTime(), nullValue: smm.GetNullValue(), payload: rest[:ps:ps]})
@@ -173,11 +174,16 @@ func DecodeSend(md *pulsarpb.MessageMetadata, payload []byte) ([]kbatch.NewRecor
 		r.Timestamp = publish
 		if m.eventTime > 0 {
 			r.Timestamp = int64(m.eventTime)
+		} else {
+			if noEvent == nil {
+				noEvent = make([]byte, (len(msgs)+7)/8)
+			}
+			noEvent[i/8] |= 1 << (i % 8)
 		}
 		switch {
 		case m.partitionKey != "" && m.keyB64:
 			if r.Key, err = base64.StdEncoding.DecodeString(m.partitionKey); err != nil {
-				return nil, fmt.Errorf("%w: partition key: %w", ErrBadFrame, err)
+				return nil, nil, fmt.Errorf("%w: partition key: %w", ErrBadFrame, err)
 			}
 		case m.partitionKey != "":
 			r.Key = []byte(m.partitionKey)
@@ -202,7 +208,7 @@ func DecodeSend(md *pulsarpb.MessageMetadata, payload []byte) ([]kbatch.NewRecor
 			r.Headers = append(r.Headers, kbatch.RecordHeader{Key: broker.HeaderTimerDeliverMs, Value: strconv.AppendInt(nil, at, 10)})
 		}
 	}
-	return out, nil
+	return out, noEvent, nil
 }
 
 // HeaderOrderingKey carries a Pulsar ordering key that differs from the
@@ -241,7 +247,7 @@ func (s *Server) encodeEntry(q model.QueueID, r *broker.StoredRecord) (e entry, 
 		n := 0
 		err = s.batches.Records(r.Payload, true, func(kr *kbatch.Record) bool {
 			smm := pulsarpb.SingleMessageMetadata{}
-			if !pulsarMade || kr.Timestamp != e.publishTime {
+			if !pulsarMade || id.hasEventTime(int(kr.OffsetDelta)) {
 				smm.EventTime = proto.Uint64(uint64(max(kr.Timestamp, 0)))
 			}
 			if !kr.KeyNull {

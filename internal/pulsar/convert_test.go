@@ -43,7 +43,7 @@ func TestDecodeSend(t *testing.T) {
 	} {
 		md := &pulsarpb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(50),
 			NumMessagesInBatch: proto.Int32(3), Compression: c.codec.Enum(), UncompressedSize: proto.Uint32(uint32(len(plain)))}
-		recs, err := DecodeSend(md, c.body)
+		recs, _, err := DecodeSend(md, c.body)
 		if err != nil || len(recs) != 3 {
 			t.Fatalf("%s: %d records, %v", name, len(recs), err)
 		}
@@ -56,8 +56,9 @@ func TestDecodeSend(t *testing.T) {
 	}
 	single := &pulsarpb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(50),
 		OrderingKey: []byte("ok"), DeliverAtTime: proto.Int64(999)}
-	recs, err := DecodeSend(single, []byte("body"))
-	if err != nil || len(recs) != 1 || string(recs[0].Key) != "ok" || recs[0].Timestamp != 50 || len(recs[0].Headers) != 1 {
+	recs, noEvent, err := DecodeSend(single, []byte("body"))
+	if err != nil || len(recs) != 1 || string(recs[0].Key) != "ok" || recs[0].Timestamp != 50 || len(recs[0].Headers) != 1 ||
+		len(noEvent) != 1 || noEvent[0] != 1 {
 		t.Fatalf("single: %+v %v", recs, err)
 	}
 	for name, md := range map[string]*pulsarpb.MessageMetadata{
@@ -65,7 +66,7 @@ func TestDecodeSend(t *testing.T) {
 		"chunked":   {NumChunksFromMsg: proto.Int32(3)},
 		"short":     {NumMessagesInBatch: proto.Int32(5)},
 	} {
-		if _, err := DecodeSend(md, plain); err == nil {
+		if _, _, err := DecodeSend(md, plain); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -83,6 +84,6 @@ func FuzzDecodeSend(f *testing.F) {
 		if proto.Unmarshal(mdBytes, &md) != nil {
 			return
 		}
-		_, _ = DecodeSend(&md, payload)
+		_, _, _ = DecodeSend(&md, payload)
 	})
 }

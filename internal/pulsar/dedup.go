@@ -20,13 +20,15 @@ import (
 // identityPrefix starts the key a Pulsar batch's identity is stored as.
 const identityPrefix = "\x00pulsar\x00"
 
-// identity is a stored batch's producer, sequence ids and publish time
-// (records without an event time carry the publish time as their
-// timestamp: a consumer is told no event time for them).
+// identity is a stored batch's producer, sequence ids, publish time and
+// the messages that came without an event time (bit i of noEvent: their
+// records carry the publish time as timestamp, and consumers are told no
+// event time).
 type identity struct {
 	name        string
 	first, last uint64
 	publish     uint64
+	noEvent     []byte
 }
 
 func (id identity) key() []byte {
@@ -34,7 +36,14 @@ func (id identity) key() []byte {
 	b = binary.AppendUvarint(b, id.first)
 	b = binary.AppendUvarint(b, id.last)
 	b = binary.AppendUvarint(b, id.publish)
+	b = binary.AppendUvarint(b, uint64(len(id.noEvent)))
+	b = append(b, id.noEvent...)
 	return append(b, id.name...)
+}
+
+// hasEventTime says whether message i of the batch came with an event time.
+func (id identity) hasEventTime(i int) bool {
+	return i < 0 || i/8 >= len(id.noEvent) || id.noEvent[i/8]&(1<<(i%8)) == 0
 }
 
 // parseIdentity finds a stored record's identity among its keys.
@@ -57,11 +66,18 @@ func parseIdentity(r *broker.StoredRecord) (identity, bool) {
 		if m <= 0 {
 			return
 		}
-		publish, j := binary.Uvarint(b[n+m:])
+		b = b[n+m:]
+		publish, j := binary.Uvarint(b)
 		if j <= 0 {
 			return
 		}
-		id, found = identity{name: string(b[n+m+j:]), first: first, last: last, publish: publish}, true
+		b = b[j:]
+		size, j := binary.Uvarint(b)
+		if j <= 0 || size > uint64(len(b)-j) {
+			return
+		}
+		mask := b[j : j+int(size)]
+		id, found = identity{name: string(b[j+int(size):]), first: first, last: last, publish: publish, noEvent: mask}, true
 	})
 	return id, found
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
-	"strconv"
 
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/pulsar/pulsarpb"
@@ -16,15 +15,12 @@ import (
 // ordering key, else the partition key (Kafka's record key), else one
 // fixed key — as Pulsar does: murmur3 (32-bit, seed 0) of the key, made
 // positive, modulo 65536. STICKY consumers declare the hash ranges they
-// take; AUTO_SPLIT consumers share the range by consistent hashing (100
-// points each), so a key stays with its consumer while the consumer set
-// does not change. A message whose owner has no permits waits for it.
+// take; AUTO_SPLIT consumers split the space (keyRouter), so a key stays
+// with its consumer while the consumer set does not change. A message
+// whose owner has no permits waits for it.
 
 // keyHashRange is the size of Key_Shared's hash space.
 const keyHashRange = 65536
-
-// ringPoints is how many points each AUTO_SPLIT consumer has on the ring.
-const ringPoints = 100
 
 // noKey is the key of messages without one.
 var noKey = []byte("NONE_KEY")
@@ -84,29 +80,59 @@ func murmur3(data []byte) uint32 {
 	return h
 }
 
-// ringPoint is one AUTO_SPLIT consumer's point on the ring.
-type ringPoint struct {
-	hash int32
-	co   *consumer
+// autoRange is an AUTO_SPLIT consumer's share of the hash space: the
+// hashes above the previous range's end up to end.
+type autoRange struct {
+	end int32
+	co  *consumer
 }
 
-// keyRouter finds the consumer a key hash belongs to.
+// keyRouter finds the consumer a key hash belongs to. AUTO_SPLIT splits
+// the hash space as Pulsar's hash-range auto-split selector does: the
+// first consumer takes it all; each next one takes the lower half of the
+// largest range; a leaving consumer's range goes to the next one up (the
+// one below when it had the top range).
 type keyRouter struct {
-	ring []ringPoint
+	ranges []autoRange
 }
 
-// rebuild lays the AUTO_SPLIT consumers out on the ring.
-func (r *keyRouter) rebuild(consumers []*consumer) {
-	r.ring = r.ring[:0]
-	for _, co := range consumers {
-		if co.sticky != nil {
-			continue
-		}
-		for i := range ringPoints {
-			r.ring = append(r.ring, ringPoint{hash: keyHash([]byte(co.name + "#" + strconv.FormatUint(co.id, 10) + "#" + strconv.Itoa(i))), co: co})
-		}
+// add gives an AUTO_SPLIT consumer its range (false: no range is left
+// to split).
+func (r *keyRouter) add(co *consumer) bool {
+	if len(r.ranges) == 0 {
+		r.ranges = []autoRange{{end: keyHashRange - 1, co: co}}
+		return true
 	}
-	slices.SortFunc(r.ring, func(a, b ringPoint) int { return int(a.hash - b.hash) })
+	best, bestSize := -1, int32(0)
+	start := int32(0)
+	for i, rg := range r.ranges {
+		if size := rg.end - start + 1; size > bestSize {
+			best, bestSize = i, size
+		}
+		start = rg.end + 1
+	}
+	if bestSize < 2 {
+		return false
+	}
+	lo := int32(0)
+	if best > 0 {
+		lo = r.ranges[best-1].end + 1
+	}
+	mid := lo + bestSize/2 - 1
+	r.ranges = slices.Insert(r.ranges, best, autoRange{end: mid, co: co})
+	return true
+}
+
+// remove hands a leaving consumer's range on.
+func (r *keyRouter) remove(co *consumer) {
+	i := slices.IndexFunc(r.ranges, func(rg autoRange) bool { return rg.co == co })
+	if i < 0 {
+		return
+	}
+	if i == len(r.ranges)-1 && i > 0 {
+		r.ranges[i-1].end = r.ranges[i].end
+	}
+	r.ranges = slices.Delete(r.ranges, i, i+1)
 }
 
 // owner is the consumer of hash h among consumers (nil: none covers it).
@@ -118,14 +144,11 @@ func (r *keyRouter) owner(consumers []*consumer, h int32) *consumer {
 			}
 		}
 	}
-	if len(r.ring) == 0 {
+	i, _ := slices.BinarySearchFunc(r.ranges, h, func(rg autoRange, h int32) int { return int(rg.end - h) })
+	if i == len(r.ranges) {
 		return nil
 	}
-	i, _ := slices.BinarySearchFunc(r.ring, h, func(p ringPoint, h int32) int { return int(p.hash - h) })
-	if i == len(r.ring) {
-		i = 0
-	}
-	return r.ring[i].co
+	return r.ranges[i].co
 }
 
 // stickyRanges reads a STICKY consumer's declared ranges (nil for

@@ -140,7 +140,7 @@ func (s *Server) store(c *conn, p *producer, f *Frame, first, last uint64) (uint
 	if !ok {
 		return 0, res, false, model.ErrUnknownQueue
 	}
-	recs, err := DecodeSend(f.Metadata, f.Payload)
+	recs, noEvent, err := DecodeSend(f.Metadata, f.Payload)
 	if err != nil {
 		return 0, res, false, err
 	}
@@ -156,7 +156,8 @@ func (s *Server) store(c *conn, p *producer, f *Frame, first, last uint64) (uint
 	if prev, ok := qs.last[p.name]; ok && int64(last) <= prev {
 		return ledgerID(t), res, true, nil
 	}
-	res, err = s.appender.AppendKeyed(c.ctx, t, p.index, batch, "", identity{name: p.name, first: first, last: last, publish: f.Metadata.GetPublishTime()}.key())
+	res, err = s.appender.AppendKeyed(c.ctx, t, p.index, batch, "", identity{name: p.name, first: first, last: last,
+		publish: f.Metadata.GetPublishTime(), noEvent: noEvent}.key())
 	if err == nil {
 		qs.last[p.name] = int64(last)
 	}
@@ -249,6 +250,19 @@ func (l *liveProducers) producersOf(q model.QueueID) []*producer {
 		out = append(out, p)
 	}
 	return out
+}
+
+// closeProducer closes a producer from the broker's side: the client
+// registers it again.
+func (c *conn) closeProducer(p *producer) {
+	c.mu.Lock()
+	if c.producers[p.id] == p {
+		delete(c.producers, p.id)
+	}
+	c.mu.Unlock()
+	p.close()
+	c.command(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_CLOSE_PRODUCER.Enum(), CloseProducer: &pulsarpb.CommandCloseProducer{
+		ProducerId: proto.Uint64(p.id), RequestId: proto.Uint64(0)}})
 }
 
 // handleCloseProducer drops a producer.

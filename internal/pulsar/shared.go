@@ -3,6 +3,7 @@ package pulsar
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -58,10 +59,16 @@ func newSharedSub(sb subBase, m *pulsarpb.CommandSubscribe) (*sharedSub, error) 
 		return nil, ErrNoPop
 	}
 	sub := &sharedSub{subBase: sb, pop: sb.s.opts.Pop, wake: make(chan struct{}, 1)}
-	sb.durable = true // POP state is durable whatever the client asks
-	sub.durable = true
-	if _, err := sub.startPosition(m); err != nil {
+	pos, err := sub.startPosition(m)
+	if err != nil {
 		return nil, err
+	}
+	if !sb.durable {
+		// A non-durable subscription starts anew each time (POP state
+		// is kept by name: moved to the start position).
+		if err := sub.pop.Reset(context.Background(), sb.key.name, sb.key.queue, pos); err != nil {
+			return nil, err
+		}
 	}
 	return sub, nil
 }
@@ -75,11 +82,13 @@ func (sub *sharedSub) add(co *consumer, m *pulsarpb.CommandSubscribe) error {
 			return err
 		}
 		co.sticky = ranges
+		if ranges == nil && !sub.router.add(co) {
+			return fmt.Errorf("%w: no Key_Shared hash range is left to split", ErrConsumerBusy)
+		}
 	}
 	co.held = map[model.QueueOffset]pop.Handle{}
 	sub.consumers = append(sub.consumers, co)
 	slices.SortStableFunc(sub.consumers, func(a, b *consumer) int { return int(a.priority - b.priority) })
-	sub.router.rebuild(sub.consumers)
 	if !sub.running {
 		ctx, cancel := context.WithCancel(context.Background())
 		sub.running, sub.cancel, sub.done = true, cancel, make(chan struct{})
@@ -97,7 +106,7 @@ func (sub *sharedSub) remove(co *consumer) {
 	i := slices.Index(sub.consumers, co)
 	if i >= 0 {
 		sub.consumers = slices.Delete(sub.consumers, i, i+1)
-		sub.router.rebuild(sub.consumers)
+		sub.router.remove(co)
 	}
 	held := co.held
 	co.held, co.pending = map[model.QueueOffset]pop.Handle{}, nil
@@ -106,6 +115,9 @@ func (sub *sharedSub) remove(co *consumer) {
 	sub.release(held)
 	if last {
 		sub.stop()
+		if !sub.durable {
+			sub.s.subs.forget(sub)
+		}
 	}
 	sub.poke()
 }
@@ -504,9 +516,9 @@ func (sub *sharedSub) messageEntry(d *pop.Delivery) entry {
 		e.producer, e.sequence = id.name, id.first+uint64(d.Offset-sub.ids.base)
 		if id.publish > 0 {
 			e.publishTime = int64(id.publish)
-			if m.BornTime == e.publishTime {
-				smm.EventTime = nil
-			}
+		}
+		if !id.hasEventTime(int(d.Offset - sub.ids.base)) {
+			smm.EventTime = nil
 		}
 	}
 	e.payload = appendSingle(nil, smm, m.Body)
