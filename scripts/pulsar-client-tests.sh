@@ -24,8 +24,8 @@ for _ in $(seq 1 100); do
   if (exec 3<>/dev/tcp/127.0.0.1/6650) 2>/dev/null && (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null; then break; fi
   sleep 0.1
 done
-tests=$(grep -v '^#' test/pulsar/upstream-tests.txt | grep . | paste -sd'|')
-if ! go test -count=1 -timeout 10m -run "^(${tests})\$" github.com/apache/pulsar-client-go/pulsar; then
+tests=${PULSAR_TESTS:-$(grep -v '^#' test/pulsar/upstream-tests.txt | grep . | paste -sd'|')}
+if ! go test ${PULSAR_TEST_FLAGS:-} -count=1 -timeout 10m -run "^(${tests})\$" github.com/apache/pulsar-client-go/pulsar; then
   echo "== the node's log"; cat "$dir/node.log"
   exit 1
 fi

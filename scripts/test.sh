@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs Rosetta's whole test suite: vet, unit, integration (real Kafka clients:
 # franz-go, sarama, kcat/librdkafka 2.0, node-rdkafka/librdkafka 2.12,
-# kafkajs, kafka-python; the web console in headless Chromium), crash and
+# kafkajs, kafka-python; RocketMQ and Pulsar clients, pulsar-client-go's own
+# tests; the web console in headless Chromium), crash and
 # fuzz-seed tests, with the race detector; tiered storage against a real S3
 # server (versitygw). Installs what the tests need when it is missing.
 set -euo pipefail
@@ -60,6 +61,8 @@ go test -race -count=1 -timeout 25m ./...
 echo "== go test (client code with known data races of its own, without -race)"
 go test -count=1 -timeout 5m -run 'TestOrderedConsumption|TestOrderedThroughConsumerRestart|TestGroupSplitsQueuesAndSurvivesAStop|TestOffsetsSurviveRestarts|TestStatsAndResetByTime|TestPullConsumerSeeks|TestTieredHistoryPullConsumer' ./test/rocketmq/
 go test -count=1 -timeout 5m -run 'TestPulsarToRocketMQ' ./test/pulsar/
+echo "== pulsar-client-go's own tests against a node on localhost:6650 and :8080"
+./scripts/pulsar-client-tests.sh
 go test -count=1 -timeout 5m -run 'TestGroupMembers|TestMessageTrace|TestConsoleWithClients|TestConsoleRedriveAndReset' ./test/admin/ ./test/console/
 go test -count=1 -timeout 18m -run 'TestClusterGroups|TestClusterReplicationFactors|TestClusterSevenMembers|TestClusterProtocolNodes|TestClusterMembers|TestClusterSnapshot|TestClusterStopExit|TestClusterCoordinatorFailover|TestClusterPOPHandOff|TestClusterTiering|TestClusterQueueMoves|TestClusterQueueBalancer' ./test/cluster/
 go test -count=1 -timeout 5m -run 'TestFloodMemoryComesBack' ./test/flood/ # memory is not measured under the race detector
