@@ -36,6 +36,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
+{{/* The address Pulsar lookups name (single node). */}}
+{{- define "rosetta.pulsarAdvertised" -}}
+{{- if .Values.pulsarAdvertised -}}
+{{- .Values.pulsarAdvertised -}}
+{{- else -}}
+{{- printf "%s.%s.svc.cluster.local:%d" (include "rosetta.fullname" .) .Release.Namespace (int .Values.service.ports.pulsar) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The headless Service naming the members. */}}
 {{- define "rosetta.headless" -}}
 {{- printf "%s-headless" (include "rosetta.fullname" .) -}}
