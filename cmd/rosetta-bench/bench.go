@@ -183,7 +183,7 @@ func benchCmd() *cobra.Command {
 	ff.IntVar(&fo.Malformed, "malformed", 500, "connections sending garbage, per listener")
 	ff.DurationVar(&fo.Hold, "hold", 20*time.Second, "how long the flood lasts")
 	ff.DurationVar(&fo.After, "after", 30*time.Second, "how long the broker's RSS is watched after the flood")
-	cmd.AddCommand(st, restart, disk, idle, timer, gc, flood, kafkaBenchCmd(), rocketmqBenchCmd(), grpcBenchCmd())
+	cmd.AddCommand(st, restart, disk, idle, timer, gc, flood, kafkaBenchCmd(), rocketmqBenchCmd(), grpcBenchCmd(), pulsarBenchCmd())
 	return cmd
 }
 
@@ -321,6 +321,27 @@ func grpcBenchCmd() *cobra.Command {
 	stub.Flags().IntVar(&so.Size, "size", 128, "bytes per message body handed out")
 	stub.Flags().BoolVar(&so.Tuned, "tuned", true, "serve with the broker's grpc-go options (false: grpc-go's defaults)")
 	cmd.AddCommand(send, receive, stub)
+	return cmd
+}
+
+func pulsarBenchCmd() *cobra.Command {
+	var o bench.PulsarOptions
+	cmd := &cobra.Command{Use: "pulsar", Short: "Pulsar workloads driven with pulsar-client-go against a running node"}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&o.URL, "url", "pulsar://127.0.0.1:6650", "service URL")
+	pf.StringVar(&o.Topic, "topic", "bench-pulsar", "topic (created on first use)")
+	pf.IntVar(&o.Size, "size", 100, "bytes per message")
+	pf.Int64Var(&o.Messages, "messages", 1_000_000, "messages")
+	pf.StringVar(&o.Compression, "compression", "none", "producer compression: none, lz4, zstd")
+	pf.IntVar(&o.MaxPending, "max-pending", 10_000, "producer's messages in flight")
+	pf.IntVar(&o.BrokerPID, "broker-pid", 0, "the broker's pid, to report its CPU and RSS")
+	produce := &cobra.Command{Use: "produce", Short: "Async producer with batching", RunE: runReport(&o, bench.PulsarProduce)}
+	consume := &cobra.Command{Use: "consume", Short: "One consumer reading the topic from the start", RunE: runReport(&o, bench.PulsarConsume)}
+	consume.Flags().BoolVar(&o.Shared, "shared", false, "a Shared subscription (POP) instead of Exclusive")
+	consume.Flags().StringVar(&o.Subscription, "subscription", "", "subscription name (default: a new one)")
+	e2e := &cobra.Command{Use: "e2e", Short: "End-to-end latency at a fixed rate", RunE: runReport(&o, bench.PulsarE2E)}
+	e2e.Flags().IntVar(&o.Rate, "rate", 5000, "messages per second")
+	cmd.AddCommand(produce, consume, e2e)
 	return cmd
 }
 
