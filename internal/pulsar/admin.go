@@ -58,6 +58,7 @@ func (s *Server) AdminHandler(guard func(http.HandlerFunc) http.HandlerFunc) htt
 	h("GET /admin/v2/persistent/{tenant}/{ns}", s.adminListTopics)
 	h("GET /admin/v2/persistent/{tenant}/{ns}/partitioned", s.adminListPartitioned)
 	h("PUT "+topic+"/unload", s.adminUnload)
+	h("GET "+topic+"/ledger/{ledger}/entry/{entry}", s.adminEntry)
 	h("GET "+topic+"/stats", s.adminStats)
 	h("GET "+topic+"/partitioned-stats", s.adminStats)
 	h("GET "+topic+"/internalStats", s.adminInternalStats)
@@ -270,6 +271,55 @@ func (s *Server) adminUnload(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// adminEntry answers one entry as Pulsar's message peek does: the batch
+// payload, its message count and the message id in headers.
+func (s *Server) adminEntry(w http.ResponseWriter, r *http.Request) {
+	ref, err := pathTopic(r)
+	var t *broker.Topic
+	if err == nil {
+		t, err = s.b.Topic(ref.Name)
+	}
+	var off int64
+	if err == nil {
+		if off, err = strconv.ParseInt(r.PathValue("entry"), 10, 64); err != nil {
+			err = fmt.Errorf("%w: entry %q", errBadRequest, r.PathValue("entry"))
+		}
+	}
+	index := int32(max(ref.Partition, 0))
+	var q model.QueueID
+	if err == nil {
+		q, _, err = s.b.QueueID(ref.Name, index)
+	}
+	var res *broker.ReadResult
+	if err == nil {
+		res, err = s.b.Read(ref.Name, index, model.QueueOffset(off), ReadOne)
+	}
+	if err != nil {
+		adminFail(w, err)
+		return
+	}
+	defer res.Release()
+	for i := range res.Records {
+		rec := &res.Records[i]
+		if int64(rec.BaseOffset) != off {
+			continue
+		}
+		e, ok, err := s.encodeEntry(q, rec)
+		if err != nil || !ok {
+			break
+		}
+		h := w.Header()
+		h.Set("X-Pulsar-Message-ID", fmt.Sprintf("%d:%d:%d", ledgerID(t), off, ref.Partition))
+		h.Set("X-Pulsar-Num-Batch-Message", strconv.Itoa(e.count))
+		h.Set("X-Pulsar-Publish-Time", time.UnixMilli(e.publishTime).UTC().Format(time.RFC3339Nano))
+		h.Set("X-Pulsar-Producer-Name", e.producer)
+		h.Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write(e.payload)
+		return
+	}
+	adminError(w, http.StatusNotFound, "Entry not found")
 }
 
 // inUse says whether a topic has connected producers or consumers.

@@ -142,6 +142,27 @@ func TestAdminREST(t *testing.T) {
 	if len(subs) != 0 {
 		t.Fatalf("subscriptions after deleting: %v", subs)
 	}
+	// Peek an entry by its id, as pulsar-admin's get-message-by-id does.
+	pc := client(t, n)
+	pp, err := pc.CreateProducer(pulsar.ProducerOptions{Topic: "peeked", DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := pp.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte("look"), Properties: map[string]string{"p": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp.Close()
+	resp, err := http.Get(fmt.Sprintf("http://%s/admin/v2/persistent/public/default/peeked/ledger/%d/entry/%d", n.HTTPAddr(), id.LedgerID(), id.EntryID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-Pulsar-Num-Batch-Message") != "1" || !bytes.Contains(body, []byte("look")) ||
+		resp.Header.Get("X-Pulsar-Message-ID") != fmt.Sprintf("%d:%d:-1", id.LedgerID(), id.EntryID()) {
+		t.Fatalf("peek: %d %v %q", resp.StatusCode, resp.Header, body)
+	}
 	var lookup map[string]string
 	call(t, n, "GET", "/lookup/v2/topic/persistent/acme/orders/events", nil, &lookup)
 	if lookup["brokerUrl"] != n.PulsarURL() {
