@@ -134,6 +134,9 @@ func (c *conn) writeLoop() {
 		case <-c.ctx.Done():
 			return
 		case f := <-c.out:
+			// A client that stops reading is dropped, so dispatchers
+			// waiting to queue its frames never wait for ever.
+			_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.KeepAlive))
 			if _, err := w.Write(f); err != nil {
 				c.cancel()
 				return
