@@ -451,12 +451,8 @@ func waitOrWake(ctx context.Context, b *broker.Broker, wake chan struct{}, d tim
 	go func() {
 		defer close(done)
 		select {
-		case <-wake:
+		case <-wake: // the dispatcher's loop looks at everything again
 			cancel()
-			select { // for the dispatcher's loop
-			case wake <- struct{}{}:
-			default:
-			}
 		case <-wctx.Done():
 		}
 	}()
