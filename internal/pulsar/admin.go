@@ -631,11 +631,33 @@ func (s *Server) adminDeleteSubscription(w http.ResponseWriter, r *http.Request)
 	if err == nil {
 		err = s.b.DeleteOffsets(r.Context(), name, t.Name, idx)
 	}
+	for _, i := range idx {
+		if err != nil {
+			break
+		}
+		q, _ := t.Queue(i)
+		err = s.forgetPop(r.Context(), name, q)
+	}
 	if err != nil {
 		adminFail(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// forgetPop drops the POP state a deleted Shared subscription left on a
+// queue, so one made again under its name starts afresh.
+func (s *Server) forgetPop(ctx context.Context, name string, q model.QueueID) error {
+	p := s.opts.Pop
+	if p == nil {
+		return nil
+	}
+	for _, pr := range p.Progress(name, 0) {
+		if pr.Queue == q {
+			return p.Forget(ctx, name, q)
+		}
+	}
+	return nil
 }
 
 // eachSubscriptionQueue runs fn on every queue of the request's topic the

@@ -263,8 +263,13 @@ func (c *conn) handleUnsubscribe(m *pulsarpb.CommandUnsubscribe) {
 	c.dropConsumer(co)
 	c.s.subs.forget(sub)
 	sub.stop()
-	if sb := sub.base(); sb.durable {
-		if err := c.s.b.DeleteOffsets(context.WithoutCancel(c.ctx), sb.key.name, sb.topic, []int32{sb.index}); err != nil {
+	if sb := sub.base(); sb.durable || sb.shared {
+		ctx := context.WithoutCancel(c.ctx)
+		err := c.s.b.DeleteOffsets(ctx, sb.key.name, sb.topic, []int32{sb.index})
+		if err == nil {
+			err = c.s.forgetPop(ctx, sb.key.name, sb.key.queue)
+		}
+		if err != nil {
 			c.errorReply(m.GetRequestId(), errorCode(err), err.Error())
 			return
 		}

@@ -273,3 +273,40 @@ func TestKeyShared(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedUnsubscribeStartsAfresh: a Shared subscription unsubscribed
+// and made again under its name starts at its initial position, not where
+// the old one was.
+func TestSharedUnsubscribeStartsAfresh(t *testing.T) {
+	t.Parallel()
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	c := client(t, n)
+	const topic = "pulsar-unsubscribe"
+	sub := func() pulsar.Consumer {
+		co, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "again", Type: pulsar.Shared,
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, AckWithResponse: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return co
+	}
+	co := sub()
+	produce(t, c, topic, "u", 5)
+	for range 5 {
+		if err := co.Ack(receive(t, co, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := co.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	co.Close()
+	co = sub()
+	defer co.Close()
+	got := map[string]bool{}
+	for len(got) < 5 {
+		m := receive(t, co, 10*time.Second)
+		got[string(m.Payload())] = true
+		_ = co.Ack(m)
+	}
+}

@@ -418,6 +418,28 @@ func (e *Engine) applyChange(s *state, r *changeRecord) {
 // are handed out again (those in flight included), those below are done.
 // The group's committed offset follows with the next commit of bases.
 func (e *Engine) Reset(ctx context.Context, group string, q model.QueueID, offset model.QueueOffset) error {
+	rec := resetRecord{group: group, queue: q, offset: offset}
+	return e.writeState(ctx, group, q, rec.encode(), func(s *state) { e.applyReset(s, &rec) })
+}
+
+// applyReset applies a reset record; s.mu held.
+func (e *Engine) applyReset(s *state, r *resetRecord) {
+	s.base, s.next = r.offset, r.offset
+	clear(s.leases)
+	clear(s.done)
+}
+
+// Forget drops group's state on queue q: leases and acknowledgements are
+// forgotten, and the next receive starts from the group's committed
+// offset (or the queue's start), as for a group never seen.
+func (e *Engine) Forget(ctx context.Context, group string, q model.QueueID) error {
+	rec := forgetRecord{group: group, queue: q}
+	return e.writeState(ctx, group, q, rec.encode(), e.applyForget)
+}
+
+// writeState writes a record about a (group, queue) state and applies it
+// with the state locked.
+func (e *Engine) writeState(ctx context.Context, group string, q model.QueueID, payload []byte, apply func(*state)) error {
 	defer e.slog.Shared()()
 	s, err := e.state(group, q)
 	if err != nil {
@@ -425,13 +447,12 @@ func (e *Engine) Reset(ctx context.Context, group string, q model.QueueID, offse
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec := resetRecord{group: group, queue: q, offset: offset}
-	return e.write(ctx, rec.encode(), func() { e.applyReset(s, &rec) })
+	return e.write(ctx, payload, func() { apply(s) })
 }
 
-// applyReset applies a reset record; s.mu held.
-func (e *Engine) applyReset(s *state, r *resetRecord) {
-	s.base, s.next = r.offset, r.offset
+// applyForget applies a forget record; s.mu held.
+func (e *Engine) applyForget(s *state) {
+	s.loaded = false
 	clear(s.leases)
 	clear(s.done)
 }

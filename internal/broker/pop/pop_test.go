@@ -185,6 +185,15 @@ func TestPopReset(t *testing.T) {
 	if err != nil || fmt.Sprint(bodies(again)) != "[m1@1 m2@1 m3@1 m4@1]" {
 		t.Fatalf("after the reset and a restart %v %v", bodies(again), err)
 	}
+	// Forgotten: the group starts again from its committed offset (none:
+	// the queue's start), its leases gone.
+	if err := f.pop.Forget(ctx, "g", q[0]); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := f.pop.Receive(ctx, "g", q, 10, time.Hour, false, nil)
+	if err != nil || fmt.Sprint(bodies(fresh)) != "[m0@1 m1@1 m2@1 m3@1 m4@1]" {
+		t.Fatalf("after forgetting %v %v", bodies(fresh), err)
+	}
 }
 
 func TestHandleRoundTrip(t *testing.T) {
@@ -211,6 +220,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add((&ackRecord{group: "g", queue: 1, offset: 4, gen: 2}).encode())
 	f.Add((&changeRecord{group: "g", queue: 1, offset: 4, oldGen: 2, gen: 3, deadline: 7}).encode())
 	f.Add((&resetRecord{group: "g", queue: 1, offset: 4}).encode())
+	f.Add((&forgetRecord{group: "g", queue: 1}).encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = decodeRecord(b)
 		_, _ = decodeState(b)

@@ -35,6 +35,10 @@ const (
 	// recReset moves a group's state on a queue to an offset: every lease
 	// and acknowledgement above is forgotten (a consumer's seek).
 	recReset = 5
+	// recForget drops a group's state on a queue: the next receive
+	// starts again from the group's committed offset (a deleted
+	// subscription made anew).
+	recForget = 6
 
 	// stateSection names the engine's checkpoint section.
 	stateSection = "broker.pop"
@@ -84,6 +88,14 @@ type resetRecord struct {
 func (r *resetRecord) encode() []byte {
 	return le.AppendUint64(appendHead(nil, recReset, r.group, r.queue), uint64(r.offset))
 }
+
+// forgetRecord drops a (group, queue) state.
+type forgetRecord struct {
+	group string
+	queue model.QueueID
+}
+
+func (r *forgetRecord) encode() []byte { return appendHead(nil, recForget, r.group, r.queue) }
 
 var le = binary.LittleEndian
 
@@ -183,6 +195,8 @@ func decodeRecord(b []byte) (any, error) {
 		out = &ackRecord{group: group, queue: q, offset: model.QueueOffset(r.u64()), gen: r.u32()}
 	case recReset:
 		out = &resetRecord{group: group, queue: q, offset: model.QueueOffset(r.u64())}
+	case recForget:
+		out = &forgetRecord{group: group, queue: q}
 	case recChange:
 		out = &changeRecord{group: group, queue: q, offset: model.QueueOffset(r.u64()), oldGen: r.u32(), gen: r.u32(), deadline: int64(r.u64())}
 	default:
@@ -460,6 +474,8 @@ func (e *Engine) replay(rec any) {
 		group, q = r.group, r.queue
 	case *resetRecord:
 		group, q = r.group, r.queue
+	case *forgetRecord:
+		group, q = r.group, r.queue
 	}
 	base := model.QueueOffset(-1)
 	if r, ok := rec.(*receiveRecord); ok {
@@ -480,5 +496,7 @@ func (e *Engine) replay(rec any) {
 		e.applyChange(s, r)
 	case *resetRecord:
 		e.applyReset(s, r)
+	case *forgetRecord:
+		e.applyForget(s)
 	}
 }
