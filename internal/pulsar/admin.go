@@ -247,12 +247,7 @@ func (s *Server) adminDeleteTopic(w http.ResponseWriter, r *http.Request) {
 // adminUnload closes the topic's producers and consumers (they look it up
 // and connect again), as Pulsar's unload does.
 func (s *Server) adminUnload(w http.ResponseWriter, r *http.Request) {
-	ref, err := pathTopic(r)
-	var t *broker.Topic
-	var idx []int32
-	if err == nil {
-		t, idx, err = s.queuesOf(ref)
-	}
+	t, idx, _, err := s.pathQueues(r)
 	if err != nil {
 		adminFail(w, err)
 		return
@@ -407,6 +402,16 @@ func (s *Server) queuesOf(ref TopicRef) (*broker.Topic, []int32, error) {
 	return t, idx, nil
 }
 
+// pathQueues resolves the request path's topic and the queues it names.
+func (s *Server) pathQueues(r *http.Request) (*broker.Topic, []int32, TopicRef, error) {
+	ref, err := pathTopic(r)
+	if err != nil {
+		return nil, nil, ref, err
+	}
+	t, idx, err := s.queuesOf(ref)
+	return t, idx, ref, err
+}
+
 // subscriptionNames lists the subscriptions of a topic's queues: those
 // with consumers and those with a committed position.
 func (s *Server) subscriptionNames(t *broker.Topic, idx []int32) []string {
@@ -440,12 +445,7 @@ func (s *Server) subscriptionNames(t *broker.Topic, idx []int32) []string {
 }
 
 func (s *Server) adminSubscriptions(w http.ResponseWriter, r *http.Request) {
-	ref, err := pathTopic(r)
-	var t *broker.Topic
-	var idx []int32
-	if err == nil {
-		t, idx, err = s.queuesOf(ref)
-	}
+	t, idx, _, err := s.pathQueues(r)
 	if err != nil {
 		adminFail(w, err)
 		return
@@ -553,12 +553,7 @@ func offsetOfID(id messageIDBody, start, hw model.QueueOffset) model.QueueOffset
 }
 
 func (s *Server) adminCreateSubscription(w http.ResponseWriter, r *http.Request) {
-	ref, err := pathTopic(r)
-	var t *broker.Topic
-	var idx []int32
-	if err == nil {
-		t, idx, err = s.queuesOf(ref)
-	}
+	t, idx, _, err := s.pathQueues(r)
 	var id messageIDBody
 	given := false
 	if err == nil {
@@ -592,12 +587,7 @@ func (s *Server) adminCreateSubscription(w http.ResponseWriter, r *http.Request)
 }
 
 func (s *Server) adminDeleteSubscription(w http.ResponseWriter, r *http.Request) {
-	ref, err := pathTopic(r)
-	var t *broker.Topic
-	var idx []int32
-	if err == nil {
-		t, idx, err = s.queuesOf(ref)
-	}
+	t, idx, _, err := s.pathQueues(r)
 	name := r.PathValue("sub")
 	force := r.URL.Query().Get("force") == "true"
 	found := false
@@ -663,12 +653,7 @@ func (s *Server) forgetPop(ctx context.Context, name string, q model.QueueID) er
 // eachSubscriptionQueue runs fn on every queue of the request's topic the
 // subscription exists on.
 func (s *Server) eachSubscriptionQueue(w http.ResponseWriter, r *http.Request, fn func(t *broker.Topic, i int32, pos, start, hw model.QueueOffset) (model.QueueOffset, error)) {
-	ref, err := pathTopic(r)
-	var t *broker.Topic
-	var idx []int32
-	if err == nil {
-		t, idx, err = s.queuesOf(ref)
-	}
+	t, idx, _, err := s.pathQueues(r)
 	name := r.PathValue("sub")
 	found := false
 	for _, i := range idx {

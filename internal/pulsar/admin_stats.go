@@ -29,12 +29,7 @@ func (s *Server) queueTotals(t *broker.Topic, idx []int32) (msgs, bytes int64) {
 }
 
 func (s *Server) adminStats(w http.ResponseWriter, r *http.Request) {
-	ref, err := pathTopic(r)
-	var t *broker.Topic
-	var idx []int32
-	if err == nil {
-		t, idx, err = s.queuesOf(ref)
-	}
+	t, idx, ref, err := s.pathQueues(r)
 	if err != nil {
 		adminFail(w, err)
 		return
@@ -126,12 +121,7 @@ func (s *Server) subscriptionStats(t *broker.Topic, idx []int32, name string) ma
 }
 
 func (s *Server) adminInternalStats(w http.ResponseWriter, r *http.Request) {
-	ref, err := pathTopic(r)
-	var t *broker.Topic
-	var idx []int32
-	if err == nil {
-		t, idx, err = s.queuesOf(ref)
-	}
+	t, idx, _, err := s.pathQueues(r)
 	if err != nil {
 		adminFail(w, err)
 		return
