@@ -293,9 +293,11 @@ func (a *App) openEndpoints() ([]serving.Endpoint, error) {
 		if addrs[i] == "" {
 			continue
 		}
-		if ep.Kind == "pulsar" && (a.member != nil || a.cfg.protocolNode()) {
-			// Pulsar's lookups do not name a cluster's members yet.
-			a.log.Warn("the Pulsar listener is served by single nodes only for now", "listen.pulsar", addrs[i])
+		if ep.Name == "pulsar-ssl" && a.member != nil {
+			// Group g's Pulsar port is the listener's + g, which the
+			// TLS-only port would take: members take pulsar+ssl://
+			// clients on the Pulsar port.
+			a.log.Warn("cluster members serve pulsar+ssl:// on the Pulsar port (listen.pulsar), not listen.pulsar_ssl", "listen.pulsar_ssl", addrs[i])
 			continue
 		}
 		l, err := a.listen(ep.Name, addrs[i])

@@ -29,8 +29,8 @@ import (
 // A protocol-only node (cluster.roles protocol) holds no data: it is a
 // client of the members' etcd, registers itself, and relays each of its
 // listeners' connections to the leader of the listener's group — group g's
-// RocketMQ remoting and gRPC listeners on the ports + g, as the members
-// have them — from its own host, so the leader answers routes naming the
+// RocketMQ remoting, gRPC and Pulsar listeners on the ports + g, as the
+// members have them — from its own host, so the leader answers routes naming the
 // protocol-only nodes. Its admin API is group 0's leader's, proxied
 // (/healthz and /metrics are its own).
 
@@ -109,7 +109,7 @@ func (a *App) runProtocol(ctx context.Context, ready func()) error {
 		return nil
 	}
 	openGroup := func(gr *member.Group) error {
-		for _, ep := range []struct{ name, addr string }{{"remoting", a.cfg.Listen.Remoting}, {"grpc", a.cfg.Listen.GRPC}} {
+		for _, ep := range []struct{ name, addr string }{{"remoting", a.cfg.Listen.Remoting}, {"grpc", a.cfg.Listen.GRPC}, {"pulsar", a.cfg.Listen.Pulsar}} {
 			if ep.addr == "" {
 				continue
 			}

@@ -145,14 +145,14 @@ func (a *App) newProducers() *producers.Manager {
 	})
 }
 
-// groupEndpoints opens the RocketMQ listeners of group g > 0 (on the
-// remoting and gRPC ports + g, same host) beside the node's own (also for
+// groupEndpoints opens the RocketMQ and Pulsar listeners of group g > 0
+// (on the remoting, gRPC and Pulsar ports + g, same host) beside the node's own (also for
 // a group added while the member runs).
 func (a *App) groupEndpoints(g int) ([]serving.Endpoint, error) {
 	var out []serving.Endpoint
 	{
 		for _, ep := range a.baseEndpoints {
-			if ep.Kind != "remoting" && ep.Kind != "grpc" {
+			if ep.Kind != "remoting" && ep.Kind != "grpc" && ep.Kind != "pulsar" {
 				continue
 			}
 			host, _, err := net.SplitHostPort(ep.Raw.Addr().String())

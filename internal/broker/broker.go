@@ -396,11 +396,18 @@ func (b *Broker) EnsureTopicWith(ctx context.Context, name model.TopicName, queu
 // EnsureWholeTopic is EnsureTopic creating the default queue count over
 // all replication groups (a Kafka topic's partitions).
 func (b *Broker) EnsureWholeTopic(ctx context.Context, name model.TopicName) (*Topic, error) {
+	return b.EnsureWholeTopicWith(ctx, name, b.opts.DefaultQueues)
+}
+
+// EnsureWholeTopicWith is EnsureWholeTopic creating n queues in all (a
+// Pulsar topic made by its first producer or consumer: one queue, a
+// non-partitioned topic, however many groups there are).
+func (b *Broker) EnsureWholeTopicWith(ctx context.Context, name model.TopicName, n int) (*Topic, error) {
 	t, err := b.Topic(name)
 	if err == nil || !errors.Is(err, model.ErrUnknownTopic) || !b.opts.AutoCreateTopics {
 		return t, err
 	}
-	t, err = b.CreateWholeTopic(ctx, name, b.opts.DefaultQueues, TopicConfig{})
+	t, err = b.CreateWholeTopic(ctx, name, n, TopicConfig{})
 	if errors.Is(err, model.ErrTopicExists) {
 		return b.Topic(name)
 	}

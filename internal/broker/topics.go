@@ -131,6 +131,19 @@ func (t *Topic) GroupOf(i int) model.GroupID { return t.Moves.Current(t.Groups, 
 // it under, also after it moved.
 func (t *Topic) HomeOf(i int) model.GroupID { return t.Groups.Group(i) }
 
+// HomeIndex is queue i's index at its home group's broker (HomeOf): its
+// RocketMQ queue id under the home's broker name, also after it moved (-1
+// for no such queue).
+func (t *Topic) HomeIndex(i int) int {
+	switch {
+	case i < 0 || i >= len(t.All):
+		return -1
+	case len(t.local) == len(t.All):
+		return int(t.local[i])
+	}
+	return int(t.Groups.Locals(len(t.All))[i])
+}
+
 // LocalIndex is queue i's index at the broker of the group it takes
 // appends in (GroupOf): among that group's own queues, or past them among
 // its guests (-1 for no such queue).

@@ -289,7 +289,7 @@ func (s *Server) adminEntry(w http.ResponseWriter, r *http.Request) {
 	}
 	var res *broker.ReadResult
 	if err == nil {
-		res, err = s.b.Read(ref.Name, index, model.QueueOffset(off), ReadOne)
+		res, err = s.b.Read(ref.Name, index, model.QueueOffset(off), readOne())
 	}
 	if err != nil {
 		adminFail(w, err)

@@ -36,7 +36,7 @@ func (c *conn) handleSubscribe(m *pulsarpb.CommandSubscribe) {
 	if ref, err := ParseTopic(m.GetTopic()); err == nil && !c.allowed(m.GetRequestId(), ref.Name, security.OpRead, m.GetSubscription()) {
 		return
 	}
-	t, index, _, err := c.topicFor(m.GetTopic())
+	tg, err := c.topicFor(m.GetTopic())
 	if err != nil {
 		c.errorReply(m.GetRequestId(), errorCode(err), err.Error())
 		return
@@ -69,7 +69,7 @@ func (c *conn) handleSubscribe(m *pulsarpb.CommandSubscribe) {
 	c.mu.Lock()
 	c.consumers[co.id] = co
 	c.mu.Unlock()
-	sub, err := c.s.subs.attach(co, m, t, index)
+	sub, err := c.s.subs.attach(co, m, tg)
 	if err != nil {
 		c.mu.Lock()
 		delete(c.consumers, co.id)
@@ -232,7 +232,7 @@ func (s *Server) lastMessageID(sub *subBase) (*pulsarpb.MessageIdData, error) {
 		return none, nil
 	}
 	last := stable - 1
-	res, err := b.Read(sub.topic, sub.index, last, ReadOne)
+	res, err := b.Read(sub.topic, sub.index, last, readOne())
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +310,7 @@ func (co *consumer) close() {
 func (co *consumer) sendEntry(sub *subBase, e *entry, ackSet []int64, redelivered int32) {
 	id := &pulsarpb.MessageIdData{LedgerId: proto.Uint64(sub.ledger), EntryId: proto.Uint64(uint64(e.base))}
 	if sub.partitions > 1 {
-		id.Partition = proto.Int32(sub.index)
+		id.Partition = proto.Int32(sub.partition)
 	}
 	cmd := &pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_MESSAGE.Enum(), Message: &pulsarpb.CommandMessage{
 		ConsumerId: proto.Uint64(co.id), MessageId: id, AckSet: ackSet}}
@@ -332,8 +332,8 @@ func (co *consumer) sendEntry(sub *subBase, e *entry, ackSet []int64, redelivere
 	co.c.send(f)
 }
 
-// ReadOne reads a single record.
-var ReadOne = broker.ReadOptions{MaxRecords: 1, MaxBytes: 1}
+// readOne reads a single record.
+func readOne() broker.ReadOptions { return broker.ReadOptions{MaxRecords: 1, MaxBytes: 1} }
 
 // closeConsumer closes a consumer from the broker's side: the client
 // subscribes again (after a reset of its subscription, say).

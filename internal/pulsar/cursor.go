@@ -84,8 +84,9 @@ type subBase struct {
 	s          *Server
 	key        subKey
 	topic      model.TopicName
-	index      int32
-	partitions int // the topic's queue count when the subscription opened
+	index      int32 // the queue's index at this node's broker
+	partition  int32 // its topic-wide index
+	partitions int   // the topic's queue count when the subscription opened
 	ledger     uint64
 	durable    bool
 	shared     bool // Shared or Key_Shared: on POP
@@ -132,8 +133,9 @@ func sharedType(t pulsarpb.CommandSubscribe_SubType) bool {
 }
 
 // attach adds a consumer, creating the subscription when it is new.
-func (ss *subscriptions) attach(co *consumer, m *pulsarpb.CommandSubscribe, t *broker.Topic, index int32) (cursor, error) {
-	q, _ := t.Queue(index)
+func (ss *subscriptions) attach(co *consumer, m *pulsarpb.CommandSubscribe, tg target) (cursor, error) {
+	t := tg.topic
+	q, _ := t.Queue(tg.index)
 	k := subKey{queue: q, name: m.GetSubscription()}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -147,7 +149,7 @@ func (ss *subscriptions) attach(co *consumer, m *pulsarpb.CommandSubscribe, t *b
 		sub = nil
 	}
 	if sub == nil {
-		sb := subBase{s: ss.s, key: k, topic: t.Name, index: index, partitions: len(t.All), ledger: ledgerID(t),
+		sb := subBase{s: ss.s, key: k, topic: t.Name, index: tg.index, partition: tg.partition, partitions: len(t.All), ledger: ledgerID(t),
 			durable: m.GetDurable(), shared: sharedType(m.GetSubType()), keyShared: keyShared}
 		var err error
 		if sb.shared {

@@ -2,6 +2,7 @@ package pulsar
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -52,19 +53,42 @@ func reachable(listener, local string) string {
 	return net.JoinHostPort(lh, port)
 }
 
-// handleLookup answers LOOKUP: this node serves every topic.
+// handleLookup answers LOOKUP: a single node serves every topic, a
+// cluster member names where the topic's queue is served (GroupAddr).
 func (c *conn) handleLookup(m *pulsarpb.CommandLookupTopic) {
 	resp := &pulsarpb.CommandLookupTopicResponse{RequestId: proto.Uint64(m.GetRequestId())}
-	if _, err := ParseTopic(m.GetTopic()); err != nil {
+	plain, secured, err := c.lookup(m.GetTopic())
+	if err != nil {
 		resp.Response = pulsarpb.CommandLookupTopicResponse_Failed.Enum()
 		resp.Error, resp.Message = errorCode(err).Enum(), proto.String(err.Error())
 	} else {
-		plain, secured := c.serviceURLs()
 		resp.Response = pulsarpb.CommandLookupTopicResponse_Connect.Enum()
 		resp.BrokerServiceUrl, resp.BrokerServiceUrlTls = proto.String(plain), proto.String(secured)
 		resp.Authoritative = proto.Bool(true)
 	}
 	c.command(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: resp})
+}
+
+// lookup is where a topic's clients connect: this node's service URLs,
+// or on a cluster those of the member serving the topic's queue (the
+// topic made first when auto-creation allows, so its queue has a group).
+func (c *conn) lookup(name string) (plain, secured string, err error) {
+	if c.s.opts.GroupAddr == nil {
+		if _, err := ParseTopic(name); err != nil {
+			return "", "", err
+		}
+		plain, secured = c.serviceURLs()
+		return plain, secured, nil
+	}
+	tg, err := c.resolve(name)
+	if err != nil {
+		return "", "", err
+	}
+	addr := c.s.opts.GroupAddr(tg.home, c.nc.LocalAddr(), c.nc.RemoteAddr())
+	if addr == "" {
+		return "", "", fmt.Errorf("%w: no address for replication group %d", model.ErrNotLeader, tg.home)
+	}
+	return "pulsar://" + addr, "pulsar+ssl://" + addr, nil
 }
 
 // handlePartitionedMetadata answers PARTITIONED_METADATA: a topic of one
@@ -131,23 +155,46 @@ func (c *conn) handleGetOrCreateSchema(m *pulsarpb.CommandGetOrCreateSchema) {
 			SchemaVersion: []byte{}}})
 }
 
-// topicFor resolves a topic a producer or consumer names, creating it
-// (one queue: a non-partitioned topic) when auto-creation allows, and the
-// queue index the name addresses.
-func (c *conn) topicFor(name string) (*broker.Topic, int32, TopicRef, error) {
+// target is the queue a Pulsar topic name addresses.
+type target struct {
+	topic *broker.Topic
+	ref   TopicRef
+	// partition is the queue's topic-wide index (its Kafka partition).
+	partition int32
+	// home is the replication group serving it to Pulsar clients (its
+	// home: a moved queue is served there, the broker reaching its
+	// records where they are), index its index at that group's broker.
+	home  model.GroupID
+	index int32
+}
+
+// resolve finds the queue a topic name addresses, creating the topic (one
+// queue: a non-partitioned topic) when auto-creation allows.
+func (c *conn) resolve(name string) (target, error) {
 	ref, err := ParseTopic(name)
 	if err != nil {
-		return nil, 0, ref, err
+		return target{ref: ref}, err
 	}
-	t, err := c.s.b.EnsureTopicWith(c.ctx, ref.Name, 1)
+	t, err := c.s.b.EnsureWholeTopicWith(c.ctx, ref.Name, 1)
 	if err != nil {
-		return nil, 0, ref, err
+		return target{ref: ref}, err
 	}
-	index := int32(max(ref.Partition, 0))
-	if int(index) >= len(t.All) {
-		return nil, 0, ref, model.ErrUnknownQueue
+	p := max(ref.Partition, 0)
+	if p >= len(t.All) {
+		return target{ref: ref}, fmt.Errorf("%w: partition %d of %s (%d)", model.ErrUnknownQueue, p, ref.Name, len(t.All))
 	}
-	return t, index, ref, nil
+	return target{topic: t, ref: ref, partition: int32(p), home: t.HomeOf(p), index: int32(t.HomeIndex(p))}, nil
+}
+
+// topicFor resolves a topic a producer or consumer names: a queue this
+// node serves (one of another replication group is refused as
+// ServiceNotReady, which makes the client look the topic up again).
+func (c *conn) topicFor(name string) (target, error) {
+	tg, err := c.resolve(name)
+	if err == nil && !c.s.serves(tg.home) {
+		err = fmt.Errorf("%w: %s is served by replication group %d", model.ErrNotLeader, name, tg.home)
+	}
+	return tg, err
 }
 
 // errorCode maps broker errors to Pulsar's server errors.

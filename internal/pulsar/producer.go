@@ -62,7 +62,7 @@ func (c *conn) handleProducer(m *pulsarpb.CommandProducer) {
 	if ref, err := ParseTopic(m.GetTopic()); err == nil && !c.allowed(m.GetRequestId(), ref.Name, security.OpWrite, "") {
 		return
 	}
-	t, index, _, err := c.topicFor(m.GetTopic())
+	tg, err := c.topicFor(m.GetTopic())
 	if err != nil {
 		c.errorReply(m.GetRequestId(), errorCode(err), err.Error())
 		return
@@ -71,6 +71,7 @@ func (c *conn) handleProducer(m *pulsarpb.CommandProducer) {
 	if name == "" {
 		name = fmt.Sprintf("%s-%d", producerPrefix, producerCounter.Add(1))
 	}
+	t, index := tg.topic, tg.index
 	q, _ := t.Queue(index)
 	last, err := c.s.dedup.lastSequence(q, name)
 	if err != nil {

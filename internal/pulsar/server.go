@@ -13,6 +13,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker/pop"
 	"github.com/rosettamq/rosetta/internal/broker/produce"
 	"github.com/rosettamq/rosetta/internal/broker/security"
+	"github.com/rosettamq/rosetta/internal/model"
 )
 
 // Options configure a Server.
@@ -30,6 +31,12 @@ type Options struct {
 	Security *security.Service
 	// Authentication requires credentials at CONNECT.
 	Authentication bool
+	// GroupAddr, on a cluster member, is the host:port where the clients
+	// of replication group g's queues connect, told to a client that
+	// reached this node (local) from remote: lookups name it, and
+	// producers and consumers of queues another group serves are
+	// refused. Nil: a single node, which serves every queue.
+	GroupAddr func(g model.GroupID, local, remote net.Addr) string
 	// KeepAlive is how long a connection may stay silent before the
 	// broker closes it (default 2 minutes; clients ping every 30 s).
 	KeepAlive time.Duration
@@ -71,6 +78,12 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 	s.dedup = newDedup(s)
 	s.subs = newSubscriptions(s)
 	return s
+}
+
+// serves reports whether this node serves Pulsar clients of group g's
+// queues (a single node serves all).
+func (s *Server) serves(g model.GroupID) bool {
+	return s.opts.GroupAddr == nil || g == s.b.Placement().Group
 }
 
 // Serve accepts connections on l (plaintext, or TLS and plaintext) until

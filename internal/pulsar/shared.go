@@ -486,7 +486,7 @@ func (sub *sharedSub) identityAt(off model.QueueOffset) (identity, bool) {
 	if off >= c.base && off < c.end {
 		return c.id, c.ok
 	}
-	res, err := sub.s.b.Read(sub.topic, sub.index, off, ReadOne)
+	res, err := sub.s.b.Read(sub.topic, sub.index, off, readOne())
 	if err != nil {
 		return identity{}, false
 	}

@@ -390,13 +390,14 @@ func (sub *subscription) ackSetLocked(base model.QueueOffset, count int) ([]int6
 // ack applies acknowledgements: cumulative up to and including id, or
 // individual messages (a whole entry, or a batch's members by ack set).
 func (sub *subscription) ack(_ *consumer, m *pulsarpb.CommandAck) {
+	sizes := sub.entrySizes(m.GetMessageId())
 	sub.mu.Lock()
 	before := sub.markDelete
 	for _, id := range m.GetMessageId() {
 		base := model.QueueOffset(id.GetEntryId())
 		count, known := sub.inflight[base]
 		if !known {
-			count = max(int(id.GetBatchSize()), 1)
+			count = sizes[base]
 		}
 		if m.GetAckType() == pulsarpb.CommandAck_Cumulative {
 			upTo := base + model.QueueOffset(count)
@@ -429,6 +430,44 @@ func (sub *subscription) ack(_ *consumer, m *pulsarpb.CommandAck) {
 			sub.s.log.Warn("pulsar: committing a subscription's position", "subscription", sub.key.name, "err", err)
 		}
 	}
+}
+
+// entrySizes are the message counts of acknowledged entries the
+// subscription does not have in flight — delivered before a rewind, or
+// by the member that served the queue before this one — as the ack says
+// or, since clients acknowledge a whole batch by its entry id alone, as
+// the log has them: taking such an ack for one message would leave the
+// batch's others unacknowledged for good, and the mark-delete position
+// behind them.
+func (sub *subscription) entrySizes(ids []*pulsarpb.MessageIdData) map[model.QueueOffset]int {
+	var unknown []*pulsarpb.MessageIdData
+	sub.mu.Lock()
+	for _, id := range ids {
+		base := model.QueueOffset(id.GetEntryId())
+		if _, known := sub.inflight[base]; !known && base >= sub.markDelete {
+			unknown = append(unknown, id)
+		}
+	}
+	sub.mu.Unlock()
+	sizes := make(map[model.QueueOffset]int, len(unknown))
+	for _, id := range unknown {
+		base := model.QueueOffset(id.GetEntryId())
+		sizes[base] = max(int(id.GetBatchSize()), 1)
+		if id.GetBatchSize() > 0 {
+			continue
+		}
+		res, err := sub.s.b.Read(sub.topic, sub.index, base, readOne())
+		if err != nil {
+			continue
+		}
+		for _, r := range res.Records {
+			if r.BaseOffset == base {
+				sizes[base] = max(int(r.Count), 1)
+			}
+		}
+		res.Release()
+	}
+	return sizes
 }
 
 func (sub *subscription) ackOneLocked(off model.QueueOffset) {

@@ -46,8 +46,8 @@ func (s *GroupState) Keepers() []storage.StateKeeper {
 }
 
 // Endpoint is one opened listener: its name ("http", "kafka",
-// "kafka/<NAME>", "remoting", "grpc"; "remoting/<g>" and "grpc/<g>" for
-// replication group g's), its kind (the name without the group), the group
+// "kafka/<NAME>", "remoting", "grpc", "pulsar"; "remoting/<g>", "grpc/<g>"
+// and "pulsar/<g>" for replication group g's), its kind (the name without the group), the group
 // it serves, its TLS mode and ALPN protocols, and for Kafka the listener it
 // is.
 type Endpoint struct {
@@ -79,7 +79,7 @@ type listenerRoute struct {
 // of its terms.
 type server struct {
 	n *Node
-	// routes are each group's RocketMQ listeners (grown as groups are
+	// routes are each group's RocketMQ and Pulsar listeners (grown as groups are
 	// added); eg and ctx own their accept loops.
 	routesMu sync.Mutex
 	routes   map[model.GroupID][]*listenerRoute
@@ -148,7 +148,7 @@ func (n *Node) RunMember(ctx context.Context, ready func(), eps []Endpoint, also
 
 // route starts relaying an opened listener to its group's leader until a
 // term serves it; a Kafka listener's route is returned (one Kafka server
-// answers for every group the member leads), a RocketMQ one kept as its
+// answers for every group the member leads), a RocketMQ or Pulsar one kept as its
 // group's.
 func (s *server) route(ep Endpoint) *listenerRoute {
 	m := s.n.Member
@@ -168,14 +168,14 @@ func (s *server) route(ep Endpoint) *listenerRoute {
 	return nil
 }
 
-// routesOf are group g's RocketMQ listener routes.
+// routesOf are group g's RocketMQ and Pulsar listener routes.
 func (s *server) routesOf(g model.GroupID) []*listenerRoute {
 	s.routesMu.Lock()
 	defer s.routesMu.Unlock()
 	return s.routes[g]
 }
 
-// closeRoutes closes every group's RocketMQ listeners.
+// closeRoutes closes every group's RocketMQ and Pulsar listeners.
 func (s *server) closeRoutes() {
 	s.routesMu.Lock()
 	defer s.routesMu.Unlock()
@@ -242,6 +242,8 @@ func (s *server) Serve(ctx context.Context, gr *member.Group, r *member.Replica)
 			fe.Remoting = l
 		case "grpc":
 			fe.GRPC = l
+		case "pulsar":
+			fe.Pulsar = l
 		}
 		cls = append(cls, cl)
 	}

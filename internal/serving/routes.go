@@ -127,6 +127,42 @@ func (n *Node) protocolRoutes(listener, via string, others []string) []remoting.
 	return out
 }
 
+// pulsarGroupAddr names where Pulsar clients of group g's queues connect
+// (nil on a single node): group g's Pulsar port (the listener's + g) on
+// the member leading it — a client that came through a protocol-only node
+// is sent back to that node, which relays — or, while no leader is known,
+// on the host the client reached, whose member relays once one is.
+// pulsar+ssl:// clients take the same port (a member's Pulsar listener
+// takes TLS too unless listen.pulsar_tls is disabled).
+func (n *Node) pulsarGroupAddr() func(g model.GroupID, local, remote net.Addr) string {
+	m := n.Member
+	if m == nil {
+		return nil
+	}
+	return func(g model.GroupID, local, remote net.Addr) string {
+		port, ok := placement.GroupPort(n.Addr("pulsar"), g)
+		if !ok {
+			return ""
+		}
+		at := func(host string) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
+		if via, _ := n.viaProtocolNode(remote); via != "" {
+			return at(via)
+		}
+		if groups := m.Groups(); int(g) < len(groups) {
+			if leader, _ := groups[g].Leader(); leader != 0 {
+				if h, known := m.HostOf(leader); known {
+					return at(h)
+				}
+			}
+		}
+		host, _, err := net.SplitHostPort(local.String())
+		if err != nil {
+			return ""
+		}
+		return at(host)
+	}
+}
+
 // grpcRoutes is brokerRoutes for the gRPC listeners.
 func (n *Node) grpcRoutes() func(remote net.Addr) []grpcv5.BrokerRoute {
 	routes := n.brokerRoutes("grpc")

@@ -295,7 +295,7 @@ func (n *Node) serve(ctx context.Context, g *errgroup.Group, st *Stack, fe Front
 // pulsarServer builds the Pulsar front-end over st.
 func (n *Node) pulsarServer(st *Stack) *pulsar.Server {
 	opts := n.Pulsar
-	opts.Pop, opts.Logger = st.Pop, n.log
+	opts.Pop, opts.Logger, opts.GroupAddr = st.Pop, n.log, n.pulsarGroupAddr()
 	return pulsar.NewServer(st.Broker, opts)
 }
 

@@ -42,7 +42,7 @@ import (
 const (
 	envDir     = "ROSETTA_CLUSTER_DIR"
 	envNode    = "ROSETTA_CLUSTER_NODE"
-	envPorts   = "ROSETTA_CLUSTER_PORTS" // kafka,etcd,raft,remoting,grpc,http
+	envPorts   = "ROSETTA_CLUSTER_PORTS" // kafka,etcd,raft,remoting,grpc,http,pulsar
 	envMembers = "ROSETTA_CLUSTER_MEMBERS"
 	envEtcd    = "ROSETTA_CLUSTER_ETCD" // an external etcd instead of embedded members
 	envGroups  = "ROSETTA_CLUSTER_GROUPS"
@@ -53,6 +53,9 @@ const (
 	// envSmallSegments: 1 MiB commit-log segments, so retention and
 	// garbage collection have whole segments to delete.
 	envSmallSegments = "ROSETTA_CLUSTER_SMALL_SEGMENTS"
+	// envPulsar: the members (and protocol-only nodes) serve Pulsar
+	// clients (on ports[6], group g's on the port + g).
+	envPulsar = "ROSETTA_CLUSTER_PULSAR"
 )
 
 // hosts: the three members' addresses, and a fourth joining later.
@@ -92,7 +95,10 @@ func TestClusterChild(t *testing.T) {
 	cfg.Cluster.Roles = os.Getenv(envRole)
 	cfg.Listen.Kafka = ":" + ports[0]
 	cfg.Listen.Remoting, cfg.Listen.GRPC = ":"+ports[3], ":"+ports[4]
-	cfg.Listen.HTTP = ""
+	cfg.Listen.HTTP, cfg.Listen.Pulsar, cfg.Listen.PulsarSSL = "", "", ""
+	if os.Getenv(envPulsar) != "" {
+		cfg.Listen.Pulsar = ":" + ports[6]
+	}
 	// One replication group unless the test asks for several (0: the
 	// default, one per member).
 	cfg.Cluster.Groups = 1
@@ -141,7 +147,7 @@ type member struct {
 
 type cluster struct {
 	t       *testing.T
-	ports   []int // kafka, etcd (and etcd+1), raft, remoting, grpc, http (remoting and grpc + g: group g's)
+	ports   []int // kafka, etcd (and etcd+1), raft, remoting, grpc, http, pulsar (remoting, grpc and pulsar + g: group g's)
 	members []*member
 	// protocol are protocol-only nodes; with viaProtocol, RocketMQ loads
 	// reach the cluster through them alone (clientAddrs).
@@ -195,7 +201,7 @@ func newClusterOf(t *testing.T, n int, env ...string) *cluster {
 		}
 		l.Close()
 	}
-	c := &cluster{t: t, ports: freePorts(t, 6), env: env}
+	c := &cluster{t: t, ports: freePorts(t, 7), env: env}
 	root := t.TempDir()
 	c.root = root
 	for i, h := range largeHosts[:n] {
@@ -230,7 +236,7 @@ func (c *cluster) membersFlag() string {
 func (c *cluster) start(m *member) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterChild$", "-test.v=false")
 	cmd.Env = append(os.Environ(), envDir+"="+m.dir, envNode+"="+strconv.Itoa(m.id),
-		envPorts+"="+fmt.Sprintf("%d,%d,%d,%d,%d,%d", c.ports[0], c.ports[1], c.ports[2], c.ports[3], c.ports[4], c.ports[5]), envMembers+"="+c.membersFlag())
+		envPorts+"="+fmt.Sprintf("%d,%d,%d,%d,%d,%d,%d", c.ports[0], c.ports[1], c.ports[2], c.ports[3], c.ports[4], c.ports[5], c.ports[6]), envMembers+"="+c.membersFlag())
 	cmd.Env = append(cmd.Env, apptest.EnvLogFile+"="+c.logFile(m))
 	cmd.Env = append(cmd.Env, c.env...)
 	out, err := cmd.StdoutPipe()

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/rosettamq/rosetta/internal/app/apptest"
+	"github.com/rosettamq/rosetta/internal/pulsar/pulsarpb"
 )
 
 // call makes an admin REST call and decodes a JSON answer into out.
@@ -175,4 +177,59 @@ func TestAdminREST(t *testing.T) {
 		t.Fatalf("stats of an unknown topic: %d", code)
 	}
 	_ = context.Background()
+}
+
+// TestBatchAckAfterRedelivery: a consumer acknowledges a batch it
+// received by the entry's id alone (as clients do once every message of
+// it is acknowledged) after asking for a redelivery it had no permits
+// for: the subscription takes the whole batch as acknowledged — not its
+// first message alone, which would leave the others masked out of every
+// redelivery and never acknowledged — and its backlog drains.
+func TestBatchAckAfterRedelivery(t *testing.T) {
+	t.Parallel()
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	c := client(t, n)
+	const topic = "batch-ack-redelivery"
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, BatchingMaxMessages: 10, BatchingMaxPublishDelay: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := range 10 {
+		p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprint(i))}, nil)
+	}
+	if err := p.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	rc := dialRaw(t, n)
+	rc.connect(t)
+	rc.write(t, &pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: &pulsarpb.CommandSubscribe{
+		Topic: proto.String(topic), Subscription: proto.String("s"), SubType: pulsarpb.CommandSubscribe_Exclusive.Enum(),
+		ConsumerId: proto.Uint64(1), RequestId: proto.Uint64(1), Durable: proto.Bool(true),
+		InitialPosition: pulsarpb.CommandSubscribe_Earliest.Enum()}})
+	if cmd := rc.read(t); cmd.GetType() != pulsarpb.BaseCommand_SUCCESS {
+		t.Fatalf("subscribe: %v", cmd)
+	}
+	rc.write(t, &pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_FLOW.Enum(), Flow: &pulsarpb.CommandFlow{
+		ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(10)}})
+	var id *pulsarpb.MessageIdData
+	for id == nil {
+		if f := rc.readFrame(t); f.Command.GetType() == pulsarpb.BaseCommand_MESSAGE {
+			id = f.Command.GetMessage().GetMessageId()
+		}
+	}
+	rc.write(t, &pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES.Enum(),
+		RedeliverUnacknowledgedMessages: &pulsarpb.CommandRedeliverUnacknowledgedMessages{ConsumerId: proto.Uint64(1)}})
+	rc.write(t, &pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_ACK.Enum(), Ack: &pulsarpb.CommandAck{
+		ConsumerId: proto.Uint64(1), AckType: pulsarpb.CommandAck_Individual.Enum(),
+		MessageId: []*pulsarpb.MessageIdData{{LedgerId: id.LedgerId, EntryId: id.EntryId}}}})
+	apptest.Eventually(t, 10*time.Second, "the backlog to drain", func() bool {
+		var st struct {
+			Subscriptions map[string]struct {
+				MsgBacklog int64 `json:"msgBacklog"`
+			} `json:"subscriptions"`
+		}
+		call(t, n, "GET", "/admin/v2/persistent/public/default/"+topic+"/stats", nil, &st)
+		return st.Subscriptions["s"].MsgBacklog == 0
+	})
 }

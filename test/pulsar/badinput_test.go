@@ -23,55 +23,16 @@ import (
 func TestBadInput(t *testing.T) {
 	t.Parallel()
 	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
-	addr := n.App.Addr("pulsar")
-	dial := func() net.Conn {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	closed := func(c net.Conn, what string) {
+	dial := func() *rawConn { return dialRaw(t, n) }
+	closed := func(c *rawConn, what string) {
 		t.Helper()
 		if _, err := io.ReadAll(c); err != nil {
 			t.Fatalf("%s: connection not closed: %v", what, err)
 		}
 	}
-	write := func(c net.Conn, cmd *pulsarpb.BaseCommand) {
-		t.Helper()
-		b, err := rp.AppendCommand(nil, cmd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Write(b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	read := func(c net.Conn) *pulsarpb.BaseCommand {
-		t.Helper()
-		var size [4]byte
-		if _, err := io.ReadFull(c, size[:]); err != nil {
-			t.Fatal(err)
-		}
-		b := make([]byte, binary.BigEndian.Uint32(size[:]))
-		if _, err := io.ReadFull(c, b); err != nil {
-			t.Fatal(err)
-		}
-		f, err := rp.DecodeFrame(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f.Command
-	}
-	connect := func(c net.Conn) {
-		write(c, &pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_CONNECT.Enum(), Connect: &pulsarpb.CommandConnect{
-			ClientVersion: proto.String("test"), ProtocolVersion: proto.Int32(20)}})
-		if cmd := read(c); cmd.GetType() != pulsarpb.BaseCommand_CONNECTED {
-			t.Fatalf("connect: %v", cmd)
-		}
-	}
+	write := func(c *rawConn, cmd *pulsarpb.BaseCommand) { t.Helper(); c.write(t, cmd) }
+	read := func(c *rawConn) *pulsarpb.BaseCommand { t.Helper(); return c.read(t) }
+	connect := func(c *rawConn) { t.Helper(); c.connect(t) }
 
 	c := dial()
 	_, _ = c.Write(binary.BigEndian.AppendUint32(nil, 1<<30))
@@ -121,5 +82,63 @@ func TestBadInput(t *testing.T) {
 	if r.HasNext() {
 		m, _ := r.Next(context.Background())
 		t.Fatalf("stored from bad input: %q", m.Payload())
+	}
+}
+
+// rawConn speaks the protocol frame by frame, as no client would.
+type rawConn struct{ net.Conn }
+
+// dialRaw connects to the node's Pulsar port (closed when the test ends).
+func dialRaw(t *testing.T, n *apptest.TestNode) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", n.App.Addr("pulsar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	t.Cleanup(func() { c.Close() })
+	return &rawConn{c}
+}
+
+func (c *rawConn) write(t *testing.T, cmd *pulsarpb.BaseCommand) {
+	t.Helper()
+	b, err := rp.AppendCommand(nil, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readFrame reads the next frame.
+func (c *rawConn) readFrame(t *testing.T) rp.Frame {
+	t.Helper()
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(c, b); err != nil {
+		t.Fatal(err)
+	}
+	f, err := rp.DecodeFrame(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (c *rawConn) read(t *testing.T) *pulsarpb.BaseCommand {
+	t.Helper()
+	return c.readFrame(t).Command
+}
+
+func (c *rawConn) connect(t *testing.T) {
+	t.Helper()
+	c.write(t, &pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_CONNECT.Enum(), Connect: &pulsarpb.CommandConnect{
+		ClientVersion: proto.String("test"), ProtocolVersion: proto.Int32(20)}})
+	if cmd := c.read(t); cmd.GetType() != pulsarpb.BaseCommand_CONNECTED {
+		t.Fatalf("connect: %v", cmd)
 	}
 }
