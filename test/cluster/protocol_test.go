@@ -48,12 +48,14 @@ func (c *cluster) startProtocol(m *member) {
 // TestClusterProtocolNodes: three members and two protocol-only nodes;
 // RocketMQ clients — rocketmq-client-go sync sends and a push consumer,
 // the RocketMQ 5 producer and SimpleConsumer — given only the protocol-only
-// nodes' addresses, and the admin API through one of them. The members
+// nodes' addresses, and the admin API through one of them; a
+// pulsar-client-go producer given the protocol-only nodes' Pulsar ports,
+// whose lookups name protocol-only nodes. The members
 // answer routes naming protocol-only nodes (every gRPC send is acknowledged
 // by one). A protocol-only node's SIGKILL and a member's SIGKILL cost
 // retries, not messages: every acknowledged message is received.
 func TestClusterProtocolNodes(t *testing.T) {
-	c := newCluster(t, envGroups+"=0") // a group per member
+	c := newCluster(t, envGroups+"=0", envPulsar+"=1") // a group per member
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c.startProtocolNodes(2)
@@ -89,7 +91,7 @@ func TestClusterProtocolNodes(t *testing.T) {
 	}
 	defer kcl.Close()
 	adm := kadm.NewClient(kcl)
-	for _, topic := range []string{"proto-kafka", "proto-txn"} {
+	for _, topic := range []string{"proto-kafka", "proto-txn", "proto-pulsar"} {
 		if resp, err := adm.CreateTopic(ctx, 6, -1, nil, topic); err != nil || resp.Err != nil {
 			t.Fatalf("create %s through a protocol-only node: %v %v", topic, err, resp.Err)
 		}
@@ -109,13 +111,20 @@ func TestClusterProtocolNodes(t *testing.T) {
 	rl := startRemotingLoad(t, c, "proto-rmq")
 	ol := startOrderedLoad(t, c, "proto-ordered")
 	gl := startGRPCLoad(t, c, "proto-grpc", 4)
+	for p := range 6 {
+		addr := net.JoinHostPort(proto.host, strconv.Itoa(c.ports[6]))
+		if got := pulsarLookup(t, addr, fmt.Sprint("proto-pulsar-partition-", p)); !strings.HasPrefix(got, "pulsar://127.0.0.2") {
+			t.Fatalf("a Pulsar lookup through a protocol-only node names %s", got)
+		}
+	}
+	pl := startPulsarLoad(t, c.pulsarClient(t), "proto-pulsar")
 	progress := func(what string, since time.Time, more int) {
-		r0, g0, k0 := rl.ackCount(), gl.ackCount(), kl.count()
+		r0, g0, k0, p0 := rl.ackCount(), gl.ackCount(), kl.count(), pl.ackCount()
 		apptest.Eventually(t, 60*time.Second, what, func() bool {
-			return rl.ackCount() >= r0+more && gl.ackCount() >= g0+more && kl.count() >= k0+more
+			return rl.ackCount() >= r0+more && gl.ackCount() >= g0+more && kl.count() >= k0+more && pl.ackCount() >= p0+more
 		})
-		t.Logf("%s: %d more remoting, %d more gRPC and %d more Kafka sends acknowledged %v later", what,
-			rl.ackCount()-r0, gl.ackCount()-g0, kl.count()-k0, time.Since(since).Round(time.Millisecond))
+		t.Logf("%s: %d more remoting, %d more gRPC, %d more Kafka and %d more Pulsar sends acknowledged %v later", what,
+			rl.ackCount()-r0, gl.ackCount()-g0, kl.count()-k0, pl.ackCount()-p0, time.Since(since).Round(time.Millisecond))
 	}
 	progress("sends through the protocol-only nodes", time.Now(), 100)
 
@@ -137,6 +146,13 @@ func TestClusterProtocolNodes(t *testing.T) {
 	gl.stop()
 	kl.stop()
 	tl.stop()
+	pl.stop()
+	stored := readTopic(ctx, t, c, "proto-pulsar", pl.ackCount())
+	for v := range pl.acked() {
+		if stored[v].count != 1 {
+			t.Fatalf("Pulsar message %s stored %d times", v, stored[v].count)
+		}
+	}
 	rl.verify(t)
 	ol.verify(t)
 	gl.verify(t)

@@ -4,7 +4,9 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -21,8 +23,11 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/rosettamq/rosetta/internal/app/apptest"
+	rp "github.com/rosettamq/rosetta/internal/pulsar"
+	"github.com/rosettamq/rosetta/internal/pulsar/pulsarpb"
 )
 
 // TestClusterPulsar: three members holding three replication groups serve
@@ -150,19 +155,64 @@ func TestClusterPulsar(t *testing.T) {
 }
 
 // pulsarClient is a pulsar-client-go client of the cluster: a service URL
-// naming every member's Pulsar port.
+// naming every member's Pulsar port (the protocol-only nodes' with
+// viaProtocol).
 func (c *cluster) pulsarClient(t *testing.T) pulsar.Client {
-	var hosts []string
-	for _, m := range c.members {
-		hosts = append(hosts, net.JoinHostPort(m.host, strconv.Itoa(c.ports[6])))
-	}
-	cl, err := pulsar.NewClient(pulsar.ClientOptions{URL: "pulsar://" + strings.Join(hosts, ","), OperationTimeout: 30 * time.Second,
+	cl, err := pulsar.NewClient(pulsar.ClientOptions{URL: "pulsar://" + strings.Join(c.clientAddrs(6), ","), OperationTimeout: 30 * time.Second,
 		ConnectionTimeout: 5 * time.Second, Logger: plog.NewLoggerWithSlog(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// pulsarLookup asks the Pulsar port at addr where a topic's clients
+// connect (the lookup's pulsar:// URL).
+func pulsarLookup(t *testing.T, addr, topic string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	write := func(cmd *pulsarpb.BaseCommand) {
+		b, err := rp.AppendCommand(nil, cmd)
+		if err == nil {
+			_, err = c.Write(b)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() *pulsarpb.BaseCommand {
+		var size [4]byte
+		if _, err := io.ReadFull(c, size[:]); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(c, b); err != nil {
+			t.Fatal(err)
+		}
+		f, err := rp.DecodeFrame(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.Command
+	}
+	write(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_CONNECT.Enum(), Connect: &pulsarpb.CommandConnect{
+		ClientVersion: proto.String("lookup"), ProtocolVersion: proto.Int32(20)}})
+	if cmd := read(); cmd.GetType() != pulsarpb.BaseCommand_CONNECTED {
+		t.Fatalf("connect: %v", cmd)
+	}
+	write(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pulsarpb.CommandLookupTopic{
+		Topic: proto.String(topic), RequestId: proto.Uint64(1)}})
+	cmd := read()
+	if cmd.GetType() != pulsarpb.BaseCommand_LOOKUP_RESPONSE || cmd.GetLookupTopicResponse().GetResponse() != pulsarpb.CommandLookupTopicResponse_Connect {
+		t.Fatalf("lookup %s: %v", topic, cmd)
+	}
+	return cmd.GetLookupTopicResponse().GetBrokerServiceUrl()
 }
 
 // sent is what a message was sent with.
@@ -225,7 +275,7 @@ func merge(ms ...map[string]sent) map[string]sent {
 }
 
 // startPulsarLoad sends with one named, batching, LZ4 producer, a window of
-// messages in flight; sends that fail (the send timeout, while a group
+// messages in flight, up to 2,000 a second; sends that fail (the send timeout, while a group
 // fails over) are counted, not retried.
 func startPulsarLoad(t *testing.T, cl pulsar.Client, topic string) *keyedLoad {
 	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "cross-producer", CompressionType: pulsar.LZ4,
@@ -246,6 +296,7 @@ func startPulsarLoad(t *testing.T, cl pulsar.Client, topic string) *keyedLoad {
 			case <-ctx.Done():
 				return
 			}
+			time.Sleep(500 * time.Microsecond) // at most 2,000 a second: the machine is shared with the other loads
 			v := fmt.Sprint("p-", i)
 			s := sent{key: fmt.Sprint("pk-", i%97), props: map[string]string{"src": "pulsar", "i": strconv.Itoa(i)}}
 			wg.Add(1)
