@@ -57,19 +57,23 @@ func (s *Server) AdminHandler(guard func(http.HandlerFunc) http.HandlerFunc) htt
 	h("DELETE "+topic, s.adminDeleteTopic)
 	h("GET /admin/v2/persistent/{tenant}/{ns}", s.adminListTopics)
 	h("GET /admin/v2/persistent/{tenant}/{ns}/partitioned", s.adminListPartitioned)
-	h("PUT "+topic+"/unload", s.adminUnload)
-	h("GET "+topic+"/ledger/{ledger}/entry/{entry}", s.adminEntry)
-	h("GET "+topic+"/stats", s.adminStats)
-	h("GET "+topic+"/partitioned-stats", s.adminStats)
-	h("GET "+topic+"/internalStats", s.adminInternalStats)
-	h("GET "+topic+"/subscriptions", s.adminSubscriptions)
-	h("PUT "+topic+"/subscription/{sub}", s.adminCreateSubscription)
-	h("DELETE "+topic+"/subscription/{sub}", s.adminDeleteSubscription)
-	h("POST "+topic+"/subscription/{sub}/resetcursor/{ms}", s.adminResetCursor)
-	h("POST "+topic+"/subscription/{sub}/resetcursor", s.adminResetCursor)
-	h("POST "+topic+"/subscription/{sub}/skip/{n}", s.adminSkip)
-	h("POST "+topic+"/subscription/{sub}/skip_all", s.adminSkip)
-	h("POST "+topic+"/subscription/{sub}/expireMessages/{seconds}", s.adminExpire)
+	// Endpoints over a topic's queues: answered where each queue is
+	// served (admin_cluster.go).
+	all := func(fn http.HandlerFunc, merge merger) http.HandlerFunc { return s.spanning(fn, merge, allPartitions) }
+	first := func(fn http.HandlerFunc) http.HandlerFunc { return s.spanning(fn, mergeNoContent, firstPartition) }
+	h("PUT "+topic+"/unload", all(s.adminUnload, mergeNoContent))
+	h("GET "+topic+"/ledger/{ledger}/entry/{entry}", first(s.adminEntry))
+	h("GET "+topic+"/stats", all(s.adminStats, mergeStats))
+	h("GET "+topic+"/partitioned-stats", all(s.adminStats, mergeStats))
+	h("GET "+topic+"/internalStats", first(s.adminInternalStats))
+	h("GET "+topic+"/subscriptions", all(s.adminSubscriptions, mergeNames))
+	h("PUT "+topic+"/subscription/{sub}", all(s.adminCreateSubscription, mergeNoContent))
+	h("DELETE "+topic+"/subscription/{sub}", all(s.adminDeleteSubscription, mergeNoContent))
+	h("POST "+topic+"/subscription/{sub}/resetcursor/{ms}", all(s.adminResetCursor, mergeNoContent))
+	h("POST "+topic+"/subscription/{sub}/resetcursor", all(s.adminResetCursor, mergeNoContent))
+	h("POST "+topic+"/subscription/{sub}/skip/{n}", all(s.adminSkip, mergeNoContent))
+	h("POST "+topic+"/subscription/{sub}/skip_all", all(s.adminSkip, mergeNoContent))
+	h("POST "+topic+"/subscription/{sub}/expireMessages/{seconds}", all(s.adminExpire, mergeNoContent))
 	h("GET /admin/v2/tenants", s.adminTenants)
 	h("GET /admin/v2/tenants/{tenant}", s.adminTenant)
 	h("PUT /admin/v2/tenants/{tenant}", s.adminPutTenant)
@@ -217,7 +221,7 @@ func (s *Server) adminCreateTopic(w http.ResponseWriter, r *http.Request) {
 		err = fmt.Errorf("%w: %s names a partition", model.ErrInvalidTopic, ref)
 	}
 	if err == nil {
-		_, err = s.b.CreateTopic(r.Context(), ref.Name, 1, broker.TopicConfig{})
+		_, err = s.b.CreateWholeTopic(r.Context(), ref.Name, 1, broker.TopicConfig{})
 	}
 	if err != nil {
 		adminFail(w, err)
@@ -282,7 +286,13 @@ func (s *Server) adminEntry(w http.ResponseWriter, r *http.Request) {
 			err = fmt.Errorf("%w: entry %q", errBadRequest, r.PathValue("entry"))
 		}
 	}
-	index := int32(max(ref.Partition, 0))
+	var index int32
+	if err == nil {
+		var ok bool
+		if index, ok = s.localIndex(t, max(ref.Partition, 0)); !ok {
+			err = fmt.Errorf("%w: partition %d of %s", model.ErrUnknownQueue, max(ref.Partition, 0), ref.Name)
+		}
+	}
 	var q model.QueueID
 	if err == nil {
 		q, _, err = s.b.QueueID(ref.Name, index)
@@ -382,22 +392,28 @@ func (s *Server) adminListPartitioned(w http.ResponseWriter, r *http.Request) {
 	adminJSON(w, s.topicNames(r.PathValue("tenant"), r.PathValue("ns"), true))
 }
 
-// queuesOf is the queues a topic reference addresses: one partition, or
-// all of them.
+// queuesOf is the queues a topic reference addresses — one partition, or
+// all of them — that this node serves, by the broker's indexes.
 func (s *Server) queuesOf(ref TopicRef) (*broker.Topic, []int32, error) {
 	t, err := s.b.Topic(ref.Name)
 	if err != nil {
 		return nil, nil, err
 	}
 	if ref.Partition >= 0 {
-		if ref.Partition >= len(t.All) {
-			return nil, nil, model.ErrUnknownQueue
+		i, ok := s.localIndex(t, ref.Partition)
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: partition %d of %s", model.ErrUnknownQueue, ref.Partition, ref.Name)
 		}
-		return t, []int32{int32(ref.Partition)}, nil
+		return t, []int32{i}, nil
 	}
-	idx := make([]int32, len(t.All))
-	for i := range idx {
-		idx[i] = int32(i)
+	var idx []int32
+	for p := range t.All {
+		if i, ok := s.localIndex(t, p); ok {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return nil, nil, fmt.Errorf("%w: no partition of %s is served here", model.ErrUnknownQueue, ref.Name)
 	}
 	return t, idx, nil
 }
@@ -707,8 +723,8 @@ func (s *Server) adminResetCursor(w http.ResponseWriter, r *http.Request) {
 		adminFail(w, err)
 		return
 	}
-	s.eachSubscriptionQueue(w, r, func(_ *broker.Topic, i int32, _, start, hw model.QueueOffset) (model.QueueOffset, error) {
-		if id.PartitionIndex >= 0 && id.PartitionIndex != i && r.PathValue("topic") != "" && strings.Contains(r.PathValue("topic"), partitionSuffix) {
+	s.eachSubscriptionQueue(w, r, func(t *broker.Topic, i int32, _, start, hw model.QueueOffset) (model.QueueOffset, error) {
+		if id.PartitionIndex >= 0 && int(id.PartitionIndex) != s.globalIndex(t, i) && strings.Contains(r.PathValue("topic"), partitionSuffix) {
 			return hw, nil
 		}
 		return offsetOfID(id, start, hw), nil
@@ -749,8 +765,25 @@ func (s *Server) adminExpire(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) adminLookup(w http.ResponseWriter, r *http.Request) {
-	if _, err := pathTopic(r); err != nil {
+	ref, err := pathTopic(r)
+	if err != nil {
 		adminFail(w, err)
+		return
+	}
+	if s.opts.GroupAddr != nil {
+		// (nil when the request was forwarded from another member)
+		local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+		var remote net.Addr
+		if a, err := net.ResolveTCPAddr("tcp", r.RemoteAddr); err == nil {
+			remote = a
+		}
+		plain, secured, err := s.groupURLs(r.Context(), ref.String(), local, remote)
+		if err != nil {
+			adminFail(w, err)
+			return
+		}
+		adminJSON(w, map[string]string{"brokerUrl": plain, "brokerUrlTls": secured,
+			"httpUrl": "http://" + r.Host, "httpUrlTls": "https://" + r.Host, "nativeUrl": plain})
 		return
 	}
 	s.addrMu.Lock()

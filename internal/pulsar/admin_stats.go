@@ -34,90 +34,170 @@ func (s *Server) adminStats(w http.ResponseWriter, r *http.Request) {
 		adminFail(w, err)
 		return
 	}
-	stats := s.topicStats(t, idx)
+	stats := &topicStats{}
+	parts := map[string]*topicStats{}
+	for _, i := range idx {
+		part := s.queueStats(t, i)
+		stats.add(part)
+		parts[TopicRef{Name: t.Name, Partition: s.globalIndex(t, i)}.String()] = part
+	}
 	if ref.Partition < 0 && len(t.All) > 1 {
-		stats["metadata"] = map[string]any{"partitions": len(t.All)}
+		stats.Metadata = &topicMetadata{Partitions: len(t.All)}
 		if r.URL.Query().Get("perPartition") != "false" {
-			parts := map[string]any{}
-			for _, i := range idx {
-				parts[TopicRef{Name: t.Name, Partition: int(i)}.String()] = s.topicStats(t, []int32{i})
-			}
-			stats["partitions"] = parts
+			stats.Partitions = parts
 		}
 	}
 	adminJSON(w, stats)
 }
 
-// topicStats describes a topic's queues idx.
-func (s *Server) topicStats(t *broker.Topic, idx []int32) map[string]any {
-	msgs, size := s.queueTotals(t, idx)
-	publishers := []map[string]any{}
-	for _, i := range idx {
-		q, _ := t.Queue(i)
-		for _, p := range s.live.producersOf(q) {
-			publishers = append(publishers, map[string]any{"producerId": p.id, "producerName": p.name, "accessMode": "Shared",
-				"metadata": p.meta, "address": p.c.nc.RemoteAddr().String(), "connectedSince": p.since.UTC().Format(time.RFC3339Nano),
-				"clientVersion": p.c.clientName, "msgRateIn": 0, "msgThroughputIn": 0, "averageMsgSize": 0})
-		}
-	}
-	subs := map[string]any{}
-	for _, name := range s.subscriptionNames(t, idx) {
-		subs[name] = s.subscriptionStats(t, idx, name)
-	}
-	return map[string]any{
-		"msgRateIn": 0, "msgThroughputIn": 0, "msgRateOut": 0, "msgThroughputOut": 0,
-		"bytesInCounter": size, "msgInCounter": msgs, "bytesOutCounter": 0, "msgOutCounter": 0,
-		"averageMsgSize": 0, "msgChunkPublished": false, "storageSize": size, "backlogSize": 0, "offloadedStorageSize": 0,
-		"publishers": publishers, "waitingPublishers": 0, "subscriptions": subs, "replication": map[string]any{},
-		"deduplicationStatus": "Enabled", "nonContiguousDeletedMessagesRanges": 0,
-	}
+// topicStats is a topic's, or one of its partitions', stats in Pulsar's
+// shape (rates are not sampled: 0).
+type topicStats struct {
+	MsgRateIn            float64                       `json:"msgRateIn"`
+	MsgThroughputIn      float64                       `json:"msgThroughputIn"`
+	MsgRateOut           float64                       `json:"msgRateOut"`
+	MsgThroughputOut     float64                       `json:"msgThroughputOut"`
+	BytesInCounter       int64                         `json:"bytesInCounter"`
+	MsgInCounter         int64                         `json:"msgInCounter"`
+	BytesOutCounter      int64                         `json:"bytesOutCounter"`
+	MsgOutCounter        int64                         `json:"msgOutCounter"`
+	AverageMsgSize       float64                       `json:"averageMsgSize"`
+	MsgChunkPublished    bool                          `json:"msgChunkPublished"`
+	StorageSize          int64                         `json:"storageSize"`
+	BacklogSize          int64                         `json:"backlogSize"`
+	OffloadedStorageSize int64                         `json:"offloadedStorageSize"`
+	Publishers           []map[string]any              `json:"publishers"`
+	WaitingPublishers    int                           `json:"waitingPublishers"`
+	Subscriptions        map[string]*subscriptionStats `json:"subscriptions"`
+	Replication          map[string]any                `json:"replication"`
+	DeduplicationStatus  string                        `json:"deduplicationStatus"`
+	NonContiguousRanges  int                           `json:"nonContiguousDeletedMessagesRanges"`
+	Metadata             *topicMetadata                `json:"metadata,omitempty"`
+	Partitions           map[string]*topicStats        `json:"partitions,omitempty"`
 }
 
-// subscriptionStats describes one subscription over a topic's queues.
-func (s *Server) subscriptionStats(t *broker.Topic, idx []int32, name string) map[string]any {
-	backlog, unacked := int64(0), 0
-	typ, durable, active := "Exclusive", true, ""
-	consumers := []map[string]any{}
-	for _, i := range idx {
-		_, hw, _, err := s.b.Offsets(t.Name, i)
-		if err != nil {
-			continue
+// topicMetadata is a partitioned topic's metadata in its stats.
+type topicMetadata struct {
+	Partitions int `json:"partitions"`
+}
+
+// subscriptionStats is one subscription's stats over a topic's queues.
+type subscriptionStats struct {
+	MsgRateOut          float64          `json:"msgRateOut"`
+	MsgThroughputOut    float64          `json:"msgThroughputOut"`
+	MsgBacklog          int64            `json:"msgBacklog"`
+	MsgBacklogNoDelayed int64            `json:"msgBacklogNoDelayed"`
+	BacklogSize         int64            `json:"backlogSize"`
+	UnackedMessages     int              `json:"unackedMessages"`
+	Type                string           `json:"type"`
+	IsDurable           bool             `json:"isDurable"`
+	IsReplicated        bool             `json:"isReplicated"`
+	Consumers           []map[string]any `json:"consumers"`
+	MsgRateExpired      float64          `json:"msgRateExpired"`
+	BlockedOnUnacked    bool             `json:"blockedSubscriptionOnUnackedMsgs"`
+	ActiveConsumerName  string           `json:"activeConsumerName"`
+}
+
+// add sums o's counters, publishers and subscriptions into ts (the stats
+// of a partitioned topic are its partitions' summed).
+func (ts *topicStats) add(o *topicStats) {
+	ts.BytesInCounter += o.BytesInCounter
+	ts.MsgInCounter += o.MsgInCounter
+	ts.StorageSize += o.StorageSize
+	ts.Publishers = append(ts.Publishers, o.Publishers...)
+	if ts.Publishers == nil {
+		ts.Publishers = []map[string]any{}
+	}
+	if ts.Subscriptions == nil {
+		ts.Subscriptions = map[string]*subscriptionStats{}
+	}
+	for name, os := range o.Subscriptions {
+		ss := ts.Subscriptions[name]
+		if ss == nil {
+			ss = &subscriptionStats{Type: os.Type, IsDurable: os.IsDurable, Consumers: []map[string]any{}}
+			ts.Subscriptions[name] = ss
 		}
-		if pos, ok := s.subscriptionPosition(t, i, name); ok {
-			backlog += int64(max(hw-pos, 0))
+		ss.MsgBacklog += os.MsgBacklog
+		ss.MsgBacklogNoDelayed += os.MsgBacklogNoDelayed
+		ss.UnackedMessages += os.UnackedMessages
+		ss.Consumers = append(ss.Consumers, os.Consumers...)
+		if ss.ActiveConsumerName == "" {
+			ss.ActiveConsumerName = os.ActiveConsumerName
 		}
-		q, _ := t.Queue(i)
-		s.subs.mu.Lock()
-		sub := s.subs.m[subKey{queue: q, name: name}]
-		s.subs.mu.Unlock()
-		if sub == nil {
-			continue
-		}
-		durable = sub.base().durable
-		switch {
-		case sub.base().keyShared:
-			typ = "Key_Shared"
-		case sub.base().shared:
-			typ = "Shared"
-		default:
-			if o, ok := sub.(*subscription); ok {
-				typ = o.typeName()
-			}
-		}
-		for _, v := range sub.consumerViews() {
-			if v.active && !sub.base().shared {
-				active = v.co.name
-			}
-			unacked += v.unacked
-			consumers = append(consumers, map[string]any{"consumerName": v.co.name, "availablePermits": v.permits,
-				"unackedMessages": v.unacked, "metadata": v.co.meta, "address": v.co.c.nc.RemoteAddr().String(),
-				"connectedSince": v.co.since.UTC().Format(time.RFC3339Nano), "clientVersion": v.co.c.clientName,
-				"msgRateOut": 0, "msgThroughputOut": 0, "blockedConsumerOnUnackedMsgs": false})
+		if len(os.Consumers) > 0 {
+			ss.Type, ss.IsDurable = os.Type, os.IsDurable
 		}
 	}
-	return map[string]any{"msgRateOut": 0, "msgThroughputOut": 0, "msgBacklog": backlog, "msgBacklogNoDelayed": backlog,
-		"backlogSize": 0, "unackedMessages": unacked, "type": typ, "isDurable": durable, "isReplicated": false,
-		"consumers": consumers, "msgRateExpired": 0, "blockedSubscriptionOnUnackedMsgs": false, "activeConsumerName": active}
+	for name, p := range o.Partitions {
+		if ts.Partitions == nil {
+			ts.Partitions = map[string]*topicStats{}
+		}
+		ts.Partitions[name] = p
+	}
+	if o.Metadata != nil {
+		ts.Metadata = o.Metadata
+	}
+	ts.DeduplicationStatus, ts.Replication = "Enabled", map[string]any{}
+}
+
+// queueStats describes one of a topic's queues.
+func (s *Server) queueStats(t *broker.Topic, i int32) *topicStats {
+	msgs, size := s.queueTotals(t, []int32{i})
+	publishers := []map[string]any{}
+	q, _ := t.Queue(i)
+	for _, p := range s.live.producersOf(q) {
+		publishers = append(publishers, map[string]any{"producerId": p.id, "producerName": p.name, "accessMode": "Shared",
+			"metadata": p.meta, "address": p.c.nc.RemoteAddr().String(), "connectedSince": p.since.UTC().Format(time.RFC3339Nano),
+			"clientVersion": p.c.clientName, "msgRateIn": 0, "msgThroughputIn": 0, "averageMsgSize": 0})
+	}
+	subs := map[string]*subscriptionStats{}
+	for _, name := range s.subscriptionNames(t, []int32{i}) {
+		subs[name] = s.subscriptionStats(t, i, name)
+	}
+	return &topicStats{BytesInCounter: size, MsgInCounter: msgs, StorageSize: size, Publishers: publishers,
+		Subscriptions: subs, Replication: map[string]any{}, DeduplicationStatus: "Enabled"}
+}
+
+// subscriptionStats describes one subscription on a topic's queue i.
+func (s *Server) subscriptionStats(t *broker.Topic, i int32, name string) *subscriptionStats {
+	ss := &subscriptionStats{Type: "Exclusive", IsDurable: true, Consumers: []map[string]any{}}
+	_, hw, _, err := s.b.Offsets(t.Name, i)
+	if err != nil {
+		return ss
+	}
+	if pos, ok := s.subscriptionPosition(t, i, name); ok {
+		ss.MsgBacklog = int64(max(hw-pos, 0))
+		ss.MsgBacklogNoDelayed = ss.MsgBacklog
+	}
+	q, _ := t.Queue(i)
+	s.subs.mu.Lock()
+	sub := s.subs.m[subKey{queue: q, name: name}]
+	s.subs.mu.Unlock()
+	if sub == nil {
+		return ss
+	}
+	ss.IsDurable = sub.base().durable
+	switch {
+	case sub.base().keyShared:
+		ss.Type = "Key_Shared"
+	case sub.base().shared:
+		ss.Type = "Shared"
+	default:
+		if o, ok := sub.(*subscription); ok {
+			ss.Type = o.typeName()
+		}
+	}
+	for _, v := range sub.consumerViews() {
+		if v.active && !sub.base().shared {
+			ss.ActiveConsumerName = v.co.name
+		}
+		ss.UnackedMessages += v.unacked
+		ss.Consumers = append(ss.Consumers, map[string]any{"consumerName": v.co.name, "availablePermits": v.permits,
+			"unackedMessages": v.unacked, "metadata": v.co.meta, "address": v.co.c.nc.RemoteAddr().String(),
+			"connectedSince": v.co.since.UTC().Format(time.RFC3339Nano), "clientVersion": v.co.c.clientName,
+			"msgRateOut": 0, "msgThroughputOut": 0, "blockedConsumerOnUnackedMsgs": false})
+	}
+	return ss
 }
 
 func (s *Server) adminInternalStats(w http.ResponseWriter, r *http.Request) {

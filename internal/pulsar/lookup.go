@@ -1,6 +1,7 @@
 package pulsar
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -80,11 +81,17 @@ func (c *conn) lookup(name string) (plain, secured string, err error) {
 		plain, secured = c.serviceURLs()
 		return plain, secured, nil
 	}
-	tg, err := c.resolve(name)
+	return c.s.groupURLs(c.ctx, name, c.nc.LocalAddr(), c.nc.RemoteAddr())
+}
+
+// groupURLs are the service URLs of the member serving a topic's queue on
+// a cluster, for a client that reached this node (local) from remote.
+func (s *Server) groupURLs(ctx context.Context, name string, local, remote net.Addr) (plain, secured string, err error) {
+	tg, err := s.resolve(ctx, name)
 	if err != nil {
 		return "", "", err
 	}
-	addr := c.s.opts.GroupAddr(tg.home, c.nc.LocalAddr(), c.nc.RemoteAddr())
+	addr := s.opts.GroupAddr(tg.home, local, remote)
 	if addr == "" {
 		return "", "", fmt.Errorf("%w: no address for replication group %d", model.ErrNotLeader, tg.home)
 	}
@@ -170,12 +177,12 @@ type target struct {
 
 // resolve finds the queue a topic name addresses, creating the topic (one
 // queue: a non-partitioned topic) when auto-creation allows.
-func (c *conn) resolve(name string) (target, error) {
+func (s *Server) resolve(ctx context.Context, name string) (target, error) {
 	ref, err := ParseTopic(name)
 	if err != nil {
 		return target{ref: ref}, err
 	}
-	t, err := c.s.b.EnsureWholeTopicWith(c.ctx, ref.Name, 1)
+	t, err := s.b.EnsureWholeTopicWith(ctx, ref.Name, 1)
 	if err != nil {
 		return target{ref: ref}, err
 	}
@@ -190,7 +197,7 @@ func (c *conn) resolve(name string) (target, error) {
 // node serves (one of another replication group is refused as
 // ServiceNotReady, which makes the client look the topic up again).
 func (c *conn) topicFor(name string) (target, error) {
-	tg, err := c.resolve(name)
+	tg, err := c.s.resolve(c.ctx, name)
 	if err == nil && !c.s.serves(tg.home) {
 		err = fmt.Errorf("%w: %s is served by replication group %d", model.ErrNotLeader, name, tg.home)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -37,6 +38,10 @@ type Options struct {
 	// producers and consumers of queues another group serves are
 	// refused. Nil: a single node, which serves every queue.
 	GroupAddr func(g model.GroupID, local, remote net.Addr) string
+	// GroupAdmin, on a cluster member, serves an admin request at group
+	// g's leader's admin API (whose Pulsar endpoints answer for the
+	// queues the group serves).
+	GroupAdmin func(g model.GroupID) http.Handler
 	// KeepAlive is how long a connection may stay silent before the
 	// broker closes it (default 2 minutes; clients ping every 30 s).
 	KeepAlive time.Duration

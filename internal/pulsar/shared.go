@@ -69,7 +69,22 @@ func newSharedSub(sb subBase, m *pulsarpb.CommandSubscribe) (*sharedSub, error) 
 		if err := sub.pop.Reset(context.Background(), sb.key.name, sb.key.queue, pos); err != nil {
 			return nil, err
 		}
+		return sub, nil
 	}
+	// Messages still out were handed out before this server served the
+	// queue (by the member that led its group before, or this node before
+	// a restart): their consumers' connections are gone, so they go to the
+	// consumers now, as Pulsar redelivers a departed consumer's messages
+	// (acknowledgements of them still count: ack).
+	held, err := sub.pop.Leases(sb.key.name, sb.key.queue)
+	if err != nil {
+		return nil, err
+	}
+	back := make(map[model.QueueOffset]pop.Handle, len(held))
+	for _, h := range held {
+		back[h.Offset] = h
+	}
+	sub.release(back)
 	return sub, nil
 }
 
@@ -140,19 +155,34 @@ func (sub *sharedSub) flow(co *consumer, permits int64) {
 }
 
 // ack acknowledges messages individually (Shared has no cumulative acks).
+// A message the consumer does not hold — handed out before a reconnect,
+// to it or to another consumer of the subscription — is acknowledged by
+// its position, as Pulsar's cursors take acknowledgements.
 func (sub *sharedSub) ack(co *consumer, m *pulsarpb.CommandAck) {
 	ctx := context.Background()
+	var handles []pop.Handle
+	var elsewhere []model.QueueOffset
+	sub.mu.Lock()
 	for _, id := range m.GetMessageId() {
 		off := model.QueueOffset(id.GetEntryId())
-		sub.mu.Lock()
-		h, ok := co.held[off]
-		delete(co.held, off)
-		sub.mu.Unlock()
-		if !ok {
-			continue
+		if h, ok := co.held[off]; ok {
+			handles = append(handles, h)
+			delete(co.held, off)
+		} else {
+			elsewhere = append(elsewhere, off)
 		}
+	}
+	sub.mu.Unlock()
+	if len(elsewhere) > 0 {
+		held, err := sub.pop.Leases(sub.key.name, sub.key.queue, elsewhere...)
+		if err != nil {
+			sub.s.log.Warn("pulsar: acknowledging", "subscription", sub.key.name, "err", err)
+		}
+		handles = append(handles, held...)
+	}
+	for _, h := range handles {
 		if err := sub.pop.Ack(ctx, sub.key.name, h); err != nil && !errors.Is(err, pop.ErrStaleHandle) {
-			sub.s.log.Warn("pulsar: acknowledging", "subscription", sub.key.name, "offset", off, "err", err)
+			sub.s.log.Warn("pulsar: acknowledging", "subscription", sub.key.name, "offset", h.Offset, "err", err)
 		}
 	}
 }

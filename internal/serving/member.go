@@ -247,6 +247,9 @@ func (s *server) Serve(ctx context.Context, gr *member.Group, r *member.Replica)
 		}
 		cls = append(cls, cl)
 	}
+	if fe.Pulsar != nil {
+		fe.PulsarServer = n.pulsarServer(st)
+	}
 	g, gctx := errgroup.WithContext(tctx)
 	n.serve(gctx, g, st, fe, s.budget)
 	if id == 0 {
@@ -276,6 +279,9 @@ func (s *server) Serve(ctx context.Context, gr *member.Group, r *member.Replica)
 	m := n.Metrics.Term(label)
 	admin.RegisterPopMetrics(m.Registry, st.Pop)
 	groupAPI := admin.Handler(st.Broker, st.Txns, m, n.log, n.Security, n.Cluster, st.Members, st.History)
+	if fe.PulsarServer != nil {
+		groupAPI = withPulsarAdmin(groupAPI, fe.PulsarServer.AdminHandler(n.Security.Guard))
+	}
 	gs.admin.Store(&groupAPI)
 	if id == 0 {
 		s.handler.set(admin.Spanning(groupAPI, admin.GroupAsker{Groups: n.groupCount, Ask: n.askAdmin}))

@@ -128,7 +128,8 @@ func (n *Node) protocolRoutes(listener, via string, others []string) []remoting.
 }
 
 // pulsarGroupAddr names where Pulsar clients of group g's queues connect
-// (nil on a single node): group g's Pulsar port (the listener's + g) on
+// (nil on a single node; local and remote may be nil: a request another
+// member forwarded): group g's Pulsar port (the listener's + g) on
 // the member leading it — a client that came through a protocol-only node
 // is sent back to that node, which relays — or, while no leader is known,
 // on the host the client reached, whose member relays once one is.
@@ -154,6 +155,9 @@ func (n *Node) pulsarGroupAddr() func(g model.GroupID, local, remote net.Addr) s
 					return at(h)
 				}
 			}
+		}
+		if local == nil {
+			return ""
 		}
 		host, _, err := net.SplitHostPort(local.String())
 		if err != nil {

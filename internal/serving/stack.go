@@ -296,6 +296,10 @@ func (n *Node) serve(ctx context.Context, g *errgroup.Group, st *Stack, fe Front
 func (n *Node) pulsarServer(st *Stack) *pulsar.Server {
 	opts := n.Pulsar
 	opts.Pop, opts.Logger, opts.GroupAddr = st.Pop, n.log, n.pulsarGroupAddr()
+	if n.Member != nil {
+		asker := admin.GroupAsker{Groups: n.groupCount, Ask: n.askAdmin}
+		opts.GroupAdmin = func(g model.GroupID) http.Handler { return admin.Forward(asker, int(g)) }
+	}
 	return pulsar.NewServer(st.Broker, opts)
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +22,6 @@ import (
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
@@ -53,8 +53,15 @@ func TestClusterPulsar(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kcl.Close()
-	if resp, err := kadm.NewClient(kcl).CreateTopic(ctx, 6, 3, nil, topic); err != nil || resp.Err != nil {
-		t.Fatalf("create topic: %v %v", err, resp.Err)
+	// Made over Pulsar's admin API at a member not leading group 0.
+	const path = "/admin/v2/persistent/public/default/" + topic
+	if code := c.adminCallAt(ctx, t, c.member(2), "PUT", path+"/partitions", 6, nil); code != http.StatusNoContent {
+		t.Fatalf("create the partitioned topic: %d", code)
+	}
+	var lookup map[string]string
+	c.adminCallAt(ctx, t, c.member(3), "GET", "/lookup/v2/topic/persistent/public/default/"+topic+"-partition-1", nil, &lookup)
+	if want := "pulsar://" + net.JoinHostPort(c.member(2).host, strconv.Itoa(c.ports[6]+1)); lookup["brokerUrl"] != want {
+		t.Fatalf("HTTP lookup of partition 1 (group 1, led by member 2): %v, want %s", lookup, want)
 	}
 
 	pc := c.pulsarClient(t)
@@ -108,6 +115,41 @@ func TestClusterPulsar(t *testing.T) {
 	shared.waitAll(t, all, 90*time.Second)
 	t.Logf("exclusive subscription: %d messages (%d redelivered); shared: %d (%d redelivered, by consumer %v)",
 		excl.count(), excl.again.Load(), shared.count(), shared.again.Load(), shared.byConsumer())
+
+	// The admin API answers for the partitions of every group.
+	var stats struct {
+		MsgInCounter  int64                     `json:"msgInCounter"`
+		Metadata      struct{ Partitions int }  `json:"metadata"`
+		Partitions    map[string]map[string]any `json:"partitions"`
+		Subscriptions map[string]struct {
+			MsgBacklog int64            `json:"msgBacklog"`
+			Type       string           `json:"type"`
+			Consumers  []map[string]any `json:"consumers"`
+		} `json:"subscriptions"`
+	}
+	apptest.Eventually(t, 30*time.Second, "partitioned stats with no backlog", func() bool {
+		c.adminCallAt(ctx, t, c.member(3), "GET", path+"/partitioned-stats", nil, &stats)
+		return stats.Subscriptions["cross-shared"].MsgBacklog == 0 && stats.Subscriptions["cross-exclusive"].MsgBacklog == 0
+	})
+	if sh, ex := stats.Subscriptions["cross-shared"], stats.Subscriptions["cross-exclusive"]; stats.MsgInCounter != int64(len(stored)) ||
+		stats.Metadata.Partitions != 6 || len(stats.Partitions) != 6 || sh.Type != "Shared" || len(sh.Consumers) != 12 ||
+		ex.Type != "Exclusive" || len(ex.Consumers) != 6 {
+		t.Fatalf("partitioned stats: %d messages in (%d stored), %d partitions (%d listed), subscriptions %+v",
+			stats.MsgInCounter, len(stored), stats.Metadata.Partitions, len(stats.Partitions), stats.Subscriptions)
+	}
+	var subs []string
+	c.adminCallAt(ctx, t, c.member(1), "GET", path+"/subscriptions", nil, &subs)
+	if fmt.Sprint(subs) != "[cross-exclusive cross-shared]" {
+		t.Fatalf("subscriptions %v", subs)
+	}
+	// Back to the start on every partition: everything comes again.
+	before := excl.again.Load()
+	if code := c.adminCallAt(ctx, t, c.member(2), "POST", path+"/subscription/cross-exclusive/resetcursor/0", nil, nil); code != http.StatusNoContent {
+		t.Fatalf("reset cursor: %d", code)
+	}
+	apptest.Eventually(t, 60*time.Second, "every message again after the reset", func() bool {
+		return excl.again.Load()-before >= int64(len(all))
+	})
 
 	// A RocketMQ push consumer reads what the Pulsar producer sent.
 	var mu sync.Mutex

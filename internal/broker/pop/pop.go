@@ -32,6 +32,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -455,6 +457,30 @@ func (e *Engine) applyForget(s *state) {
 	s.loaded = false
 	clear(s.leases)
 	clear(s.done)
+}
+
+// Leases returns the handles of a group's messages handed out from a
+// queue and not done (their current leases), lowest offsets first; with
+// offsets given, of those messages alone. A front-end taking over a
+// queue's consumers after a leader change gives back, or acknowledges by
+// position, what its predecessor handed out.
+func (e *Engine) Leases(group string, q model.QueueID, offsets ...model.QueueOffset) ([]Handle, error) {
+	s, err := e.state(group, q)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if offsets == nil {
+		offsets = slices.Sorted(maps.Keys(s.leases))
+	}
+	out := make([]Handle, 0, len(offsets))
+	for _, off := range offsets {
+		if l := s.leases[off]; l != nil {
+			out = append(out, Handle{Queue: q, Offset: off, Gen: l.gen, Deadline: l.deadline})
+		}
+	}
+	return out, nil
 }
 
 // Lookup returns the message a valid handle names, with its attempts.
