@@ -85,7 +85,7 @@ func TestHelmChartCluster(t *testing.T) {
 		for _, p := range at(t, s, "spec", "ports").([]any) {
 			names = append(names, at(t, p, "name").(string))
 		}
-		if got := strings.Join(names, ","); got != "kafka,remoting,grpc,http,remoting-1,grpc-1,remoting-2,grpc-2" {
+		if got := strings.Join(names, ","); got != "kafka,remoting,grpc,http,pulsar,remoting-1,grpc-1,pulsar-1,remoting-2,grpc-2,pulsar-2" {
 			t.Errorf("the Service's ports %s", got)
 		}
 	}
