@@ -14,7 +14,7 @@ import (
 	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
@@ -110,13 +110,97 @@ func decompress(md *pulsarpb.MessageMetadata, payload []byte) ([]byte, error) {
 
 // sentMessage is one message of a SEND, whatever its batching.
 type sentMessage struct {
-	props        []*pulsarpb.KeyValue
-	partitionKey string
+	props        []kbatch.RecordHeader
+	partitionKey []byte
 	keyB64       bool
 	orderingKey  []byte
 	eventTime    uint64
 	nullValue    bool
 	payload      []byte
+}
+
+// parseSingle decodes a batched message's SingleMessageMetadata into m
+// and returns its payload size, by hand (protobuf's reflection was the
+// largest cost of the produce path). Unknown fields are skipped; the
+// payload size is required.
+func parseSingle(b []byte, m *sentMessage) (int32, error) {
+	size, sized := int32(0), false
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, protowire.ParseError(n)
+		}
+		b = b[n:]
+		var v []byte
+		var x uint64
+		switch typ {
+		case protowire.BytesType:
+			v, n = protowire.ConsumeBytes(b)
+		case protowire.VarintType:
+			x, n = protowire.ConsumeVarint(b)
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return 0, protowire.ParseError(n)
+		}
+		b = b[n:]
+		switch {
+		case num == smmProperties && typ == protowire.BytesType:
+			kv, err := parseKeyValue(v)
+			if err != nil {
+				return 0, err
+			}
+			m.props = append(m.props, kv)
+		case num == smmPartitionKey && typ == protowire.BytesType:
+			m.partitionKey = v
+		case num == smmPayloadSize && typ == protowire.VarintType:
+			size, sized = int32(x), true
+		case num == smmEventTime && typ == protowire.VarintType:
+			m.eventTime = x
+		case num == smmKeyB64 && typ == protowire.VarintType:
+			m.keyB64 = x != 0
+		case num == smmOrderingKey && typ == protowire.BytesType:
+			m.orderingKey = v
+		case num == smmNullValue && typ == protowire.VarintType:
+			m.nullValue = x != 0
+		}
+	}
+	if !sized {
+		return 0, errors.New("no payload size")
+	}
+	return size, nil
+}
+
+// parseKeyValue decodes a property.
+func parseKeyValue(b []byte) (kbatch.RecordHeader, error) {
+	kv := kbatch.RecordHeader{Value: []byte{}}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return kv, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if typ != protowire.BytesType || (num != kvKey && num != kvValue) {
+			n = protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return kv, protowire.ParseError(n)
+			}
+			b = b[n:]
+			continue
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return kv, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if num == kvKey {
+			kv.Key = string(v)
+		} else {
+			kv.Value = v
+		}
+	}
+	return kv, nil
 }
 
 // DecodeSend returns the records a SEND's payload holds, in the Kafka
@@ -135,8 +219,12 @@ func DecodeSend(md *pulsarpb.MessageMetadata, payload []byte) (recs []kbatch.New
 	}
 	var msgs []sentMessage
 	if md.NumMessagesInBatch == nil {
-		msgs = []sentMessage{{props: md.Properties, partitionKey: md.GetPartitionKey(), keyB64: md.GetPartitionKeyB64Encoded(),
-			orderingKey: md.OrderingKey, eventTime: md.GetEventTime(), nullValue: md.GetNullValue(), payload: plain}}
+		m := sentMessage{partitionKey: []byte(md.GetPartitionKey()), keyB64: md.GetPartitionKeyB64Encoded(),
+			orderingKey: md.OrderingKey, eventTime: md.GetEventTime(), nullValue: md.GetNullValue(), payload: plain}
+		for _, kv := range md.Properties {
+			m.props = append(m.props, kbatch.RecordHeader{Key: kv.GetKey(), Value: []byte(kv.GetValue())})
+		}
+		msgs = []sentMessage{m}
 	} else {
 		n := int(md.GetNumMessagesInBatch())
 		if n <= 0 || n > len(plain) {
@@ -152,17 +240,17 @@ func DecodeSend(md *pulsarpb.MessageMetadata, payload []byte) (recs []kbatch.New
 			if uint64(size) > uint64(len(rest)-4) {
 				return nil, nil, fmt.Errorf("%w: single message metadata of %d bytes", ErrBadFrame, size)
 			}
-			var smm pulsarpb.SingleMessageMetadata
-			if err := proto.Unmarshal(rest[4:4+size], &smm); err != nil {
+			var m sentMessage
+			ps, err := parseSingle(rest[4:4+size], &m)
+			if err != nil {
 				return nil, nil, fmt.Errorf("%w: single message metadata: %w", ErrBadFrame, err)
 			}
 			rest = rest[4+size:]
-			ps := smm.GetPayloadSize()
 			if ps < 0 || int(ps) > len(rest) {
 				return nil, nil, fmt.Errorf("%w: payload of %d bytes", ErrBadFrame, ps)
 			}
-			msgs = append(msgs, sentMessage{props: smm.Properties, partitionKey: smm.GetPartitionKey(), keyB64: smm.GetPartitionKeyB64Encoded(),
-				orderingKey: smm.OrderingKey, eventTime: smm.GetEventTime(), nullValue: smm.GetNullValue(), payload: rest[:ps:ps]})
+			m.payload = rest[:ps:ps]
+			msgs = append(msgs, m)
 			rest = rest[ps:]
 		}
 	}
@@ -181,12 +269,15 @@ func DecodeSend(md *pulsarpb.MessageMetadata, payload []byte) (recs []kbatch.New
 			noEvent[i/8] |= 1 << (i % 8)
 		}
 		switch {
-		case m.partitionKey != "" && m.keyB64:
-			if r.Key, err = base64.StdEncoding.DecodeString(m.partitionKey); err != nil {
+		case len(m.partitionKey) > 0 && m.keyB64:
+			r.Key = make([]byte, base64.StdEncoding.DecodedLen(len(m.partitionKey)))
+			n, err := base64.StdEncoding.Decode(r.Key, m.partitionKey)
+			if err != nil {
 				return nil, nil, fmt.Errorf("%w: partition key: %w", ErrBadFrame, err)
 			}
-		case m.partitionKey != "":
-			r.Key = []byte(m.partitionKey)
+			r.Key = r.Key[:n]
+		case len(m.partitionKey) > 0:
+			r.Key = m.partitionKey
 		case len(m.orderingKey) > 0:
 			r.Key = m.orderingKey
 		}
@@ -198,10 +289,8 @@ func DecodeSend(md *pulsarpb.MessageMetadata, payload []byte) (recs []kbatch.New
 				r.Value = []byte{}
 			}
 		}
-		for _, kv := range m.props {
-			r.Headers = append(r.Headers, kbatch.RecordHeader{Key: kv.GetKey(), Value: []byte(kv.GetValue())})
-		}
-		if len(m.orderingKey) > 0 && m.partitionKey != "" {
+		r.Headers = m.props
+		if len(m.orderingKey) > 0 && len(m.partitionKey) > 0 {
 			r.Headers = append(r.Headers, kbatch.RecordHeader{Key: HeaderOrderingKey, Value: m.orderingKey})
 		}
 		if at := md.GetDeliverAtTime(); at > 0 {
@@ -245,21 +334,13 @@ func (s *Server) encodeEntry(q model.QueueID, r *broker.StoredRecord) (e entry, 
 			return e, false, nil
 		}
 		n := 0
+		e.payload = make([]byte, 0, len(r.Payload)+int(r.Count)*16)
 		err = s.batches.Records(r.Payload, true, func(kr *kbatch.Record) bool {
-			smm := pulsarpb.SingleMessageMetadata{}
+			sm := singleMeta{key: kr.Key, hasKey: !kr.KeyNull, headers: kr.Headers, nullValue: kr.ValueNull}
 			if !pulsarMade || id.hasEventTime(int(kr.OffsetDelta)) {
-				smm.EventTime = proto.Uint64(uint64(max(kr.Timestamp, 0)))
+				sm.eventTime, sm.hasEventTime = uint64(max(kr.Timestamp, 0)), true
 			}
-			if !kr.KeyNull {
-				smm.PartitionKey = proto.String(string(kr.Key))
-			}
-			for _, h := range kr.Headers {
-				addProperty(&smm, h.Key, h.Value)
-			}
-			if kr.ValueNull {
-				smm.NullValue = proto.Bool(true)
-			}
-			e.payload = appendSingle(e.payload, &smm, kr.Value)
+			e.payload = appendSingle(e.payload, &sm, kr.Value)
 			n++
 			return true
 		})
@@ -283,38 +364,128 @@ func (s *Server) encodeEntry(q model.QueueID, r *broker.StoredRecord) (e entry, 
 	return e, err == nil && e.count > 0, err
 }
 
-// appendSingle appends one message of a batch payload.
-func appendSingle(dst []byte, smm *pulsarpb.SingleMessageMetadata, payload []byte) []byte {
-	smm.PayloadSize = proto.Int32(int32(len(payload)))
-	b, _ := proto.Marshal(smm)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(b)))
-	dst = append(dst, b...)
+// singleMeta is one batched message's SingleMessageMetadata, encoded by
+// hand: on the consume path protobuf's reflection cost more than the rest
+// of an entry's conversion.
+type singleMeta struct {
+	key          []byte
+	hasKey       bool
+	eventTime    uint64
+	hasEventTime bool
+	orderingKey  []byte
+	nullValue    bool
+	// headers become properties (addProperty's rules); tags, when set,
+	// one more.
+	headers []kbatch.RecordHeader
+	tags    string
+}
+
+// SingleMessageMetadata's and KeyValue's field numbers.
+const (
+	smmProperties   protowire.Number = 1
+	smmPartitionKey protowire.Number = 2
+	smmPayloadSize  protowire.Number = 3
+	smmEventTime    protowire.Number = 5
+	smmKeyB64       protowire.Number = 6
+	smmOrderingKey  protowire.Number = 7
+	smmNullValue    protowire.Number = 9
+	kvKey           protowire.Number = 1
+	kvValue         protowire.Number = 2
+)
+
+// property reports whether a stored header is a message property (the
+// ordering key has a field of its own; timer headers were honoured).
+func property(key string) bool {
+	switch key {
+	case HeaderOrderingKey, broker.HeaderTimerDeliverMs, broker.HeaderTimerDelayMs, broker.HeaderTimerDelaySec, broker.HeaderTimerOutMs:
+		return false
+	}
+	return true
+}
+
+func kvSize(key string, value []byte) int {
+	return protowire.SizeTag(kvKey) + protowire.SizeBytes(len(key)) + protowire.SizeTag(kvValue) + protowire.SizeBytes(len(value))
+}
+
+// size is the encoded metadata's size with a payload of n bytes.
+func (m *singleMeta) size(n int) int {
+	size := 0
+	for _, h := range m.headers {
+		if property(h.Key) {
+			size += protowire.SizeTag(smmProperties) + protowire.SizeBytes(kvSize(h.Key, h.Value))
+		}
+	}
+	if m.tags != "" {
+		size += protowire.SizeTag(smmProperties) + protowire.SizeBytes(kvSize(broker.KafkaTagsHeader, []byte(m.tags)))
+	}
+	if m.hasKey {
+		size += protowire.SizeTag(smmPartitionKey) + protowire.SizeBytes(len(m.key))
+	}
+	size += protowire.SizeTag(smmPayloadSize) + protowire.SizeVarint(uint64(int64(int32(n))))
+	if m.hasEventTime {
+		size += protowire.SizeTag(smmEventTime) + protowire.SizeVarint(m.eventTime)
+	}
+	if m.orderingKey != nil {
+		size += protowire.SizeTag(smmOrderingKey) + protowire.SizeBytes(len(m.orderingKey))
+	}
+	if m.nullValue {
+		size += protowire.SizeTag(smmNullValue) + 1
+	}
+	return size
+}
+
+func appendKV(dst []byte, key string, value []byte) []byte {
+	dst = protowire.AppendTag(dst, smmProperties, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(kvSize(key, value)))
+	dst = protowire.AppendTag(dst, kvKey, protowire.BytesType)
+	dst = protowire.AppendString(dst, key)
+	dst = protowire.AppendTag(dst, kvValue, protowire.BytesType)
+	return protowire.AppendBytes(dst, value)
+}
+
+// appendSingle appends one message of a batch payload: its metadata's
+// size, the metadata, the payload.
+func appendSingle(dst []byte, m *singleMeta, payload []byte) []byte {
+	for _, h := range m.headers {
+		if h.Key == HeaderOrderingKey {
+			m.orderingKey = h.Value
+		}
+	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(m.size(len(payload))))
+	for _, h := range m.headers {
+		if property(h.Key) {
+			dst = appendKV(dst, h.Key, h.Value)
+		}
+	}
+	if m.tags != "" {
+		dst = appendKV(dst, broker.KafkaTagsHeader, []byte(m.tags))
+	}
+	if m.hasKey {
+		dst = protowire.AppendTag(dst, smmPartitionKey, protowire.BytesType)
+		dst = protowire.AppendBytes(dst, m.key)
+	}
+	dst = protowire.AppendTag(dst, smmPayloadSize, protowire.VarintType)
+	dst = protowire.AppendVarint(dst, uint64(int64(int32(len(payload)))))
+	if m.hasEventTime {
+		dst = protowire.AppendTag(dst, smmEventTime, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, m.eventTime)
+	}
+	if m.orderingKey != nil {
+		dst = protowire.AppendTag(dst, smmOrderingKey, protowire.BytesType)
+		dst = protowire.AppendBytes(dst, m.orderingKey)
+	}
+	if m.nullValue {
+		dst = protowire.AppendTag(dst, smmNullValue, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, 1)
+	}
 	return append(dst, payload...)
 }
 
-// addProperty adds a stored header to a message's metadata: the ordering
-// key where it belongs, timer headers (already honoured) left out.
-func addProperty(smm *pulsarpb.SingleMessageMetadata, key string, value []byte) {
-	switch key {
-	case HeaderOrderingKey:
-		smm.OrderingKey = value
-	case broker.HeaderTimerDeliverMs, broker.HeaderTimerDelayMs, broker.HeaderTimerDelaySec, broker.HeaderTimerOutMs:
-	default:
-		smm.Properties = append(smm.Properties, &pulsarpb.KeyValue{Key: proto.String(key), Value: proto.String(string(value))})
-	}
-}
-
 // messageMetadata is a neutral message's metadata within a batch.
-func messageMetadata(m *model.Message) *pulsarpb.SingleMessageMetadata {
-	smm := &pulsarpb.SingleMessageMetadata{EventTime: proto.Uint64(uint64(max(m.BornTime, 0)))}
-	if m.Key != nil {
-		smm.PartitionKey = proto.String(string(m.Key))
-	}
+func messageMetadata(m *model.Message) *singleMeta {
+	sm := &singleMeta{eventTime: uint64(max(m.BornTime, 0)), hasEventTime: true, tags: m.Tags, key: m.Key, hasKey: m.Key != nil}
 	for _, h := range m.Headers {
-		addProperty(smm, h.Key, h.Value)
+		sm.headers = append(sm.headers, kbatch.RecordHeader{Key: h.Key, Value: h.Value})
 	}
-	if m.Tags != "" {
-		addProperty(smm, broker.KafkaTagsHeader, []byte(m.Tags))
-	}
-	return smm
+	return sm
 }

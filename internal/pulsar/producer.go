@@ -42,15 +42,20 @@ type receipt struct {
 	err          error
 }
 
-// producerNames makes names for producers that bring none: unique across
-// restarts (they key de-duplication).
-var producerPrefix = func() string {
+// producerNames names producers that bring no name: unique across
+// restarts and servers (names key de-duplication).
+type producerNames struct {
+	prefix string
+	count  atomic.Uint64
+}
+
+func newProducerNames() *producerNames {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return "rosetta-" + hex.EncodeToString(b[:])
-}()
+	return &producerNames{prefix: "rosetta-" + hex.EncodeToString(b[:])}
+}
 
-var producerCounter atomic.Uint64
+func (n *producerNames) next() string { return fmt.Sprintf("%s-%d", n.prefix, n.count.Add(1)) }
 
 // ledgerID is the ledger id of every entry of a topic: its creation time,
 // so a topic deleted and made again has higher ids than before.
@@ -69,7 +74,7 @@ func (c *conn) handleProducer(m *pulsarpb.CommandProducer) {
 	}
 	name := m.GetProducerName()
 	if name == "" {
-		name = fmt.Sprintf("%s-%d", producerPrefix, producerCounter.Add(1))
+		name = c.s.names.next()
 	}
 	t, index := tg.topic, tg.index
 	q, _ := t.Queue(index)

@@ -57,6 +57,7 @@ type Server struct {
 	dedup    *dedup
 	subs     *subscriptions
 	live     liveProducers
+	names    *producerNames
 
 	addrMu  sync.Mutex
 	plain   string // the plaintext (or permissive) listener's address
@@ -79,7 +80,7 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 	}
 	batches := kbatch.NewReader(64 << 20)
 	s := &Server{b: b, opts: opts, log: opts.Logger.With("protocol", "pulsar"), batches: batches,
-		appender: produce.New(b, nil, nil, nil, batches)}
+		appender: produce.New(b, nil, nil, nil, batches), names: newProducerNames()}
 	s.dedup = newDedup(s)
 	s.subs = newSubscriptions(s)
 	return s

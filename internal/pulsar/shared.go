@@ -544,7 +544,7 @@ func (sub *sharedSub) messageEntry(d *pop.Delivery) entry {
 			e.publishTime = int64(id.publish)
 		}
 		if !id.hasEventTime(int(d.Offset - sub.ids.base)) {
-			smm.EventTime = nil
+			smm.hasEventTime = false
 		}
 	}
 	e.payload = appendSingle(nil, smm, m.Body)

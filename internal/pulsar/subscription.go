@@ -1,11 +1,13 @@
 package pulsar
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -40,6 +42,7 @@ type subscription struct {
 	inflight   map[model.QueueOffset]int   // delivered entries not yet acknowledged: base → count
 	redelivers map[model.QueueOffset]int32 // entry base → times redelivered
 	running    bool
+	perEntry   atomic.Int64 // messages in the last entry sent: how many entries a read asks for
 	cancel     context.CancelFunc
 	done       chan struct{}
 	wake       chan struct{}
@@ -294,7 +297,10 @@ func (sub *subscription) deliver(co *consumer, pos model.QueueOffset, permits in
 	if pos >= stable {
 		return 0, pos, nil
 	}
-	res, err := b.Read(sub.topic, sub.index, pos, broker.ReadOptions{MaxRecords: int(min(permits, 256)), MaxBytes: 1 << 20})
+	// As many entries as the permits take (each read checks every
+	// entry it returns), by the messages the last entries held.
+	perEntry := max(sub.perEntry.Load(), 1)
+	res, err := b.Read(sub.topic, sub.index, pos, broker.ReadOptions{MaxRecords: int(min((permits+perEntry-1)/perEntry, 256)), MaxBytes: 1 << 20})
 	if err != nil {
 		if errors.Is(err, model.ErrOffsetOutOfRange) {
 			start, _, _, _ := b.Offsets(sub.topic, sub.index)
@@ -346,6 +352,7 @@ func (sub *subscription) deliver(co *consumer, pos model.QueueOffset, permits in
 		}
 		co.sendEntry(&sub.subBase, &e, ackSet, redelivered)
 		sent += e.count
+		sub.perEntry.Store(int64(e.count))
 	}
 	if len(res.Records) == 0 && res.NextOffset > next {
 		sub.mu.Lock()
@@ -390,10 +397,16 @@ func (sub *subscription) ackSetLocked(base model.QueueOffset, count int) ([]int6
 // ack applies acknowledgements: cumulative up to and including id, or
 // individual messages (a whole entry, or a batch's members by ack set).
 func (sub *subscription) ack(_ *consumer, m *pulsarpb.CommandAck) {
-	sizes := sub.entrySizes(m.GetMessageId())
+	ids := m.GetMessageId()
+	if !slices.IsSortedFunc(ids, byEntry) {
+		// (clients group acks in no order): taken in order, each whole
+		// entry moves the mark-delete position without bookkeeping.
+		ids = slices.SortedFunc(slices.Values(ids), byEntry)
+	}
+	sizes := sub.entrySizes(ids)
 	sub.mu.Lock()
 	before := sub.markDelete
-	for _, id := range m.GetMessageId() {
+	for _, id := range ids {
 		base := model.QueueOffset(id.GetEntryId())
 		count, known := sub.inflight[base]
 		if !known {
@@ -416,8 +429,21 @@ func (sub *subscription) ack(_ *consumer, m *pulsarpb.CommandAck) {
 			}
 			continue
 		}
-		for i := range count {
-			sub.ackOneLocked(base + model.QueueOffset(i))
+		if base <= sub.markDelete {
+			// The next entry in order, the common case: no bookkeeping
+			// per message.
+			if end := base + model.QueueOffset(count); end > sub.markDelete {
+				for off := range sub.acked { // (out-of-order acks only)
+					if off < end {
+						delete(sub.acked, off)
+					}
+				}
+				sub.markDelete = end
+			}
+		} else {
+			for i := range count {
+				sub.ackOneLocked(base + model.QueueOffset(i))
+			}
 		}
 		delete(sub.inflight, base)
 		delete(sub.redelivers, base)
@@ -430,6 +456,14 @@ func (sub *subscription) ack(_ *consumer, m *pulsarpb.CommandAck) {
 			sub.s.log.Warn("pulsar: committing a subscription's position", "subscription", sub.key.name, "err", err)
 		}
 	}
+}
+
+// byEntry orders message ids by entry (and batch index).
+func byEntry(a, b *pulsarpb.MessageIdData) int {
+	if c := cmp.Compare(a.GetEntryId(), b.GetEntryId()); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.GetBatchIndex(), b.GetBatchIndex())
 }
 
 // entrySizes are the message counts of acknowledged entries the
@@ -449,6 +483,9 @@ func (sub *subscription) entrySizes(ids []*pulsarpb.MessageIdData) map[model.Que
 		}
 	}
 	sub.mu.Unlock()
+	if len(unknown) == 0 {
+		return nil
+	}
 	sizes := make(map[model.QueueOffset]int, len(unknown))
 	for _, id := range unknown {
 		base := model.QueueOffset(id.GetEntryId())

@@ -11,7 +11,7 @@ func TestBuildReadsBack(t *testing.T) {
 	rd := NewReader(1 << 20)
 	in := []NewRecord{
 		{Timestamp: 1000, Key: []byte("k"), Value: []byte("v1"), Headers: []RecordHeader{{Key: "h", Value: []byte("x")}}},
-		{Timestamp: 1005, Value: []byte("v2")},
+		{Timestamp: 1005, Value: []byte("v2"), Headers: []RecordHeader{{Key: "null"}, {Key: "", Value: []byte{}}}},
 		{Timestamp: 999, Key: []byte("gone"), ValueNull: true},
 	}
 	for _, codec := range []int{CodecNone, CodecGzip, CodecSnappy, CodecLZ4, CodecZstd} {
