@@ -319,6 +319,9 @@ func (co *consumer) sendEntry(sub *subBase, e *entry, ackSet []int64, redelivere
 	}
 	md := &pulsarpb.MessageMetadata{ProducerName: proto.String(e.producer), SequenceId: proto.Uint64(e.sequence),
 		PublishTime: proto.Uint64(uint64(max(e.publishTime, 0))), NumMessagesInBatch: proto.Int32(int32(e.count))}
+	if e.uncompressed > 0 {
+		md.Compression, md.UncompressedSize = e.codec.Enum(), proto.Uint32(uint32(e.uncompressed))
+	}
 	var bem *pulsarpb.BrokerEntryMetadata
 	if co.c.entryMeta {
 		bem = &pulsarpb.BrokerEntryMetadata{BrokerTimestamp: proto.Uint64(uint64(max(e.storeTime, 0))),

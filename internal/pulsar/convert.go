@@ -314,6 +314,42 @@ type entry struct {
 	producer    string
 	sequence    uint64
 	payload     []byte
+	// codec is the payload's compression (the stored batch's), and
+	// uncompressed its size before (0: not compressed).
+	codec        pulsarpb.CompressionType
+	uncompressed int
+}
+
+// compressEntry compresses an entry's payload as its stored batch was
+// (Kafka's gzip as Pulsar's ZLIB: both deflate), so a compressed batch —
+// a Pulsar producer's, or a Kafka producer's — reaches Pulsar consumers
+// compressed; a payload that does not shrink goes as it is.
+func (s *Server) compressEntry(e *entry, codec int) {
+	var out []byte
+	var ct pulsarpb.CompressionType
+	switch codec {
+	case kbatch.CodecLZ4:
+		buf := make([]byte, lz4.CompressBlockBound(len(e.payload)))
+		if n, err := lz4.CompressBlock(e.payload, buf, nil); err == nil && n > 0 {
+			out, ct = buf[:n], pulsarpb.CompressionType_LZ4
+		}
+	case kbatch.CodecZstd:
+		if enc, err := s.zstdEncoder(); err == nil {
+			out, ct = enc.EncodeAll(e.payload, make([]byte, 0, len(e.payload)/2)), pulsarpb.CompressionType_ZSTD
+		}
+	case kbatch.CodecSnappy:
+		out, ct = snappy.Encode(nil, e.payload), pulsarpb.CompressionType_SNAPPY
+	case kbatch.CodecGzip:
+		var b bytes.Buffer
+		if w, err := zlib.NewWriterLevel(&b, zlib.BestSpeed); err == nil {
+			if _, err := w.Write(e.payload); err == nil && w.Close() == nil {
+				out, ct = b.Bytes(), pulsarpb.CompressionType_ZLIB
+			}
+		}
+	}
+	if out != nil && len(out) < len(e.payload) {
+		e.uncompressed, e.payload, e.codec = len(e.payload), out, ct
+	}
 }
 
 // encodeEntry converts a stored record into an entry; ok is false for
@@ -345,6 +381,10 @@ func (s *Server) encodeEntry(q model.QueueID, r *broker.StoredRecord) (e entry, 
 			return true
 		})
 		e.count = n
+		if err == nil && n > 0 && len(r.Payload) >= kbatch.HeaderSize {
+			h := kbatch.ReadHeader(r.Payload)
+			s.compressEntry(&e, h.Codec())
+		}
 	case model.FormatMessage:
 		var m model.Message
 		if m, err = broker.DecodeMessage(r.Payload); err == nil {

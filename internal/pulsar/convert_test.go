@@ -158,3 +158,24 @@ func FuzzParseSingle(f *testing.F) {
 		}
 	})
 }
+
+// TestCompressEntry: an entry of a compressed batch goes compressed with
+// the batch's codec (gzip as ZLIB) and decompresses to what it was.
+func TestCompressEntry(t *testing.T) {
+	s := NewServer(nil, Options{})
+	plain := batchPayload(100)
+	for codec, want := range map[int]pulsarpb.CompressionType{kbatch.CodecNone: pulsarpb.CompressionType_NONE,
+		kbatch.CodecGzip: pulsarpb.CompressionType_ZLIB, kbatch.CodecSnappy: pulsarpb.CompressionType_SNAPPY,
+		kbatch.CodecLZ4: pulsarpb.CompressionType_LZ4, kbatch.CodecZstd: pulsarpb.CompressionType_ZSTD} {
+		e := entry{payload: plain}
+		s.compressEntry(&e, codec)
+		if e.codec != want || (want != pulsarpb.CompressionType_NONE) != (e.uncompressed == len(plain) && len(e.payload) < len(plain)) {
+			t.Fatalf("codec %d: %v, %d of %d bytes", codec, e.codec, len(e.payload), e.uncompressed)
+		}
+		md := &pulsarpb.MessageMetadata{Compression: e.codec.Enum(), UncompressedSize: proto.Uint32(uint32(e.uncompressed))}
+		got, err := decompress(md, e.payload)
+		if err != nil || string(got) != string(plain) {
+			t.Fatalf("codec %d: %v", codec, err)
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/pop"
@@ -58,6 +60,8 @@ type Server struct {
 	subs     *subscriptions
 	live     liveProducers
 	names    *producerNames
+	// zstdEncoder compresses entries of ZSTD batches (made on first use).
+	zstdEncoder func() (*zstd.Encoder, error)
 
 	addrMu  sync.Mutex
 	plain   string // the plaintext (or permissive) listener's address
@@ -81,6 +85,9 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 	batches := kbatch.NewReader(64 << 20)
 	s := &Server{b: b, opts: opts, log: opts.Logger.With("protocol", "pulsar"), batches: batches,
 		appender: produce.New(b, nil, nil, nil, batches), names: newProducerNames()}
+	s.zstdEncoder = sync.OnceValues(func() (*zstd.Encoder, error) {
+		return zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedFastest))
+	})
 	s.dedup = newDedup(s)
 	s.subs = newSubscriptions(s)
 	return s

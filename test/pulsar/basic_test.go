@@ -119,26 +119,36 @@ func TestProduceConsumeExclusive(t *testing.T) {
 	}
 }
 
-// TestKafkaRecordsToPulsar: records a Kafka producer wrote reach a Pulsar
-// consumer with keys, headers as properties and message ids whose entry is
-// the Kafka offset.
+// TestKafkaRecordsToPulsar: records Kafka producers wrote — uncompressed
+// and with each codec, batches sent on as compressed Pulsar entries — reach
+// a Pulsar consumer with keys, headers as properties and message ids whose
+// entry is the Kafka offset.
 func TestKafkaRecordsToPulsar(t *testing.T) {
 	t.Parallel()
 	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
-	const topic = "kafka-to-pulsar"
+	const topic, total = "kafka-to-pulsar", 250
 	ctx := context.Background()
-	kc, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
 	c := client(t, n)
-	for i := range 50 {
-		r := &kgo.Record{Key: []byte(fmt.Sprint("key", i)), Value: []byte(fmt.Sprint("v", i)),
-			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte(fmt.Sprint(i))}}}
-		if err := kc.ProduceSync(ctx, r).FirstErr(); err != nil {
+	codecs := []kgo.CompressionCodec{kgo.NoCompression(), kgo.GzipCompression(), kgo.SnappyCompression(), kgo.Lz4Compression(), kgo.ZstdCompression()}
+	for k, codec := range codecs {
+		kc, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(),
+			kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(50*time.Millisecond))
+		if err != nil {
 			t.Fatal(err)
 		}
+		for i := k * 50; i < (k+1)*50; i++ {
+			r := &kgo.Record{Key: []byte(fmt.Sprint("key", i)), Value: []byte(fmt.Sprint("v", i, " the same words again and again")),
+				Headers: []kgo.RecordHeader{{Key: "h", Value: []byte(fmt.Sprint(i))}}}
+			kc.Produce(ctx, r, func(_ *kgo.Record, err error) {
+				if err != nil {
+					t.Errorf("produce: %v", err)
+				}
+			})
+		}
+		if err := kc.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		kc.Close()
 	}
 	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "from-kafka",
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
@@ -147,13 +157,14 @@ func TestKafkaRecordsToPulsar(t *testing.T) {
 	}
 	defer cons.Close()
 	seen := 0
-	for seen < 50 {
+	for seen < total {
 		m := receive(t, cons, 10*time.Second)
 		if m.Key() == "" || m.Properties()["h"] == "" {
 			t.Fatalf("message %v: key %q properties %v", m.ID(), m.Key(), m.Properties())
 		}
 		var i int
-		if _, err := fmt.Sscanf(string(m.Payload()), "v%d", &i); err != nil || m.Key() != fmt.Sprint("key", i) || m.Properties()["h"] != fmt.Sprint(i) {
+		if _, err := fmt.Sscanf(string(m.Payload()), "v%d", &i); err != nil || m.Key() != fmt.Sprint("key", i) || m.Properties()["h"] != fmt.Sprint(i) ||
+			string(m.Payload()) != fmt.Sprint("v", i, " the same words again and again") {
 			t.Fatalf("message %q key %q properties %v", m.Payload(), m.Key(), m.Properties())
 		}
 		seen++
