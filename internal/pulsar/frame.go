@@ -1,6 +1,7 @@
-// Package pulsar is the Pulsar binary protocol front-end (issue in
-// progress): its frame codec first. Frames, as pulsar-client-go reads and
-// writes them (big-endian):
+// Package pulsar is the Pulsar binary protocol front-end: the frame codec
+// (this file), connections, lookups, producers, subscriptions and the
+// admin REST subset. Frames, as pulsar-client-go reads and writes them
+// (big-endian):
 //
 //	simple:  totalSize u32 | cmdSize u32 | BaseCommand
 //	payload: totalSize u32 | cmdSize u32 | BaseCommand
