@@ -18,7 +18,7 @@ trap cleanup EXIT
 go build -o "$dir/rosetta" ./cmd/rosetta
 "$dir/rosetta" serve --data_dir "$dir/data" --log.level warn \
   --listen.http 127.0.0.1:8080 --listen.pulsar 127.0.0.1:6650 --listen.pulsar_ssl 127.0.0.1:6651 \
-  --listen.kafka 127.0.0.1:0 --listen.remoting 127.0.0.1:0 --listen.grpc 127.0.0.1:0 >"$dir/node.log" 2>&1 &
+  --listen.kafka 127.0.0.1:0 --listen.remoting 127.0.0.1:0 --listen.grpc 127.0.0.1:0 --listen.mqtt "" --listen.mqtt_ssl "" >"$dir/node.log" 2>&1 &
 node=$!
 for _ in $(seq 1 100); do
   if (exec 3<>/dev/tcp/127.0.0.1/6650) 2>/dev/null && (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null; then break; fi

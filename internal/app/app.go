@@ -278,12 +278,18 @@ func (a *App) openEndpoints() ([]serving.Endpoint, error) {
 		{Name: "grpc", Kind: "grpc", TLS: a.cfg.Listen.GRPCTLS, ALPN: []string{"h2"}},
 		{Name: "pulsar", Kind: "pulsar", TLS: a.cfg.Listen.PulsarTLS},
 		{Name: "pulsar-ssl", Kind: "pulsar", TLS: "enforcing"},
+		{Name: "mqtt", Kind: "mqtt", TLS: a.cfg.Listen.MQTTTLS},
+		{Name: "mqtt-ssl", Kind: "mqtt", TLS: "enforcing"},
 	}
 	pulsarSSL := a.cfg.Listen.PulsarSSL
 	if a.cfg.Listen.PulsarTLS == "disabled" || a.cfg.Listen.Pulsar == "" {
 		pulsarSSL = ""
 	}
-	addrs := []string{a.cfg.Listen.HTTP, a.cfg.Listen.Remoting, a.cfg.Listen.GRPC, a.cfg.Listen.Pulsar, pulsarSSL}
+	mqttSSL := a.cfg.Listen.MQTTSSL
+	if a.cfg.Listen.MQTTTLS == "disabled" {
+		mqttSSL = ""
+	}
+	addrs := []string{a.cfg.Listen.HTTP, a.cfg.Listen.Remoting, a.cfg.Listen.GRPC, a.cfg.Listen.Pulsar, pulsarSSL, a.cfg.Listen.MQTT, mqttSSL}
 	for _, k := range kafkaSpecs {
 		eps = append(eps, serving.Endpoint{Name: k.name, Kind: "kafka", TLS: k.tls, Kafka: &k.listener})
 		addrs = append(addrs, k.addr)
@@ -291,6 +297,11 @@ func (a *App) openEndpoints() ([]serving.Endpoint, error) {
 	var opened []serving.Endpoint
 	for i, ep := range eps {
 		if addrs[i] == "" {
+			continue
+		}
+		if ep.Kind == "mqtt" && a.member != nil {
+			// Sessions live in one node's memory for now.
+			a.log.Warn("the MQTT listener is served by single nodes only for now", "listen."+ep.Name, addrs[i])
 			continue
 		}
 		if ep.Name == "pulsar-ssl" && a.member != nil {

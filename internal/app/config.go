@@ -78,6 +78,7 @@ type Config struct {
 	Limits          LimitsConfig    `yaml:"limits"`
 	Cluster         ClusterConfig   `yaml:"cluster"`
 	Telemetry       TelemetryConfig `yaml:"telemetry"`
+	MQTT            MQTTConfig      `yaml:"mqtt"`
 	ShutdownTimeout time.Duration   `yaml:"shutdown_timeout" help:"how long a graceful shutdown may take"`
 	GCPercent       int             `yaml:"gc_percent" help:"Go garbage collector target (GOGC) set by rosetta serve; 0: 400 on a single node (less collection per message), 100 on a cluster member (a leader's replication copies large batches, and a smaller heap keeps that memory warm); the GOGC environment variable wins when set"`
 	MemoryLimit     ByteSize        `yaml:"memory_limit" help:"soft limit on the Go heap (GOMEMLIMIT) set by rosetta serve: near it the collector runs more often, so request floods cannot grow the heap to gc_percent times what is live; 0: automatic, twice the live heap and at least the live heap + 128MiB, followed as the live heap changes; the GOMEMLIMIT environment variable wins when set (GOMEMLIMIT=off: none)"`
@@ -93,6 +94,15 @@ type Hooks struct {
 	// durable are acknowledged (a slow disk: written, durable, not yet
 	// acknowledged).
 	AfterSync func()
+}
+
+// MQTTConfig configures the MQTT front-end (docs/compat/mqtt.md).
+type MQTTConfig struct {
+	TopicLevels      int           `yaml:"topic_levels" help:"how many leading levels of an MQTT topic name the Rosetta topic it is stored in: 1 stores sensors/a/temp in the topic sensors; 0 stores every MQTT topic in mqtt.default_topic"`
+	DefaultTopic     string        `yaml:"default_topic" help:"the Rosetta topic of MQTT topic names whose leading levels make no topic name ($SYS/..., an empty level, characters Kafka topics cannot hold)"`
+	MaxPacketSize    ByteSize      `yaml:"max_packet_size" help:"largest MQTT packet a client may send (MQTT 5 clients are told)"`
+	MaxInflight      int           `yaml:"max_inflight" help:"QoS 1 and 2 messages sent to a client and not yet acknowledged, at most (an MQTT 5 client's receive maximum when lower)"`
+	MaxSessionExpiry time.Duration `yaml:"max_session_expiry" help:"longest a session outlives its connection (3.1.1 sessions without clean session keep it; MQTT 5 session expiry intervals are capped by it)"`
 }
 
 // TelemetryConfig configures OpenTelemetry spans.
@@ -124,6 +134,9 @@ type ListenConfig struct {
 	PulsarAdvertised   string `yaml:"pulsar_advertised" help:"host:port Pulsar lookups name (default: the address each client connected to)"`
 	PulsarTLS          string `yaml:"pulsar_tls" help:"Pulsar listener TLS (pulsar+ssl:// clients): permissive, enforcing or disabled"`
 	PulsarSSL          string `yaml:"pulsar_ssl" help:"Pulsar TLS-only address (pulsar+ssl://, Pulsar's 6651), served when TLS is not disabled"`
+	MQTT               string `yaml:"mqtt" help:"MQTT 3.1, 3.1.1 and 5.0 address (tcp://; ssl:// too when mqtt_tls is permissive)"`
+	MQTTTLS            string `yaml:"mqtt_tls" help:"MQTT listener TLS: permissive, enforcing or disabled"`
+	MQTTSSL            string `yaml:"mqtt_ssl" help:"MQTT TLS-only address (ssl://, MQTT's 8883), served when TLS is not disabled"`
 	KafkaTLS           string `yaml:"kafka_tls" help:"Kafka listener TLS (security.protocol=SSL clients): permissive, enforcing or disabled"`
 	RemotingTLS        string `yaml:"remoting_tls" help:"RocketMQ remoting TLS (clients' WithTls): permissive, enforcing or disabled"`
 	// RemotingReadLinger batches the requests of busy remoting connections.
@@ -150,6 +163,7 @@ type SecurityConfig struct {
 	SuperUsers             string        `yaml:"super_users" help:"semicolon-separated principals allowed everything (Kafka super.users), e.g. User:admin"`
 	AllowIfNoACL           bool          `yaml:"allow_everyone_if_no_acl_found" help:"allow an operation on a resource no ACL names (Kafka allow.everyone.if.no.acl.found)"`
 	RemotingAuthentication bool          `yaml:"remoting_authentication" help:"require every RocketMQ remoting request to be signed with a user's access key (RocketMQ ACL AccessKey/Signature)"`
+	MQTTAuthentication     bool          `yaml:"mqtt_authentication" help:"require MQTT clients to give a user name and password (a user's) or a verified client certificate at CONNECT"`
 	PulsarAuthentication   bool          `yaml:"pulsar_authentication" help:"require Pulsar clients to authenticate at CONNECT (token: a JWT the node signed; basic: a user's name:password; tls: a verified client certificate)"`
 	GRPCAuthentication     bool          `yaml:"grpc_authentication" help:"require every RocketMQ 5 gRPC request to carry a signed authorization header (MQv2-HMAC-SHA1)"`
 	SASLMechanisms         string        `yaml:"sasl_mechanisms" help:"comma-separated SASL mechanisms Kafka SASL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"`
@@ -268,6 +282,7 @@ func DefaultConfig() Config {
 		NodeID:  1,
 		Log:     LogConfig{Level: "info", Format: "text"},
 		Listen: ListenConfig{HTTP: ":8080", Kafka: ":9092", Remoting: ":9876", GRPC: ":8081", Pulsar: ":6650", PulsarSSL: ":6651", GRPCTLS: "permissive", PulsarTLS: "permissive",
+			MQTT: ":1883", MQTTSSL: ":8883", MQTTTLS: "permissive",
 			KafkaTLS: "permissive", RemotingTLS: "permissive", HTTPTLS: "permissive", RemotingReadLinger: 300 * time.Microsecond},
 		Storage: StorageConfig{
 			Durability:         "sync",
@@ -300,6 +315,7 @@ func DefaultConfig() Config {
 		Limits:          LimitsConfig{MaxFrameBytes: 100 << 20, MaxInflightPerConn: 64, MaxBytesInFlight: 512 << 20},
 		Cluster:         ClusterConfig{Name: "rosetta", RaftPort: 9393, EtcdPort: 2379},
 		Telemetry:       TelemetryConfig{SampleRatio: 1, BatchTimeout: 5 * time.Second},
+		MQTT:            MQTTConfig{TopicLevels: 1, DefaultTopic: "mqtt", MaxPacketSize: 1 << 20, MaxInflight: 64, MaxSessionExpiry: 24 * time.Hour},
 		ShutdownTimeout: 5 * time.Second,
 		GCPercent:       0,
 	}
@@ -383,7 +399,16 @@ func (c Config) Validate() error {
 	} else if m[model.NodeID(c.NodeID)] != "" && c.protocolNode() {
 		return bad("node %d is a member in cluster.members; a protocol-only node needs a node_id of its own", c.NodeID)
 	}
-	for name, m := range map[string]string{"grpc_tls": c.Listen.GRPCTLS, "kafka_tls": c.Listen.KafkaTLS, "remoting_tls": c.Listen.RemotingTLS, "http_tls": c.Listen.HTTPTLS, "pulsar_tls": c.Listen.PulsarTLS} {
+	if c.MQTT.TopicLevels < 0 {
+		return bad("mqtt.topic_levels: %d (0 or more)", c.MQTT.TopicLevels)
+	}
+	if _, err := model.ParseTopicName(c.MQTT.DefaultTopic); err != nil {
+		return bad("mqtt.default_topic: %v", err)
+	}
+	if c.MQTT.MaxPacketSize < 64 || c.MQTT.MaxPacketSize > 256<<20 {
+		return bad("mqtt.max_packet_size: %d (64 B to 256 MiB)", c.MQTT.MaxPacketSize)
+	}
+	for name, m := range map[string]string{"grpc_tls": c.Listen.GRPCTLS, "kafka_tls": c.Listen.KafkaTLS, "remoting_tls": c.Listen.RemotingTLS, "http_tls": c.Listen.HTTPTLS, "pulsar_tls": c.Listen.PulsarTLS, "mqtt_tls": c.Listen.MQTTTLS} {
 		if _, err := tlsmux.ParseMode(m); err != nil {
 			return bad("listen.%s: %v", name, err)
 		}
@@ -600,7 +625,7 @@ func (l ListenConfig) withHost() ListenConfig {
 	if l.Host == "" {
 		return l
 	}
-	for _, addr := range []*string{&l.HTTP, &l.Kafka, &l.Remoting, &l.GRPC, &l.Pulsar, &l.PulsarSSL} {
+	for _, addr := range []*string{&l.HTTP, &l.Kafka, &l.Remoting, &l.GRPC, &l.Pulsar, &l.PulsarSSL, &l.MQTT, &l.MQTTSSL} {
 		if host, port, err := net.SplitHostPort(*addr); err == nil && host == "" {
 			*addr = net.JoinHostPort(l.Host, port)
 		}

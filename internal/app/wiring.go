@@ -16,6 +16,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/member"
 	"github.com/rosettamq/rosetta/internal/member/placement"
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/mqtt"
 	"github.com/rosettamq/rosetta/internal/pulsar"
 	"github.com/rosettamq/rosetta/internal/remoting"
 	"github.com/rosettamq/rosetta/internal/replication"
@@ -105,6 +106,9 @@ func (a *App) servingDeps() (serving.Deps, error) {
 		},
 		Pulsar: pulsar.Options{AdvertisedAddr: cfg.Listen.PulsarAdvertised, Security: a.security,
 			Authentication: cfg.Security.PulsarAuthentication},
+		MQTT: mqtt.Options{Security: a.security, Authentication: cfg.Security.MQTTAuthentication,
+			Mapping:       mqtt.Mapping{Levels: cfg.MQTT.TopicLevels, Default: mqttDefaultTopic(cfg.MQTT.DefaultTopic)},
+			MaxPacketSize: int(cfg.MQTT.MaxPacketSize), MaxInflight: cfg.MQTT.MaxInflight, MaxSessionExpiry: cfg.MQTT.MaxSessionExpiry},
 		Quotas:           a.quotas,
 		Security:         a.adminSecurity(),
 		Metrics:          a.metrics,
@@ -174,4 +178,11 @@ func (a *App) groupEndpoints(g int) ([]serving.Endpoint, error) {
 		}
 	}
 	return out, nil
+}
+
+// mqttDefaultTopic is mqtt.default_topic as a topic name (validated with
+// the configuration).
+func mqttDefaultTopic(name string) model.TopicName {
+	n, _ := model.ParseTopicName(name)
+	return n
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/kafka"
 	"github.com/rosettamq/rosetta/internal/member"
 	"github.com/rosettamq/rosetta/internal/meta"
+	"github.com/rosettamq/rosetta/internal/mqtt"
 	"github.com/rosettamq/rosetta/internal/pulsar"
 	"github.com/rosettamq/rosetta/internal/remoting"
 )
@@ -70,6 +71,7 @@ type Deps struct {
 	Remoting    remoting.Options
 	GRPC        grpcv5.Options
 	Pulsar      pulsar.Options
+	MQTT        mqtt.Options
 
 	Quotas   *quota.Manager
 	Security admin.Security

@@ -22,6 +22,7 @@ import (
 	"github.com/rosettamq/rosetta/internal/grpcv5"
 	"github.com/rosettamq/rosetta/internal/kafka"
 	"github.com/rosettamq/rosetta/internal/model"
+	"github.com/rosettamq/rosetta/internal/mqtt"
 	"github.com/rosettamq/rosetta/internal/pulsar"
 	"github.com/rosettamq/rosetta/internal/remoting"
 	"github.com/rosettamq/rosetta/internal/storage"
@@ -169,6 +170,8 @@ type FrontEnds struct {
 	// PulsarServer serves Pulsar (built early when its admin API shares
 	// the HTTP port).
 	PulsarServer *pulsar.Server
+	MQTT         net.Listener
+	MQTTSSL      net.Listener
 }
 
 // RunSingle serves a single node's stack over its opened endpoints until
@@ -196,6 +199,10 @@ func (n *Node) RunSingle(ctx context.Context, ready func(), eps []Endpoint, also
 			fe.Pulsar = l
 		case ep.Name == "pulsar-ssl":
 			fe.PulsarSSL = l
+		case ep.Name == "mqtt":
+			fe.MQTT = l
+		case ep.Name == "mqtt-ssl":
+			fe.MQTTSSL = l
 		case ep.Kafka != nil:
 			fe.Kafka = append(fe.Kafka, l)
 			fe.KafkaLis = append(fe.KafkaLis, *ep.Kafka)
@@ -278,6 +285,7 @@ func (n *Node) serve(ctx context.Context, g *errgroup.Group, st *Stack, fe Front
 		st.Members.Add(admin.MemberSource{Members: grpcMembers(srv), Groups: srv.ConsumerGroups})
 		g.Go(func() error { return srv.Serve(ctx, fe.GRPC) })
 	}
+	n.serveMQTT(ctx, g, st, fe)
 	if fe.Pulsar != nil || fe.PulsarSSL != nil {
 		srv := fe.PulsarServer
 		if srv == nil {
@@ -288,6 +296,21 @@ func (n *Node) serve(ctx context.Context, g *errgroup.Group, st *Stack, fe Front
 		}
 		if fe.PulsarSSL != nil {
 			g.Go(func() error { return srv.ServeTLS(ctx, fe.PulsarSSL) })
+		}
+	}
+}
+
+// serveMQTT runs the MQTT front-end over st on its listeners.
+func (n *Node) serveMQTT(ctx context.Context, g *errgroup.Group, st *Stack, fe FrontEnds) {
+	if fe.MQTT == nil && fe.MQTTSSL == nil {
+		return
+	}
+	opts := n.MQTT
+	opts.Logger = n.log
+	srv := mqtt.NewServer(st.Broker, opts)
+	for _, l := range []net.Listener{fe.MQTT, fe.MQTTSSL} {
+		if l != nil {
+			g.Go(func() error { return srv.Serve(ctx, l) })
 		}
 	}
 }

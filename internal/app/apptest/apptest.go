@@ -29,7 +29,8 @@ type TestNode struct {
 func TestConfig(dir string) app.Config {
 	c := app.DefaultConfig()
 	c.DataDir = dir
-	c.Listen = app.ListenConfig{Kafka: "127.0.0.1:0", HTTP: "127.0.0.1:0", Remoting: "127.0.0.1:0", GRPC: "127.0.0.1:0", Pulsar: "127.0.0.1:0", PulsarSSL: "127.0.0.1:0"}
+	c.Listen = app.ListenConfig{Kafka: "127.0.0.1:0", HTTP: "127.0.0.1:0", Remoting: "127.0.0.1:0", GRPC: "127.0.0.1:0", Pulsar: "127.0.0.1:0", PulsarSSL: "127.0.0.1:0",
+		MQTT: "127.0.0.1:0", MQTTSSL: "127.0.0.1:0"}
 	c.Storage.MinFreeBytes, c.Storage.MinFreeRatio = 0, 0
 	c.Storage.SegmentSize = 64 << 20
 	c.Storage.MaxRecordSize = 8 << 20
@@ -112,6 +113,9 @@ func (n *TestNode) HTTPAddr() string { return n.App.Addr("http") }
 
 // PulsarURL is the node's pulsar:// service URL.
 func (n *TestNode) PulsarURL() string { return "pulsar://" + n.App.Addr("pulsar") }
+
+// MQTTURL is the node's tcp:// MQTT address.
+func (n *TestNode) MQTTURL() string { return "tcp://" + n.App.Addr("mqtt") }
 
 // PulsarSSLURL is the node's pulsar+ssl:// service URL.
 func (n *TestNode) PulsarSSLURL() string { return "pulsar+ssl://" + n.App.Addr("pulsar-ssl") }
