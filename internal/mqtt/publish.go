@@ -23,8 +23,9 @@ import (
 
 // pendingAck is an inbound publish waiting for durability.
 type pendingAck struct {
-	kind     byte // PUBACK or PUBREC
+	kind     byte // PUBACK, PUBREC or PUBCOMP
 	packetID uint16
+	stored   bool // res is a record to wait for
 	res      produce.Result
 	code     byte // a failure's reason code (stored nothing)
 	why      string
@@ -85,10 +86,10 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 	}
 	switch p.QoS {
 	case 1:
-		c.queueAck(pendingAck{kind: packet.PUBACK, packetID: p.PacketID, res: res})
+		c.queueAck(pendingAck{kind: packet.PUBACK, packetID: p.PacketID, stored: true, res: res})
 	case 2:
 		ss.setQoS2Pending(p.PacketID, true)
-		c.queueAck(pendingAck{kind: packet.PUBREC, packetID: p.PacketID, res: res})
+		c.queueAck(pendingAck{kind: packet.PUBREC, packetID: p.PacketID, stored: true, res: res})
 	}
 	return nil
 }
@@ -138,7 +139,7 @@ func (c *conn) acknowledge() {
 		case <-c.ctx.Done():
 			return
 		case a := <-c.acks:
-			if a.code == 0 && a.res.BaseOffset >= 0 {
+			if a.stored {
 				if err := c.s.appender.WaitDurable(c.ctx, a.res); err != nil {
 					c.log.Info("mqtt publish not stored", "err", err)
 					if c.version < packet.V5 {

@@ -61,8 +61,14 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
+	topicsCh chan struct{} // closed when the broker's topics change
 	retained *retainedStore
 	wg       sync.WaitGroup
+	// life ends when the server closes (Close); watchOnce starts the
+	// topics watcher with the first Serve.
+	life      context.Context
+	stop      context.CancelFunc
+	watchOnce sync.Once
 }
 
 // NewServer returns a server over b.
@@ -87,10 +93,11 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 	}
 	var id [4]byte
 	_, _ = rand.Read(id[:])
+	life, stop := context.WithCancel(context.Background())
 	batches := kbatch.NewReader(16 << 20)
 	return &Server{b: b, opts: opts, log: opts.Logger.With("protocol", "mqtt"), batches: batches,
 		appender: produce.New(b, nil, nil, nil, batches), idPrefix: "rosetta-" + hex.EncodeToString(id[:]),
-		sessions: map[string]*session{}, retained: newRetainedStore()}
+		sessions: map[string]*session{}, retained: newRetainedStore(), topicsCh: make(chan struct{}), life: life, stop: stop}
 }
 
 // Serve accepts connections on l until ctx ends, then closes them and
@@ -102,6 +109,13 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		<-ctx.Done()
 		_ = l.Close()
 	}()
+	s.watchOnce.Do(func() {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.watchTopics(s.life)
+		}()
+	})
 	var err error
 	for {
 		nc, aerr := l.Accept()
@@ -119,6 +133,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		}()
 	}
 	cancel()
+	s.stop()
 	s.wg.Wait()
 	s.mu.Lock()
 	for _, ss := range s.sessions {
@@ -136,21 +151,56 @@ func (s *Server) takeSession(c *conn, clientID string, clean bool) (ss *session,
 	old := s.sessions[clientID]
 	if old != nil && !clean {
 		s.mu.Unlock()
-		if prev := old.attach(c); prev != nil {
+		prev, stop := old.attach(c)
+		if prev != nil {
 			prev.takenOver()
 		}
+		stop()
 		return old, true
 	}
 	ss = newSession(s, clientID)
 	s.sessions[clientID] = ss
 	s.mu.Unlock()
 	if old != nil {
-		if prev := old.end(); prev != nil {
+		prev, stop := old.attach(nil)
+		if prev != nil {
 			prev.takenOver()
 		}
+		stop()
+		old.stopExpiry()
 	}
 	ss.attach(c)
 	return ss, false
+}
+
+// watchTopics closes the topics-changed channel whenever the broker's
+// topics change (sessions reading every topic, or waiting for one that
+// does not exist yet, look again), until ctx ends.
+func (s *Server) watchTopics(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	ver := s.b.TopicsVersion()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if v := s.b.TopicsVersion(); v != ver {
+			ver = v
+			s.mu.Lock()
+			close(s.topicsCh)
+			s.topicsCh = make(chan struct{})
+			s.mu.Unlock()
+		}
+	}
+}
+
+// topicsChanged is closed when the broker's topics next change.
+func (s *Server) topicsChanged() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.topicsCh
 }
 
 // dropSession forgets a session (it expired, or was clean) unless another

@@ -72,13 +72,16 @@ func newSession(s *Server, clientID string) *session {
 		qos2In: map[uint16]bool{}, inflight: map[uint16]*outbound{}, wake: make(chan struct{}, 1)}
 }
 
-// attach gives the session to a connection and returns the one that had
-// it (nil for none).
-func (ss *session) attach(c *conn) *conn {
+// attach gives the session to a connection. It returns the connection
+// that had it (nil for none) and stop, which ends the dispatcher that
+// served that one (call it once that connection is closing).
+func (ss *session) attach(c *conn) (prev *conn, stop func()) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	prev := ss.conn
+	prev = ss.conn
 	ss.conn = c
+	cancel, done := ss.cancel, ss.done
+	ss.cancel, ss.done = nil, nil
 	if ss.expirer != nil {
 		ss.expirer.Stop()
 		ss.expirer = nil
@@ -87,7 +90,12 @@ func (ss *session) attach(c *conn) *conn {
 		ss.willTimer.Stop() // a will delayed is not sent when the session comes back
 		ss.willTimer = nil
 	}
-	return prev
+	return prev, func() {
+		if cancel != nil {
+			cancel()
+			<-done
+		}
+	}
 }
 
 // resume sends again what was in flight and starts delivering.
@@ -142,17 +150,6 @@ func (ss *session) detach(c *conn) {
 	if expiry <= 0 {
 		ss.s.dropSession(ss)
 	}
-}
-
-// end drops a session replaced by a clean one; it returns the connection
-// that held it.
-func (ss *session) end() *conn {
-	ss.mu.Lock()
-	prev := ss.conn
-	ss.conn = nil
-	ss.mu.Unlock()
-	ss.stopExpiry()
-	return prev
 }
 
 // expire drops a session its client did not come back to in time (a will
@@ -300,11 +297,12 @@ func (ss *session) unsubscribe(filters []string) []bool {
 	return had
 }
 
-// startDispatcher starts delivering while the session has a connection.
+// startDispatcher starts delivering while the session has a connection
+// and subscriptions.
 func (ss *session) startDispatcher() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.cancel != nil || ss.conn == nil {
+	if ss.cancel != nil || ss.conn == nil || len(ss.subs) == 0 {
 		return
 	}
 	ctx, cancel := context.WithCancel(ss.conn.ctx)
@@ -341,9 +339,9 @@ func (ss *session) dispatch(ctx context.Context, c *conn) {
 		}
 		ss.mu.Unlock()
 		if full || len(watches) == 0 {
-			watches = nil // (only an ack or a subscription wakes it)
+			watches = nil // (only an ack, a subscription or a new topic wakes it)
 		}
-		wait(ctx, b, ss.wake, 2*time.Second, watches)
+		wait(ctx, b, ss.wake, ss.s.topicsChanged(), watches)
 	}
 }
 
@@ -530,14 +528,15 @@ func (ss *session) packetIDLocked() uint16 {
 	}
 }
 
-// wait parks until a watched queue has data, the session is poked, d
-// passes or ctx ends.
-func wait(ctx context.Context, b *broker.Broker, wake chan struct{}, d time.Duration, watches []broker.Watch) {
-	wctx, cancel := context.WithTimeout(ctx, d)
+// wait parks until a watched queue has data, the session is poked, the
+// broker's topics change or ctx ends.
+func wait(ctx context.Context, b *broker.Broker, wake chan struct{}, topics <-chan struct{}, watches []broker.Watch) {
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if len(watches) == 0 {
 		select {
 		case <-wake:
+		case <-topics:
 		case <-wctx.Done():
 		}
 		return
@@ -547,6 +546,8 @@ func wait(ctx context.Context, b *broker.Broker, wake chan struct{}, d time.Dura
 		defer close(done)
 		select {
 		case <-wake:
+			cancel()
+		case <-topics:
 			cancel()
 		case <-wctx.Done():
 		}

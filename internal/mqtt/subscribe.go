@@ -20,7 +20,6 @@ const (
 func (c *conn) handleSubscribe(p *packet.Subscribe) error {
 	ack := &packet.Suback{PacketID: p.PacketID, Codes: make([]byte, len(p.Filters))}
 	var subs []*subscription
-	var granted []int // index in p.Filters of each of subs
 	subID := 0
 	if len(p.Props.SubscriptionIDs) > 0 {
 		subID = p.Props.SubscriptionIDs[0]
@@ -37,7 +36,6 @@ func (c *conn) handleSubscribe(p *packet.Subscribe) error {
 		}
 		ack.Codes[i] = f.QoS
 		subs = append(subs, &subscription{Subscription: f, id: subID})
-		granted = append(granted, i)
 	}
 	isNew := c.session.subscribe(subs)
 	c.send(ack)
@@ -47,7 +45,6 @@ func (c *conn) handleSubscribe(p *packet.Subscribe) error {
 		if sub.RetainHandling == 2 || (sub.RetainHandling == 1 && !isNew[j]) {
 			continue
 		}
-		_ = granted[j]
 		for _, rp := range c.s.retained.matching(sub.Filter) {
 			if sub.NoLocal && rp.client == c.session.clientID {
 				continue

@@ -16,17 +16,33 @@ import (
 	"github.com/rosettamq/rosetta/internal/mqtt/packet"
 )
 
-// client connects a paho.mqtt.golang (3.1.1) client.
-func client(t testing.TB, n *apptest.TestNode, id string, clean bool) paho.Client {
-	t.Helper()
-	opts := paho.NewClientOptions().AddBroker(n.MQTTURL()).SetClientID(id).SetCleanSession(clean).
+// The 3.1.1 client's types, for files importing paho.golang as paho.
+type (
+	pahoClient  = paho.Client
+	pahoMessage = paho.Message
+)
+
+// clientOpts are a paho.mqtt.golang (3.1.1) client's options.
+func clientOpts(n *apptest.TestNode, id string, clean bool) *paho.ClientOptions {
+	return paho.NewClientOptions().AddBroker(n.MQTTURL()).SetClientID(id).SetCleanSession(clean).
 		SetAutoReconnect(false).SetConnectTimeout(5 * time.Second)
+}
+
+// connect connects a client (disconnected when the test ends).
+func connect(t testing.TB, opts *paho.ClientOptions) paho.Client {
+	t.Helper()
 	c := paho.NewClient(opts)
 	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("connect %s: %v", id, tok.Error())
+		t.Fatalf("connect: %v", tok.Error())
 	}
 	t.Cleanup(func() { c.Disconnect(100) })
 	return c
+}
+
+// client connects a paho.mqtt.golang (3.1.1) client.
+func client(t testing.TB, n *apptest.TestNode, id string, clean bool) paho.Client {
+	t.Helper()
+	return connect(t, clientOpts(n, id, clean))
 }
 
 func wait(t testing.TB, tok paho.Token, what string) {
