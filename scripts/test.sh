@@ -63,6 +63,8 @@ go test -count=1 -timeout 5m -run 'TestOrderedConsumption|TestOrderedThroughCons
 go test -count=1 -timeout 5m -run 'TestPulsarToRocketMQ' ./test/pulsar/
 echo "== pulsar-client-go's own tests against a node on localhost:6650 and :8080"
 ./scripts/pulsar-client-tests.sh
+echo "== paho.mqtt.golang's own functional tests against a node on 127.0.0.1:1883"
+./scripts/mqtt-client-tests.sh
 go test -count=1 -timeout 5m -run 'TestGroupMembers|TestMessageTrace|TestConsoleWithClients|TestConsoleRedriveAndReset' ./test/admin/ ./test/console/
 go test -count=1 -timeout 18m -run 'TestClusterGroups|TestClusterReplicationFactors|TestClusterSevenMembers|TestClusterProtocolNodes|TestClusterMembers|TestClusterSnapshot|TestClusterStopExit|TestClusterCoordinatorFailover|TestClusterPOPHandOff|TestClusterTiering|TestClusterQueueMoves|TestClusterQueueBalancer|TestClusterPulsar' ./test/cluster/
 go test -count=1 -timeout 5m -run 'TestFloodMemoryComesBack' ./test/flood/ # memory is not measured under the race detector
