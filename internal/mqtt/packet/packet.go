@@ -189,7 +189,8 @@ func Append(dst []byte, v byte, p Packet) []byte {
 
 // Decode decodes a packet at protocol level v (a CONNECT at any level:
 // it names the level) from its fixed header byte and remaining bytes.
-// Strings and binary fields alias body.
+// Strings and binary fields alias body. A CONNECT of an unsupported level
+// comes back with its error (code CodeUnsupportedVer), to be answered.
 func Decode(v byte, header byte, body []byte) (Packet, error) {
 	t, flags := header>>4, header&0x0f
 	switch t {
@@ -237,6 +238,9 @@ func Decode(v byte, header byte, body []byte) (Packet, error) {
 		return nil, malformed("packet type %d", t)
 	}
 	if err != nil {
+		if c, ok := p.(*Connect); ok && c != nil {
+			return c, err // an unsupported level: the CONNECT says which, to answer it
+		}
 		return nil, err
 	}
 	if len(d.b) > 0 {
