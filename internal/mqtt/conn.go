@@ -232,7 +232,11 @@ func (c *conn) connect(p *packet.Connect) error {
 		pr.Set(packet.PropTopicAliasMaximum)
 		pr.TopicAliasMaximum = maxTopicAliases
 		pr.Set(packet.PropSharedAvailable)
-		pr.SharedAvailable = 0
+		if c.s.opts.Pop == nil {
+			pr.SharedAvailable = 0
+		} else {
+			pr.SharedAvailable = 1
+		}
 		if assigned != "" {
 			pr.Set(packet.PropAssignedClientID)
 			pr.AssignedClientID = assigned

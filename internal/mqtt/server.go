@@ -21,6 +21,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
+	"github.com/rosettamq/rosetta/internal/broker/pop"
 	"github.com/rosettamq/rosetta/internal/broker/produce"
 	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/model"
@@ -47,6 +48,9 @@ type Options struct {
 	Security *security.Service
 	// Authentication requires a user name and password at CONNECT.
 	Authentication bool
+	// Pop is the POP engine shared subscriptions ($share/<name>/<filter>)
+	// consume through (nil: they are refused).
+	Pop *pop.Engine
 }
 
 // Server serves MQTT over a broker.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker"
+	"github.com/rosettamq/rosetta/internal/broker/pop"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/mqtt/packet"
 	"github.com/rosettamq/rosetta/internal/mqtt/topic"
@@ -42,6 +43,9 @@ type watchedQueue struct {
 type outbound struct {
 	publish  packet.Publish
 	released bool // QoS 2: PUBREC came, PUBREL sent
+	// A shared subscription's message: its POP handle and group.
+	handle *pop.Handle
+	group  string
 }
 
 type session struct {
@@ -51,6 +55,7 @@ type session struct {
 	mu        sync.Mutex
 	conn      *conn
 	subs      map[string]*subscription
+	shared    map[string]*sharedSub // by the whole $share/<name>/<filter>
 	since     int64 // when the session first subscribed (unix ms): later topics are read from their start
 	positions map[model.QueueID]model.QueueOffset
 	watched   []watchedQueue
@@ -68,7 +73,8 @@ type session struct {
 }
 
 func newSession(s *Server, clientID string) *session {
-	return &session{s: s, clientID: clientID, subs: map[string]*subscription{}, positions: map[model.QueueID]model.QueueOffset{},
+	return &session{s: s, clientID: clientID, subs: map[string]*subscription{}, shared: map[string]*sharedSub{},
+		positions: map[model.QueueID]model.QueueOffset{},
 		qos2In: map[uint16]bool{}, inflight: map[uint16]*outbound{}, wake: make(chan struct{}, 1)}
 }
 
@@ -147,6 +153,7 @@ func (ss *session) detach(c *conn) {
 		cancel()
 		<-done
 	}
+	ss.releaseShared()
 	if expiry <= 0 {
 		ss.s.dropSession(ss)
 	}
@@ -233,9 +240,11 @@ func (ss *session) acked(a *packet.Ack) error {
 	o := ss.inflight[a.PacketID]
 	c := ss.conn
 	var reply packet.Packet
+	var done *outbound
 	switch a.Kind {
 	case packet.PUBACK, packet.PUBCOMP:
 		delete(ss.inflight, a.PacketID)
+		done = o
 	case packet.PUBREC:
 		switch {
 		case o == nil:
@@ -246,6 +255,7 @@ func (ss *session) acked(a *packet.Ack) error {
 			reply = rel
 		case a.Code >= 0x80: // the client refused it: done
 			delete(ss.inflight, a.PacketID)
+			done = o
 		default:
 			o.released = true
 			o.publish.Payload = nil
@@ -253,6 +263,9 @@ func (ss *session) acked(a *packet.Ack) error {
 		}
 	}
 	ss.mu.Unlock()
+	if done != nil {
+		ss.ackShared(done)
+	}
 	if reply != nil && c != nil {
 		c.send(reply)
 	}
@@ -276,6 +289,12 @@ func (ss *session) subscribe(subs []*subscription) []bool {
 	}
 	isNew := make([]bool, len(subs))
 	for i, sub := range subs {
+		if _, f, shared, _ := topic.Shared(sub.Filter); shared {
+			_, had := ss.shared[sub.Filter]
+			isNew[i] = !had
+			ss.shared[sub.Filter] = &sharedSub{subscription: *sub, group: popGroup(sub.Filter), filter: f}
+			continue
+		}
 		_, had := ss.subs[sub.Filter]
 		isNew[i] = !had
 		ss.subs[sub.Filter] = sub
@@ -290,8 +309,11 @@ func (ss *session) unsubscribe(filters []string) []bool {
 	defer ss.mu.Unlock()
 	had := make([]bool, len(filters))
 	for i, f := range filters {
-		_, had[i] = ss.subs[f]
+		_, plain := ss.subs[f]
+		_, shared := ss.shared[f]
+		had[i] = plain || shared
 		delete(ss.subs, f)
+		delete(ss.shared, f)
 	}
 	ss.refresh = true
 	return had
@@ -302,7 +324,7 @@ func (ss *session) unsubscribe(filters []string) []bool {
 func (ss *session) startDispatcher() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.cancel != nil || ss.conn == nil || len(ss.subs) == 0 {
+	if ss.cancel != nil || ss.conn == nil || len(ss.subs)+len(ss.shared) == 0 {
 		return
 	}
 	ctx, cancel := context.WithCancel(ss.conn.ctx)
@@ -318,7 +340,7 @@ func (ss *session) startDispatcher() {
 func (ss *session) dispatch(ctx context.Context, c *conn) {
 	b := ss.s.b
 	for ctx.Err() == nil {
-		watched, subs := ss.plan()
+		watched, subs, shared := ss.plan()
 		sent := 0
 		for _, w := range watched {
 			n, full := ss.deliverQueue(c, w, subs)
@@ -327,6 +349,7 @@ func (ss *session) dispatch(ctx context.Context, c *conn) {
 				break
 			}
 		}
+		sent += ss.deliverShared(ctx, c, shared)
 		c.flush()
 		if sent > 0 {
 			continue
@@ -338,16 +361,29 @@ func (ss *session) dispatch(ctx context.Context, c *conn) {
 			watches = append(watches, broker.Watch{Topic: w.topic, Index: w.index, Offset: ss.positions[w.queue], Stable: true})
 		}
 		ss.mu.Unlock()
+		// Shared subscriptions: new messages, or (checked each second)
+		// ones other members gave back.
+		patience := time.Minute
+		for _, sh := range shared {
+			patience = time.Second
+			for _, t := range ss.s.topicsOf(sh.filter) {
+				for i := range t.Queues {
+					if _, hw, _, err := b.Offsets(t.Name, int32(i)); err == nil {
+						watches = append(watches, broker.Watch{Topic: t.Name, Index: int32(i), Offset: hw, Stable: true})
+					}
+				}
+			}
+		}
 		if full || len(watches) == 0 {
 			watches = nil // (only an ack, a subscription or a new topic wakes it)
 		}
-		wait(ctx, b, ss.wake, ss.s.topicsChanged(), watches)
+		wait(ctx, b, ss.wake, ss.s.topicsChanged(), patience, watches)
 	}
 }
 
 // plan is the queues to read and the subscriptions, worked out again
 // when the subscriptions or the broker's topics changed.
-func (ss *session) plan() ([]watchedQueue, []*subscription) {
+func (ss *session) plan() ([]watchedQueue, []*subscription, []*sharedSub) {
 	b := ss.s.b
 	ver := b.TopicsVersion()
 	ss.mu.Lock()
@@ -356,8 +392,12 @@ func (ss *session) plan() ([]watchedQueue, []*subscription) {
 	for _, sub := range ss.subs {
 		subs = append(subs, sub)
 	}
+	shared := make([]*sharedSub, 0, len(ss.shared))
+	for _, sh := range ss.shared {
+		shared = append(shared, sh)
+	}
 	if !ss.refresh && ver == ss.topicsVer {
-		return ss.watched, subs
+		return ss.watched, subs, shared
 	}
 	ss.refresh, ss.topicsVer = false, ver
 	names := map[model.TopicName]bool{}
@@ -406,7 +446,7 @@ func (ss *session) plan() ([]watchedQueue, []*subscription) {
 		}
 	}
 	ss.watched = watched
-	return watched, subs
+	return watched, subs, shared
 }
 
 // windowFullLocked reports whether as many QoS 1 and 2 messages as the
@@ -530,8 +570,8 @@ func (ss *session) packetIDLocked() uint16 {
 
 // wait parks until a watched queue has data, the session is poked, the
 // broker's topics change or ctx ends.
-func wait(ctx context.Context, b *broker.Broker, wake chan struct{}, topics <-chan struct{}, watches []broker.Watch) {
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+func wait(ctx context.Context, b *broker.Broker, wake chan struct{}, topics <-chan struct{}, patience time.Duration, watches []broker.Watch) {
+	wctx, cancel := context.WithTimeout(ctx, patience)
 	defer cancel()
 	if len(watches) == 0 {
 		select {

@@ -42,8 +42,8 @@ func (c *conn) handleSubscribe(p *packet.Subscribe) error {
 	// Retained messages after the SUBACK: for each filter unless its
 	// retain handling says otherwise (1: only a new subscription's).
 	for j, sub := range subs {
-		if sub.RetainHandling == 2 || (sub.RetainHandling == 1 && !isNew[j]) {
-			continue
+		if _, _, shared, _ := topic.Shared(sub.Filter); shared || sub.RetainHandling == 2 || (sub.RetainHandling == 1 && !isNew[j]) {
+			continue // (no retained messages for shared subscriptions)
 		}
 		for _, rp := range c.s.retained.matching(sub.Filter) {
 			if sub.NoLocal && rp.client == c.session.clientID {
@@ -69,20 +69,25 @@ func (c *conn) handleSubscribe(p *packet.Subscribe) error {
 // checkFilter is the failure code for a filter the session may not take
 // (0: it may).
 func (c *conn) checkFilter(filter string) byte {
-	if _, _, shared, err := topic.Shared(filter); shared || err != nil {
-		if err != nil {
+	share, inner, shared, err := topic.Shared(filter)
+	switch {
+	case err != nil:
+		return codeTopicFilterBad
+	case shared && c.s.opts.Pop == nil:
+		return codeSharedUnsupported
+	case !shared:
+		if err := topic.ValidFilter(filter); err != nil {
 			return codeTopicFilterBad
 		}
-		return codeSharedUnsupported
-	}
-	if err := topic.ValidFilter(filter); err != nil {
-		return codeTopicFilterBad
 	}
 	sec := c.s.opts.Security
 	if sec == nil || !sec.AuthorizationEnabled() {
 		return 0
 	}
-	name, all := c.s.opts.Mapping.TopicsOf(filter)
+	if shared && !sec.Authorize(c.principal, c.host(), security.ResourceGroup, share, security.OpRead) {
+		return codeNotAuthorized
+	}
+	name, all := c.s.opts.Mapping.TopicsOf(inner)
 	ok := false
 	if all {
 		ok = sec.AuthorizeAny(c.principal, c.host(), security.ResourceTopic, security.OpRead)

@@ -306,7 +306,7 @@ func (n *Node) serveMQTT(ctx context.Context, g *errgroup.Group, st *Stack, fe F
 		return
 	}
 	opts := n.MQTT
-	opts.Logger = n.log
+	opts.Logger, opts.Pop = n.log, st.Pop
 	srv := mqtt.NewServer(st.Broker, opts)
 	for _, l := range []net.Listener{fe.MQTT, fe.MQTTSSL} {
 		if l != nil {
