@@ -56,7 +56,7 @@ type session struct {
 	conn      *conn
 	subs      map[string]*subscription
 	shared    map[string]*sharedSub // by the whole $share/<name>/<filter>
-	since     int64 // when the session first subscribed (unix ms): later topics are read from their start
+	since     int64                 // when the session first subscribed (unix ms): later topics are read from their start
 	positions map[model.QueueID]model.QueueOffset
 	watched   []watchedQueue
 	refresh   bool   // the subscriptions changed: which queues to read is worked out again
@@ -75,7 +75,7 @@ type session struct {
 func newSession(s *Server, clientID string) *session {
 	return &session{s: s, clientID: clientID, subs: map[string]*subscription{}, shared: map[string]*sharedSub{},
 		positions: map[model.QueueID]model.QueueOffset{},
-		qos2In: map[uint16]bool{}, inflight: map[uint16]*outbound{}, wake: make(chan struct{}, 1)}
+		qos2In:    map[uint16]bool{}, inflight: map[uint16]*outbound{}, wake: make(chan struct{}, 1)}
 }
 
 // attach gives the session to a connection. It returns the connection
