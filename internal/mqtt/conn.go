@@ -222,6 +222,11 @@ func (c *conn) connect(p *packet.Connect) error {
 	ss, present := c.s.takeSession(c, id, p.CleanStart)
 	ss.setExpiry(expiry, c.s.opts.MaxSessionExpiry)
 	c.session = ss
+	if err := ss.save(c.ctx, !present); err != nil {
+		c.log.Warn("mqtt: recording a session", "client", id, "err", err)
+		c.refuse(0x88, 0x03, "the session could not be recorded")
+		return io.EOF
+	}
 	ack := &packet.Connack{SessionPresent: present}
 	if c.version == packet.V5 {
 		pr := &ack.Props

@@ -55,7 +55,14 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 		c.queueAck(pendingAck{kind: packet.PUBREC, packetID: p.PacketID})
 		return nil
 	}
-	res, err := c.s.store(c.ctx, c.principal, c.host(), ss.clientID, p)
+	var res produce.Result
+	var err error
+	durableQoS2 := p.QoS == 2 && c.s.store != nil && ss.isPersisted()
+	if durableQoS2 {
+		err = c.s.storeQoS2(c.ctx, c.principal, c.host(), ss, p)
+	} else {
+		res, err = c.s.storePublish(c.ctx, c.principal, c.host(), ss.clientID, p)
+	}
 	if err != nil {
 		code, why := byte(codeUnspecified), err.Error()
 		switch {
@@ -89,7 +96,7 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 		c.queueAck(pendingAck{kind: packet.PUBACK, packetID: p.PacketID, stored: true, res: res})
 	case 2:
 		ss.setQoS2Pending(p.PacketID, true)
-		c.queueAck(pendingAck{kind: packet.PUBREC, packetID: p.PacketID, stored: true, res: res})
+		c.queueAck(pendingAck{kind: packet.PUBREC, packetID: p.PacketID, stored: !durableQoS2, res: res})
 	}
 	return nil
 }
@@ -167,6 +174,9 @@ func (c *conn) handleAck(a *packet.Ack) error {
 	switch a.Kind {
 	case packet.PUBREL:
 		found := ss.setQoS2Pending(a.PacketID, false)
+		if found {
+			ss.noteIn2Released(a.PacketID)
+		}
 		resp := &packet.Ack{Kind: packet.PUBCOMP, PacketID: a.PacketID}
 		if !found && c.version == packet.V5 {
 			resp.Code = codeIDNotFound
@@ -182,16 +192,17 @@ func (c *conn) handleAck(a *packet.Ack) error {
 
 var errNotAuthorized = errors.New("not authorized")
 
-// store appends a publish to its topic: a record of the MQTT topic's
-// queue; a retained publish also becomes the topic's retained message.
-func (s *Server) store(ctx context.Context, principal security.Principal, host, client string, p *packet.Publish) (produce.Result, error) {
+// storePublish appends a publish to its topic: a record of the MQTT
+// topic's queue; a retained publish also becomes the topic's retained
+// message.
+func (s *Server) storePublish(ctx context.Context, principal security.Principal, host, client string, p *packet.Publish) (produce.Result, error) {
 	name := s.opts.Mapping.TopicOf(p.Topic)
 	if sec := s.opts.Security; sec != nil && sec.AuthorizationEnabled() &&
 		!sec.Authorize(principal, host, security.ResourceTopic, name.Short(), security.OpWrite) {
 		return produce.Result{}, fmt.Errorf("%w: %s may not publish to %s", errNotAuthorized, principal, name.Short())
 	}
-	if p.Retain {
-		s.retained.set(p)
+	if err := s.keepRetained(ctx, client, p); err != nil {
+		return produce.Result{}, err
 	}
 	t, err := s.b.EnsureTopic(ctx, name)
 	if err != nil {
@@ -236,7 +247,7 @@ func validWillTopic(name string) error {
 func (s *Server) sendWill(ss *session, w *willMessage) {
 	publish := func() {
 		p := w.publish
-		if _, err := s.store(context.Background(), w.principal, w.host, ss.clientID, &p); err != nil {
+		if _, err := s.storePublish(context.Background(), w.principal, w.host, ss.clientID, &p); err != nil {
 			s.log.Warn("mqtt: publishing a will", "client", ss.clientID, "topic", p.Topic, "err", err)
 		}
 	}

@@ -67,6 +67,7 @@ type Server struct {
 	sessions map[string]*session
 	topicsCh chan struct{} // closed when the broker's topics change
 	retained *retainedStore
+	store    *store // the durable state (nil before Open: kept in memory only)
 	wg       sync.WaitGroup
 	// life ends when the server closes (Close); watchOnce starts the
 	// topics watcher with the first Serve.

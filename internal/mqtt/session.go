@@ -43,6 +43,11 @@ type watchedQueue struct {
 type outbound struct {
 	publish  packet.Publish
 	released bool // QoS 2: PUBREC came, PUBREL sent
+	// Where the message is stored; restored: brought back from the
+	// durable state, its PUBLISH read again before it is sent.
+	queue    model.QueueID
+	offset   model.QueueOffset
+	restored bool
 	// A shared subscription's message: its POP handle and group.
 	handle *pop.Handle
 	group  string
@@ -70,6 +75,14 @@ type session struct {
 	wake      chan struct{}
 	cancel    context.CancelFunc
 	done      chan struct{}
+	// persisted: the session is in the durable state; posDirty: its
+	// places moved since they were last recorded (at posCommitted).
+	persisted    bool
+	posDirty     bool
+	posCommitted time.Time
+	// skip: messages sent at QoS 2 before a restart, above the recorded
+	// places the session resumed from (never sent twice).
+	skip map[model.QueueID]map[model.QueueOffset]bool
 }
 
 func newSession(s *Server, clientID string) *session {
@@ -114,15 +127,28 @@ func (ss *session) resume() {
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	var again []packet.Packet
+	var gone []uint16
 	for _, id := range ids {
 		o := ss.inflight[id]
 		if o.released {
 			again = append(again, &packet.Ack{Kind: packet.PUBREL, PacketID: id})
 			continue
 		}
+		if o.restored && o.publish.Topic == "" {
+			p, ok := ss.readPublish(c, o.queue, o.offset)
+			if !ok {
+				gone = append(gone, id) // (removed by retention meanwhile)
+				continue
+			}
+			p.PacketID = id
+			o.publish = p
+		}
 		p := o.publish
 		p.Dup = true
 		again = append(again, &p)
+	}
+	for _, id := range gone {
+		delete(ss.inflight, id)
 	}
 	ss.mu.Unlock()
 	for _, p := range again {
@@ -155,7 +181,13 @@ func (ss *session) detach(c *conn) {
 	}
 	ss.releaseShared()
 	if expiry <= 0 {
+		ss.drop()
 		ss.s.dropSession(ss)
+		return
+	}
+	ss.commitPositions(context.Background(), true)
+	if err := ss.save(context.Background(), false); err != nil {
+		ss.s.log.Warn("mqtt: recording a session", "client", ss.clientID, "err", err)
 	}
 }
 
@@ -173,6 +205,7 @@ func (ss *session) expire() {
 	if will != nil && will.Stop() {
 		will.Reset(0)
 	}
+	ss.drop()
 	ss.s.dropSession(ss)
 }
 
@@ -241,6 +274,7 @@ func (ss *session) acked(a *packet.Ack) error {
 	c := ss.conn
 	var reply packet.Packet
 	var done *outbound
+	released := false
 	switch a.Kind {
 	case packet.PUBACK, packet.PUBCOMP:
 		delete(ss.inflight, a.PacketID)
@@ -257,7 +291,7 @@ func (ss *session) acked(a *packet.Ack) error {
 			delete(ss.inflight, a.PacketID)
 			done = o
 		default:
-			o.released = true
+			o.released, released = true, true
 			o.publish.Payload = nil
 			reply = &packet.Ack{Kind: packet.PUBREL, PacketID: a.PacketID}
 		}
@@ -265,6 +299,9 @@ func (ss *session) acked(a *packet.Ack) error {
 	ss.mu.Unlock()
 	if done != nil {
 		ss.ackShared(done)
+		ss.noteOut2(a.PacketID, done, false, true)
+	} else if released {
+		ss.noteOut2(a.PacketID, o, true, false) // (before the PUBREL)
 	}
 	if reply != nil && c != nil {
 		c.send(reply)
@@ -351,6 +388,7 @@ func (ss *session) dispatch(ctx context.Context, c *conn) {
 		}
 		sent += ss.deliverShared(ctx, c, shared)
 		c.flush()
+		ss.commitPositions(ctx, false)
 		if sent > 0 {
 			continue
 		}
@@ -473,6 +511,10 @@ func (ss *session) deliverQueue(c *conn, w watchedQueue, subs []*subscription) (
 			}
 			m.Body = body
 		}
+		if ss.skipped(w.queue, sm.Offset) {
+			pos = sm.Offset + 1
+			return true
+		}
 		msg := messageOf(w.topic, m)
 		p, ok := ss.match(c, &msg, subs, now)
 		if !ok {
@@ -488,8 +530,18 @@ func (ss *session) deliverQueue(c *conn, w watchedQueue, subs []*subscription) (
 			}
 			p.PacketID = ss.packetIDLocked()
 			p.Payload = append([]byte(nil), p.Payload...) // kept until acknowledged
-			ss.inflight[p.PacketID] = &outbound{publish: *p}
+			o := &outbound{publish: *p, queue: w.queue, offset: sm.Offset}
+			ss.inflight[p.PacketID] = o
 			ss.mu.Unlock()
+			if p.QoS == 2 {
+				if err := ss.recordOut2(context.Background(), p.PacketID, o); err != nil {
+					ss.mu.Lock()
+					delete(ss.inflight, p.PacketID)
+					ss.mu.Unlock()
+					stopped = true
+					return false // (tried again next round)
+				}
+			}
 		}
 		if c.write(p, false) {
 			sent++
@@ -509,11 +561,27 @@ func (ss *session) deliverQueue(c *conn, w watchedQueue, subs []*subscription) (
 		pos = max(pos, next)
 	}
 	ss.mu.Lock()
-	if _, ok := ss.positions[w.queue]; ok {
+	if old, ok := ss.positions[w.queue]; ok && old != pos {
 		ss.positions[w.queue] = pos
+		ss.posDirty = true
 	}
 	ss.mu.Unlock()
 	return sent, full
+}
+
+// skipped reports (and forgets) a message sent at QoS 2 before a restart.
+func (ss *session) skipped(q model.QueueID, off model.QueueOffset) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	m := ss.skip[q]
+	if !m[off] {
+		return false
+	}
+	delete(m, off)
+	if len(m) == 0 {
+		delete(ss.skip, q)
+	}
+	return true
 }
 
 // match turns a message into the PUBLISH the session gets, if any of its

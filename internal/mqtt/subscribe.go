@@ -38,6 +38,9 @@ func (c *conn) handleSubscribe(p *packet.Subscribe) error {
 		subs = append(subs, &subscription{Subscription: f, id: subID})
 	}
 	isNew := c.session.subscribe(subs)
+	if err := c.session.save(c.ctx, false); err != nil {
+		return err // (the client sees the connection end, not a SUBACK it could not rely on)
+	}
 	c.send(ack)
 	// Retained messages after the SUBACK: for each filter unless its
 	// retain handling says otherwise (1: only a new subscription's).
@@ -102,6 +105,9 @@ func (c *conn) checkFilter(filter string) byte {
 
 func (c *conn) handleUnsubscribe(p *packet.Unsubscribe) error {
 	had := c.session.unsubscribe(p.Filters)
+	if err := c.session.save(c.ctx, false); err != nil {
+		return err
+	}
 	ack := &packet.Unsuback{PacketID: p.PacketID}
 	if c.version == packet.V5 {
 		ack.Codes = make([]byte, len(had))
@@ -146,7 +152,7 @@ type retainedMessage struct {
 func newRetainedStore() *retainedStore { return &retainedStore{m: map[string]*retainedMessage{}} }
 
 // set keeps a retained publish (an empty payload clears the topic's).
-func (r *retainedStore) set(p *packet.Publish) {
+func (r *retainedStore) set(p *packet.Publish, client string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(p.Payload) == 0 {
@@ -157,7 +163,7 @@ func (r *retainedStore) set(p *packet.Publish) {
 	kept.Payload = append([]byte(nil), p.Payload...)
 	kept.PacketID, kept.Dup = 0, false
 	kept.Props.TopicAlias = 0
-	r.m[p.Topic] = &retainedMessage{publish: kept}
+	r.m[p.Topic] = &retainedMessage{publish: kept, client: client}
 }
 
 // matching returns the retained messages a filter matches, by topic.

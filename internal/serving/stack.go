@@ -308,6 +308,16 @@ func (n *Node) serveMQTT(ctx context.Context, g *errgroup.Group, st *Stack, fe F
 	opts := n.MQTT
 	opts.Logger, opts.Pop = n.log, st.Pop
 	srv := mqtt.NewServer(st.Broker, opts)
+	if err := srv.Open(ctx); err != nil {
+		n.log.Error("mqtt: loading sessions and retained messages; the MQTT listener is not served", "err", err)
+		for _, l := range []net.Listener{fe.MQTT, fe.MQTTSSL} {
+			if l != nil {
+				_ = l.Close()
+			}
+		}
+		return
+	}
+	g.Go(func() error { srv.RunState(ctx); return nil })
 	for _, l := range []net.Listener{fe.MQTT, fe.MQTTSSL} {
 		if l != nil {
 			g.Go(func() error { return srv.Serve(ctx, l) })

@@ -354,3 +354,22 @@ func setLogAppendTime(b []byte, now int64) {
 	binary.BigEndian.PutUint64(b[35:], uint64(now))
 	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[kbatch.CRCFrom:], kbatch.CRC32C))
 }
+
+// Record is one Kafka record batch of a front-end's own making as the
+// record storage appends, validated as Append validates a producer's, for
+// a caller that appends it together with records of other queues in one
+// append (a state change that must land with the message, or not at
+// all). The caller sets its queue. Batches with keys, timer headers or a
+// producer id belong in Append.
+func Record(batch []byte) (*broker.Record, error) {
+	batches, hdrs, err := kbatch.Split(batch)
+	if err != nil {
+		return nil, err
+	}
+	if len(batches) != 1 || hdrs[0].Attributes&(kbatch.AttrControl|kbatch.AttrTransactional) != 0 || hdrs[0].ProducerID >= 0 {
+		return nil, fmt.Errorf("%w: one plain batch expected", model.ErrCorruptRecord)
+	}
+	return &broker.Record{Format: model.FormatKafkaBatchV2, Flags: broker.FlagPayloadOffset, Count: uint32(hdrs[0].NumRecords),
+		Timestamp: hdrs[0].MaxTimestamp, Payload: batches[0], PayloadTailFrom: kbatch.CRCFrom,
+		PayloadTailCRC: binary.BigEndian.Uint32(batches[0][17:])}, nil
+}
