@@ -12,7 +12,6 @@ import (
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/mqtt/packet"
-	"github.com/rosettamq/rosetta/internal/storage"
 )
 
 // The durable MQTT state: sessions that outlive their connections (their
@@ -299,16 +298,16 @@ func openStore(ctx context.Context, b *broker.Broker) (*store, error) {
 // write appends records (with extra ones of other queues in the same
 // append) and waits until they are durable and applied; noWait returns
 // once written.
-func (s *store) write(ctx context.Context, recs []*stateRecord, extra []*storage.Record, noWait bool) error {
-	out := make([]*storage.Record, 0, len(recs))
+func (s *store) write(ctx context.Context, recs []*stateRecord, extra []*broker.Record, noWait bool) error {
+	out := make([]*broker.Record, 0, len(recs))
 	for _, r := range recs {
 		b, err := json.Marshal(r)
 		if err != nil {
 			return err
 		}
-		out = append(out, &storage.Record{Format: model.FormatInternal, Count: 1, Payload: b})
+		out = append(out, &broker.Record{Format: model.FormatInternal, Count: 1, Payload: b})
 	}
-	return s.log.Write(ctx, 0, out, extra, storage.AppendOptions{NoWait: noWait})
+	return s.log.Write(ctx, 0, out, extra, broker.AppendOptions{NoWait: noWait})
 }
 
 // retainedRecord is a retained publish as stored.

@@ -64,7 +64,7 @@ func TestMQTTCrash(t *testing.T) {
 	defer func() { _ = cmd.Process.Signal(syscall.SIGKILL); _ = cmd.Wait() }()
 
 	opts := func(id string) *paho.ClientOptions {
-		return paho.NewClientOptions().AddBroker("tcp://"+addr).SetClientID(id).SetCleanSession(false).
+		return paho.NewClientOptions().AddBroker("tcp://" + addr).SetClientID(id).SetCleanSession(false).
 			SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(100 * time.Millisecond).
 			SetMaxReconnectInterval(200 * time.Millisecond).SetConnectTimeout(2 * time.Second).SetWriteTimeout(5 * time.Second)
 	}
