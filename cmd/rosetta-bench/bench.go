@@ -183,7 +183,7 @@ func benchCmd() *cobra.Command {
 	ff.IntVar(&fo.Malformed, "malformed", 500, "connections sending garbage, per listener")
 	ff.DurationVar(&fo.Hold, "hold", 20*time.Second, "how long the flood lasts")
 	ff.DurationVar(&fo.After, "after", 30*time.Second, "how long the broker's RSS is watched after the flood")
-	cmd.AddCommand(st, restart, disk, idle, timer, gc, flood, kafkaBenchCmd(), rocketmqBenchCmd(), grpcBenchCmd(), pulsarBenchCmd())
+	cmd.AddCommand(st, restart, disk, idle, timer, gc, flood, kafkaBenchCmd(), rocketmqBenchCmd(), grpcBenchCmd(), pulsarBenchCmd(), mqttBenchCmd())
 	return cmd
 }
 
@@ -342,6 +342,35 @@ func pulsarBenchCmd() *cobra.Command {
 	e2e := &cobra.Command{Use: "e2e", Short: "End-to-end latency at a fixed rate", RunE: runReport(&o, bench.PulsarE2E)}
 	e2e.Flags().IntVar(&o.Rate, "rate", 5000, "messages per second")
 	cmd.AddCommand(produce, consume, e2e)
+	return cmd
+}
+
+func mqttBenchCmd() *cobra.Command {
+	var o bench.MQTTOptions
+	var qos int
+	cmd := &cobra.Command{Use: "mqtt", Short: "MQTT workloads driven with paho.mqtt.golang (3.1.1) against a running node (or mosquitto, as a yardstick)"}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&o.Broker, "broker", "tcp://127.0.0.1:1883", "broker address")
+	pf.StringVar(&o.Topic, "topic", "bench", "topic prefix (the first level: a Rosetta topic)")
+	pf.IntVar(&o.Size, "size", 100, "bytes per message")
+	pf.Int64Var(&o.Messages, "messages", 200_000, "messages")
+	pf.IntVar(&qos, "qos", 1, "QoS of publishes and subscriptions")
+	pf.IntVar(&o.BrokerPID, "broker-pid", 0, "the broker's pid, to report its CPU and RSS")
+	set := func(fn func(context.Context, bench.MQTTOptions) (*bench.Report, error)) func(*cobra.Command, []string) error {
+		return func(c *cobra.Command, args []string) error {
+			o.QoS = byte(qos)
+			return runReport(&o, fn)(c, args)
+		}
+	}
+	publish := &cobra.Command{Use: "publish", Short: "Publishers with a window of publishes in flight", RunE: set(bench.MQTTPublish)}
+	publish.Flags().IntVar(&o.Publishers, "publishers", 4, "publishing clients")
+	publish.Flags().IntVar(&o.Window, "window", 64, "a publisher's publishes in flight")
+	fanout := &cobra.Command{Use: "fanout", Short: "One publisher, many subscribers each getting every message", RunE: set(bench.MQTTFanout)}
+	fanout.Flags().IntVar(&o.Subscribers, "subscribers", 1000, "subscribers")
+	fanout.Flags().IntVar(&o.Rate, "rate", 0, "messages per second (0: as fast as they go)")
+	idle := &cobra.Command{Use: "idle", Short: "Idle connections: the broker's memory per connection", RunE: set(bench.MQTTIdle)}
+	idle.Flags().IntVar(&o.Connections, "connections", 10_000, "connections")
+	cmd.AddCommand(publish, fanout, idle)
 	return cmd
 }
 

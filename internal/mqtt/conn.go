@@ -62,11 +62,10 @@ func newConn(ctx context.Context, s *Server, nc net.Conn) *conn {
 // serve runs the connection until the client leaves, a protocol error
 // ends it or the server stops.
 func (c *conn) serve() {
-	go func() {
-		<-c.ctx.Done()
-		_ = c.nc.Close()
-	}()
-	r := bufio.NewReaderSize(c.nc, 4096)
+	// (no goroutine waits for the end: idle connections cost little)
+	stop := context.AfterFunc(c.ctx, func() { _ = c.nc.Close() })
+	defer stop()
+	r := bufio.NewReaderSize(c.nc, 1024)
 	err := c.readLoop(r)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil {
 		c.log.Info("mqtt connection closed", "client", c.clientID(), "err", err)
