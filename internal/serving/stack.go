@@ -172,6 +172,9 @@ type FrontEnds struct {
 	PulsarServer *pulsar.Server
 	MQTT         net.Listener
 	MQTTSSL      net.Listener
+	// MQTTServer serves MQTT (built early: its WebSocket endpoint is on
+	// the HTTP port).
+	MQTTServer *mqtt.Server
 }
 
 // RunSingle serves a single node's stack over its opened endpoints until
@@ -213,12 +216,16 @@ func (n *Node) RunSingle(ctx context.Context, ready func(), eps []Endpoint, also
 	if fe.Pulsar != nil || fe.PulsarSSL != nil {
 		fe.PulsarServer = n.pulsarServer(st)
 	}
+	n.openMQTT(ctx, st, &fe)
 	var httpSrv *http.Server
 	if httpL != nil {
 		admin.RegisterPopMetrics(n.Metrics.Registry, st.Pop)
 		var h http.Handler = admin.Handler(st.Broker, st.Txns, n.Metrics, n.log, n.Security, n.Cluster, st.Members, st.History)
 		if fe.PulsarServer != nil {
 			h = withPulsarAdmin(h, fe.PulsarServer.AdminHandler(n.Security.Guard))
+		}
+		if fe.MQTTServer != nil {
+			h = withMQTTWebSocket(h, fe.MQTTServer.WebSocketHandler())
 		}
 		httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		g.Go(func() error { return serveHTTP(httpSrv, httpL) })
@@ -300,9 +307,11 @@ func (n *Node) serve(ctx context.Context, g *errgroup.Group, st *Stack, fe Front
 	}
 }
 
-// serveMQTT runs the MQTT front-end over st on its listeners.
-func (n *Node) serveMQTT(ctx context.Context, g *errgroup.Group, st *Stack, fe FrontEnds) {
-	if fe.MQTT == nil && fe.MQTTSSL == nil {
+// openMQTT builds the MQTT front-end over st when a listener serves it,
+// its sessions and retained messages loaded; on failure the listeners
+// close (logged).
+func (n *Node) openMQTT(ctx context.Context, st *Stack, fe *FrontEnds) {
+	if fe.MQTT == nil && fe.MQTTSSL == nil || fe.MQTTServer != nil {
 		return
 	}
 	opts := n.MQTT
@@ -315,6 +324,17 @@ func (n *Node) serveMQTT(ctx context.Context, g *errgroup.Group, st *Stack, fe F
 				_ = l.Close()
 			}
 		}
+		fe.MQTT, fe.MQTTSSL = nil, nil
+		return
+	}
+	fe.MQTTServer = srv
+}
+
+// serveMQTT runs the MQTT front-end over st on its listeners.
+func (n *Node) serveMQTT(ctx context.Context, g *errgroup.Group, st *Stack, fe FrontEnds) {
+	n.openMQTT(ctx, st, &fe)
+	srv := fe.MQTTServer
+	if srv == nil {
 		return
 	}
 	g.Go(func() error { srv.RunState(ctx); return nil })
@@ -323,6 +343,15 @@ func (n *Node) serveMQTT(ctx context.Context, g *errgroup.Group, st *Stack, fe F
 			g.Go(func() error { return srv.Serve(ctx, l) })
 		}
 	}
+}
+
+// withMQTTWebSocket serves MQTT over WebSocket at /mqtt beside the node's
+// admin API.
+func withMQTTWebSocket(h, ws http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/mqtt", ws)
+	mux.Handle("/", h)
+	return mux
 }
 
 // pulsarServer builds the Pulsar front-end over st.

@@ -189,3 +189,24 @@ func TestRetainedAndWill(t *testing.T) {
 		t.Fatalf("wills: %d, first %s %q", len(wills.msgs), got[0].Topic(), got[0].Payload())
 	}
 }
+
+// TestWebSocket: MQTT over WebSocket on the HTTP port (/mqtt), as
+// browsers speak it, reaches TCP clients and the other way round.
+func TestWebSocket(t *testing.T) {
+	t.Parallel()
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	ws := connect(t, paho.NewClientOptions().AddBroker("ws://"+n.HTTPAddr()+"/mqtt").SetClientID("browser").SetAutoReconnect(false))
+	var fromTCP inbox
+	wait(t, ws.Subscribe("ui/#", 1, fromTCP.handler), "subscribe over WebSocket")
+	tcp := client(t, n, "device", true)
+	var fromWS inbox
+	wait(t, tcp.Subscribe("cmd/#", 1, fromWS.handler), "subscribe over TCP")
+	wait(t, tcp.Publish("ui/temp", 1, false, "21.5"), "publish over TCP")
+	wait(t, ws.Publish("cmd/fan", 1, false, "on"), "publish over WebSocket")
+	if m := fromTCP.waitFor(t, 1)[0]; string(m.Payload()) != "21.5" || m.Topic() != "ui/temp" {
+		t.Fatalf("over WebSocket: %q on %s", m.Payload(), m.Topic())
+	}
+	if m := fromWS.waitFor(t, 1)[0]; string(m.Payload()) != "on" || m.Topic() != "cmd/fan" {
+		t.Fatalf("over TCP: %q on %s", m.Payload(), m.Topic())
+	}
+}
