@@ -106,7 +106,7 @@ func (a *App) servingDeps() (serving.Deps, error) {
 		},
 		Pulsar: pulsar.Options{AdvertisedAddr: cfg.Listen.PulsarAdvertised, Security: a.security,
 			Authentication: cfg.Security.PulsarAuthentication},
-		MQTT: mqtt.Options{Security: a.security, Authentication: cfg.Security.MQTTAuthentication,
+		MQTT: mqtt.Options{Security: a.security, Authentication: cfg.Security.MQTTAuthentication, ObserveRequest: a.metrics.RequestObserver("mqtt"),
 			Mapping:       mqtt.Mapping{Levels: cfg.MQTT.TopicLevels, Default: mqttDefaultTopic(cfg.MQTT.DefaultTopic)},
 			MaxPacketSize: int(cfg.MQTT.MaxPacketSize), MaxInflight: cfg.MQTT.MaxInflight, MaxSessionExpiry: cfg.MQTT.MaxSessionExpiry},
 		Quotas:           a.quotas,

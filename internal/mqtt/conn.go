@@ -121,7 +121,12 @@ func (c *conn) readLoop(r *bufio.Reader) error {
 		if err != nil {
 			return err
 		}
-		if err := c.handle(p); err != nil {
+		start := time.Now()
+		err = c.handle(p)
+		if obs := c.s.opts.ObserveRequest; obs != nil {
+			obs(packet.TypeName(p.Type()), time.Since(start))
+		}
+		if err != nil {
 			return err
 		}
 	}

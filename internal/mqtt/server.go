@@ -48,6 +48,9 @@ type Options struct {
 	Security *security.Service
 	// Authentication requires a user name and password at CONNECT.
 	Authentication bool
+	// ObserveRequest, when set, is told of each packet a client sent and
+	// how long handling it took (metrics per packet type).
+	ObserveRequest func(packet string, took time.Duration)
 	// Pop is the POP engine shared subscriptions ($share/<name>/<filter>)
 	// consume through (nil: they are refused).
 	Pop *pop.Engine

@@ -225,7 +225,7 @@ func (n *Node) RunSingle(ctx context.Context, ready func(), eps []Endpoint, also
 			h = withPulsarAdmin(h, fe.PulsarServer.AdminHandler(n.Security.Guard))
 		}
 		if fe.MQTTServer != nil {
-			h = withMQTTWebSocket(h, fe.MQTTServer.WebSocketHandler())
+			h = withMQTT(h, fe.MQTTServer.WebSocketHandler(), fe.MQTTServer.AdminHandler(n.Security.Guard))
 		}
 		httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		g.Go(func() error { return serveHTTP(httpSrv, httpL) })
@@ -345,11 +345,12 @@ func (n *Node) serveMQTT(ctx context.Context, g *errgroup.Group, st *Stack, fe F
 	}
 }
 
-// withMQTTWebSocket serves MQTT over WebSocket at /mqtt beside the node's
-// admin API.
-func withMQTTWebSocket(h, ws http.Handler) http.Handler {
+// withMQTT serves MQTT over WebSocket at /mqtt and MQTT's part of the
+// admin API beside the node's admin API.
+func withMQTT(h, ws, mqttAdmin http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mqtt", ws)
+	mux.Handle("/api/v1/mqtt/", mqttAdmin)
 	mux.Handle("/", h)
 	return mux
 }

@@ -3,8 +3,12 @@ package mqtt_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,5 +212,63 @@ func TestWebSocket(t *testing.T) {
 	}
 	if m := fromWS.waitFor(t, 1)[0]; string(m.Payload()) != "on" || m.Topic() != "cmd/fan" {
 		t.Fatalf("over TCP: %q on %s", m.Payload(), m.Topic())
+	}
+}
+
+// TestAdminAndMetrics: the admin API lists sessions with their
+// subscriptions and the retained messages; /metrics counts packets by
+// type.
+func TestAdminAndMetrics(t *testing.T) {
+	t.Parallel()
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	c := client(t, n, "watched", false)
+	wait(t, c.Subscribe("plant/+/state", 1, nil), "subscribe")
+	wait(t, c.Publish("plant/a/state", 1, true, "ok"), "retained publish")
+	get := func(path string, out any) string {
+		t.Helper()
+		resp, err := http.Get("http://" + n.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+		}
+		if out != nil {
+			if err := json.Unmarshal(b, out); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+		}
+		return string(b)
+	}
+	var sessions struct {
+		Sessions []struct {
+			ClientID      string `json:"client_id"`
+			Connected     bool   `json:"connected"`
+			Durable       bool   `json:"durable"`
+			Subscriptions []struct {
+				Filter string `json:"filter"`
+				QoS    int    `json:"qos"`
+			} `json:"subscriptions"`
+		} `json:"sessions"`
+	}
+	get("/api/v1/mqtt/sessions", &sessions)
+	if len(sessions.Sessions) != 1 || sessions.Sessions[0].ClientID != "watched" || !sessions.Sessions[0].Connected ||
+		!sessions.Sessions[0].Durable || len(sessions.Sessions[0].Subscriptions) != 1 || sessions.Sessions[0].Subscriptions[0].Filter != "plant/+/state" {
+		t.Fatalf("sessions %+v", sessions)
+	}
+	var retained struct {
+		Retained []struct {
+			Topic string `json:"topic"`
+			Bytes int    `json:"bytes"`
+		} `json:"retained"`
+	}
+	get("/api/v1/mqtt/retained", &retained)
+	if len(retained.Retained) != 1 || retained.Retained[0].Topic != "plant/a/state" || retained.Retained[0].Bytes != 2 {
+		t.Fatalf("retained %+v", retained)
+	}
+	if m := get("/metrics", nil); !strings.Contains(m, `proto="mqtt",request="publish"`) || !strings.Contains(m, `proto="mqtt",request="subscribe"`) {
+		t.Fatal("no MQTT packet metrics")
 	}
 }
