@@ -162,7 +162,7 @@ func TestContainerFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"CGO_ENABLED=0", "./cmd/rosetta", "USER nonroot", "EXPOSE 9092 9876 8081 6650 6651 8080", "--data_dir"} {
+	for _, want := range []string{"CGO_ENABLED=0", "./cmd/rosetta", "USER nonroot", "EXPOSE 9092 9876 8081 6650 6651 1883 8883 8080", "--data_dir"} {
 		if !strings.Contains(string(f), want) {
 			t.Errorf("the container file lacks %q", want)
 		}
