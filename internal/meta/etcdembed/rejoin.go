@@ -50,8 +50,13 @@ func rejoin(ctx context.Context, c EmbeddedConfig) (initial map[string]string, e
 				// starts as the learner it was added as.
 				return listedCluster(list, m.ID, c), true, nil
 			}
-			if m.Name == "" {
-				return nil, false, nil // never started: it joins as listed
+			if m.Name == "" || len(m.ClientURLs) == 0 {
+				// Never started: it joins as listed. (A member of the
+				// initial cluster is listed with its name from the
+				// start — the others may form the cluster before it
+				// comes up — and publishes its client URLs once it
+				// ran.)
+				return nil, false, nil
 			}
 			old = m.ID
 		}
