@@ -257,7 +257,7 @@ func (c *conn) connect(p *packet.Connect) error {
 	}
 	c.send(ack)
 	c.log = c.log.With("client", id)
-	ss.resume()
+	ss.resume(c)
 	return nil
 }
 

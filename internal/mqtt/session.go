@@ -117,10 +117,14 @@ func (ss *session) attach(c *conn) (prev *conn, stop func()) {
 	}
 }
 
-// resume sends again what was in flight and starts delivering.
-func (ss *session) resume() {
+// resume sends again what was in flight and starts delivering, unless
+// another connection took the session meanwhile.
+func (ss *session) resume(c *conn) {
 	ss.mu.Lock()
-	c := ss.conn
+	if ss.conn != c {
+		ss.mu.Unlock()
+		return
+	}
 	ids := make([]uint16, 0, len(ss.inflight))
 	for id := range ss.inflight {
 		ids = append(ids, id)
