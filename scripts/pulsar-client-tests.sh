@@ -25,7 +25,7 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 tests=${PULSAR_TESTS:-$(grep -v '^#' test/pulsar/upstream-tests.txt | grep . | paste -sd'|')}
-if ! go test ${PULSAR_TEST_FLAGS:-} -count=1 -timeout 10m -run "^(${tests})\$" github.com/apache/pulsar-client-go/pulsar; then
+if ! go test ${PULSAR_TEST_FLAGS:-} -count=1 -timeout "${PULSAR_TEST_TIMEOUT:-10m}" -run "^(${tests})\$" github.com/apache/pulsar-client-go/pulsar; then
   echo "== the node's log"; cat "$dir/node.log"
   exit 1
 fi

@@ -66,7 +66,7 @@ echo "== pulsar-client-go's own tests against a node on localhost:6650 and :8080
 echo "== paho.mqtt.golang's own functional tests against a node on 127.0.0.1:1883"
 ./scripts/mqtt-client-tests.sh
 go test -count=1 -timeout 5m -run 'TestGroupMembers|TestMessageTrace|TestConsoleWithClients|TestConsoleRedriveAndReset' ./test/admin/ ./test/console/
-go test -count=1 -timeout 18m -run 'TestClusterGroups|TestClusterReplicationFactors|TestClusterSevenMembers|TestClusterProtocolNodes|TestClusterMembers|TestClusterSnapshot|TestClusterStopExit|TestClusterCoordinatorFailover|TestClusterPOPHandOff|TestClusterTiering|TestClusterQueueMoves|TestClusterQueueBalancer|TestClusterPulsar' ./test/cluster/
+go test -count=1 -timeout 18m -run 'TestClusterGroups|TestClusterReplicationFactors|TestClusterSevenMembers|TestClusterProtocolNodes|TestClusterMembers|TestClusterSnapshot|TestClusterStopExit|TestClusterCoordinatorFailover|TestClusterPOPHandOff|TestClusterTiering|TestClusterQueueMoves|TestClusterQueueBalancer|TestClusterPulsar|TestClusterMQTT' ./test/cluster/
 go test -count=1 -timeout 5m -run 'TestFloodMemoryComesBack' ./test/flood/ # memory is not measured under the race detector
 echo "== go test ./test/grpc ./test/replay ./test/telemetry ./internal/bench (the v5 client races on its own settings; without -race)"
 go test -count=1 -timeout 10m -parallel 4 ./test/grpc/ ./test/replay/ ./test/telemetry/ ./internal/bench/

@@ -299,11 +299,6 @@ func (a *App) openEndpoints() ([]serving.Endpoint, error) {
 		if addrs[i] == "" {
 			continue
 		}
-		if ep.Kind == "mqtt" && a.member != nil {
-			// Sessions live in one node's memory for now.
-			a.log.Warn("the MQTT listener is served by single nodes only for now", "listen."+ep.Name, addrs[i])
-			continue
-		}
 		if ep.Name == "pulsar-ssl" && a.member != nil {
 			// Group g's Pulsar port is the listener's + g, which the
 			// TLS-only port would take: members take pulsar+ssl://

@@ -135,6 +135,16 @@ func (a *App) runProtocol(ctx context.Context, ready func()) error {
 			break
 		}
 	}
+	// MQTT clients go to group 0's leader, which serves them all.
+	mqttSSL := a.cfg.Listen.MQTTSSL
+	if a.cfg.Listen.MQTTTLS == "disabled" {
+		mqttSSL = ""
+	}
+	for _, ep := range []struct{ name, addr string }{{"mqtt", a.cfg.Listen.MQTT}, {"mqtt-ssl", mqttSSL}} {
+		if ep.addr != "" && err == nil {
+			err = serve(ep.name, ep.addr, groups[0].Leader, groups[0].Relays())
+		}
+	}
 	if err == nil && a.cfg.Listen.Kafka != "" {
 		err = a.serveKafkaProxy(gctx, g)
 	}

@@ -39,6 +39,10 @@ type Elsewhere interface {
 	ProducerState(ctx context.Context, g model.GroupID, q model.QueueID, pid int64) (producers.Exported, bool, error)
 }
 
+// Elsewhere is how the broker reaches other groups' queues (nil on a
+// single node).
+func (b *Broker) Elsewhere() Elsewhere { return b.opts.Elsewhere }
+
 // PriorProducerState is an idempotent producer's sequence state in the
 // group a guest queue (index at or past t.Queues) was in before it moved
 // here: a producer this group's state does not know yet — its leader

@@ -70,6 +70,15 @@ func (b *Broker) EachMessage(q model.QueueID, from model.QueueOffset, maxRecords
 		return from, err
 	}
 	defer res.Release()
+	return b.EachMessageOf(q, res, from, stable, fn)
+}
+
+// EachMessageOf calls fn for each visible message of records read from
+// queue q (from offset, below stable) until fn returns false, as
+// EachMessage does; it serves reads of another group's queue (Elsewhere),
+// whose aborted Kafka transactions this broker does not know: only their
+// markers are skipped.
+func (b *Broker) EachMessageOf(q model.QueueID, res *storage.ReadResult, from, stable model.QueueOffset, fn func(*StoredMessage) bool) (model.QueueOffset, error) {
 	next := from
 	var sm StoredMessage
 	for i := range res.Records {

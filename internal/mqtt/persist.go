@@ -277,17 +277,19 @@ func (s *Server) keepRetained(ctx context.Context, client string, p *packet.Publ
 // readPublish reads a stored message back as the PUBLISH a session gets
 // (a restored QoS 2 message in flight, sent again).
 func (ss *session) readPublish(c *conn, q model.QueueID, off model.QueueOffset) (packet.Publish, bool) {
-	ref, err := ss.s.b.QueueByID(q)
-	if err != nil {
+	w := watchedQueue{queue: q}
+	if ref, err := ss.s.b.QueueByID(q); err == nil {
+		w.topic = ref.Topic.Name
+	} else if w, err = ss.s.remote.locate(q); err != nil {
 		return packet.Publish{}, false
 	}
 	var out packet.Publish
 	found := false
-	_, _ = ss.s.b.EachMessage(q, off, 1, func(sm *broker.StoredMessage) bool {
+	_, _ = ss.s.eachMessage(c.ctx, w, off, 1, func(sm *broker.StoredMessage) bool {
 		if sm.Offset != off {
 			return false
 		}
-		msg := messageOf(ref.Topic.Name, &sm.Message)
+		msg := messageOf(w.topic, &sm.Message)
 		out = packet.Publish{Topic: msg.topic, QoS: 2, Payload: append([]byte(nil), msg.payload...)}
 		if c.version == packet.V5 {
 			out.Props = msg.props

@@ -63,6 +63,7 @@ type Server struct {
 	log      *slog.Logger
 	batches  *kbatch.Reader
 	appender *produce.Appender
+	remote   *remoteQueues // other groups' queues (a cluster)
 	idPrefix string
 	assigned atomic.Uint64 // client identifiers assigned
 
@@ -104,7 +105,7 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 	life, stop := context.WithCancel(context.Background())
 	batches := kbatch.NewReader(16 << 20)
 	return &Server{b: b, opts: opts, log: opts.Logger.With("protocol", "mqtt"), batches: batches,
-		appender: produce.New(b, nil, nil, nil, batches), idPrefix: "rosetta-" + hex.EncodeToString(id[:]),
+		appender: produce.New(b, nil, nil, nil, batches), remote: &remoteQueues{els: b.Elsewhere(), b: b}, idPrefix: "rosetta-" + hex.EncodeToString(id[:]),
 		sessions: map[string]*session{}, retained: newRetainedStore(), topicsCh: make(chan struct{}), life: life, stop: stop}
 }
 

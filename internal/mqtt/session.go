@@ -37,6 +37,10 @@ type watchedQueue struct {
 	topic model.TopicName
 	index int32
 	queue model.QueueID
+	// remote: a queue of another replication group (remoteQueues).
+	group   model.GroupID
+	remote  bool
+	created int64 // its topic's creation time (unix ms)
 }
 
 // outbound is a QoS 1 or 2 message sent and not yet acknowledged.
@@ -83,6 +87,9 @@ type session struct {
 	// skip: messages sent at QoS 2 before a restart, above the recorded
 	// places the session resumed from (never sent twice).
 	skip map[model.QueueID]map[model.QueueOffset]bool
+	// remoteWatched: the remote queues whose new records wake the
+	// dispatcher (its goroutine's own).
+	remoteWatched map[model.QueueID]bool
 }
 
 func newSession(s *Server, clientID string) *session {
@@ -380,6 +387,7 @@ func (ss *session) startDispatcher() {
 // dispatch delivers until ctx ends.
 func (ss *session) dispatch(ctx context.Context, c *conn) {
 	b := ss.s.b
+	defer ss.followRemote(ctx, nil)
 	for ctx.Err() == nil {
 		watched, subs, shared := ss.plan()
 		sent := 0
@@ -399,13 +407,22 @@ func (ss *session) dispatch(ctx context.Context, c *conn) {
 		watches := make([]broker.Watch, 0, len(watched))
 		ss.mu.Lock()
 		full := ss.windowFullLocked(c)
+		var remote []watchedQueue
 		for _, w := range watched {
+			if w.remote {
+				remote = append(remote, w)
+				continue
+			}
 			watches = append(watches, broker.Watch{Topic: w.topic, Index: w.index, Offset: ss.positions[w.queue], Stable: true})
 		}
 		ss.mu.Unlock()
+		patience := time.Minute
+		if len(remote) > 0 {
+			ss.followRemote(ctx, remote)
+			patience = remotePatience
+		}
 		// Shared subscriptions: new messages, or (checked each second)
 		// ones other members gave back.
-		patience := time.Minute
 		for _, sh := range shared {
 			patience = time.Second
 			for _, t := range ss.s.topicsOf(sh.filter) {
@@ -426,20 +443,42 @@ func (ss *session) dispatch(ctx context.Context, c *conn) {
 // plan is the queues to read and the subscriptions, worked out again
 // when the subscriptions or the broker's topics changed.
 func (ss *session) plan() ([]watchedQueue, []*subscription, []*sharedSub) {
+	watched, subs, shared, unplaced := ss.planLocked()
+	// Where the session starts in other groups' queues: asked of their
+	// leaders outside the lock (tried again at the next plan on failure).
+	for _, w := range unplaced {
+		start, stable, err := ss.s.remote.offsets(context.Background(), w)
+		ss.mu.Lock()
+		if err != nil {
+			ss.refresh = true
+		} else if _, ok := ss.positions[w.queue]; !ok {
+			ss.positions[w.queue] = stable
+			if w.created >= ss.since {
+				ss.positions[w.queue] = start
+			}
+		}
+		ss.mu.Unlock()
+	}
+	return watched, subs, shared
+}
+
+// planLocked works out the queues to read (and the remote ones the session
+// has no place in yet) under the session's lock.
+func (ss *session) planLocked() (watched []watchedQueue, subs []*subscription, shared []*sharedSub, unplaced []watchedQueue) {
 	b := ss.s.b
 	ver := b.TopicsVersion()
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	subs := make([]*subscription, 0, len(ss.subs))
+	subs = make([]*subscription, 0, len(ss.subs))
 	for _, sub := range ss.subs {
 		subs = append(subs, sub)
 	}
-	shared := make([]*sharedSub, 0, len(ss.shared))
+	shared = make([]*sharedSub, 0, len(ss.shared))
 	for _, sh := range ss.shared {
 		shared = append(shared, sh)
 	}
 	if !ss.refresh && ver == ss.topicsVer {
-		return ss.watched, subs, shared
+		return ss.watched, subs, shared, nil
 	}
 	ss.refresh, ss.topicsVer = false, ver
 	names := map[model.TopicName]bool{}
@@ -462,9 +501,16 @@ func (ss *session) plan() ([]watchedQueue, []*subscription, []*sharedSub) {
 			}
 		}
 	}
-	var watched []watchedQueue
 	keep := map[model.QueueID]bool{}
 	for _, t := range topics {
+		for _, w := range ss.s.remote.queuesOf(t) {
+			w.created = t.CreatedMs
+			watched = append(watched, w)
+			keep[w.queue] = true
+			if _, ok := ss.positions[w.queue]; !ok {
+				unplaced = append(unplaced, w)
+			}
+		}
 		for i, q := range t.Queues {
 			watched = append(watched, watchedQueue{topic: t.Name, index: int32(i), queue: q})
 			keep[q] = true
@@ -488,7 +534,7 @@ func (ss *session) plan() ([]watchedQueue, []*subscription, []*sharedSub) {
 		}
 	}
 	ss.watched = watched
-	return watched, subs, shared
+	return watched, subs, shared, unplaced
 }
 
 // windowFullLocked reports whether as many QoS 1 and 2 messages as the
@@ -501,11 +547,14 @@ func (ss *session) windowFullLocked(c *conn) bool {
 // reports that the client's window filled up.
 func (ss *session) deliverQueue(c *conn, w watchedQueue, subs []*subscription) (sent int, full bool) {
 	ss.mu.Lock()
-	pos := ss.positions[w.queue]
+	pos, placed := ss.positions[w.queue]
 	ss.mu.Unlock()
+	if !placed {
+		return 0, false
+	}
 	now := time.Now().UnixMilli()
 	stopped := false
-	next, err := ss.s.b.EachMessage(w.queue, pos, 64, func(sm *broker.StoredMessage) bool {
+	next, err := ss.s.eachMessage(c.ctx, w, pos, 64, func(sm *broker.StoredMessage) bool {
 		m := &sm.Message
 		if m.Flags&model.FlagCompressedBody != 0 {
 			body, err := broker.PlainBody(m)

@@ -46,8 +46,9 @@ func (s *GroupState) Keepers() []storage.StateKeeper {
 }
 
 // Endpoint is one opened listener: its name ("http", "kafka",
-// "kafka/<NAME>", "remoting", "grpc", "pulsar"; "remoting/<g>", "grpc/<g>"
-// and "pulsar/<g>" for replication group g's), its kind (the name without the group), the group
+// "kafka/<NAME>", "remoting", "grpc", "pulsar", "mqtt", "mqtt-ssl";
+// "remoting/<g>", "grpc/<g>" and "pulsar/<g>" for replication group g's;
+// MQTT's are group 0's), its kind (the name without the group), the group
 // it serves, its TLS mode and ALPN protocols, and for Kafka the listener it
 // is.
 type Endpoint struct {
@@ -244,12 +245,21 @@ func (s *server) Serve(ctx context.Context, gr *member.Group, r *member.Replica)
 			fe.GRPC = l
 		case "pulsar":
 			fe.Pulsar = l
+		case "mqtt":
+			if rt.ep.Name == "mqtt-ssl" {
+				fe.MQTTSSL = l
+			} else {
+				fe.MQTT = l
+			}
 		}
 		cls = append(cls, cl)
 	}
 	if fe.Pulsar != nil {
 		fe.PulsarServer = n.pulsarServer(st)
 	}
+	// Group 0's leader serves the cluster's MQTT clients (its listeners
+	// are group 0's): sessions and retained messages are in group 0's log.
+	n.openMQTT(tctx, st, &fe)
 	g, gctx := errgroup.WithContext(tctx)
 	n.serve(gctx, g, st, fe, s.budget)
 	if id == 0 {
@@ -281,6 +291,9 @@ func (s *server) Serve(ctx context.Context, gr *member.Group, r *member.Replica)
 	groupAPI := admin.Handler(st.Broker, st.Txns, m, n.log, n.Security, n.Cluster, st.Members, st.History)
 	if fe.PulsarServer != nil {
 		groupAPI = withPulsarAdmin(groupAPI, fe.PulsarServer.AdminHandler(n.Security.Guard))
+	}
+	if fe.MQTTServer != nil {
+		groupAPI = withMQTT(groupAPI, fe.MQTTServer.WebSocketHandler(), fe.MQTTServer.AdminHandler(n.Security.Guard))
 	}
 	gs.admin.Store(&groupAPI)
 	if id == 0 {

@@ -42,7 +42,7 @@ import (
 const (
 	envDir     = "ROSETTA_CLUSTER_DIR"
 	envNode    = "ROSETTA_CLUSTER_NODE"
-	envPorts   = "ROSETTA_CLUSTER_PORTS" // kafka,etcd,raft,remoting,grpc,http,pulsar
+	envPorts   = "ROSETTA_CLUSTER_PORTS" // kafka,etcd,raft,remoting,grpc,http,pulsar,mqtt
 	envMembers = "ROSETTA_CLUSTER_MEMBERS"
 	envEtcd    = "ROSETTA_CLUSTER_ETCD" // an external etcd instead of embedded members
 	envGroups  = "ROSETTA_CLUSTER_GROUPS"
@@ -56,6 +56,9 @@ const (
 	// envPulsar: the members (and protocol-only nodes) serve Pulsar
 	// clients (on ports[6], group g's on the port + g).
 	envPulsar = "ROSETTA_CLUSTER_PULSAR"
+	// envMQTT: the members (and protocol-only nodes) serve MQTT clients
+	// (on ports[7]; group 0's leader serves them, the others relay).
+	envMQTT = "ROSETTA_CLUSTER_MQTT"
 )
 
 // hosts: the three members' addresses, and a fourth joining later.
@@ -98,6 +101,10 @@ func TestClusterChild(t *testing.T) {
 	cfg.Listen.HTTP, cfg.Listen.Pulsar, cfg.Listen.PulsarSSL = "", "", ""
 	if os.Getenv(envPulsar) != "" {
 		cfg.Listen.Pulsar = ":" + ports[6]
+	}
+	cfg.Listen.MQTT, cfg.Listen.MQTTSSL = "", ""
+	if os.Getenv(envMQTT) != "" {
+		cfg.Listen.MQTT = ":" + ports[7]
 	}
 	// One replication group unless the test asks for several (0: the
 	// default, one per member).
@@ -201,7 +208,7 @@ func newClusterOf(t *testing.T, n int, env ...string) *cluster {
 		}
 		l.Close()
 	}
-	c := &cluster{t: t, ports: freePorts(t, 7), env: env}
+	c := &cluster{t: t, ports: freePorts(t, 8), env: env}
 	root := t.TempDir()
 	c.root = root
 	for i, h := range largeHosts[:n] {
@@ -236,7 +243,7 @@ func (c *cluster) membersFlag() string {
 func (c *cluster) start(m *member) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterChild$", "-test.v=false")
 	cmd.Env = append(os.Environ(), envDir+"="+m.dir, envNode+"="+strconv.Itoa(m.id),
-		envPorts+"="+fmt.Sprintf("%d,%d,%d,%d,%d,%d,%d", c.ports[0], c.ports[1], c.ports[2], c.ports[3], c.ports[4], c.ports[5], c.ports[6]), envMembers+"="+c.membersFlag())
+		envPorts+"="+fmt.Sprintf("%d,%d,%d,%d,%d,%d,%d,%d", c.ports[0], c.ports[1], c.ports[2], c.ports[3], c.ports[4], c.ports[5], c.ports[6], c.ports[7]), envMembers+"="+c.membersFlag())
 	cmd.Env = append(cmd.Env, apptest.EnvLogFile+"="+c.logFile(m))
 	cmd.Env = append(cmd.Env, c.env...)
 	out, err := cmd.StdoutPipe()
