@@ -200,12 +200,20 @@ func MQTTIdle(ctx context.Context, o MQTTOptions) (*Report, error) {
 			c.Close()
 		}
 	}()
+	// A loopback broker takes connections from 127.0.0.1, .2, ... (20,000
+	// each): one source address has too few ephemeral ports for 100,000.
+	host, _, _ := net.SplitHostPort(addr)
+	loopback := net.ParseIP(host).IsLoopback() || host == "localhost"
 	start := time.Now()
 	for i := range o.Connections {
 		if ctx.Err() != nil {
 			break
 		}
-		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		d := net.Dialer{Timeout: 10 * time.Second}
+		if loopback {
+			d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i/20_000))}
+		}
+		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return nil, fmt.Errorf("connection %d: %w", i, err)
 		}

@@ -77,7 +77,44 @@ func (s *Server) Open(ctx context.Context) error {
 	if n := len(s.sessions); n > 0 {
 		s.log.Info("mqtt sessions restored", "sessions", n, "retained", len(s.retained.m))
 	}
+	s.releaseOrphanedShares(ctx)
 	return nil
+}
+
+// releaseOrphanedShares gives back what the restored sessions' shared
+// subscriptions had out when the state was last served (a crash, or the
+// group's previous leader): no connection holds those messages now, so
+// they go to the members at once rather than when their leases end.
+func (s *Server) releaseOrphanedShares(ctx context.Context) {
+	p := s.opts.Pop
+	if p == nil {
+		return
+	}
+	groups := map[string]string{} // POP group → filter
+	for _, ss := range s.sessions {
+		for _, sh := range ss.shared {
+			groups[sh.group] = sh.filter
+		}
+	}
+	released := 0
+	for group, filter := range groups {
+		for _, t := range s.topicsOf(filter) {
+			for _, q := range t.Queues {
+				held, err := p.Leases(group, q)
+				if err != nil {
+					continue
+				}
+				for _, h := range held {
+					if _, err := p.ChangeInvisible(ctx, group, h, 0); err == nil {
+						released++
+					}
+				}
+			}
+		}
+	}
+	if released > 0 {
+		s.log.Info("mqtt: shared subscriptions' messages out before the restart given back", "messages", released)
+	}
 }
 
 // RunState snapshots the durable state on cadence until ctx ends.

@@ -17,8 +17,8 @@ import (
 // message matching the filter is handed to one member session at a time
 // and done when that member acknowledges it (QoS 0: when sent). What a
 // member holds when its connection ends goes back to the group at once,
-// and to the others; what a member of a crashed broker held comes back
-// when its lease ends.
+// and to the others; what members held when the broker crashed (or
+// group 0's leader changed) goes back when the sessions are restored.
 
 // shareLease is how long a member may hold a message unacknowledged
 // before it goes to another.

@@ -125,11 +125,14 @@ func TestClusterMQTT(t *testing.T) {
 	more("publishes acknowledged after the kill", 300)
 	c.start(victim)
 	c.wait(victim)
+	back := time.Now()
 	apptest.Eventually(t, 90*time.Second, "group 0 back at member 1", func() bool { return c.spread(ctx) })
+	t.Logf("group 0 back at member 1 %v after its restart", time.Since(back).Round(time.Millisecond))
 	more("publishes acknowledged after the restart", 300)
 	close(stop)
 	wg.Wait()
 	kl.stop()
+	stopped := time.Now()
 	all := map[string]byte{}
 	acked.Range(func(k, v any) bool { all[k.(string)] = v.(byte); return true })
 	apptest.Eventually(t, 90*time.Second, "every acknowledged publish delivered to both subscriptions", func() bool {
@@ -142,6 +145,7 @@ func TestClusterMQTT(t *testing.T) {
 		}
 		return true
 	})
+	t.Logf("MQTT publishes delivered %v after the load stopped", time.Since(stopped).Round(time.Millisecond))
 	// Kafka records of every group's partitions reach the MQTT
 	// subscriber (at QoS 1).
 	kafkaAcked := kl.acked()
@@ -156,6 +160,7 @@ func TestClusterMQTT(t *testing.T) {
 		return true
 	})
 
+	t.Logf("Kafka records delivered %v after the load stopped", time.Since(stopped).Round(time.Millisecond))
 	// franz-go reads what the topic holds (every publish, once).
 	kc, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.ConsumeTopics("cl"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -218,4 +223,90 @@ func mqttWait(t *testing.T, tok paho.Token, what string) {
 	if !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
 		t.Fatalf("%s: %v", what, tok.Error())
 	}
+}
+
+// mqttLoad is a QoS 1 publisher and a subscriber, both with persistent
+// sessions, reconnecting through the addresses they were given.
+type mqttLoad struct {
+	pub, sub paho.Client
+	mu       sync.Mutex
+	acked    map[string]bool
+	got      map[string]int
+	stopCh   chan struct{}
+	done     chan struct{}
+}
+
+// startMQTTLoad publishes to <prefix>/<n> (up to 500 a second) and
+// subscribes to <prefix>/#.
+func startMQTTLoad(t *testing.T, prefix string, urls ...string) *mqttLoad {
+	t.Helper()
+	opts := func(id string) *paho.ClientOptions {
+		o := paho.NewClientOptions().SetClientID(id).SetCleanSession(false).
+			SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(200 * time.Millisecond).
+			SetMaxReconnectInterval(500 * time.Millisecond).SetConnectTimeout(3 * time.Second).SetWriteTimeout(5 * time.Second)
+		for _, u := range urls {
+			o.AddBroker(u)
+		}
+		return o
+	}
+	l := &mqttLoad{acked: map[string]bool{}, got: map[string]int{}, stopCh: make(chan struct{}), done: make(chan struct{})}
+	l.sub = paho.NewClient(opts(prefix + "-sub").SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
+		l.mu.Lock()
+		l.got[string(m.Payload())]++
+		l.mu.Unlock()
+	}).SetOnConnectHandler(func(cl paho.Client) { cl.Subscribe(prefix+"/#", 1, nil) }))
+	mqttWait(t, l.sub.Connect(), "MQTT subscriber connects")
+	time.Sleep(300 * time.Millisecond)
+	l.pub = paho.NewClient(opts(prefix + "-pub"))
+	mqttWait(t, l.pub.Connect(), "MQTT publisher connects")
+	go func() {
+		defer close(l.done)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-l.stopCh:
+				return
+			case <-tick.C:
+			}
+			v := fmt.Sprintf("%s-%d", prefix, i)
+			tok := l.pub.Publish(fmt.Sprintf("%s/%d", prefix, i%5), 1, false, v)
+			if tok.WaitTimeout(30*time.Second) && tok.Error() == nil {
+				l.mu.Lock()
+				l.acked[v] = true
+				l.mu.Unlock()
+			}
+		}
+	}()
+	return l
+}
+
+func (l *mqttLoad) ackCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
+}
+
+// stop ends the publishing.
+func (l *mqttLoad) stop() {
+	close(l.stopCh)
+	<-l.done
+}
+
+// verify waits until the subscriber got every acknowledged publish, then
+// disconnects both clients.
+func (l *mqttLoad) verify(t *testing.T) {
+	t.Helper()
+	defer l.pub.Disconnect(100)
+	defer l.sub.Disconnect(100)
+	apptest.Eventually(t, 60*time.Second, "every acknowledged MQTT publish received", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for v := range l.acked {
+			if l.got[v] == 0 {
+				return false
+			}
+		}
+		return true
+	})
 }

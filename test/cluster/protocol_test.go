@@ -50,12 +50,13 @@ func (c *cluster) startProtocol(m *member) {
 // the RocketMQ 5 producer and SimpleConsumer — given only the protocol-only
 // nodes' addresses, and the admin API through one of them; a
 // pulsar-client-go producer given the protocol-only nodes' Pulsar ports,
-// whose lookups name protocol-only nodes. The members
+// whose lookups name protocol-only nodes; MQTT clients given the
+// protocol-only nodes' MQTT ports (relayed to group 0's leader). The members
 // answer routes naming protocol-only nodes (every gRPC send is acknowledged
 // by one). A protocol-only node's SIGKILL and a member's SIGKILL cost
 // retries, not messages: every acknowledged message is received.
 func TestClusterProtocolNodes(t *testing.T) {
-	c := newCluster(t, envGroups+"=0", envPulsar+"=1") // a group per member
+	c := newCluster(t, envGroups+"=0", envPulsar+"=1", envMQTT+"=1") // a group per member
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c.startProtocolNodes(2)
@@ -118,13 +119,19 @@ func TestClusterProtocolNodes(t *testing.T) {
 		}
 	}
 	pl := startPulsarLoad(t, c.pulsarClient(t), "proto-pulsar")
+	var mqttURLs []string
+	for _, m := range c.protocol {
+		mqttURLs = append(mqttURLs, "tcp://"+net.JoinHostPort(m.host, strconv.Itoa(c.ports[7])))
+	}
+	ml := startMQTTLoad(t, "proto-mqtt", mqttURLs...)
 	progress := func(what string, since time.Time, more int) {
-		r0, g0, k0, p0 := rl.ackCount(), gl.ackCount(), kl.count(), pl.ackCount()
+		r0, g0, k0, p0, m0 := rl.ackCount(), gl.ackCount(), kl.count(), pl.ackCount(), ml.ackCount()
 		apptest.Eventually(t, 60*time.Second, what, func() bool {
-			return rl.ackCount() >= r0+more && gl.ackCount() >= g0+more && kl.count() >= k0+more && pl.ackCount() >= p0+more
+			return rl.ackCount() >= r0+more && gl.ackCount() >= g0+more && kl.count() >= k0+more && pl.ackCount() >= p0+more &&
+				ml.ackCount() >= m0+more
 		})
-		t.Logf("%s: %d more remoting, %d more gRPC, %d more Kafka and %d more Pulsar sends acknowledged %v later", what,
-			rl.ackCount()-r0, gl.ackCount()-g0, kl.count()-k0, pl.ackCount()-p0, time.Since(since).Round(time.Millisecond))
+		t.Logf("%s: %d more remoting, %d more gRPC, %d more Kafka, %d more Pulsar and %d more MQTT sends acknowledged %v later", what,
+			rl.ackCount()-r0, gl.ackCount()-g0, kl.count()-k0, pl.ackCount()-p0, ml.ackCount()-m0, time.Since(since).Round(time.Millisecond))
 	}
 	progress("sends through the protocol-only nodes", time.Now(), 100)
 
@@ -147,6 +154,8 @@ func TestClusterProtocolNodes(t *testing.T) {
 	kl.stop()
 	tl.stop()
 	pl.stop()
+	ml.stop()
+	ml.verify(t)
 	stored := readTopic(ctx, t, c, "proto-pulsar", pl.ackCount())
 	for v := range pl.acked() {
 		if stored[v].count != 1 {
