@@ -22,7 +22,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(serveCmd(), versionCmd(), userCmd(), aclCmd(), quotaCmd(), clusterCmd(),
-		topicCmd(), groupCmd(), messageCmd(), dlqCmd(), txnCmd(), timerCmd(), storageCmd())
+		topicCmd(), groupCmd(), messageCmd(), dlqCmd(), txnCmd(), timerCmd(), storageCmd(), mqttCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 	usageErrors(root)
 	if err := root.Execute(); err != nil {

@@ -21,7 +21,7 @@ import (
 func run(t *testing.T, adminURL string, args ...string) (string, int) {
 	t.Helper()
 	root := &cobra.Command{Use: "rosetta", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(topicCmd(), groupCmd(), messageCmd(), dlqCmd(), timerCmd(), txnCmd(), clusterCmd(), userCmd(), aclCmd(), quotaCmd(), storageCmd())
+	root.AddCommand(topicCmd(), groupCmd(), messageCmd(), dlqCmd(), timerCmd(), txnCmd(), clusterCmd(), userCmd(), aclCmd(), quotaCmd(), storageCmd(), mqttCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 	usageErrors(root)
 	var out bytes.Buffer

@@ -62,6 +62,10 @@ func TestClusterProtocolNodes(t *testing.T) {
 	c.startProtocolNodes(2)
 	c.viaProtocol = true
 	proto := c.protocol[0]
+	// The groups settle at their preferred members first: a client made
+	// during a hand-off (pulsar-client-go's CreateProducer) fails rather
+	// than retries when its connection closes.
+	apptest.Eventually(t, 60*time.Second, "group g led by member g+1", func() bool { return c.spread(ctx) })
 	for _, m := range c.protocol {
 		apptest.Eventually(t, 30*time.Second, "protocol-only node healthy", func() bool {
 			resp, err := http.Get("http://" + net.JoinHostPort(m.host, strconv.Itoa(c.ports[5])) + "/healthz")

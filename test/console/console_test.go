@@ -13,8 +13,10 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
+	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
@@ -97,6 +99,18 @@ func TestConsolePages(t *testing.T) {
 	do("timers", chromedp.Navigate(base+"/#/timers"))
 	timers := waitFor("reminder")
 	shot("timers")
+	device := paho.NewClient(paho.NewClientOptions().AddBroker(n.MQTTURL()).SetClientID("console-device").SetCleanSession(false).SetAutoReconnect(false))
+	for _, step := range []func() paho.Token{device.Connect, func() paho.Token { return device.Subscribe("plant/#", 1, nil) },
+		func() paho.Token { return device.Publish("plant/boiler", 1, true, "82C") }} {
+		if tok := step(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatalf("mqtt client: %v", tok.Error())
+		}
+	}
+	defer device.Disconnect(100)
+	do("mqtt", chromedp.Navigate(base+"/#/mqtt"))
+	waitFor("console-device")
+	mqttPage := waitFor("plant/boiler")
+	shot("mqtt")
 	do("cluster", chromedp.Navigate(base+"/#/cluster"))
 	waitFor("Replication groups")
 	shot("cluster")
@@ -138,6 +152,7 @@ func TestConsolePages(t *testing.T) {
 		"detail":   {detail, "console-test", "order-1", "produced", "admin"},
 		"group":    {group, "orders", "total lag 2"},
 		"search":   {search, "order-2"},
+		"mqtt":     {mqttPage, "console-device", "plant/# (QoS 1)", "3.1.1", "Retained messages (1)"},
 		"timers":   {timers, "orders", "later", "timer"},
 		"security": {security, "alice", "SCRAM-SHA-512", "User:alice", "read", "allow"},
 	} {

@@ -394,6 +394,27 @@ async function transactions(view) {
           h("button", { class: "danger", onclick: () => act("POST", "/api/v1/transactions/rocketmq/" + m.offset + "/rollback", "Roll back half message " + m.offset) }, "Roll back"))])));
 }
 
+async function mqttView(view) {
+  let sessions, retained;
+  try {
+    [sessions, retained] = await Promise.all([api("GET", "/api/v1/mqtt/sessions"), api("GET", "/api/v1/mqtt/retained")]);
+  } catch (err) {
+    view.replaceChildren(h("h1", {}, "MQTT"), h("p", { class: "muted" }, "This node does not serve MQTT (listen.mqtt), or its MQTT state is not loaded."), errorBox(err));
+    return;
+  }
+  const levels = { 3: "3.1", 4: "3.1.1", 5: "5.0" };
+  const list = sessions.sessions || [];
+  view.replaceChildren(h("h1", {}, "MQTT"),
+    h("h2", {}, "Sessions (", fmtInt(list.length), ", ", fmtInt(list.filter((x) => x.connected).length), " connected)"),
+    h("p", { class: "muted" }, "A session outlives its connection for its expiry interval (clean session off, or an MQTT 5 session expiry); its subscriptions and place in each queue are kept, so what was published meanwhile is delivered when the client comes back."),
+    table([{ label: "client id" }, { label: "state" }, { label: "version" }, { label: "expiry (s)", num: true }, { label: "in flight", num: true }, { label: "subscriptions" }],
+      list.map((x) => [x.client_id, x.connected ? "connected " + (x.remote || "") : "waiting", levels[x.protocol_level] || "", fmtInt(x.expiry_seconds), fmtInt(x.in_flight),
+        x.subscriptions.map((f) => f.filter + " (QoS " + f.qos + ")").join(", ")])),
+    h("h2", {}, "Retained messages (", fmtInt((retained.retained || []).length), ")"),
+    table([{ label: "topic" }, { label: "size", num: true }, { label: "QoS", num: true }],
+      (retained.retained || []).map((r) => [r.topic, fmtBytes(r.bytes), r.qos])));
+}
+
 async function timers(view, topic) {
   const q = new URLSearchParams({ limit: "200" });
   if (topic) q.set("topic", topic);
@@ -534,6 +555,7 @@ const routes = [
   [/^#\/security$/, "security", securityView],
   [/^#\/storage$/, "storage", storageView],
   [/^#\/cluster$/, "cluster", clusterView],
+  [/^#\/mqtt$/, "mqtt", mqttView],
 ];
 
 async function route() {
