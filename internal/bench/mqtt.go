@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -210,8 +211,9 @@ func MQTTIdle(ctx context.Context, o MQTTOptions) (*Report, error) {
 			break
 		}
 		d := net.Dialer{Timeout: 10 * time.Second}
-		if loopback {
+		if loopback && i >= 20_000 {
 			d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i/20_000))}
+			d.Control = bindAddressNoPort
 		}
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
@@ -242,3 +244,20 @@ func MQTTIdle(ctx context.Context, o MQTTOptions) (*Report, error) {
 	}
 	return r, nil
 }
+
+// bindAddressNoPort lets a socket bound to a source address take its port
+// at connect (IP_BIND_ADDRESS_NO_PORT), so ports in TIME_WAIT towards
+// another destination do not collide.
+func bindAddressNoPort(_, _ string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, ipBindAddressNoPort, 1)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// ipBindAddressNoPort is Linux's IP_BIND_ADDRESS_NO_PORT.
+const ipBindAddressNoPort = 24

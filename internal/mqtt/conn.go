@@ -42,9 +42,11 @@ type conn struct {
 	receiveMax int // the client's receive maximum
 	aliases    map[uint16]string
 
+	// wbuf holds packets written and not yet flushed: taken from
+	// the server's writeBufs when needed and given back once flushed, so an idle
+	// connection holds no write buffer.
 	wmu  sync.Mutex
-	w    *bufio.Writer
-	wbuf []byte
+	wbuf *[]byte
 
 	// Inbound QoS 1 and 2 publishes, acknowledged in order once durable.
 	acks      chan pendingAck
@@ -60,13 +62,26 @@ func newConn(ctx context.Context, s *Server, nc net.Conn) *conn {
 }
 
 // serve runs the connection until the client leaves, a protocol error
-// ends it or the server stops.
-func (c *conn) serve() {
+// ends it or the server stops, then calls done (it may return before).
+func (c *conn) serve(done func()) {
 	// (no goroutine waits for the end: idle connections cost little)
 	stop := context.AfterFunc(c.ctx, func() { _ = c.nc.Close() })
-	defer stop()
 	r := bufio.NewReaderSize(c.nc, 1024)
-	err := c.readLoop(r)
+	if err := c.readConnect(r); err != nil {
+		c.end(err, stop, done)
+		return
+	}
+	// The packets after CONNECT are read on a fresh goroutine, whose stack
+	// starts small: this one's grew handling CONNECT, and an idle
+	// connection would keep it.
+	go func() { c.end(c.readLoop(r), stop, done) }()
+}
+
+// end closes the connection after its reading ended with err, then
+// calls done.
+func (c *conn) end(err error, stop func() bool, done func()) {
+	defer done()
+	defer stop()
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil {
 		c.log.Info("mqtt connection closed", "client", c.clientID(), "err", err)
 		var pe *packet.Error
@@ -85,8 +100,8 @@ func (c *conn) clientID() string {
 	return ""
 }
 
-// readLoop reads CONNECT, then packets until the connection ends.
-func (c *conn) readLoop(r *bufio.Reader) error {
+// readConnect reads and handles CONNECT.
+func (c *conn) readConnect(r *bufio.Reader) error {
 	_ = c.nc.SetReadDeadline(time.Now().Add(connectTimeout))
 	h, body, err := packet.ReadPacket(r, c.s.opts.MaxPacketSize)
 	if err != nil {
@@ -104,9 +119,11 @@ func (c *conn) readLoop(r *bufio.Reader) error {
 		}
 		return err
 	}
-	if err := c.connect(p.(*packet.Connect)); err != nil {
-		return err
-	}
+	return c.connect(p.(*packet.Connect))
+}
+
+// readLoop reads packets after CONNECT until the connection ends.
+func (c *conn) readLoop(r *bufio.Reader) error {
 	for {
 		if c.keepAlive > 0 {
 			_ = c.nc.SetReadDeadline(time.Now().Add(c.keepAlive * 3 / 2))
@@ -307,38 +324,54 @@ func (c *conn) send(p packet.Packet) {
 func (c *conn) write(p packet.Packet, flush bool) bool {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.w == nil {
-		c.w = bufio.NewWriterSize(c.nc, 4096)
+	if c.wbuf == nil {
+		c.wbuf = c.s.writeBufs.Get().(*[]byte)
 	}
-	c.wbuf = packet.Append(c.wbuf[:0], c.version, p)
-	if c.maxPacket > 0 && len(c.wbuf) > c.maxPacket {
+	start := len(*c.wbuf)
+	*c.wbuf = packet.Append(*c.wbuf, c.version, p)
+	if c.maxPacket > 0 && len(*c.wbuf)-start > c.maxPacket {
+		*c.wbuf = (*c.wbuf)[:start]
 		return false
 	}
-	_ = c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-	if _, err := c.w.Write(c.wbuf); err != nil {
-		c.cancel()
-		return false
-	}
-	if flush {
-		if err := c.w.Flush(); err != nil {
-			c.cancel()
-		}
-	}
-	if cap(c.wbuf) > 64<<10 {
-		c.wbuf = nil // (a large packet's buffer is not kept)
+	if flush || len(*c.wbuf) >= writeBufSize {
+		c.flushLocked()
 	}
 	return true
+}
+
+// writeBufSize is how much a connection buffers before it writes.
+const writeBufSize = 4096
+
+// newWriteBuf makes a connection write buffer (Server.writeBufs).
+func newWriteBuf() any {
+	b := make([]byte, 0, writeBufSize)
+	return &b
 }
 
 // flush sends what is buffered.
 func (c *conn) flush() {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.w != nil && c.w.Buffered() > 0 {
-		if err := c.w.Flush(); err != nil {
+	c.flushLocked()
+}
+
+// flushLocked writes the buffered packets and gives the buffer back (a
+// failed write ends the connection); c.wmu held.
+func (c *conn) flushLocked() {
+	if c.wbuf == nil {
+		return
+	}
+	if len(*c.wbuf) > 0 {
+		_ = c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		if _, err := c.nc.Write(*c.wbuf); err != nil {
 			c.cancel()
 		}
 	}
+	if cap(*c.wbuf) <= 64<<10 { // (a large packet's buffer is not kept)
+		*c.wbuf = (*c.wbuf)[:0]
+		c.s.writeBufs.Put(c.wbuf)
+	}
+	c.wbuf = nil
 }
 
 // takenOver ends a connection whose session another took.

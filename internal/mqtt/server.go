@@ -64,8 +64,10 @@ type Server struct {
 	batches  *kbatch.Reader
 	appender *produce.Appender
 	remote   *remoteQueues // other groups' queues (a cluster)
-	idPrefix string
-	assigned atomic.Uint64 // client identifiers assigned
+	// writeBufs are connections' write buffers between flushes.
+	writeBufs sync.Pool
+	idPrefix  string
+	assigned  atomic.Uint64 // client identifiers assigned
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -106,7 +108,8 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 	batches := kbatch.NewReader(16 << 20)
 	return &Server{b: b, opts: opts, log: opts.Logger.With("protocol", "mqtt"), batches: batches,
 		appender: produce.New(b, nil, nil, nil, batches), remote: &remoteQueues{els: b.Elsewhere(), b: b}, idPrefix: "rosetta-" + hex.EncodeToString(id[:]),
-		sessions: map[string]*session{}, retained: newRetainedStore(), topicsCh: make(chan struct{}), life: life, stop: stop}
+		sessions: map[string]*session{}, retained: newRetainedStore(), topicsCh: make(chan struct{}), life: life, stop: stop,
+		writeBufs: sync.Pool{New: newWriteBuf}}
 }
 
 // Serve accepts connections on l until ctx ends, then closes them and
@@ -136,10 +139,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		}
 		c := newConn(ctx, s, nc)
 		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			c.serve()
-		}()
+		go c.serve(s.wg.Done)
 	}
 	cancel()
 	s.stop()

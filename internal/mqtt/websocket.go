@@ -33,7 +33,8 @@ func (s *Server) WebSocketHandler() http.Handler {
 	})
 }
 
-// serveConn serves one connection accepted elsewhere, until it ends.
+// serveConn serves one connection accepted elsewhere (it may return
+// before the connection ends).
 func (s *Server) serveConn(nc net.Conn) {
 	ctx := s.life
 	if ctx.Err() != nil {
@@ -41,8 +42,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		return
 	}
 	s.wg.Add(1)
-	defer s.wg.Done()
-	newConn(ctx, s, nc).serve()
+	newConn(ctx, s, nc).serve(s.wg.Done)
 }
 
 // wsConn is a WebSocket as the byte stream a net.Conn is.
