@@ -6,9 +6,30 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/rosettamq/rosetta/internal/mqtt"
 )
+
+// mqttSession is a session as /api/v1/mqtt/sessions lists it.
+type mqttSession struct {
+	ClientID      string `json:"client_id"`
+	Connected     bool   `json:"connected"`
+	Remote        string `json:"remote,omitempty"`
+	Version       int    `json:"protocol_level,omitempty"`
+	ExpirySeconds int64  `json:"expiry_seconds"`
+	Durable       bool   `json:"durable"`
+	Subscriptions []struct {
+		Filter string `json:"filter"`
+		QoS    byte   `json:"qos"`
+		Shared bool   `json:"shared,omitempty"`
+	} `json:"subscriptions"`
+	InFlight int `json:"in_flight"`
+}
+
+// mqttRetained is a retained message as /api/v1/mqtt/retained lists it.
+type mqttRetained struct {
+	Topic string `json:"topic"`
+	Bytes int    `json:"bytes"`
+	QoS   byte   `json:"qos"`
+}
 
 // mqttCmd shows MQTT sessions and retained messages (the admin API's
 // /api/v1/mqtt).
@@ -21,7 +42,7 @@ func mqttCmd() *cobra.Command {
 	sessions := &cobra.Command{Use: "sessions", Short: "Sessions, connected or waiting for their clients, with their subscriptions", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var res struct {
-				Sessions []mqtt.SessionView `json:"sessions"`
+				Sessions []mqttSession `json:"sessions"`
 			}
 			if err := a.call(cmd, "GET", "/api/v1/mqtt/sessions", nil, &res); err != nil {
 				return err
@@ -47,7 +68,7 @@ func mqttCmd() *cobra.Command {
 	retained := &cobra.Command{Use: "retained", Short: "Retained messages: topic, size and QoS", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var res struct {
-				Retained []mqtt.RetainedView `json:"retained"`
+				Retained []mqttRetained `json:"retained"`
 			}
 			if err := a.call(cmd, "GET", "/api/v1/mqtt/retained", nil, &res); err != nil {
 				return err

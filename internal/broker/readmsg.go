@@ -8,6 +8,9 @@ package broker
 // wait), so consumers of other protocols see only committed Kafka data.
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/model"
 	"github.com/rosettamq/rosetta/internal/storage"
@@ -123,4 +126,19 @@ func (b *Broker) EachMessageOf(q model.QueueID, res *storage.ReadResult, from, s
 		}
 	}
 	return max(next, min(res.NextOffset, stable)), nil
+}
+
+// EachMessageElsewhere reads queue q of group g through Elsewhere (from
+// offset, below stable, at most maxRecords records), calling fn for each
+// visible message as EachMessage does.
+func (b *Broker) EachMessageElsewhere(ctx context.Context, g model.GroupID, q model.QueueID, from, stable model.QueueOffset, maxRecords int, fn func(*StoredMessage) bool) (model.QueueOffset, error) {
+	if b.opts.Elsewhere == nil {
+		return from, fmt.Errorf("%w: group %d is elsewhere on a single node", model.ErrUnknownQueue, g)
+	}
+	res, err := b.opts.Elsewhere.Read(ctx, g, q, from, storage.ReadOptions{MaxRecords: maxRecords, MaxBytes: 4 << 20})
+	if err != nil {
+		return from, err
+	}
+	defer res.Release()
+	return b.EachMessageOf(q, res, from, stable, fn)
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/model"
-	"github.com/rosettamq/rosetta/internal/storage"
 )
 
 // In a cluster, MQTT is served by group 0's leader, whose broker holds its
@@ -76,12 +75,7 @@ func (r *remoteQueues) each(ctx context.Context, w watchedQueue, from model.Queu
 	if err != nil || from >= stable {
 		return from, err
 	}
-	res, err := r.els.Read(ctx, w.group, w.queue, from, storage.ReadOptions{MaxRecords: maxRecords, MaxBytes: 4 << 20})
-	if err != nil {
-		return from, err
-	}
-	defer res.Release()
-	return r.b.EachMessageOf(w.queue, res, from, stable, fn)
+	return r.b.EachMessageElsewhere(ctx, w.group, w.queue, from, stable, maxRecords, fn)
 }
 
 // locate finds a queue of another group by its storage id (a restored
