@@ -293,7 +293,11 @@ func (s *Server) storeQoS2(ctx context.Context, principal security.Principal, ho
 		return err
 	}
 	rec.Queue = q
-	return s.store.write(ctx, []*stateRecord{{Kind: "in2", Client: ss.clientID, PacketID: p.PacketID, Set: true}}, []*broker.Record{rec}, false)
+	if err := s.store.write(ctx, []*stateRecord{{Kind: "in2", Client: ss.clientID, PacketID: p.PacketID, Set: true}}, []*broker.Record{rec}, false); err != nil {
+		return err
+	}
+	s.traceProduced(t, index, rec.BaseOffset, ss.clientID, p)
+	return nil
 }
 
 // keepRetained keeps a retained publish (an empty one clears the topic's),

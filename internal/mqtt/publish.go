@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
 	"github.com/rosettamq/rosetta/internal/broker/produce"
 	"github.com/rosettamq/rosetta/internal/broker/security"
@@ -213,7 +214,33 @@ func (s *Server) storePublish(ctx context.Context, principal security.Principal,
 	if err != nil {
 		return produce.Result{}, err
 	}
-	return s.appender.Append(ctx, t, queueFor(p.Topic, len(t.Queues)), batch, "")
+	index := queueFor(p.Topic, len(t.Queues))
+	res, err := s.appender.Append(ctx, t, index, batch, "")
+	if err == nil {
+		s.traceProduced(t, index, res.BaseOffset, client, p)
+	}
+	return res, err
+}
+
+// traceProduced records a stored publish in the message trace (when its
+// topic is traced).
+func (s *Server) traceProduced(t *broker.Topic, index int32, offset model.QueueOffset, client string, p *packet.Publish) {
+	if offset < 0 || !s.b.Traced(t, "") {
+		return
+	}
+	global := int32(t.GlobalIndex(s.b.Placement().Group, int(index)))
+	s.b.TraceRecord(t, global, offset, broker.TraceEvent{Kind: broker.TraceProduced, Protocol: "mqtt", Client: client,
+		Detail: fmt.Sprintf("%s QoS %d", p.Topic, p.QoS)})
+}
+
+// traceDelivered records a message sent to a session in the message
+// trace (when its topic is traced); group names a shared subscription.
+func (s *Server) traceDelivered(w watchedQueue, sm *broker.StoredMessage, client, group string, qos byte, attempt int32) {
+	if w.t == nil || !s.b.Traced(w.t, "") {
+		return
+	}
+	s.b.TraceMessage(w.t, w.global, sm.Offset, &sm.Message, broker.TraceEvent{Kind: broker.TraceDelivered, Protocol: "mqtt",
+		Client: client, Group: group, Attempt: attempt, Detail: fmt.Sprintf("QoS %d", qos)})
 }
 
 // host is the client's address without its port (ACLs' host).

@@ -41,6 +41,10 @@ type watchedQueue struct {
 	group   model.GroupID
 	remote  bool
 	created int64 // its topic's creation time (unix ms)
+	// t is the topic, global the queue's index in it (its Kafka
+	// partition), for the message trace.
+	t      *broker.Topic
+	global int32
 }
 
 // outbound is a QoS 1 or 2 message sent and not yet acknowledged.
@@ -504,7 +508,7 @@ func (ss *session) planLocked() (watched []watchedQueue, subs []*subscription, s
 	keep := map[model.QueueID]bool{}
 	for _, t := range topics {
 		for _, w := range ss.s.remote.queuesOf(t) {
-			w.created = t.CreatedMs
+			w.created, w.t, w.global = t.CreatedMs, t, w.index
 			watched = append(watched, w)
 			keep[w.queue] = true
 			if _, ok := ss.positions[w.queue]; !ok {
@@ -512,7 +516,7 @@ func (ss *session) planLocked() (watched []watchedQueue, subs []*subscription, s
 			}
 		}
 		for i, q := range t.Queues {
-			watched = append(watched, watchedQueue{topic: t.Name, index: int32(i), queue: q})
+			watched = append(watched, watchedQueue{topic: t.Name, index: int32(i), queue: q, t: t, global: int32(t.GlobalIndex(b.Placement().Group, i))})
 			keep[q] = true
 			if _, ok := ss.positions[q]; ok {
 				continue
@@ -598,6 +602,7 @@ func (ss *session) deliverQueue(c *conn, w watchedQueue, subs []*subscription) (
 		}
 		if c.write(p, false) {
 			sent++
+			ss.s.traceDelivered(w, sm, ss.clientID, "", p.QoS, 1)
 		} else if p.QoS > 0 {
 			ss.mu.Lock()
 			delete(ss.inflight, p.PacketID) // over the client's maximum packet size: dropped

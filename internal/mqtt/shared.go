@@ -3,6 +3,7 @@ package mqtt
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/rosettamq/rosetta/internal/broker"
@@ -90,6 +91,7 @@ func (ss *session) receiveShared(ctx context.Context, c *conn, sh *sharedSub, t 
 				out.Props.SubscriptionIDs = []int{sh.id}
 			}
 		}
+		ss.s.traceShared(t, d, ss.clientID, sh.group, out.QoS)
 		if out.QoS == 0 {
 			c.write(out, false)
 			if err := p.Ack(ctx, sh.group, d.Handle); err != nil && !errors.Is(err, pop.ErrStaleHandle) {
@@ -164,4 +166,18 @@ func mqttTopicOf(m *model.Message) string {
 		}
 	}
 	return ""
+}
+
+// traceShared records a shared subscription's message sent to a member
+// in the message trace (when its topic is traced).
+func (s *Server) traceShared(t *broker.Topic, d *pop.Delivery, client, group string, qos byte) {
+	if !s.b.Traced(t, "") {
+		return
+	}
+	index := slices.Index(t.Queues, d.Queue)
+	if index < 0 {
+		return
+	}
+	w := watchedQueue{t: t, global: int32(t.GlobalIndex(s.b.Placement().Group, index))}
+	s.traceDelivered(w, &broker.StoredMessage{Offset: d.Offset, StoreTime: d.StoreTime, Message: d.Message}, client, group, qos, d.Attempt)
 }
