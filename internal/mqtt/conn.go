@@ -41,6 +41,10 @@ type conn struct {
 	maxPacket  int // the client's maximum packet size (0: none)
 	receiveMax int // the client's receive maximum
 	aliases    map[uint16]string
+	// Topic aliases towards the client (MQTT 5): at most outAliasMax, the
+	// first topics sent keeping theirs for the connection's life (c.wmu).
+	outAliasMax uint16
+	outAliases  map[string]uint16
 
 	// wbuf holds packets written and not yet flushed: taken from
 	// the server's writeBufs when needed and given back once flushed, so an idle
@@ -231,6 +235,9 @@ func (c *conn) connect(p *packet.Connect) error {
 	if p.Props.Has(packet.PropMaximumPacketSize) {
 		c.maxPacket = int(p.Props.MaximumPacketSize)
 	}
+	if p.Props.Has(packet.PropTopicAliasMaximum) {
+		c.outAliasMax = p.Props.TopicAliasMaximum
+	}
 	// A session outlives its connection: 3.1.1 when clean session is off,
 	// 5 for its session expiry interval.
 	expiry := time.Duration(0)
@@ -328,15 +335,48 @@ func (c *conn) write(p packet.Packet, flush bool) bool {
 		c.wbuf = c.s.writeBufs.Get().(*[]byte)
 	}
 	start := len(*c.wbuf)
+	named := ""
+	if pub, ok := p.(*packet.Publish); ok && c.outAliasMax > 0 {
+		p = c.aliasedLocked(pub)
+		named = p.(*packet.Publish).Topic
+	}
 	*c.wbuf = packet.Append(*c.wbuf, c.version, p)
 	if c.maxPacket > 0 && len(*c.wbuf)-start > c.maxPacket {
 		*c.wbuf = (*c.wbuf)[:start]
+		if named != "" && int(c.outAliases[named]) == len(c.outAliases) {
+			delete(c.outAliases, named) // (its alias was just given: the client never learnt it)
+		}
 		return false
 	}
 	if flush || len(*c.wbuf) >= writeBufSize {
 		c.flushLocked()
 	}
 	return true
+}
+
+// aliasedLocked is a PUBLISH to send with a topic alias: the topic's,
+// given the first time with the name, then alone (an empty name); a
+// PUBLISH of a topic without one, once every alias is taken, goes as it
+// is. c.wmu held.
+func (c *conn) aliasedLocked(p *packet.Publish) *packet.Publish {
+	alias, known := c.outAliases[p.Topic]
+	if !known {
+		if len(c.outAliases) >= int(c.outAliasMax) {
+			return p
+		}
+		if c.outAliases == nil {
+			c.outAliases = map[string]uint16{}
+		}
+		alias = uint16(len(c.outAliases) + 1)
+		c.outAliases[p.Topic] = alias
+	}
+	out := *p
+	out.Props.Set(packet.PropTopicAlias)
+	out.Props.TopicAlias = alias
+	if known {
+		out.Topic = ""
+	}
+	return &out
 }
 
 // writeBufSize is how much a connection buffers before it writes.

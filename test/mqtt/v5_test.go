@@ -136,3 +136,38 @@ func TestSessionResumes(t *testing.T) {
 		}
 	}
 }
+
+// TestTopicAliasesToClients: a client that takes two topic aliases gets
+// its first two topics' names once each, then the alias alone; a third
+// topic comes by name.
+func TestTopicAliasesToClients(t *testing.T) {
+	t.Parallel()
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	ctx := context.Background()
+	two := uint16(2)
+	sub, _, got := client5(t, n, "alias-sub", &paho.ConnectProperties{TopicAliasMaximum: &two})
+	if _, err := sub.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "alias/#", QoS: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	pub, _, _ := client5(t, n, "alias-pub", nil)
+	type seen struct {
+		topic string
+		alias uint16
+	}
+	want := []seen{{"alias/a", 1}, {"", 1}, {"alias/b", 2}, {"alias/c", 0}, {"", 2}, {"alias/c", 0}}
+	for i, topic := range []string{"alias/a", "alias/a", "alias/b", "alias/c", "alias/b", "alias/c"} {
+		// (one at a time: topics' messages are in different queues)
+		if _, err := pub.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte(topic)}); err != nil {
+			t.Fatal(err)
+		}
+		w := want[i]
+		p := receive5(t, got)
+		var alias uint16
+		if p.Properties != nil && p.Properties.TopicAlias != nil {
+			alias = *p.Properties.TopicAlias
+		}
+		if p.Topic != w.topic || alias != w.alias {
+			t.Fatalf("message %d (%s): topic %q alias %d, want %q %d", i, p.Payload, p.Topic, alias, w.topic, w.alias)
+		}
+	}
+}
