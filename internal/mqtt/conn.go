@@ -196,12 +196,19 @@ const (
 	codeBadCredentials     = 0x86
 	codeNotAuthorized      = 0x87
 	codeIDNotValid         = 0x85
+	codeBadAuthMethod      = 0x8C
 )
 
 // connect authenticates the client and attaches its session.
 func (c *conn) connect(p *packet.Connect) error {
 	c.version = p.Version
 	c.keepAlive = time.Duration(p.KeepAlive) * time.Second
+	if p.Props.Has(packet.PropAuthMethod) {
+		// Enhanced authentication: no method is supported.
+		c.log.Info("mqtt connection refused", "client", p.ClientID, "auth_method", p.Props.AuthMethod)
+		c.refuse(codeBadAuthMethod, connackBadCredentials3, "authentication method "+p.Props.AuthMethod+" is not supported")
+		return io.EOF
+	}
 	principal, err := c.authenticate(p)
 	if err != nil {
 		c.log.Info("mqtt connection refused", "client", p.ClientID, "user", p.Username, "err", err)
@@ -253,6 +260,11 @@ func (c *conn) connect(p *packet.Connect) error {
 	if err := ss.save(c.ctx, !present); err != nil {
 		c.log.Warn("mqtt: recording a session", "client", id, "err", err)
 		c.refuse(0x88, 0x03, "the session could not be recorded")
+		return io.EOF
+	}
+	if err := c.s.recordWill(c.ctx, id, c.will); err != nil {
+		c.log.Warn("mqtt: recording a will", "client", id, "err", err)
+		c.refuse(0x88, 0x03, "the will could not be recorded")
 		return io.EOF
 	}
 	ack := &packet.Connack{SessionPresent: present}
@@ -431,7 +443,11 @@ func (c *conn) finish() {
 			return
 		}
 		c.session.detach(c)
-		if c.will != nil && !c.graceful.Load() {
+		switch {
+		case c.will == nil:
+		case c.graceful.Load():
+			c.s.clearWill(c.session.clientID, c.will)
+		default:
 			c.s.sendWill(c.session, c.will)
 		}
 	})

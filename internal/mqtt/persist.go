@@ -78,6 +78,7 @@ func (s *Server) Open(ctx context.Context) error {
 		s.log.Info("mqtt sessions restored", "sessions", n, "retained", len(s.retained.m))
 	}
 	s.releaseOrphanedShares(ctx)
+	s.restoreWills()
 	return nil
 }
 

@@ -260,6 +260,7 @@ type willMessage struct {
 	delay     time.Duration
 	principal security.Principal
 	host      string
+	id        string // its durable record's (storedWill.ID)
 }
 
 func validWillTopic(name string) error {
@@ -277,6 +278,7 @@ func (s *Server) sendWill(ss *session, w *willMessage) {
 		if _, err := s.storePublish(context.Background(), w.principal, w.host, ss.clientID, &p); err != nil {
 			s.log.Warn("mqtt: publishing a will", "client", ss.clientID, "topic", p.Topic, "err", err)
 		}
+		s.clearWill(ss.clientID, w)
 	}
 	if w.delay <= 0 {
 		publish()

@@ -39,7 +39,7 @@ const stateSection = "mqtt.state"
 
 // stateRecord is one change of the state.
 type stateRecord struct {
-	Kind string `json:"k"` // session, drop, pos, in2, out2, retain
+	Kind string `json:"k"` // session, drop, pos, in2, out2, retain, will, image
 
 	Client    string               `json:"c,omitempty"`
 	Expiry    int64                `json:"e,omitempty"` // session expiry (s)
@@ -54,6 +54,21 @@ type stateRecord struct {
 	Session   *storedSessionImage  `json:"img,omitempty"` // a snapshot entry
 	Inbound   []uint16             `json:"in,omitempty"`
 	Outbound  map[string]storedOut `json:"out,omitempty"`
+	Will      *storedWill          `json:"w,omitempty"`   // kind will: set
+	WillID    string               `json:"wid,omitempty"` // kind will: the will cleared (sent, or its client disconnected)
+}
+
+// storedWill is a connected client's will, kept until it is sent or the
+// client disconnects, so a broker crash does not lose it: the broker
+// that comes back sends it (after its delay, unless the session comes
+// back first).
+type storedWill struct {
+	ID        string         `json:"id"` // the connection's: a clear names the will it clears
+	Message   storedRetained `json:"m"`
+	Retain    bool           `json:"rt,omitempty"`
+	DelayMs   int64          `json:"d,omitempty"`
+	Principal string         `json:"pr"`
+	Host      string         `json:"h,omitempty"`
 }
 
 type storedSub struct {
@@ -121,10 +136,11 @@ type state struct {
 	mu       sync.Mutex
 	sessions map[string]*sessionImage
 	retained map[string]*storedRetained
+	wills    map[string]*storedWill // by client identifier
 }
 
 func newState() *state {
-	return &state{sessions: map[string]*sessionImage{}, retained: map[string]*storedRetained{}}
+	return &state{sessions: map[string]*sessionImage{}, retained: map[string]*storedRetained{}, wills: map[string]*storedWill{}}
 }
 
 // Apply applies one record.
@@ -191,6 +207,13 @@ func (st *state) applyLocked(r *stateRecord) {
 				st.retained[rt.Topic] = rt
 			}
 		}
+	case "will":
+		switch w := st.wills[r.Client]; {
+		case r.Will != nil:
+			st.wills[r.Client] = r.Will
+		case w != nil && (r.WillID == "" || w.ID == r.WillID):
+			delete(st.wills, r.Client)
+		}
 	case "image":
 		if s := r.Session; s != nil {
 			im := st.image(r.Client)
@@ -249,6 +272,10 @@ func (st *state) Entries(int) [][]byte {
 		b, _ := json.Marshal(&stateRecord{Kind: "retain", Retained: st.retained[t]})
 		out = append(out, b)
 	}
+	for _, c := range slices.Sorted(maps.Keys(st.wills)) {
+		b, _ := json.Marshal(&stateRecord{Kind: "will", Client: c, Will: st.wills[c]})
+		out = append(out, b)
+	}
 	return out
 }
 
@@ -256,7 +283,7 @@ func (st *state) Entries(int) [][]byte {
 func (st *state) Restore(_ int, entries [][]byte) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.sessions, st.retained = map[string]*sessionImage{}, map[string]*storedRetained{}
+	st.sessions, st.retained, st.wills = map[string]*sessionImage{}, map[string]*storedRetained{}, map[string]*storedWill{}
 	for _, e := range entries {
 		var r stateRecord
 		if err := json.Unmarshal(e, &r); err != nil {
@@ -271,7 +298,7 @@ func (st *state) Restore(_ int, entries [][]byte) error {
 func (st *state) Len(int) int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return len(st.sessions) + len(st.retained)
+	return len(st.sessions) + len(st.retained) + len(st.wills)
 }
 
 // store writes state records.
@@ -385,6 +412,18 @@ func (st *state) has(client string) bool {
 }
 
 // retainedAt lists the stored retained messages.
+func (st *state) willsAt() map[string]*storedWill {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return maps.Clone(st.wills)
+}
+
+func (st *state) hasWill(client string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.wills[client] != nil
+}
+
 func (st *state) retainedAt() []*storedRetained {
 	st.mu.Lock()
 	defer st.mu.Unlock()

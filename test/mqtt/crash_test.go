@@ -42,7 +42,7 @@ func TestMQTTCrashChild(t *testing.T) {
 // is SIGKILLed three times and restarted; the clients reconnect to their
 // sessions. Every acknowledged publish reaches the subscriber, the QoS 1
 // ones at least once and the QoS 2 ones exactly once; the retained message
-// survives.
+// survives, and so does the will of a client connected at the first kill.
 func TestMQTTCrash(t *testing.T) {
 	if os.Getenv(crashDirEnv) != "" {
 		t.Skip("child")
@@ -89,6 +89,19 @@ func TestMQTTCrash(t *testing.T) {
 	wait(t, pub.Connect(), "publisher connects")
 	defer pub.Disconnect(100)
 	wait(t, pub.Publish("crash/state", 1, true, "retained"), "retained publish")
+
+	// A client with a will, connected when the broker is killed (its
+	// will goes when the broker is back), and one that disconnected
+	// before (none).
+	willOpts := func(id, payload string) *paho.ClientOptions {
+		return paho.NewClientOptions().AddBroker("tcp://"+addr).SetClientID(id).SetAutoReconnect(false).SetConnectRetry(false).
+			SetWill("crash/will", payload, 1, false)
+	}
+	willer := paho.NewClient(willOpts("crash-willer", "willer gone"))
+	wait(t, willer.Connect(), "client with a will connects")
+	polite := paho.NewClient(willOpts("crash-polite", "polite gone"))
+	wait(t, polite.Connect(), "polite client connects")
+	polite.Disconnect(100)
 
 	var acked sync.Map // payload → QoS
 	stop := make(chan struct{})
@@ -140,8 +153,16 @@ func TestMQTTCrash(t *testing.T) {
 		}
 		return true
 	})
+	apptest.Eventually(t, 30*time.Second, "the will of the client connected at the first kill", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return got["willer gone"] > 0
+	})
 	mu.Lock()
 	defer mu.Unlock()
+	if got["polite gone"] > 0 {
+		t.Fatal("the will of a client that disconnected was sent")
+	}
 	// What the topic holds: a QoS 2 publish stored twice was sent twice by
 	// the publisher as new — paho.mqtt.golang keeps a QoS 2 PUBLISH, not
 	// the PUBREL that followed its PUBREC, so after a reconnect it sends

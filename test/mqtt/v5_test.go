@@ -171,3 +171,22 @@ func TestTopicAliasesToClients(t *testing.T) {
 		}
 	}
 }
+
+// TestEnhancedAuthRefused: a CONNECT naming an authentication method gets
+// CONNACK 0x8C (bad authentication method): none is supported.
+func TestEnhancedAuthRefused(t *testing.T) {
+	t.Parallel()
+	n := apptest.StartTestNode(t, apptest.TestConfig(t.TempDir()))
+	nc, err := net.Dial("tcp", n.App.Addr("mqtt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := paho.NewClient(paho.ClientConfig{ClientID: "auth-method", Conn: nc})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ack, err := c.Connect(ctx, &paho.Connect{ClientID: "auth-method", KeepAlive: 30, CleanStart: true,
+		Properties: &paho.ConnectProperties{AuthMethod: "SCRAM-SHA-1", AuthData: []byte("n,,n=user,r=nonce")}})
+	if err == nil || ack == nil || ack.ReasonCode != 0x8C {
+		t.Fatalf("connect with an authentication method: %+v %v", ack, err)
+	}
+}
