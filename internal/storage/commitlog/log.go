@@ -881,7 +881,7 @@ func (l *Log) Acquire(pos model.LogPos) (View, error) {
 			return View{}, fmt.Errorf("%w: position %d before log start %d", model.ErrOffsetOutOfRange, pos, segs[0].base)
 		}
 		s := segs[i]
-		if pos >= s.base+model.LogPos(len(s.data)) {
+		if pos >= s.base+model.LogPos(s.capacity) {
 			return View{}, fmt.Errorf("%w: no segment holds position %d (deleted)", model.ErrOffsetOutOfRange, pos)
 		}
 		if s.acquire() {
@@ -1005,7 +1005,7 @@ func (l *Log) Segments() []SegmentInfo {
 func (l *Log) SegmentBase(pos model.LogPos) (model.LogPos, bool) {
 	segs := l.segments()
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > pos }) - 1
-	if i < 0 || pos >= segs[i].base+model.LogPos(len(segs[i].data)) {
+	if i < 0 || pos >= segs[i].base+model.LogPos(segs[i].capacity) {
 		return 0, false
 	}
 	return segs[i].base, true

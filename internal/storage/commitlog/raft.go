@@ -38,8 +38,13 @@ type cursor struct {
 }
 
 // firstIndexOf returns the index of a segment's first record (0 when it has
-// none).
+// none, or was deleted meanwhile: its mapping goes with its last
+// reference, so the read holds one).
 func firstIndexOf(s *segment) model.Index {
+	if !s.acquire() {
+		return 0
+	}
+	defer s.release()
 	used := s.used.Load()
 	if used == 0 {
 		return 0
@@ -119,6 +124,10 @@ func (l *Log) locate(i model.Index) (model.LogPos, error) {
 		return 0, fmt.Errorf("%w: index %d", ErrCompacted, i)
 	}
 	s := segs[j]
+	if !s.acquire() { // deleted meanwhile
+		return 0, fmt.Errorf("%w: index %d", ErrCompacted, i)
+	}
+	defer s.release()
 	off := int64(0)
 	l.cursorMu.Lock()
 	c := l.cursor
@@ -348,10 +357,11 @@ func (l *Log) recentPos(i model.Index) (model.LogPos, bool) {
 	}
 	for _, s := range l.segments() {
 		used := s.used.Load()
-		if c.pos < s.base || int64(c.pos-s.base) >= used {
+		if c.pos < s.base || int64(c.pos-s.base) >= used || !s.acquire() {
 			continue
 		}
 		h, err := DecodeHeader(s.data[c.pos-s.base : used])
+		s.release()
 		return c.pos, err == nil && h.Index == i
 	}
 	return 0, false

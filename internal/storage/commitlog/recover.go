@@ -100,7 +100,7 @@ func (l *Log) reopenWritable(s *segment) error {
 	if err != nil {
 		return err
 	}
-	s.f, s.data = ns.f, ns.data
+	s.f, s.data, s.capacity = ns.f, ns.data, ns.capacity
 	s.used.Store(used)
 	s.sealed.Store(false)
 	return nil

@@ -23,6 +23,9 @@ type segment struct {
 	path     string
 	f        *os.File
 	data     []byte // the mapping; len(data) is the capacity
+	// capacity is len(data) as mapped, for lookups that hold no reference
+	// (data goes nil when the last reference is released).
+	capacity int64
 	used     atomic.Int64
 	sealed   atomic.Bool
 	refs     atomic.Int32 // one for the log's list plus one per reader
@@ -131,7 +134,7 @@ func mapSegment(f *os.File, path string, base model.LogPos, size int64, writable
 	if err != nil {
 		return nil, fmt.Errorf("mmap segment %s: %w", path, err)
 	}
-	s.data = data
+	s.data, s.capacity = data, int64(len(data))
 	return s, nil
 }
 
