@@ -19,10 +19,10 @@ const segmentSuffix = ".log"
 // segment is one memory-mapped file of the log. Its bytes are
 // [base, base+used) in log positions.
 type segment struct {
-	base     model.LogPos
-	path     string
-	f        *os.File
-	data     []byte // the mapping; len(data) is the capacity
+	base model.LogPos
+	path string
+	f    *os.File
+	data []byte // the mapping; len(data) is the capacity
 	// capacity is len(data) as mapped, for lookups that hold no reference
 	// (data goes nil when the last reference is released).
 	capacity int64
