@@ -224,7 +224,8 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	if err := b.loadRequestModes(ctx); err != nil {
 		return nil, fmt.Errorf("load request modes: %w", err)
 	}
-	if err := b.loadGroupConfigs(ctx); err != nil {
+	groupConfigsRev, err := b.loadGroupConfigs(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("load group configs: %w", err)
 	}
 	configsRev, err := b.loadBrokerConfigs(ctx)
@@ -250,6 +251,11 @@ func New(ctx context.Context, engine *storage.Engine, store meta.Store, opts Opt
 	go func() {
 		defer b.wg.Done()
 		b.watchBrokerConfigs(bctx, configsRev)
+	}()
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.watchGroupConfigs(bctx, groupConfigsRev)
 	}()
 	if opts.Placement.Several() {
 		// The brokers of the other groups create, grow and delete topics too.

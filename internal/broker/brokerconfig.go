@@ -69,44 +69,25 @@ func (b *Broker) loadBrokerConfigs(ctx context.Context) (int64, error) {
 	return rev, nil
 }
 
-// watchBrokerConfigs applies changes made through any node until ctx ends,
-// re-reading everything when the watch is cut.
+// watchBrokerConfigs applies changes made through any node until ctx ends.
 func (b *Broker) watchBrokerConfigs(ctx context.Context, rev int64) {
-	for ctx.Err() == nil {
-		for ev := range b.meta.WatchFrom(ctx, brokerConfigPrefix, rev) {
-			if ev.Compacted {
-				break
-			}
-			rev = ev.Revision
-			resource := brokerConfigResource(ev.Key)
-			var m map[string]string
-			if !ev.Deleted {
-				if err := json.Unmarshal(ev.Value, &m); err != nil {
-					b.log.Warn("unreadable dynamic broker config skipped", "key", ev.Key, "err", err)
-					continue
-				}
-			}
-			b.dynCfg.mu.Lock()
-			if m == nil {
-				delete(b.dynCfg.byResource, resource)
-			} else {
-				b.dynCfg.byResource[resource] = m
-			}
-			b.dynCfg.mu.Unlock()
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		// Cut (slow, compacted or the store's leader lost): re-read.
-		var err error
-		if rev, err = b.loadBrokerConfigs(ctx); err != nil {
-			b.log.Warn("reloading dynamic broker configs", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
+	b.followPrefix(ctx, brokerConfigPrefix, rev, func(ev meta.Event) {
+		resource := brokerConfigResource(ev.Key)
+		var m map[string]string
+		if !ev.Deleted {
+			if err := json.Unmarshal(ev.Value, &m); err != nil {
+				b.log.Warn("unreadable dynamic broker config skipped", "key", ev.Key, "err", err)
+				return
 			}
 		}
-	}
+		b.dynCfg.mu.Lock()
+		if m == nil {
+			delete(b.dynCfg.byResource, resource)
+		} else {
+			b.dynCfg.byResource[resource] = m
+		}
+		b.dynCfg.mu.Unlock()
+	}, b.loadBrokerConfigs)
 }
 
 // BrokerConfigs returns the dynamic configs stored for resource: a node id,

@@ -58,20 +58,45 @@ type groupConfigs struct {
 	configs map[string]GroupConfig
 }
 
-func (b *Broker) loadGroupConfigs(ctx context.Context) error {
-	kvs, err := b.meta.List(ctx, groupConfigPrefix)
+func (b *Broker) loadGroupConfigs(ctx context.Context) (int64, error) {
+	kvs, rev, err := b.meta.ListRev(ctx, groupConfigPrefix)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	b.groupCfg.configs = make(map[string]GroupConfig, len(kvs))
+	configs := make(map[string]GroupConfig, len(kvs))
 	for _, kv := range kvs {
 		var c GroupConfig
 		if err := json.Unmarshal(kv.Value, &c); err != nil {
-			return fmt.Errorf("group config %s: %w", kv.Key, err)
+			return 0, fmt.Errorf("group config %s: %w", kv.Key, err)
 		}
-		b.groupCfg.configs[c.Name] = c
+		configs[c.Name] = c
 	}
-	return nil
+	b.groupCfg.mu.Lock()
+	b.groupCfg.configs = configs
+	b.groupCfg.mu.Unlock()
+	return rev, nil
+}
+
+// watchGroupConfigs applies group configurations changed through any
+// node (another replication group's broker) until ctx ends.
+func (b *Broker) watchGroupConfigs(ctx context.Context, rev int64) {
+	b.followPrefix(ctx, groupConfigPrefix, rev, func(ev meta.Event) {
+		name := strings.TrimPrefix(ev.Key, groupConfigPrefix)
+		var c GroupConfig
+		if !ev.Deleted {
+			if err := json.Unmarshal(ev.Value, &c); err != nil {
+				b.log.Warn("unreadable group config skipped", "key", ev.Key, "err", err)
+				return
+			}
+		}
+		b.groupCfg.mu.Lock()
+		if ev.Deleted {
+			delete(b.groupCfg.configs, name)
+		} else {
+			b.groupCfg.configs[c.Name] = c
+		}
+		b.groupCfg.mu.Unlock()
+	}, b.loadGroupConfigs)
 }
 
 // SetGroupConfig stores a group's configuration, replacing any before it.

@@ -7,7 +7,9 @@ package kafka
 // cleanup.policy) with defaults marked, plus any other key set on the topic;
 // a broker resource (this node's id) shows its static settings and every
 // dynamic broker config with its source, and synonyms when asked; the empty
-// broker name shows the cluster-wide dynamic defaults. Unknown topics get
+// broker name shows the cluster-wide dynamic defaults; a group (GROUP, type
+// 32) shows every group config, those it sets with the GROUP_CONFIG source
+// (configs_group.go), whether or not the group exists. Unknown topics get
 // UNKNOWN_TOPIC_OR_PARTITION; another broker's id INVALID_REQUEST.
 //
 // Not implemented: topic config synonyms and documentation strings.
@@ -52,6 +54,14 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) reply {
 				rr.ErrorCode, rr.ErrorMessage = errorCode(err), errorMessage(err)
 			} else {
 				rr.Configs = s.describeBrokerConfigs(r.ResourceName, r.ConfigNames, req.IncludeSynonyms)
+			}
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		case kmsg.ConfigResourceTypeGroupConfig:
+			if !rc.allowedGroup(r.ResourceName, security.OpDescribeConfigs) {
+				rr.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			} else {
+				rr.Configs = s.describeGroupConfigs(r.ResourceName, r.ConfigNames)
 			}
 			resp.Resources = append(resp.Resources, rr)
 			continue

@@ -61,6 +61,13 @@ func (s *Server) alterResource(rc *reqCtx, typ kmsg.ConfigResourceType, name str
 		}
 		err := s.alterBrokerConfigs(rc, name, validateOnly, brokerChange)
 		return errorCode(err), errorMessage(err)
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if !rc.allowedGroup(name, security.OpAlterConfigs) {
+			return kerr.GroupAuthorizationFailed.Code, nil
+		}
+		// (a group's configs are a map of names, as a broker's are)
+		err := s.alterGroupConfigs(rc, name, validateOnly, brokerChange)
+		return errorCode(err), errorMessage(err)
 	default:
 		return kerr.InvalidRequest.Code, nil
 	}

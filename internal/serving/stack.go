@@ -93,6 +93,7 @@ func (n *Node) NewStack(ctx context.Context, parts Parts) (*Stack, error) {
 	}
 	gopts := n.Coordinator
 	gopts.Logger, gopts.Persist = log, st.Broker.PersistGroup
+	gopts.ConsumerTimeouts = kafka.GroupConsumerTimeouts(st.Broker)
 	st.Groups = groups.New(gopts)
 	if restored, bad := st.Groups.Restore(st.Broker.GroupImages()); restored+bad > 0 {
 		log.Info("consumer groups restored", "groups", restored, "skipped", bad)

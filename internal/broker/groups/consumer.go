@@ -204,7 +204,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(topics Topics, h ConsumerHeartbeat)
 	} else {
 		m.revokeDeadline = time.Time{}
 	}
-	m.sessionDeadline = now.Add(c.opts.ConsumerSessionTimeout)
+	m.sessionDeadline = now.Add(c.sessionTimeout(g.id))
 	c.armMemberTimerLocked(g, m)
 	res := ConsumerHeartbeatResult{MemberID: m.id, MemberEpoch: m.epoch, HeartbeatInterval: c.heartbeatInterval(g)}
 	if h.MemberEpoch == epochJoin || h.isFull() || !sameParts(before, m.assigned) {
@@ -214,12 +214,34 @@ func (c *Coordinator) ConsumerGroupHeartbeat(topics Topics, h ConsumerHeartbeat)
 	return res, nil
 }
 
+// consumerTimeouts are a group's session timeout and heartbeat interval:
+// its own where its config sets them, else the coordinator's.
+func (c *Coordinator) consumerTimeouts(group string) (session, heartbeat time.Duration) {
+	session, heartbeat = c.opts.ConsumerSessionTimeout, c.opts.ConsumerHeartbeatInterval
+	if c.opts.ConsumerTimeouts != nil {
+		s, h := c.opts.ConsumerTimeouts(group)
+		if s > 0 {
+			session = s
+		}
+		if h > 0 {
+			heartbeat = h
+		}
+	}
+	return session, heartbeat
+}
+
+// sessionTimeout is a group's member session timeout.
+func (c *Coordinator) sessionTimeout(group string) time.Duration {
+	s, _ := c.consumerTimeouts(group)
+	return s
+}
+
 // heartbeatInterval is the configured interval while the group is stable,
 // and a tenth of it (at least 100 ms) while members still reconcile, so each
 // step of a rebalance (revoke, confirm, assign) takes a fraction of an
 // interval instead of a whole one.
 func (c *Coordinator) heartbeatInterval(g *consumerGroup) time.Duration {
-	d := c.opts.ConsumerHeartbeatInterval
+	_, d := c.consumerTimeouts(g.id)
 	if g.stateLocked() == ConsumerStable {
 		return d
 	}
@@ -334,7 +356,7 @@ func (g *consumerGroup) leaveLocked(c *Coordinator, h ConsumerHeartbeat, now tim
 	}
 	if h.MemberEpoch == epochLeaveStatic {
 		m.leftStatic = true
-		m.sessionDeadline = now.Add(c.opts.ConsumerSessionTimeout)
+		m.sessionDeadline = now.Add(c.sessionTimeout(g.id))
 		c.armMemberTimerLocked(g, m)
 		return res
 	}

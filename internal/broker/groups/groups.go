@@ -90,6 +90,10 @@ type Options struct {
 	// group.consumer.heartbeat.interval.ms, default 5 s).
 	ConsumerSessionTimeout    time.Duration
 	ConsumerHeartbeatInterval time.Duration
+	// ConsumerTimeouts are a group's own session timeout and heartbeat
+	// interval (its group config: consumer.session.timeout.ms and
+	// consumer.heartbeat.interval.ms), zero where it has none.
+	ConsumerTimeouts func(group string) (session, heartbeat time.Duration)
 	// Persist stores a group's image (nil: the group is gone), so that
 	// the next coordinator restores it (Restore). The coordinator calls it
 	// from one goroutine of its own with each group's latest image once it
@@ -527,4 +531,10 @@ func (g *group) afterRemovalLocked() {
 	}
 	g.prepareRebalanceLocked()
 	g.maybeCompleteJoinLocked()
+}
+
+// ConsumerDefaults are the session timeout and heartbeat interval of
+// consumer-protocol groups whose config does not set their own.
+func (c *Coordinator) ConsumerDefaults() (session, heartbeat time.Duration) {
+	return c.opts.ConsumerSessionTimeout, c.opts.ConsumerHeartbeatInterval
 }

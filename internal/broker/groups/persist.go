@@ -226,7 +226,7 @@ func (c *Coordinator) Restore(images map[string][]byte) (restored, skipped int) 
 			delete(c.groups, id)
 			c.cgroups[id] = g
 			for _, m := range g.members {
-				m.sessionDeadline = now.Add(c.opts.ConsumerSessionTimeout)
+				m.sessionDeadline = now.Add(c.sessionTimeout(id))
 				if m.state == stateUnrevoked {
 					m.revokeDeadline = now.Add(m.rebalanceTimeout)
 				}
