@@ -42,7 +42,7 @@ type groupConfigKey struct {
 	name     string
 	ctype    kmsg.ConfigType
 	def      string
-	min, max int64           // ints: the broker's bounds
+	min, max int64             // ints: the broker's bounds
 	check    func(string) bool // strings and booleans
 }
 
