@@ -347,6 +347,13 @@ func (c *conn) dispatch(req *request) reply {
 			"version", req.hdr.Version, "supported", [2]int16{h.min, h.max}, "client_id", req.hdr.ClientID)
 		return reply{closeConn: true}
 	}
+	if req.hdr.Key != apiVersionsKey && c.s.cat() == nil {
+		// A cluster member that has served no replication group yet (just
+		// started) has no catalog to answer from: the client (or the
+		// protocol-only node forwarding for it) tries again.
+		c.log.Info("closing connection: no replication group is served here yet", "api", kmsg.NameForKey(req.hdr.Key))
+		return reply{closeConn: true}
+	}
 	kreq := kmsg.RequestForKey(req.hdr.Key)
 	kreq.SetVersion(req.hdr.Version)
 	if err := kreq.ReadFrom(req.body); err != nil {

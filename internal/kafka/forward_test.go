@@ -2,8 +2,11 @@ package kafka
 
 import (
 	"bytes"
+	"context"
 	"reflect"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestForwardCodec: a forwarded request and an answer survive their
@@ -43,4 +46,22 @@ func FuzzForwardCodec(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestForwardedBeforeAnyGroup: a member that serves no replication group
+// yet (just restarted) closes a forwarded request's connection instead of
+// answering from a catalog it does not have (it crashed on a nil broker).
+func TestForwardedBeforeAnyGroup(t *testing.T) {
+	s := NewServer(Options{})
+	produce := kmsg.NewPtrProduceRequest()
+	produce.SetVersion(9)
+	produce.Acks, produce.TimeoutMillis = -1, 1000
+	topic := kmsg.NewProduceRequestTopic()
+	topic.Topic = "t"
+	produce.Topics = append(produce.Topics, topic)
+	ans, err := s.ServeForwarded(context.Background(), 21, Forwarded{Stream: 1, Seq: 1, ClientAddr: "127.0.0.1:5000", Key: 0, Version: 9,
+		Body: produce.AppendTo(nil)})
+	if err != nil || !ans.Close {
+		t.Fatalf("a produce before any group: %+v %v", ans, err)
+	}
 }
