@@ -3,7 +3,8 @@ package kafka
 // DeleteGroups (key 42), versions 0-2.
 //
 // Version notes: a group with members gets NON_EMPTY_GROUP; deleting removes
-// its committed offsets. An unknown group gets GROUP_ID_NOT_FOUND.
+// its committed offsets (a share group's places in its partitions too). An
+// unknown group gets GROUP_ID_NOT_FOUND.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -26,12 +27,16 @@ func handleDeleteGroups(rc *reqCtx, kreq kmsg.Request) reply {
 			r.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		case cerr != nil:
 			r.ErrorCode = errorCode(cerr)
-		case len(be.broker.GroupQueueOffsets(id)) == 0 && be.groups.Describe(id).State == groups.Dead:
+		case len(be.broker.GroupQueueOffsets(id)) == 0 && be.groups.Describe(id).State == groups.Dead && !isShare(be, id):
 			r.ErrorCode = kerr.GroupIDNotFound.Code
 		default:
+			share := isShare(be, id)
 			err := be.groups.Delete(id)
 			if err == nil {
 				err = be.groups.AwaitDurable(rc.ctx(), id)
+			}
+			if err == nil && share {
+				err = s.forgetShareStates(rc.ctx(), id)
 			}
 			if err == nil {
 				err = be.broker.DeleteGroupOffsets(rc.ctx(), id)
@@ -41,4 +46,10 @@ func handleDeleteGroups(rc *reqCtx, kreq kmsg.Request) reply {
 		resp.Groups = append(resp.Groups, r)
 	}
 	return reply{resp: resp}
+}
+
+// isShare reports whether id is a share group of be's coordinator.
+func isShare(be *backend, id string) bool {
+	share, _ := be.groups.IsShareGroup(id)
+	return share
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker"
 	"github.com/rosettamq/rosetta/internal/broker/groups"
+	"github.com/rosettamq/rosetta/internal/broker/pop"
 	"github.com/rosettamq/rosetta/internal/broker/produce"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/broker/txn"
@@ -28,6 +29,9 @@ type Backend struct {
 	// Transactions is the group's transaction coordinator; nil:
 	// transactional requests get COORDINATOR_NOT_AVAILABLE.
 	Transactions *txn.Coordinator
+	// Pop is the group's POP engine, which holds share groups' record
+	// acquisitions; nil: share fetches get UNSUPPORTED_VERSION.
+	Pop *pop.Engine
 }
 
 // backend is an attached Backend with what the front-end builds over it.
@@ -39,6 +43,7 @@ type backend struct {
 	txns      *txn.Coordinator
 	txnIndex  *producers.TxnIndex
 	produce   *produce.Appender
+	pop       *pop.Engine
 }
 
 // backendSet is the backends of every group, nil where this node does not
@@ -61,7 +66,7 @@ func (s *Server) Attach(group int, be Backend) {
 		panic(fmt.Sprintf("kafka: attach group %d", group))
 	}
 	b := &backend{group: group, broker: be.Broker, groups: be.Groups, producers: be.Producers, txns: be.Transactions,
-		txnIndex: be.Broker.KafkaTxns()}
+		txnIndex: be.Broker.KafkaTxns(), pop: be.Pop}
 	if b.producers == nil {
 		b.producers = producers.New(be.Broker.Meta(), producers.Options{Logger: s.opts.Logger})
 	}

@@ -198,18 +198,99 @@ func invalidGroupConfig(format string, args ...any) error {
 // consumer.heartbeat.interval.ms (zero where its config sets none): the
 // group coordinator's groups.Options.ConsumerTimeouts.
 func GroupConsumerTimeouts(b *broker.Broker) func(group string) (session, heartbeat time.Duration) {
+	return groupTimeouts(b, GroupConsumerSessionTimeout, GroupConsumerHeartbeat)
+}
+
+// GroupShareTimeouts are a group's own share.session.timeout.ms and
+// share.heartbeat.interval.ms: groups.Options.ShareTimeouts.
+func GroupShareTimeouts(b *broker.Broker) func(group string) (session, heartbeat time.Duration) {
+	return groupTimeouts(b, GroupShareSessionTimeout, GroupShareHeartbeat)
+}
+
+func groupTimeouts(b *broker.Broker, sessionKey, heartbeatKey string) func(group string) (session, heartbeat time.Duration) {
 	return func(group string) (session, heartbeat time.Duration) {
 		cfg, ok := b.GroupConfig(group)
 		if !ok {
 			return 0, 0
 		}
-		ms := func(name string) time.Duration {
-			n, err := strconv.ParseInt(cfg.Attributes[name], 10, 64)
-			if err != nil || n <= 0 {
-				return 0
-			}
-			return time.Duration(n) * time.Millisecond
-		}
-		return ms(GroupConsumerSessionTimeout), ms(GroupConsumerHeartbeat)
+		return groupMillis(cfg.Attributes, sessionKey), groupMillis(cfg.Attributes, heartbeatKey)
 	}
+}
+
+// groupMillis is a group config in milliseconds (0 when unset or bad).
+func groupMillis(attrs map[string]string, name string) time.Duration {
+	n, err := strconv.ParseInt(attrs[name], 10, 64)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Millisecond
+}
+
+// shareSettings are a share group's record settings (its group configs or
+// Kafka's defaults).
+type shareSettings struct {
+	lock          time.Duration
+	deliveryLimit int32
+	maxLocks      int
+	reset         string // latest, earliest or by_duration:<ISO 8601>
+	committed     bool   // share.isolation.level=read_committed
+}
+
+// shareSettingsOf reads a share group's settings.
+func shareSettingsOf(b *broker.Broker, group string) shareSettings {
+	out := shareSettings{lock: 30 * time.Second, deliveryLimit: 5, maxLocks: 2000, reset: "latest"}
+	cfg, ok := b.GroupConfig(group)
+	if !ok {
+		return out
+	}
+	a := cfg.Attributes
+	if d := groupMillis(a, GroupShareRecordLockDuration); d > 0 {
+		out.lock = d
+	}
+	if n, err := strconv.Atoi(a[GroupShareDeliveryCountLimit]); err == nil && n > 0 {
+		out.deliveryLimit = int32(n)
+	}
+	if n, err := strconv.Atoi(a[GroupSharePartitionMaxLocks]); err == nil && n > 0 {
+		out.maxLocks = n
+	}
+	if v := a[GroupShareAutoOffsetReset]; v != "" {
+		out.reset = v
+	}
+	out.committed = a[GroupShareIsolationLevel] == "read_committed"
+	return out
+}
+
+// parseISODuration reads a validShareReset duration (PnDTnHnMn.nS).
+func parseISODuration(v string) (time.Duration, bool) {
+	if !isoDuration.MatchString(v) {
+		return 0, false
+	}
+	var total time.Duration
+	num := ""
+	inTime := false
+	for _, c := range v[1:] {
+		switch {
+		case c == 'T':
+			inTime = true
+		case c >= '0' && c <= '9' || c == '.':
+			num += string(c)
+		default:
+			f, err := strconv.ParseFloat(num, 64)
+			if err != nil {
+				return 0, false
+			}
+			unit := time.Second
+			switch {
+			case c == 'D':
+				unit = 24 * time.Hour
+			case c == 'H':
+				unit = time.Hour
+			case c == 'M' && inTime:
+				unit = time.Minute
+			}
+			total += time.Duration(f * float64(unit))
+			num = ""
+		}
+	}
+	return total, true
 }

@@ -114,6 +114,7 @@ func (c *conn) serve(ctx context.Context) {
 	<-done
 	<-done
 	c.nc.Close()
+	c.s.closeShareSessions(c)
 }
 
 // apiName names an API key stored plus one ("" for none).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rosettamq/rosetta/internal/broker/groups"
 	"github.com/rosettamq/rosetta/internal/broker/kbatch"
+	"github.com/rosettamq/rosetta/internal/broker/pop"
 	"github.com/rosettamq/rosetta/internal/broker/produce"
 	"github.com/rosettamq/rosetta/internal/broker/producers"
 	"github.com/rosettamq/rosetta/internal/broker/quota"
@@ -90,6 +91,10 @@ func errorCode(err error) int16 {
 		return kerr.InconsistentGroupProtocol.Code
 	case errors.Is(err, groups.ErrInvalidSessionTimeout):
 		return kerr.InvalidSessionTimeout.Code
+	case errors.Is(err, pop.ErrInvalidRecordState):
+		return kerr.InvalidRecordState.Code
+	case errors.Is(err, pop.ErrInvalidAck):
+		return kerr.InvalidRequest.Code
 	case errors.Is(err, groups.ErrGroupNotEmpty):
 		return kerr.NonEmptyGroup.Code
 	case errors.Is(err, groups.ErrGroupNotFound):

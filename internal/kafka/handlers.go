@@ -72,6 +72,13 @@ func handlerTable() []apiHandler {
 		{66, 0, 1, handleListTransactions},
 		{68, 0, 1, handleConsumerGroupHeartbeat},
 		{69, 0, 1, handleConsumerGroupDescribe},
+		{76, 1, 1, handleShareGroupHeartbeat},
+		{77, 1, 1, handleShareGroupDescribe},
+		{78, 1, 2, handleShareFetch},
+		{79, 1, 2, handleShareAcknowledge},
+		{90, 0, 1, handleDescribeShareGroupOffsets},
+		{91, 0, 0, handleAlterShareGroupOffsets},
+		{92, 0, 0, handleDeleteShareGroupOffsets},
 	}
 }
 

@@ -93,6 +93,7 @@ type Server struct {
 	batches  *kbatch.Reader // decodes batches of compacted topics
 	budget   *task.ByteBudget
 	sessions *fetchSessions
+	shares   *shareSessions
 	frames   framePool
 }
 
@@ -125,7 +126,7 @@ func NewServer(opts Options) *Server {
 	}
 	s := &Server{
 		opts: opts, log: opts.Logger.With("proto", "kafka"),
-		budget: opts.Budget, sessions: newFetchSessions(),
+		budget: opts.Budget, sessions: newFetchSessions(), shares: newShareSessions(),
 		batches: kbatch.NewReader(int(opts.MaxFrameBytes) * 4),
 	}
 	none := make(backendSet, s.groupCount())

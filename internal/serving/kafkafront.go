@@ -73,7 +73,7 @@ func (f *kafkaFront) attach(gid int, st *Stack) error {
 	if f == nil {
 		return nil
 	}
-	f.srv.Attach(gid, kafka.Backend{Broker: st.Broker, Groups: st.Groups, Producers: st.Parts.Producers, Transactions: st.Txns})
+	f.srv.Attach(gid, kafka.Backend{Broker: st.Broker, Groups: st.Groups, Producers: st.Parts.Producers, Transactions: st.Txns, Pop: st.Pop})
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.attached++

@@ -94,6 +94,7 @@ func (n *Node) NewStack(ctx context.Context, parts Parts) (*Stack, error) {
 	gopts := n.Coordinator
 	gopts.Logger, gopts.Persist = log, st.Broker.PersistGroup
 	gopts.ConsumerTimeouts = kafka.GroupConsumerTimeouts(st.Broker)
+	gopts.ShareTimeouts = kafka.GroupShareTimeouts(st.Broker)
 	st.Groups = groups.New(gopts)
 	if restored, bad := st.Groups.Restore(st.Broker.GroupImages()); restored+bad > 0 {
 		log.Info("consumer groups restored", "groups", restored, "skipped", bad)
@@ -271,7 +272,7 @@ func (n *Node) serve(ctx context.Context, g *errgroup.Group, st *Stack, fe Front
 	}
 	g.Go(func() error { st.History.Run(ctx); return nil })
 	if len(fe.Kafka) > 0 {
-		srv := kafka.NewSingle(kafka.Backend{Broker: st.Broker, Groups: st.Groups, Producers: st.Parts.Producers, Transactions: st.Txns},
+		srv := kafka.NewSingle(kafka.Backend{Broker: st.Broker, Groups: st.Groups, Producers: st.Parts.Producers, Transactions: st.Txns, Pop: st.Pop},
 			n.kafkaOptions(budget))
 		for i, l := range fe.Kafka {
 			lis := fe.KafkaLis[i]

@@ -139,6 +139,9 @@ func (c *Coordinator) consumerGroupLocked(id string, create bool) (*consumerGrou
 	if g := c.cgroups[id]; g != nil {
 		return g, nil
 	}
+	if c.sgroups[id] != nil {
+		return nil, fmt.Errorf("%w: group %s is a share group", ErrGroupNotFound, id)
+	}
 	if cg := c.groups[id]; cg != nil {
 		cg.mu.Lock()
 		busy := len(cg.members) > 0

@@ -94,6 +94,14 @@ type Options struct {
 	// interval (its group config: consumer.session.timeout.ms and
 	// consumer.heartbeat.interval.ms), zero where it has none.
 	ConsumerTimeouts func(group string) (session, heartbeat time.Duration)
+	// ShareSessionTimeout and ShareHeartbeatInterval apply to share groups
+	// (Kafka's group.share.session.timeout.ms, default 45 s, and
+	// group.share.heartbeat.interval.ms, default 5 s); ShareTimeouts are
+	// a group's own (share.session.timeout.ms, share.heartbeat.interval.ms),
+	// zero where it has none.
+	ShareSessionTimeout    time.Duration
+	ShareHeartbeatInterval time.Duration
+	ShareTimeouts          func(group string) (session, heartbeat time.Duration)
 	// Persist stores a group's image (nil: the group is gone), so that
 	// the next coordinator restores it (Restore). The coordinator calls it
 	// from one goroutine of its own with each group's latest image once it
@@ -111,6 +119,7 @@ type Coordinator struct {
 	mu      sync.Mutex
 	groups  map[string]*group         // classic groups
 	cgroups map[string]*consumerGroup // consumer-protocol groups; an id is in one map at most
+	sgroups map[string]*shareGroup    // share groups
 	nextID  atomic.Uint64
 	closed  bool
 	persist persister
@@ -130,6 +139,12 @@ func New(opts Options) *Coordinator {
 	if opts.ConsumerHeartbeatInterval <= 0 {
 		opts.ConsumerHeartbeatInterval = 5 * time.Second
 	}
+	if opts.ShareSessionTimeout <= 0 {
+		opts.ShareSessionTimeout = 45 * time.Second
+	}
+	if opts.ShareHeartbeatInterval <= 0 {
+		opts.ShareHeartbeatInterval = 5 * time.Second
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -137,7 +152,7 @@ func New(opts Options) *Coordinator {
 		opts.Now = time.Now
 	}
 	c := &Coordinator{opts: opts, log: opts.Logger.With("component", "groups"), groups: map[string]*group{},
-		cgroups: map[string]*consumerGroup{}}
+		cgroups: map[string]*consumerGroup{}, sgroups: map[string]*shareGroup{}}
 	c.startPersist()
 	return c
 }
@@ -183,6 +198,9 @@ func (c *Coordinator) group(id string, create bool) *group {
 	defer c.mu.Unlock()
 	g := c.groups[id]
 	if g == nil && create {
+		if c.sgroups[id] != nil {
+			return nil // a share group
+		}
 		if cg := c.cgroups[id]; cg != nil {
 			if len(cg.members) > 0 {
 				return nil // a consumer group: not joinable as classic

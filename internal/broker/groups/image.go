@@ -28,6 +28,7 @@ var ErrBadImage = errors.New("bad group image")
 const (
 	imageClassic  = 1
 	imageConsumer = 2
+	imageShare    = 3
 )
 
 var le = binary.LittleEndian
@@ -235,10 +236,53 @@ func (g *consumerGroup) image() []byte {
 	return w.b
 }
 
-// decodedImage is a decoded image: one of the two groups.
+// image is the share group's image (c.mu held).
+func (g *shareGroup) image() []byte {
+	w := &imageWriter{}
+	w.u8(imageShare)
+	w.i32(g.epoch)
+	w.i32(g.assignmentEpoch)
+	w.str(g.topicsSig)
+	ids := slices.Sorted(maps.Keys(g.members))
+	w.u32(len(ids))
+	for _, id := range ids {
+		m := g.members[id]
+		w.str(m.id)
+		w.str(m.rackID)
+		w.str(m.clientID)
+		w.str(m.clientHost)
+		w.i32(m.epoch)
+		w.u32(len(m.topicNames))
+		for _, t := range m.topicNames {
+			w.str(t)
+		}
+		w.assignment(m.assigned)
+	}
+	return w.b
+}
+
+// decodeShare reads a share group's image after its kind.
+func decodeShare(id string, r *imageReader) *shareGroup {
+	g := &shareGroup{id: id, members: map[string]*smember{}}
+	g.epoch, g.assignmentEpoch = r.i32(), r.i32()
+	g.topicsSig = r.str()
+	for range r.count(8) {
+		m := &smember{id: r.str(), rackID: r.str(), clientID: r.str(), clientHost: r.str(), sent: true}
+		m.epoch = r.i32()
+		for range r.count(4) {
+			m.topicNames = append(m.topicNames, r.str())
+		}
+		m.assigned = r.assignment()
+		g.members[m.id] = m
+	}
+	return g
+}
+
+// decodedImage is a decoded image: one of the three groups.
 type decodedImage struct {
 	classic  *group
 	consumer *consumerGroup
+	share    *shareGroup
 }
 
 // decodeImage parses an image into a group not yet armed (no timers).
@@ -307,6 +351,8 @@ func decodeImage(id string, b []byte) (decodedImage, error) {
 			g.claimOwnership(m)
 		}
 		out.consumer = g
+	case imageShare:
+		out.share = decodeShare(id, r)
 	default:
 		if r.err == nil {
 			r.err = fmt.Errorf("%w: unknown kind", ErrBadImage)

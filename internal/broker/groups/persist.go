@@ -215,15 +215,27 @@ func (c *Coordinator) Restore(images map[string][]byte) (restored, skipped int) 
 			g := d.classic
 			g.c = c
 			delete(c.cgroups, id)
+			delete(c.sgroups, id)
 			c.groups[id] = g
 			g.mu.Lock()
 			for _, m := range g.members {
 				g.touchLocked(m)
 			}
 			g.mu.Unlock()
+		case d.share != nil:
+			g := d.share
+			delete(c.groups, id)
+			delete(c.cgroups, id)
+			c.sgroups[id] = g
+			session, _ := c.shareTimeouts(id)
+			for _, m := range g.members {
+				m.sessionDeadline = now.Add(session)
+				c.armShareTimerLocked(g, m)
+			}
 		case d.consumer != nil:
 			g := d.consumer
 			delete(c.groups, id)
+			delete(c.sgroups, id)
 			c.cgroups[id] = g
 			for _, m := range g.members {
 				m.sessionDeadline = now.Add(c.sessionTimeout(id))

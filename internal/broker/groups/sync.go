@@ -190,7 +190,7 @@ func (c *Coordinator) CheckCommit(groupID, memberID, instanceID string, generati
 
 // Description describes a group.
 type Description struct {
-	Type         string // "classic" or "consumer"
+	Type         string // "classic", "consumer" or "share"
 	Group        string
 	State        State
 	ProtocolType string
@@ -208,6 +208,9 @@ type MemberDescription struct {
 // Describe returns a group's description; unknown groups are Dead.
 func (c *Coordinator) Describe(groupID string) Description {
 	if d, ok := c.describeConsumerBrief(groupID); ok {
+		return d
+	}
+	if d, ok := c.describeShareBrief(groupID); ok {
 		return d
 	}
 	g := c.group(groupID, false)
@@ -241,7 +244,8 @@ func (c *Coordinator) List() []Description {
 			out = append(out, Description{Type: d.Type, Group: d.Group, State: d.State, ProtocolType: d.ProtocolType})
 		}
 	}
-	return append(out, c.listConsumerGroups()...)
+	out = append(out, c.listConsumerGroups()...)
+	return append(out, c.listShareGroups()...)
 }
 
 // Delete removes an empty group's membership state. Offsets are deleted by
@@ -249,6 +253,14 @@ func (c *Coordinator) List() []Description {
 func (c *Coordinator) Delete(groupID string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if sg := c.sgroups[groupID]; sg != nil {
+		if len(sg.members) > 0 {
+			return ErrGroupNotEmpty
+		}
+		delete(c.sgroups, groupID)
+		c.noteImage(groupID, nil, true)
+		return nil
+	}
 	if cg := c.cgroups[groupID]; cg != nil {
 		if len(cg.members) > 0 {
 			return ErrGroupNotEmpty
@@ -281,6 +293,13 @@ func (c *Coordinator) Close() {
 	for _, g := range c.cgroups {
 		for _, m := range g.members {
 			c.stopMemberTimer(m)
+		}
+	}
+	for _, g := range c.sgroups {
+		for _, m := range g.members {
+			if m.timer != nil {
+				m.timer.Stop()
+			}
 		}
 	}
 	for _, g := range c.groups {

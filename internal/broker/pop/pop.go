@@ -66,6 +66,7 @@ type lease struct {
 	deadline int64 // ms
 	attempts int32
 	gen      uint32 // changes with each hand-out and deadline change
+	holder   uint64 // the share group member holding it; 0 for POP
 }
 
 type state struct {
@@ -77,6 +78,9 @@ type state struct {
 	done     map[model.QueueOffset]bool
 	gen      uint32
 	baseSent model.QueueOffset // base last committed as the group offset
+	// expiryHint is at or below the earliest lease deadline (0: unknown),
+	// so share acquisitions look for ended locks only when one may be.
+	expiryHint int64
 }
 
 // Delivery is one message handed out.
@@ -299,6 +303,7 @@ func (e *Engine) applyReceive(s *state, r *receiveRecord) {
 		}
 		s.leases[l.offset] = &lease{deadline: l.deadline, attempts: l.attempts, gen: l.gen}
 		s.gen = max(s.gen, l.gen)
+		s.expiryHint = min(s.expiryHint, l.deadline)
 	}
 	for _, off := range r.filtered {
 		if off >= s.base {
@@ -311,6 +316,10 @@ func (e *Engine) applyReceive(s *state, r *receiveRecord) {
 
 // advance moves base past done offsets and offsets never leased below next.
 func (e *Engine) advance(s *state) {
+	if len(s.leases) == 0 && len(s.done) == 0 {
+		s.base = max(s.base, s.next) // nothing held: all below next is done
+		return
+	}
 	for s.base < s.next {
 		if s.done[s.base] {
 			delete(s.done, s.base)
@@ -413,6 +422,7 @@ func (e *Engine) applyChange(s *state, r *changeRecord) {
 	if l := s.leases[r.offset]; l != nil && l.gen == r.oldGen {
 		l.gen, l.deadline = r.gen, r.deadline
 		s.gen = max(s.gen, r.gen)
+		s.expiryHint = min(s.expiryHint, r.deadline)
 	}
 }
 
@@ -429,6 +439,7 @@ func (e *Engine) applyReset(s *state, r *resetRecord) {
 	s.base, s.next = r.offset, r.offset
 	clear(s.leases)
 	clear(s.done)
+	s.expiryHint = 0
 }
 
 // Forget drops group's state on queue q: leases and acknowledgements are
@@ -457,6 +468,7 @@ func (e *Engine) applyForget(s *state) {
 	s.loaded = false
 	clear(s.leases)
 	clear(s.done)
+	s.expiryHint = 0
 }
 
 // Leases returns the handles of a group's messages handed out from a
@@ -512,6 +524,7 @@ type GroupStats struct {
 	InFlight     int   // handed out, not done (now)
 	Redelivered  int64 // handed out again since start
 	DeadLettered int64 // moved to the dead-letter topic since start
+	Archived     int64 // share records archived at the delivery limit since start
 }
 
 // count updates a group's counters; fn runs under the engine lock.

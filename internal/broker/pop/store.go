@@ -39,6 +39,10 @@ const (
 	// starts again from the group's committed offset (a deleted
 	// subscription made anew).
 	recForget = 6
+	// recAcquire and recSettle are share groups' acquisitions and
+	// acknowledgements (share.go).
+	recAcquire = 7
+	recSettle  = 8
 
 	// stateSection names the engine's checkpoint section.
 	stateSection = "broker.pop"
@@ -197,6 +201,10 @@ func decodeRecord(b []byte) (any, error) {
 		out = &resetRecord{group: group, queue: q, offset: model.QueueOffset(r.u64())}
 	case recForget:
 		out = &forgetRecord{group: group, queue: q}
+	case recAcquire:
+		out = decodeAcquire(r, group, q)
+	case recSettle:
+		out = decodeSettle(r, group, q)
 	case recChange:
 		out = &changeRecord{group: group, queue: q, offset: model.QueueOffset(r.u64()), oldGen: r.u32(), gen: r.u32(), deadline: int64(r.u64())}
 	default:
@@ -390,6 +398,23 @@ func (s *state) encode() []byte {
 	for off := range s.done {
 		b = le.AppendUint64(b, uint64(off))
 	}
+	// Share leases' holders, after what states written before share
+	// groups held.
+	held := 0
+	for _, l := range s.leases {
+		if l.holder != 0 {
+			held++
+		}
+	}
+	if held > 0 {
+		b = le.AppendUint32(b, uint32(held))
+		for off, l := range s.leases {
+			if l.holder != 0 {
+				b = le.AppendUint64(b, uint64(off))
+				b = le.AppendUint64(b, l.holder)
+			}
+		}
+	}
 	return b
 }
 
@@ -405,6 +430,15 @@ func decodeState(b []byte) (*state, error) {
 	n = r.count(8)
 	for i := 0; i < n && r.err == nil; i++ {
 		s.done[model.QueueOffset(r.u64())] = true
+	}
+	if r.err == nil && len(r.b) > 0 {
+		n = r.count(16)
+		for i := 0; i < n && r.err == nil; i++ {
+			off, holder := model.QueueOffset(r.u64()), r.u64()
+			if l := s.leases[off]; l != nil {
+				l.holder = holder
+			}
+		}
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%w: trailing bytes in a pop state", model.ErrCorruptRecord)
@@ -476,9 +510,16 @@ func (e *Engine) replay(rec any) {
 		group, q = r.group, r.queue
 	case *forgetRecord:
 		group, q = r.group, r.queue
+	case *acquireRecord:
+		group, q = r.group, r.queue
+	case *settleRecord:
+		group, q = r.group, r.queue
 	}
 	base := model.QueueOffset(-1)
-	if r, ok := rec.(*receiveRecord); ok {
+	switch r := rec.(type) {
+	case *receiveRecord:
+		base = r.base
+	case *acquireRecord:
 		base = r.base
 	}
 	s, err := e.stateFrom(group, q, base)
@@ -498,5 +539,9 @@ func (e *Engine) replay(rec any) {
 		e.applyReset(s, r)
 	case *forgetRecord:
 		e.applyForget(s)
+	case *acquireRecord:
+		e.applyAcquire(s, r)
+	case *settleRecord:
+		e.applySettle(s, r)
 	}
 }
