@@ -11,9 +11,10 @@ package kafka
 // archived instead), then new ones from the group's place in the partition,
 // which starts where share.auto.offset.reset says (latest, earliest,
 // by_duration). MaxRecords counts over the request's partitions (500 when
-// unset); in the default batch-optimized mode whole stored batches are
-// acquired, in v2's record-limit mode (ShareAcquireMode 1) never more than
-// MaxRecords. MaxBytes bounds the new records read (at least one batch).
+// unset) and is never exceeded, in either ShareAcquireMode (v2): a stored
+// batch crossing it is acquired in part, so a group's members share large
+// batches (Kafka's batch-optimized mode may acquire whole batches past
+// MaxRecords). MaxBytes bounds the new records read (at least one batch).
 // The response carries the stored batches holding the acquired offsets,
 // whole, and the acquired ranges with their delivery counts; a partition
 // with nothing acquired has empty, never null, Records. Transaction markers
@@ -146,7 +147,6 @@ func handleShareFetch(rc *reqCtx, kreq kmsg.Request) reply {
 	if want <= 0 {
 		want = defaultShareMaxRecords
 	}
-	strict := req.Version >= 2 && req.ShareAcquireMode == 1
 	maxBytes := int(req.MaxBytes)
 	if maxBytes <= 0 {
 		maxBytes = 1 << 30
@@ -154,7 +154,7 @@ func handleShareFetch(rc *reqCtx, kreq kmsg.Request) reply {
 	wait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait)
 	deadline := time.Now().Add(wait)
 	for {
-		got, watches := rc.shareFetchOnce(sess, set, ans, want, strict, maxBytes)
+		got, watches := rc.shareFetchOnce(sess, set, ans, want, maxBytes)
 		left := time.Until(deadline)
 		if got > 0 || left <= 0 || rc.waitCtx().Err() != nil {
 			break
@@ -173,7 +173,7 @@ func handleShareFetch(rc *reqCtx, kreq kmsg.Request) reply {
 // shareFetchOnce acquires records of the session's partitions, starting
 // at a different partition each time so none starves; it returns how many
 // it acquired and where to wait for more.
-func (rc *reqCtx) shareFetchOnce(sess *shareSession, set shareSettings, ans *shareFetchAnswer, want int, strict bool, maxBytes int) (int, []groupWatch) {
+func (rc *reqCtx) shareFetchOnce(sess *shareSession, set shareSettings, ans *shareFetchAnswer, want, maxBytes int) (int, []groupWatch) {
 	got, total := 0, 0
 	var watches []groupWatch
 	n := len(sess.order)
@@ -196,7 +196,7 @@ func (rc *reqCtx) shareFetchOnce(sess *shareSession, set shareSettings, ans *sha
 		if budget <= 0 && total > 0 {
 			break
 		}
-		a, err := rc.acquireShare(sess, pp, set, want-got, strict, budget)
+		a, err := rc.acquireShare(sess, pp, set, want-got, budget)
 		if err != nil {
 			pr := ans.part(p)
 			pr.ErrorCode, pr.ErrorMessage = errorCode(err), errorMessage(err)

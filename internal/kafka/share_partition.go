@@ -58,7 +58,7 @@ type shareAcquired struct {
 // acquireShare acquires up to want records of a partition for the session's
 // member, reading at most about budget bytes of new records (at least one
 // batch), and encodes the batches holding them.
-func (rc *reqCtx) acquireShare(sess *shareSession, pp part, set shareSettings, want int, strict bool, budget int) (shareAcquired, error) {
+func (rc *reqCtx) acquireShare(sess *shareSession, pp part, set shareSettings, want, budget int) (shareAcquired, error) {
 	out := shareAcquired{waitAt: -1}
 	b := pp.be.broker
 	start, hw, _, err := b.Offsets(pp.topic.Name, pp.index)
@@ -129,7 +129,7 @@ func (rc *reqCtx) acquireShare(sess *shareSession, pp part, set shareSettings, w
 		}
 	}
 	runs, err := pp.be.pop.Acquire(rc.ctx(), pop.Acquisition{Group: sess.key.group, Queue: pp.queue, Holder: sess.holder,
-		Max: want, Strict: strict, Lock: set.lock, DeliveryLimit: set.deliveryLimit, MaxInFlight: set.maxLocks,
+		Max: want, Lock: set.lock, DeliveryLimit: set.deliveryLimit, MaxInFlight: set.maxLocks,
 		Start: startAt, Scan: scan})
 	if err != nil || len(runs) == 0 {
 		return out, err

@@ -11,6 +11,7 @@ import (
 	"context"
 	"hash/fnv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -35,8 +36,8 @@ type shareSession struct {
 	mu     sync.Mutex // one request of the session at a time
 	epoch  int32      // the next request's
 	parts  map[sharePart]struct{}
-	order  []sharePart // parts in the order they joined
-	conn   *conn
+	order  []sharePart          // parts in the order they joined
+	conn   atomic.Pointer[conn] // the connection of its latest request
 }
 
 // shareSessions are the node's share sessions.
@@ -71,7 +72,8 @@ func (ss *shareSessions) open(c *conn, group, member string, epoch int32) (sess,
 	cur := ss.m[k]
 	switch epoch {
 	case 0:
-		sess = &shareSession{key: k, holder: shareHolder(group, member), epoch: 1, parts: map[sharePart]struct{}{}, conn: c}
+		sess = &shareSession{key: k, holder: shareHolder(group, member), epoch: 1, parts: map[sharePart]struct{}{}}
+		sess.conn.Store(c)
 		ss.m[k] = sess
 		ss.mu.Unlock()
 		sess.mu.Lock()
@@ -99,7 +101,7 @@ func (ss *shareSessions) open(c *conn, group, member string, epoch int32) (sess,
 	if cur.epoch <= 0 {
 		cur.epoch = 1
 	}
-	cur.conn = c
+	cur.conn.Store(c)
 	return cur, nil, false, nil
 }
 
@@ -140,7 +142,7 @@ func (s *Server) closeShareSessions(c *conn) {
 	ss.mu.Lock()
 	var gone []*shareSession
 	for k, sess := range ss.m {
-		if sess.conn == c {
+		if sess.conn.Load() == c {
 			delete(ss.m, k)
 			gone = append(gone, sess)
 		}

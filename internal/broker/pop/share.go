@@ -70,10 +70,8 @@ type Acquisition struct {
 	Group  string
 	Queue  model.QueueID
 	Holder uint64 // the member (non-zero)
-	// Max is the records wanted; whole runs of what Scan returns may
-	// exceed it unless Strict.
+	// Max is the records wanted, never exceeded.
 	Max           int
-	Strict        bool
 	Lock          time.Duration
 	DeliveryLimit int32 // a record delivered this often is archived when its lock ends
 	MaxInFlight   int   // acquired records per queue and group at most (0: no limit)
@@ -172,7 +170,11 @@ func (e *Engine) Acquire(ctx context.Context, a Acquisition) ([]Acquired, error)
 				if sp.First < from || sp.Last < sp.First || sp.Last >= next {
 					return nil, fmt.Errorf("scan of queue %d returned %d-%d outside %d-%d", a.Queue, sp.First, sp.Last, from, next)
 				}
-				if a.Strict && n+int(sp.Last-sp.First+1) > budget {
+				// A run crossing Max is cut there: a stored batch of many
+				// thousand records is shared by the group's members (the
+				// client keeps only the acquired records of the batches
+				// it gets).
+				if n+int(sp.Last-sp.First+1) > budget {
 					sp.Last = sp.First + model.QueueOffset(budget-n) - 1
 					next = sp.Last + 1
 				}
@@ -185,7 +187,8 @@ func (e *Engine) Acquire(ctx context.Context, a Acquisition) ([]Acquired, error)
 				}
 				n += int(sp.Last - sp.First + 1)
 				from = sp.Last + 1
-				if a.Strict && n >= budget {
+				if n >= budget {
+					next = min(next, from) // what is not acquired stays new
 					break
 				}
 			}
