@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs Rosetta's whole test suite: vet, unit, integration (real Kafka clients:
 # franz-go, sarama, kcat/librdkafka 2.0, node-rdkafka/librdkafka 2.12,
-# kafkajs, kafka-python; RocketMQ and Pulsar clients, pulsar-client-go's own
-# tests; the web console in headless Chromium), crash and
+# kafkajs, kafka-python; RocketMQ and Pulsar clients, pulsar-client-go's and
+# franz-go's own (share group) tests; the web console in headless Chromium), crash and
 # fuzz-seed tests, with the race detector; tiered storage against a real S3
 # server (versitygw). Installs what the tests need when it is missing.
 set -euo pipefail
@@ -65,6 +65,8 @@ echo "== pulsar-client-go's own tests against a node on localhost:6650 and :8080
 ./scripts/pulsar-client-tests.sh
 echo "== paho.mqtt.golang's own functional tests against a node on 127.0.0.1:1883"
 ./scripts/mqtt-client-tests.sh
+echo "== franz-go's own share group tests against a node on 127.0.0.1:19092"
+./scripts/kgo-share-tests.sh
 go test -count=1 -timeout 5m -run 'TestGroupMembers|TestMessageTrace|TestConsoleWithClients|TestConsoleRedriveAndReset' ./test/admin/ ./test/console/
 go test -count=1 -timeout 18m -run 'TestClusterGroups|TestClusterReplicationFactors|TestClusterSevenMembers|TestClusterProtocolNodes|TestClusterMembers|TestClusterSnapshot|TestClusterStopExit|TestClusterCoordinatorFailover|TestClusterPOPHandOff|TestClusterTiering|TestClusterQueueMoves|TestClusterQueueBalancer|TestClusterPulsar|TestClusterMQTT' ./test/cluster/
 go test -count=1 -timeout 5m -run 'TestFloodMemoryComesBack' ./test/flood/ # memory is not measured under the race detector

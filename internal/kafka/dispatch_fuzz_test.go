@@ -61,7 +61,7 @@ func FuzzDispatch(f *testing.F) {
 	f.Add(byte(3), byte(9), meta.AppendTo(nil))
 	s := fuzzServer(f)
 	f.Fuzz(func(t *testing.T, key, version byte, body []byte) {
-		h := lookupHandler(int16(key % 70))
+		h := lookupHandler(int16(key % 128))
 		if h == nil {
 			return
 		}

@@ -221,6 +221,9 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add((&changeRecord{group: "g", queue: 1, offset: 4, oldGen: 2, gen: 3, deadline: 7}).encode())
 	f.Add((&resetRecord{group: "g", queue: 1, offset: 4}).encode())
 	f.Add((&forgetRecord{group: "g", queue: 1}).encode())
+	f.Add((&acquireRecord{group: "g", queue: 1, base: 2, next: 9, holder: 7, deadline: 5, gen0: 3, archived: 1,
+		runs: []Acquired{{First: 2, Last: 4, DeliveryCount: 1}}, done: []Span{{5, 5}}}).encode())
+	f.Add((&settleRecord{group: "g", queue: 1, holder: 7, deadline: 5, runs: []settleRun{{first: 2, last: 3, typ: AckRelease}}}).encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = decodeRecord(b)
 		_, _ = decodeState(b)
