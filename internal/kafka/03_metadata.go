@@ -14,7 +14,8 @@ package kafka
 // with no topics and v1+ with null topics mean "all topics". Unknown topics
 // are created when auto-creation is on and the request allows it (v4+ flag;
 // always for v0-3, as Kafka does). A request for all topics lists
-// __consumer_offsets too, flagged internal.
+// __consumer_offsets too, flagged internal. A topic named by id alone (a
+// null name, v10+) is looked up by id (UNKNOWN_TOPIC_ID when none).
 //
 // Not implemented: authorized operations (always -2147483648 = not asked).
 
@@ -63,7 +64,17 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) reply {
 		autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
 		for _, rt := range req.Topics {
 			if rt.Topic == nil {
-				resp.Topics = append(resp.Topics, metadataTopicError(kerr.UnknownTopicID.Code, nil, rt.TopicID))
+				// v10+: a topic named by id alone (share consumers look
+				// up the topics of their assignment so).
+				t, err := s.cat().TopicByID(rt.TopicID)
+				switch {
+				case err != nil || rt.TopicID == [16]byte{}:
+					resp.Topics = append(resp.Topics, metadataTopicError(kerr.UnknownTopicID.Code, nil, rt.TopicID))
+				case !rc.allowedTopic(rc.kafkaName(t), security.OpDescribe):
+					resp.Topics = append(resp.Topics, metadataTopicError(kerr.TopicAuthorizationFailed.Code, nil, rt.TopicID))
+				default:
+					topics = append(topics, t)
+				}
 				continue
 			}
 			name, err := rc.topicName(*rt.Topic)

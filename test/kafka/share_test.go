@@ -439,6 +439,15 @@ func TestShareGroupResetAndOffsets(t *testing.T) {
 		t.Fatalf("described: %+v", o)
 	}
 	admin := newShareMember(t, ctx, n.KafkaAddr(), "share-admin", "admin", topic)
+	// Share consumers look their assignment's topics up by id.
+	md := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.TopicID = admin.topicID
+	md.Topics = append(md.Topics, mt)
+	if resp, err := md.RequestWith(ctx, admCl); err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 ||
+		resp.Topics[0].Topic == nil || *resp.Topics[0].Topic != topic {
+		t.Fatalf("metadata by topic id: %v %+v", err, resp)
+	}
 	if got := acquired(admin.fetch(100)); len(got) != 12 || got[3] != 1 {
 		t.Fatalf("after alter to 3: acquired %v", got)
 	}
