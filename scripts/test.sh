@@ -68,7 +68,7 @@ echo "== paho.mqtt.golang's own functional tests against a node on 127.0.0.1:188
 echo "== franz-go's own share group tests against a node on 127.0.0.1:19092"
 ./scripts/kgo-share-tests.sh
 go test -count=1 -timeout 5m -run 'TestGroupMembers|TestMessageTrace|TestConsoleWithClients|TestConsoleRedriveAndReset' ./test/admin/ ./test/console/
-go test -count=1 -timeout 18m -run 'TestClusterGroups|TestClusterReplicationFactors|TestClusterSevenMembers|TestClusterProtocolNodes|TestClusterMembers|TestClusterSnapshot|TestClusterStopExit|TestClusterCoordinatorFailover|TestClusterPOPHandOff|TestClusterTiering|TestClusterQueueMoves|TestClusterQueueBalancer|TestClusterPulsar|TestClusterMQTT' ./test/cluster/
+go test -count=1 -timeout 18m -run 'TestClusterGroups|TestClusterReplicationFactors|TestClusterSevenMembers|TestClusterProtocolNodes|TestClusterMembers|TestClusterSnapshot|TestClusterStopExit|TestClusterCoordinatorFailover|TestClusterPOPHandOff|TestClusterTiering|TestClusterQueueMoves|TestClusterQueueBalancer|TestClusterPulsar|TestClusterMQTT|TestClusterShareGroup' ./test/cluster/
 go test -count=1 -timeout 5m -run 'TestFloodMemoryComesBack' ./test/flood/ # memory is not measured under the race detector
 echo "== go test ./test/grpc ./test/replay ./test/telemetry ./internal/bench (the v5 client races on its own settings; without -race)"
 go test -count=1 -timeout 10m -parallel 4 ./test/grpc/ ./test/replay/ ./test/telemetry/ ./internal/bench/
