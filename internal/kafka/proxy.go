@@ -419,6 +419,24 @@ func (c *proxyConn) handle(ctx context.Context, pd *pending, req kmsg.Request) {
 		c.whole(ctx, pd, c.coordinator(r.Group), r, nil)
 	case *kmsg.ConsumerGroupHeartbeatRequest:
 		c.whole(ctx, pd, c.coordinator(r.Group), r, nil)
+	case *kmsg.ShareGroupHeartbeatRequest:
+		c.whole(ctx, pd, c.coordinator(r.GroupID), r, nil)
+	case *kmsg.AlterShareGroupOffsetsRequest:
+		c.whole(ctx, pd, c.coordinator(r.GroupID), r, nil)
+	case *kmsg.DeleteShareGroupOffsetsRequest:
+		c.whole(ctx, pd, c.coordinator(r.GroupID), r, nil)
+	case *kmsg.ShareGroupDescribeRequest: // clients send one per coordinator
+		g := 0
+		if len(r.GroupIDs) > 0 {
+			g = c.coordinator(r.GroupIDs[0])
+		}
+		c.whole(ctx, pd, g, r, nil)
+	case *kmsg.DescribeShareGroupOffsetsRequest:
+		g := 0
+		if len(r.Groups) > 0 {
+			g = c.coordinator(r.Groups[0].GroupID)
+		}
+		c.whole(ctx, pd, g, r, nil)
 	case *kmsg.TxnOffsetCommitRequest:
 		c.whole(ctx, pd, c.coordinator(r.Group), r, nil)
 	case *kmsg.InitProducerIDRequest:

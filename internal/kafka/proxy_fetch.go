@@ -257,6 +257,16 @@ func errorResponse(req kmsg.Request, coordinatorCode int16) kmsg.Response {
 		r.ErrorCode = coordinatorCode
 	case *kmsg.ConsumerGroupHeartbeatResponse:
 		r.ErrorCode = coordinatorCode
+	case *kmsg.ShareGroupHeartbeatResponse:
+		r.ErrorCode = coordinatorCode
+	case *kmsg.AlterShareGroupOffsetsResponse:
+		r.ErrorCode = coordinatorCode
+	case *kmsg.DeleteShareGroupOffsetsResponse:
+		r.ErrorCode = coordinatorCode
+	case *kmsg.ShareFetchResponse:
+		r.ErrorCode = kerr.NotLeaderForPartition.Code
+	case *kmsg.ShareAcknowledgeResponse:
+		r.ErrorCode = kerr.NotLeaderForPartition.Code
 	case *kmsg.OffsetFetchResponse:
 		r.ErrorCode = coordinatorCode
 	case *kmsg.InitProducerIDResponse:
