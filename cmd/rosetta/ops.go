@@ -298,6 +298,8 @@ func printMembers(cmd *cobra.Command, d apiv1.GroupDetail) error {
 		fmt.Fprintf(w, "\nKIP-848 consumer group, %s, epoch %d\n", d.State, d.Generation)
 	case "classic":
 		fmt.Fprintf(w, "\nclassic group, %s, generation %d\n", d.State, d.Generation)
+	case "share":
+		fmt.Fprintf(w, "\nshare group (KIP-932), %s, epoch %d\n", d.State, d.Generation)
 	default:
 		fmt.Fprintln(w)
 	}

@@ -125,6 +125,20 @@ func (m *Members) describeKafka(b *broker.Broker, d *apiv1.GroupDetail) {
 		}
 		return
 	}
+	if sd, err := m.Kafka.DescribeShareGroup(d.Name); err == nil {
+		d.Type, d.State, d.Generation = "share", string(sd.State), sd.Epoch
+		for _, mem := range sd.Members {
+			gm := apiv1.GroupMember{Protocol: "kafka", MemberID: mem.MemberID, ClientID: mem.ClientID, Host: mem.ClientHost,
+				Subscriptions: mem.SubscribedTopicNames}
+			for _, tp := range mem.Assignment {
+				if t, err := b.TopicByID(tp.Topic); err == nil {
+					gm.Assignment = append(gm.Assignment, apiv1.GroupAssignment{Topic: t.Name.Short(), Queues: tp.Partitions})
+				}
+			}
+			d.Members = append(d.Members, gm)
+		}
+		return
+	}
 	cd := m.Kafka.Describe(d.Name)
 	if cd.State == groups.Dead {
 		return

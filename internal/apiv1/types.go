@@ -159,8 +159,8 @@ type GroupDetail struct {
 	Lag     int64         `json:"lag"`
 	Offsets []GroupOffset `json:"offsets"`
 	// Kafka group coordinator state (empty for groups it does not hold):
-	// "classic" or "consumer" (KIP-848), the state and generation or
-	// group epoch.
+	// "classic", "consumer" (KIP-848) or "share" (KIP-932), the state
+	// and generation or group epoch.
 	Type       string `json:"type,omitempty"`
 	State      string `json:"state,omitempty"`
 	Generation int32  `json:"generation,omitempty"`
@@ -171,7 +171,8 @@ type GroupDetail struct {
 	// LagHistory is its lag sampled over the last minutes (every 10 s).
 	LagHistory []LagPoint `json:"lag_history"`
 	// Pop is its progress per queue as a POP consumer (RocketMQ 5
-	// SimpleConsumer and PushConsumer, remoting POP): live, where its
+	// SimpleConsumer and PushConsumer, remoting POP, a Kafka share
+	// group's acquired records): live, where its
 	// committed offsets follow every 30 s.
 	Pop []PopProgress `json:"pop,omitempty"`
 }
