@@ -209,6 +209,20 @@ func kafkaBenchCmd() *cobra.Command {
 	e2e := &cobra.Command{Use: "e2e", Short: "End-to-end latency at a fixed rate", RunE: runReport(&o, bench.KafkaEndToEnd)}
 	e2e.Flags().IntVar(&o.Rate, "rate", 50000, "messages per second")
 	consume := &cobra.Command{Use: "consume", Short: "Catch-up read of a topic from the start", RunE: runReport(&o, bench.KafkaConsume)}
+	var so bench.KafkaShareOptions
+	share := &cobra.Command{Use: "share", Short: "A share group (KIP-932) reading a topic from the start",
+		RunE: func(c *cobra.Command, _ []string) error {
+			so.KafkaOptions = o
+			r, err := bench.KafkaShare(c.Context(), so)
+			if err != nil {
+				return err
+			}
+			r.Print(c.OutOrStdout())
+			return nil
+		}}
+	share.Flags().IntVar(&so.Members, "members", 3, "share consumers")
+	share.Flags().BoolVar(&so.AckEach, "ack-each", false, "accept each record explicitly and flush acknowledgements per poll")
+	share.Flags().Int32Var(&so.MaxRecords, "max-records", 500, "records per ShareFetch (max.poll.records)")
 	var g bench.GroupJoinOptions
 	join := &cobra.Command{Use: "group-join", Short: "Time for a group to converge after a third member joins",
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -252,7 +266,7 @@ func kafkaBenchCmd() *cobra.Command {
 	txn.Flags().IntVar(&x.Txns, "txns", 4000, "transactions in all")
 	txn.Flags().IntVar(&x.TxnSize, "txn-size", 100, "records per transaction")
 	txn.Flags().BoolVar(&x.Plain, "plain", false, "no transactions: flush each group of --txn-size records instead (for comparison)")
-	cmd.AddCommand(compact, produce, e2e, consume, join, txn)
+	cmd.AddCommand(compact, produce, e2e, consume, share, join, txn)
 	return cmd
 }
 

@@ -48,6 +48,13 @@ func (rc *reqCtx) settleShare(sess *shareSession, p sharePart, batches []pop.Ack
 	return pp.be.pop.Settle(rc.ctx(), sess.key.group, pp.queue, sess.holder, lock, batches)
 }
 
+// A share fetch's first read is sized for the records it wants:
+// scanBytesPerRecord each, at least scanMinBytes.
+const (
+	scanBytesPerRecord = 256
+	scanMinBytes       = 64 << 10
+)
+
 // shareAcquired is what one partition gave a share fetch.
 type shareAcquired struct {
 	runs    []pop.Acquired
@@ -70,9 +77,9 @@ func (rc *reqCtx) acquireShare(sess *shareSession, pp part, set shareSettings, w
 		end = pp.be.txnIndex.LastStable(pp.queue, hw)
 	}
 	var cached []broker.StoredRecord
-	var release func()
+	var releases []func()
 	defer func() {
-		if release != nil {
+		for _, release := range releases {
 			release()
 		}
 	}()
@@ -84,32 +91,49 @@ func (rc *reqCtx) acquireShare(sess *shareSession, pp part, set shareSettings, w
 			out.waitAt = from
 			return nil, from, nil
 		}
-		res, err := b.Read(pp.topic.Name, pp.index, from, broker.ReadOptions{MaxBytes: max(budget, 1)})
-		if err != nil {
-			return nil, from, err
-		}
-		cached, release = res.Records, res.Release
+		// Read about what n records need, growing the reads while they
+		// hold fewer: a read is checksummed whole, and reading the whole
+		// byte budget for a few hundred records cost most of a fetch.
 		var spans []pop.Span
-		next, count := from, 0
-		for i := range res.Records {
-			r := &res.Records[i]
-			if r.BaseOffset >= end || count >= n {
+		next, count, left := from, 0, max(budget, 1)
+		chunk := min(max(n*scanBytesPerRecord, scanMinBytes), left)
+		for count < n && next < end && left > 0 {
+			res, err := b.Read(pp.topic.Name, pp.index, next, broker.ReadOptions{MaxBytes: chunk})
+			if err != nil {
+				if len(spans) > 0 || next > from {
+					break
+				}
+				return nil, from, err
+			}
+			releases = append(releases, res.Release)
+			cached = append(cached, res.Records...)
+			read := 0
+			for i := range res.Records {
+				r := &res.Records[i]
+				if r.BaseOffset >= end || count >= n {
+					break
+				}
+				rEnd := r.BaseOffset + model.QueueOffset(r.Count)
+				if rEnd <= next {
+					continue
+				}
+				read += len(r.Payload)
+				lo := max(r.BaseOffset, next)
+				if shareVisible(b, pp.queue, r, set.committed) {
+					if k := len(spans); k > 0 && spans[k-1].Last+1 == lo {
+						spans[k-1].Last = rEnd - 1
+					} else {
+						spans = append(spans, pop.Span{First: lo, Last: rEnd - 1})
+					}
+					count += int(rEnd - lo)
+				}
+				next = rEnd
+			}
+			if read == 0 {
 				break
 			}
-			rEnd := r.BaseOffset + model.QueueOffset(r.Count)
-			if rEnd <= from {
-				continue
-			}
-			lo := max(r.BaseOffset, from)
-			if shareVisible(b, pp.queue, r, set.committed) {
-				if k := len(spans); k > 0 && spans[k-1].Last+1 == lo {
-					spans[k-1].Last = rEnd - 1
-				} else {
-					spans = append(spans, pop.Span{First: lo, Last: rEnd - 1})
-				}
-				count += int(rEnd - lo)
-			}
-			next = rEnd
+			left -= read
+			chunk = min(chunk*2, max(left, 1))
 		}
 		return spans, next, nil
 	}

@@ -22,7 +22,7 @@ type fixture struct {
 	pop    *Engine
 }
 
-func open(t *testing.T, dir string) *fixture {
+func open(t testing.TB, dir string) *fixture {
 	t.Helper()
 	c := storage.DefaultConfig(filepath.Join(dir, "data"))
 	c.SegmentSize = 1 << 20
@@ -47,7 +47,7 @@ func open(t *testing.T, dir string) *fixture {
 	return &fixture{engine: e, meta: m, b: b, pop: p}
 }
 
-func (f *fixture) close(t *testing.T) {
+func (f *fixture) close(t testing.TB) {
 	f.pop.Close()
 	if err := f.b.Close(); err != nil {
 		t.Fatal(err)
