@@ -30,7 +30,8 @@ package kafka
 // session partition is fetched. Acknowledgements are settled per partition,
 // all or none: an offset the member does not hold is INVALID_RECORD_STATE
 // in that partition's AcknowledgeErrorCode. v2's IsRenewAck requests renew
-// (type 4) and acquire nothing. With nothing acquired the request waits up
+// (type 4; INVALID_REQUEST when the group's share.renew.acknowledge.enable
+// is false) and acquire nothing. With nothing acquired the request waits up
 // to MaxWaitMillis for new records, looking again for released ones every
 // quarter second.
 //
@@ -123,7 +124,7 @@ func handleShareFetch(rc *reqCtx, kreq kmsg.Request) reply {
 			bs := rp.AcknowledgementBatches
 			batches, err := ackBatches(len(bs), func(i int) (int64, int64, []int8) {
 				return bs[i].FirstOffset, bs[i].LastOffset, bs[i].AcknowledgeTypes
-			}, renew)
+			}, renew && set.renew)
 			if err == nil {
 				err = rc.settleShare(sess, p, batches, set.lock)
 			}

@@ -61,7 +61,7 @@ func handleShareAcknowledge(rc *reqCtx, kreq kmsg.Request) reply {
 			bs := rp.AcknowledgementBatches
 			batches, err := ackBatches(len(bs), func(i int) (int64, int64, []int8) {
 				return bs[i].FirstOffset, bs[i].LastOffset, bs[i].AcknowledgeTypes
-			}, renew)
+			}, renew && set.renew)
 			if err == nil {
 				err = rc.settleShare(sess, sharePart{rt.TopicID, rp.Partition}, batches, set.lock)
 			}

@@ -234,11 +234,12 @@ type shareSettings struct {
 	maxLocks      int
 	reset         string // latest, earliest or by_duration:<ISO 8601>
 	committed     bool   // share.isolation.level=read_committed
+	renew         bool   // share.renew.acknowledge.enable: RENEW acknowledgements allowed
 }
 
 // shareSettingsOf reads a share group's settings.
 func shareSettingsOf(b *broker.Broker, group string) shareSettings {
-	out := shareSettings{lock: 30 * time.Second, deliveryLimit: 5, maxLocks: 2000, reset: "latest"}
+	out := shareSettings{lock: 30 * time.Second, deliveryLimit: 5, maxLocks: 2000, reset: "latest", renew: true}
 	cfg, ok := b.GroupConfig(group)
 	if !ok {
 		return out
@@ -257,6 +258,7 @@ func shareSettingsOf(b *broker.Broker, group string) shareSettings {
 		out.reset = v
 	}
 	out.committed = a[GroupShareIsolationLevel] == "read_committed"
+	out.renew = a[GroupShareRenewAcknowledgment] != "false"
 	return out
 }
 

@@ -358,6 +358,24 @@ func TestShareGroupAcknowledgements(t *testing.T) {
 		}
 		p = m2.fetch(20)
 	}
+	// v2: renew the lock of the records member two holds (10-19), then
+	// accept one.
+	renew := kmsg.NewPtrShareAcknowledgeRequest()
+	renew.GroupID, renew.MemberID, renew.ShareSessionEpoch, renew.IsRenewAck = &m2.group, &m2.id, m2.epoch, true
+	rt := kmsg.NewShareAcknowledgeRequestTopic()
+	rt.TopicID = m2.topicID
+	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ackBatch(10, 19, 4))
+	rt.Partitions = append(rt.Partitions, rp)
+	renew.Topics = append(renew.Topics, rt)
+	rresp, err := renew.RequestWith(ctx, m2.cl)
+	if err != nil || rresp.ErrorCode != 0 || rresp.Topics[0].Partitions[0].ErrorCode != 0 || rresp.AcquisitionLockTimeoutMillis != 30000 {
+		t.Fatalf("renew: %v %+v", err, rresp)
+	}
+	m2.epoch++
+	if _, part := m2.ack(m2.epoch, ackBatch(10, 10, 1)); part != 0 {
+		t.Fatalf("accept after renew: code %d", part)
+	}
 	adm := kadm.NewClient(admCl)
 	offs, err := adm.DescribeShareGroupOffsets(ctx, group)
 	if err != nil {
