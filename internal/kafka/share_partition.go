@@ -45,7 +45,33 @@ func (rc *reqCtx) settleShare(sess *shareSession, p sharePart, batches []pop.Ack
 	if err != nil {
 		return err
 	}
-	return pp.be.pop.Settle(rc.ctx(), sess.key.group, pp.queue, sess.holder, lock, batches)
+	if err := pp.be.pop.Settle(rc.ctx(), sess.key.group, pp.queue, sess.holder, lock, batches); err != nil {
+		return err
+	}
+	if pp.be.broker.Traced(pp.topic, "") {
+		for _, b := range batches {
+			for o := b.First; o <= b.Last; o++ {
+				t := b.Types[0]
+				if len(b.Types) > 1 {
+					t = b.Types[o-b.First]
+				}
+				kind, detail := broker.TraceAcknowledged, ""
+				switch t {
+				case pop.AckAccept:
+					detail = "share accept"
+				case pop.AckReject:
+					detail = "share reject (archived)"
+				case pop.AckRelease:
+					kind, detail = broker.TraceRetried, "share release"
+				default:
+					continue
+				}
+				pp.be.broker.TraceRecord(pp.topic, pp.index, o, broker.TraceEvent{Kind: kind, Protocol: "kafka",
+					Group: sess.key.group, Client: rc.hdr.ClientID, Detail: detail})
+			}
+		}
+	}
+	return nil
 }
 
 // A share fetch's first read is sized for the records it wants:
@@ -160,6 +186,14 @@ func (rc *reqCtx) acquireShare(sess *shareSession, pp part, set shareSettings, w
 	}
 	out.runs = runs
 	out.records, err = shareRecords(b, pp, runs, cached, budget)
+	if b.Traced(pp.topic, "") {
+		for _, r := range runs {
+			for o := r.First; o <= r.Last; o++ {
+				b.TraceRecord(pp.topic, pp.index, o, broker.TraceEvent{Kind: broker.TraceDelivered, Protocol: "kafka",
+					Group: sess.key.group, Client: rc.hdr.ClientID, Attempt: r.DeliveryCount, Detail: "share fetch"})
+			}
+		}
+	}
 	return out, err
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/apiv1"
 	"github.com/rosettamq/rosetta/internal/app/apptest"
@@ -181,6 +182,50 @@ func TestMessageTrace(t *testing.T) {
 		api(t, base, "GET", fmt.Sprintf("/api/v1/trace?topic=traced&queue=0&offset=%d", rec.Offset), nil, &byOffset)
 		api(t, base, "GET", "/api/v1/trace?id="+url.QueryEscape(id), nil, &byID)
 		return fetchedBy(byOffset) && fetchedBy(byID)
+	})
+	// A Kafka share group's acquisition and acceptance of the record.
+	cfg := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "trace-share"
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
+	res.Configs = append(res.Configs, c)
+	cfg.Resources = append(cfg.Resources, res)
+	if resp, err := cfg.RequestWith(ctx, kcl); err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("share group config: %v %+v", err, resp)
+	}
+	scl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.ClientID("kafka-share"), kgo.ShareGroup("trace-share"),
+		kgo.ConsumeTopics("traced"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer scl.Close()
+	shared := false
+	for !shared {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		fs := scl.PollFetches(sctx)
+		timedOut := sctx.Err() != nil
+		cancel()
+		if timedOut {
+			t.Fatal("the share group got nothing")
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			r.Ack(kgo.AckAccept)
+			shared = shared || r.Offset == rec.Offset
+		})
+	}
+	if err := scl.FlushAcks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	apptest.Eventually(t, 10*time.Second, "the share group's delivery and acceptance traced", func() bool {
+		var tr apiv1.MessageTrace
+		api(t, base, "GET", fmt.Sprintf("/api/v1/trace?topic=traced&queue=0&offset=%d", rec.Offset), nil, &tr)
+		delivered, accepted := false, false
+		for _, e := range tr.Events {
+			delivered = delivered || e.Kind == "delivered" && e.Group == "trace-share" && e.Client == "kafka-share" && e.Attempt == 1
+			accepted = accepted || e.Kind == "acknowledged" && e.Group == "trace-share" && e.Detail == "share accept"
+		}
+		return delivered && accepted
 	})
 	if ks, _ := kinds(quiet); len(ks) != 0 {
 		t.Errorf("an untraced topic's message has events: %v", ks)
