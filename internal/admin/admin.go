@@ -373,24 +373,26 @@ func registerTxnMetrics(reg *prometheus.Registry, b *broker.Broker) {
 	)
 }
 
-// RegisterPopMetrics exposes POP consumption per group: messages in flight,
-// redelivered and dead-lettered.
+// RegisterPopMetrics exposes POP consumption per group (Kafka share groups
+// included): messages in flight, redelivered, dead-lettered and archived.
 func RegisterPopMetrics(reg *prometheus.Registry, e *pop.Engine) {
 	reg.MustRegister(&popCollector{e: e,
-		inFlight:     prometheus.NewDesc("rosetta_pop_in_flight", "Messages handed out by POP and not acknowledged yet.", []string{"group"}, nil),
-		redelivered:  prometheus.NewDesc("rosetta_pop_redelivered_total", "Messages handed out again after their invisible time, since start.", []string{"group"}, nil),
-		deadLettered: prometheus.NewDesc("rosetta_pop_dead_lettered_total", "Messages moved to the group's dead-letter topic, since start.", []string{"group"}, nil)})
+		inFlight:     prometheus.NewDesc("rosetta_pop_in_flight", "Messages handed out by POP (or acquired by share group members) and not acknowledged yet.", []string{"group"}, nil),
+		redelivered:  prometheus.NewDesc("rosetta_pop_redelivered_total", "Messages handed out again after their invisible time (or acquisition lock), since start.", []string{"group"}, nil),
+		deadLettered: prometheus.NewDesc("rosetta_pop_dead_lettered_total", "Messages moved to the group's dead-letter topic, since start.", []string{"group"}, nil),
+		archived:     prometheus.NewDesc("rosetta_pop_archived_total", "Share group records archived at the delivery count limit, since start.", []string{"group"}, nil)})
 }
 
 type popCollector struct {
-	e                                   *pop.Engine
-	inFlight, redelivered, deadLettered *prometheus.Desc
+	e                                             *pop.Engine
+	inFlight, redelivered, deadLettered, archived *prometheus.Desc
 }
 
 func (c *popCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.inFlight
 	ch <- c.redelivered
 	ch <- c.deadLettered
+	ch <- c.archived
 }
 
 func (c *popCollector) Collect(ch chan<- prometheus.Metric) {
@@ -398,6 +400,7 @@ func (c *popCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(st.InFlight), g)
 		ch <- prometheus.MustNewConstMetric(c.redelivered, prometheus.CounterValue, float64(st.Redelivered), g)
 		ch <- prometheus.MustNewConstMetric(c.deadLettered, prometheus.CounterValue, float64(st.DeadLettered), g)
+		ch <- prometheus.MustNewConstMetric(c.archived, prometheus.CounterValue, float64(st.Archived), g)
 	}
 }
 
