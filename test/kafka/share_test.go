@@ -488,3 +488,51 @@ func TestShareGroupResetAndOffsets(t *testing.T) {
 		t.Fatalf("after delete: %+v", o)
 	}
 }
+
+// TestShareGroupLockEnds: a member that holds records and goes silent
+// (its connection open, no acknowledgement) loses them when their
+// acquisition lock ends: another member acquires them with their delivery
+// count up.
+func TestShareGroupLockEnds(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	ctx := ctxTimeout(t, 2*time.Minute)
+	const topic, group = "share-lock", "share-lock-g"
+	admCl := newClient(t, n.KafkaAddr())
+	if _, err := kadm.NewClient(admCl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	setGroupConfigs(t, ctx, admCl, group, "share.auto.offset.reset", "earliest", "share.record.lock.duration.ms", "15000")
+	prod := newClient(t, n.KafkaAddr(), kgo.DefaultProduceTopic(topic))
+	for i := range 5 {
+		if err := prod.ProduceSync(ctx, kgo.StringRecord(strconv.Itoa(i))).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	silent := newShareMember(t, ctx, n.KafkaAddr(), group, "silent", topic)
+	p := silent.fetch(10)
+	if got := acquired(p); len(got) != 5 {
+		t.Fatalf("silent member acquired %v", got)
+	}
+	start := time.Now()
+	other := newShareMember(t, ctx, n.KafkaAddr(), group, "other", topic)
+	got := map[int64]int16{}
+	for len(got) < 5 && ctx.Err() == nil {
+		for o, c := range acquired(other.fetch(10)) {
+			got[o] = c
+		}
+	}
+	waited := time.Since(start)
+	for o := int64(0); o < 5; o++ {
+		if got[o] != 2 {
+			t.Fatalf("offset %d: delivery count %d after the lock ended (%v)", o, got[o], got)
+		}
+	}
+	if waited < 10*time.Second {
+		t.Fatalf("records came back after %v, before their 15 s lock ended", waited)
+	}
+	// The silent member's acknowledgement comes too late.
+	if _, part := silent.ack(silent.epoch, ackBatch(0, 4, 1)); part != kerr.InvalidRecordState.Code {
+		t.Fatalf("acknowledging after the lock ended: code %d", part)
+	}
+}
