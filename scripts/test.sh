@@ -59,7 +59,7 @@ go vet ./...
 echo "== go test -race"
 go test -race -count=1 -timeout 25m ./...
 echo "== go test (client code with known data races of its own, without -race)"
-go test -count=1 -timeout 5m -run 'TestOrderedConsumption|TestOrderedThroughConsumerRestart|TestGroupSplitsQueuesAndSurvivesAStop|TestOffsetsSurviveRestarts|TestStatsAndResetByTime|TestPullConsumerSeeks|TestTieredHistoryPullConsumer' ./test/rocketmq/
+go test -count=1 -timeout 5m -run 'TestOrderedConsumption|TestOrderedThroughConsumerRestart|TestGroupSplitsQueuesAndSurvivesAStop|TestOffsetsSurviveRestarts|TestStatsAndResetByTime|TestPullConsumerSeeks|TestTieredHistoryPullConsumer|TestDashboardRelaysToConsumers' ./test/rocketmq/
 go test -count=1 -timeout 5m -run 'TestPulsarToRocketMQ' ./test/pulsar/
 echo "== pulsar-client-go's own tests against a node on localhost:6650 and :8080"
 ./scripts/pulsar-client-tests.sh

