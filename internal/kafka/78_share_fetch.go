@@ -46,7 +46,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rosettamq/rosetta/internal/broker"
-	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 // shareRecheck is how often a waiting share fetch looks for records
@@ -68,12 +67,9 @@ func handleShareFetch(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 		return reply{resp: resp}
 	}
-	if req.GroupID == nil || *req.GroupID == "" || req.MemberID == nil || *req.MemberID == "" {
-		return fail(kerr.InvalidRequest.Code, "group id and member id are required")
-	}
-	group, member := *req.GroupID, *req.MemberID
-	if !rc.allowedGroup(group, security.OpRead) {
-		return fail(kerr.GroupAuthorizationFailed.Code, "")
+	group, member, code, msg := rc.shareMember(req.GroupID, req.MemberID)
+	if code != 0 {
+		return fail(code, msg)
 	}
 	hasAcks := false
 	for _, rt := range req.Topics {

@@ -16,8 +16,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/rosettamq/rosetta/internal/broker/security"
 )
 
 func handleShareAcknowledge(rc *reqCtx, kreq kmsg.Request) reply {
@@ -31,12 +29,9 @@ func handleShareAcknowledge(rc *reqCtx, kreq kmsg.Request) reply {
 		}
 		return reply{resp: resp}
 	}
-	if req.GroupID == nil || *req.GroupID == "" || req.MemberID == nil || *req.MemberID == "" {
-		return fail(kerr.InvalidRequest.Code, "group id and member id are required")
-	}
-	group, member := *req.GroupID, *req.MemberID
-	if !rc.allowedGroup(group, security.OpRead) {
-		return fail(kerr.GroupAuthorizationFailed.Code, "")
+	group, member, code, msg := rc.shareMember(req.GroupID, req.MemberID)
+	if code != 0 {
+		return fail(code, msg)
 	}
 	if req.ShareSessionEpoch == 0 {
 		return fail(kerr.InvalidShareSessionEpoch.Code, "a share session opens with a ShareFetch")

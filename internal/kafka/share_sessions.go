@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/rosettamq/rosetta/internal/broker/pop"
+	"github.com/rosettamq/rosetta/internal/broker/security"
 	"github.com/rosettamq/rosetta/internal/model"
 )
 
@@ -209,4 +210,16 @@ func ackBatches(n int, get func(i int) (first, last int64, types []int8), renew 
 		out = append(out, b)
 	}
 	return out, nil
+}
+
+// shareMember checks a share request's group and member (both required)
+// and the right to read the group; a non-zero code refuses the request.
+func (rc *reqCtx) shareMember(groupID, memberID *string) (group, member string, code int16, msg string) {
+	if groupID == nil || *groupID == "" || memberID == nil || *memberID == "" {
+		return "", "", kerr.InvalidRequest.Code, "group id and member id are required"
+	}
+	if !rc.allowedGroup(*groupID, security.OpRead) {
+		return "", "", kerr.GroupAuthorizationFailed.Code, ""
+	}
+	return *groupID, *memberID, 0, ""
 }

@@ -220,9 +220,14 @@ func (c *Coordinator) ConsumerGroupHeartbeat(topics Topics, h ConsumerHeartbeat)
 // consumerTimeouts are a group's session timeout and heartbeat interval:
 // its own where its config sets them, else the coordinator's.
 func (c *Coordinator) consumerTimeouts(group string) (session, heartbeat time.Duration) {
-	session, heartbeat = c.opts.ConsumerSessionTimeout, c.opts.ConsumerHeartbeatInterval
-	if c.opts.ConsumerTimeouts != nil {
-		s, h := c.opts.ConsumerTimeouts(group)
+	return ownTimeouts(group, c.opts.ConsumerSessionTimeout, c.opts.ConsumerHeartbeatInterval, c.opts.ConsumerTimeouts)
+}
+
+// ownTimeouts are a group's session timeout and heartbeat interval: what
+// own (its group config; nil: none) sets, else the defaults.
+func ownTimeouts(group string, session, heartbeat time.Duration, own func(string) (time.Duration, time.Duration)) (time.Duration, time.Duration) {
+	if own != nil {
+		s, h := own(group)
 		if s > 0 {
 			session = s
 		}

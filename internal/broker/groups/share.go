@@ -177,17 +177,7 @@ func (c *Coordinator) ShareGroupHeartbeat(topics Topics, h ShareHeartbeat) (Shar
 // shareTimeouts are a share group's session timeout and heartbeat
 // interval: its own where its config sets them, else the coordinator's.
 func (c *Coordinator) shareTimeouts(group string) (session, heartbeat time.Duration) {
-	session, heartbeat = c.opts.ShareSessionTimeout, c.opts.ShareHeartbeatInterval
-	if c.opts.ShareTimeouts != nil {
-		s, h := c.opts.ShareTimeouts(group)
-		if s > 0 {
-			session = s
-		}
-		if h > 0 {
-			heartbeat = h
-		}
-	}
-	return session, heartbeat
+	return ownTimeouts(group, c.opts.ShareSessionTimeout, c.opts.ShareHeartbeatInterval, c.opts.ShareTimeouts)
 }
 
 // refreshTopicsLocked bumps the group epoch when a subscribed topic
