@@ -8,13 +8,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# stage names a step of the run with the seconds elapsed since it began.
+stage() { echo "== [${SECONDS}s] $*"; }
+
 # versitygw, the S3 server of the tiered-storage tests (a Go module, built
 # once into a cache directory; a few minutes, in the background meanwhile).
 tools="${ROSETTA_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/rosetta-tools}"
 export ROSETTA_VERSITYGW="$tools/versitygw"
 vgw_pid=""
 if [ ! -x "$ROSETTA_VERSITYGW" ]; then
-  echo "== building versitygw into $tools (background)"
+  stage "building versitygw into $tools (background)"
   mkdir -p "$tools"
   GOBIN="$tools" go install github.com/versity/versitygw/cmd/versitygw@v1.8.0 >"$tools/versitygw-build.log" 2>&1 &
   vgw_pid=$!
@@ -31,18 +34,18 @@ command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
 command -v iptables >/dev/null 2>&1 || need_apt+=(iptables) # network partitions between cluster members on loopback
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium) # the web console's browser test (chromedp)
 if [ ${#need_apt[@]} -gt 0 ]; then
-  echo "== installing: ${need_apt[*]}"
+  stage "installing: ${need_apt[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 if [ ! -d test/kafka/interop/kafkajs/node_modules/kafkajs ]; then
-  echo "== npm ci (kafkajs)"
+  stage "npm ci (kafkajs)"
   (cd test/kafka/interop/kafkajs && npm ci --no-audit --no-fund --loglevel=error)
 fi
 if [ ! -d test/kafka/interop/rdkafka/node_modules/node-rdkafka/build/Release ]; then
   # node-rdkafka 3.6.1 compiles its bundled librdkafka 2.12 (a few minutes);
   # npm 11 runs its install script only once approved.
-  echo "== npm ci (node-rdkafka, builds librdkafka)"
+  stage "npm ci (node-rdkafka, builds librdkafka)"
   (cd test/kafka/interop/rdkafka &&
     { npm install-scripts approve node-rdkafka >/dev/null 2>&1 || true; } &&
     npm ci --no-audit --no-fund --loglevel=error)
@@ -54,21 +57,25 @@ if [ -n "$vgw_pid" ] && ! wait "$vgw_pid"; then
   exit 1
 fi
 
-echo "== go vet"
+stage "go vet"
 go vet ./...
-echo "== go test -race"
+stage "go test -race"
 go test -race -count=1 -timeout 25m ./...
-echo "== go test (client code with known data races of its own, without -race)"
+stage "go test (client code with known data races of its own, without -race)"
 go test -count=1 -timeout 5m -run 'TestOrderedConsumption|TestOrderedThroughConsumerRestart|TestGroupSplitsQueuesAndSurvivesAStop|TestOffsetsSurviveRestarts|TestStatsAndResetByTime|TestPullConsumerSeeks|TestTieredHistoryPullConsumer|TestDashboardRelaysToConsumers' ./test/rocketmq/
 go test -count=1 -timeout 5m -run 'TestPulsarToRocketMQ' ./test/pulsar/
-echo "== pulsar-client-go's own tests against a node on localhost:6650 and :8080"
+stage "pulsar-client-go's own tests against a node on localhost:6650 and :8080"
 ./scripts/pulsar-client-tests.sh
-echo "== paho.mqtt.golang's own functional tests against a node on 127.0.0.1:1883"
+stage "paho.mqtt.golang's own functional tests against a node on 127.0.0.1:1883"
 ./scripts/mqtt-client-tests.sh
-echo "== franz-go's own share group tests against a node on 127.0.0.1:19092"
+stage "franz-go's own share group tests against a node on 127.0.0.1:19092"
 ./scripts/kgo-share-tests.sh
+stage "admin and console tests without -race"
 go test -count=1 -timeout 5m -run 'TestGroupMembers|TestMessageTrace|TestConsoleWithClients|TestConsoleRedriveAndReset' ./test/admin/ ./test/console/
+stage "cluster tests (members as child processes on 127.0.0.11-17)"
 go test -count=1 -timeout 18m -run 'TestClusterGroups|TestClusterReplicationFactors|TestClusterSevenMembers|TestClusterProtocolNodes|TestClusterMembers|TestClusterSnapshot|TestClusterStopExit|TestClusterCoordinatorFailover|TestClusterPOPHandOff|TestClusterTiering|TestClusterQueueMoves|TestClusterQueueBalancer|TestClusterPulsar|TestClusterMQTT|TestClusterShareGroup' ./test/cluster/
+stage "flood memory test"
 go test -count=1 -timeout 5m -run 'TestFloodMemoryComesBack' ./test/flood/ # memory is not measured under the race detector
-echo "== go test ./test/grpc ./test/replay ./test/telemetry ./internal/bench (the v5 client races on its own settings; without -race)"
+stage "go test ./test/grpc ./test/replay ./test/telemetry ./internal/bench (the v5 client races on its own settings; without -race)"
 go test -count=1 -timeout 10m -parallel 4 ./test/grpc/ ./test/replay/ ./test/telemetry/ ./internal/bench/
+stage "all passed"

@@ -91,10 +91,18 @@ func NewServer(b *broker.Broker, opts Options) *Server {
 	return s
 }
 
-// Serve answers calls on l until ctx ends, then stops gracefully (calls in
-// flight finish; streams are cut after a grace period).
+// Serve answers calls on l until ctx ends or l closes, then stops
+// gracefully (calls in flight finish; streams are cut after a grace
+// period) and returns once the connections it took are closed.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	s.serving.Store(&ctx)
+	// The calls' view of serving ends with ctx, and also when l closes
+	// first: a cluster member ending its term closes the term's listeners
+	// before it cancels the term, and the connections l took then must end
+	// with it rather than go on being answered by a broker that stopped
+	// (a parked receive would answer "no new message" for good).
+	sctx, endServing := context.WithCancel(ctx)
+	defer endServing()
+	s.serving.Store(&sctx)
 	// A connection with no call for 10 minutes is sent away (clients
 	// reconnect when they next call; their telemetry streams keep live
 	// ones busy), so idle connections do not pile up.
@@ -111,31 +119,48 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	v2.RegisterMessagingServiceServer(gs, s)
 	if s.pop != nil {
 		var wg sync.WaitGroup
-		rctx, cancel := context.WithCancel(ctx)
+		rctx, cancel := context.WithCancel(sctx)
 		task.Every(rctx, &wg, time.Second, s.renewDue, nil)
 		defer func() {
 			cancel()
 			wg.Wait()
 		}()
 	}
-	stop := context.AfterFunc(ctx, func() {
-		done := make(chan struct{})
-		go func() {
-			gs.GracefulStop()
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-time.After(2 * time.Second):
-			gs.Stop()
-		}
+	stopped := make(chan struct{})
+	context.AfterFunc(sctx, func() {
+		defer close(stopped)
+		stopGracefully(gs, serverStopGrace)
 	})
-	defer stop()
 	err := gs.Serve(frameDeadlineListener{Listener: l, base: s.opts.FrameTimeout})
-	if errors.Is(err, grpc.ErrServerStopped) || ctx.Err() != nil {
+	// Whichever ended first, the calls see serving end and the server
+	// stops its connections; Serve returns once they are closed.
+	endServing()
+	<-stopped
+	if errors.Is(err, grpc.ErrServerStopped) || errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+// serverStopGrace is how long a stopping server waits for its calls to
+// finish before it cuts their streams.
+const serverStopGrace = 2 * time.Second
+
+// stopGracefully stops gs, letting its calls finish for up to grace.
+func stopGracefully(gs *grpc.Server, grace time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(done)
+	}()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		gs.Stop()
+		<-done
+	}
 }
 
 func (s *Server) observeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

@@ -2,7 +2,9 @@ package serving
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/rosettamq/rosetta/internal/admin"
 	"github.com/rosettamq/rosetta/internal/broker"
@@ -129,9 +131,33 @@ func (n *Node) answerGroup(ctx context.Context, m peer.Method, req callRequest) 
 	return fmt.Errorf("unknown call method %s", m)
 }
 
+// adminLeaderWait bounds how long an admin API request waits for a group
+// between leaders: none elected yet, or one elected that is still
+// building its broker from the log (tens of milliseconds).
+const adminLeaderWait = 3 * time.Second
+
 // askAdmin runs an admin API request on the handler of group g's leader:
-// here when this member leads it, else over the transport.
+// here when this member leads it, else over the transport. A request
+// reaching a group between leaders waits for the next one (up to
+// adminLeaderWait) instead of failing: a leadership move is not the
+// user's error.
 func (n *Node) askAdmin(ctx context.Context, g int, req admin.SubRequest) (admin.SubAnswer, error) {
+	deadline := time.Now().Add(adminLeaderWait)
+	for {
+		a, err := n.askAdminOnce(ctx, g, req)
+		if err == nil || !errors.Is(err, model.ErrNotLeader) || !time.Now().Before(deadline) {
+			return a, err
+		}
+		select {
+		case <-ctx.Done():
+			return a, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// askAdminOnce is one try of askAdmin.
+func (n *Node) askAdminOnce(ctx context.Context, g int, req admin.SubRequest) (admin.SubAnswer, error) {
 	m := n.Member
 	gs := n.groupServing(g)
 	groups := m.Groups()
