@@ -143,7 +143,8 @@ func New(ctx context.Context, cfg Config, sc *storage.Config) (*Member, error) {
 			peers = append(peers, m.etcdClientURL(cfg.Members[id]))
 		}
 	}
-	if !m.runsEtcd(ctx, peers) {
+	runs, asked := m.runsEtcd(ctx, peers)
+	if !runs {
 		m.log.Info("this member is an etcd client: the cluster's etcd has its members", "endpoints", m.etcdClients)
 		return m, nil
 	}
@@ -161,6 +162,7 @@ func New(ctx context.Context, cfg Config, sc *storage.Config) (*Member, error) {
 		Logger:         m.log,
 		Peers:          peers,
 		ClientTLS:      m.EtcdTLS(),
+		Asked:          asked,
 	})
 	return m, err
 }
@@ -170,26 +172,29 @@ func New(ctx context.Context, cfg Config, sc *storage.Config) (*Member, error) {
 // the running cluster's etcd lists it (added as a learner), or, while no
 // etcd answers (the cluster is being made), when it is one of the
 // placement.EtcdMembers lowest ids. Otherwise it is an etcd client of the
-// members that run one (m.etcdClients).
-func (m *Member) runsEtcd(ctx context.Context, peers []string) bool {
+// members that run one (m.etcdClients). It returns what the other members
+// answered when it asked them (nil when it did not).
+func (m *Member) runsEtcd(ctx context.Context, peers []string) (bool, *etcdembed.PeersAnswer) {
 	if _, err := os.Stat(filepath.Join(m.cfg.DataDir, "etcd", "member")); err == nil {
-		return true
+		return true, nil
 	}
-	if list, ok := etcdembed.ListMembers(ctx, peers, m.EtcdTLS()); ok {
+	list, ok := etcdembed.ListMembers(ctx, peers, m.EtcdTLS())
+	asked := &etcdembed.PeersAnswer{Members: list, Answered: ok}
+	if ok {
 		if etcdembed.Listed(list, m.etcdPeerURL(m.cfg.Members[m.cfg.Self])) {
-			return true
+			return true, asked
 		}
 		m.etcdClients = etcdembed.ClientURLs(list)
-		return len(m.etcdClients) == 0 // a cluster of learners only: it joins as before
+		return len(m.etcdClients) == 0, asked // a cluster of learners only: it joins as before
 	}
 	voters := placement.EtcdVoters(m.cfg.Members)
 	if slices.Contains(voters, m.cfg.Self) {
-		return true
+		return true, asked
 	}
 	for _, id := range voters {
 		m.etcdClients = append(m.etcdClients, m.etcdClientURL(m.cfg.Members[id]))
 	}
-	return false
+	return false, asked
 }
 
 // etcdScheme is the scheme of the embedded etcd members' URLs: https with

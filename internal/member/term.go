@@ -160,12 +160,13 @@ func (m *Member) leadGroup(ctx context.Context, gr *Group, r *Replica, srv Serve
 			return served{Serving: s, started: m.clock.Now()}, nil
 		},
 		end: func(s Serving) {
+			ending := m.clock.Now()
 			s.End()
 			// Checkpoints stop capturing the closed broker's state
 			// machines.
 			r.Engine.DropOpenedSections()
 			m.log.Info("no longer leading: relaying clients to the leader", "group", gr.id,
-				"served", m.clock.Now().Sub(s.(served).started).Round(time.Millisecond))
+				"served", ending.Sub(s.(served).started).Round(time.Millisecond), "took", m.clock.Now().Sub(ending))
 		},
 	}
 	return l.run(ctx)

@@ -26,6 +26,15 @@ func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// volume is n records, or a fifth of them under the race detector: enough
+// batches and partitions to cover every path, at a fifth of the time.
+func volume(n int) int {
+	if raceDetector {
+		return n / 5
+	}
+	return n
+}
+
 func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 
@@ -43,6 +44,17 @@ type EmbeddedConfig struct {
 	// it is rejoining a running cluster (rejoin).
 	Peers     []string
 	ClientTLS *tls.Config
+	// Asked, when set, is what Peers answered a moment ago (ListMembers),
+	// which the caller asked already: rejoin takes it instead of asking
+	// again — a cluster being made answers nothing, and asking waits out
+	// a timeout.
+	Asked *PeersAnswer
+}
+
+// PeersAnswer is what ListMembers returned.
+type PeersAnswer struct {
+	Members  []*etcdserverpb.Member
+	Answered bool
 }
 
 // listenURL is the URL etcd listens on for an advertised one: the same when

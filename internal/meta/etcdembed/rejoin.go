@@ -33,7 +33,13 @@ const rejoinTimeout = 2 * time.Second
 // first start), it returns existing false: the member starts as one of a
 // new cluster.
 func rejoin(ctx context.Context, c EmbeddedConfig) (initial map[string]string, existing bool, err error) {
-	list, ok := ListMembers(ctx, c.Peers, c.ClientTLS)
+	var list []*etcdserverpb.Member
+	var ok bool
+	if c.Asked != nil {
+		list, ok = c.Asked.Members, c.Asked.Answered
+	} else {
+		list, ok = ListMembers(ctx, c.Peers, c.ClientTLS)
+	}
 	if !ok {
 		return nil, false, nil // no cluster answers (yet): a new one
 	}

@@ -1,0 +1,6 @@
+//go:build !race
+
+package kafka_test
+
+// raceDetector: the suite runs without the race detector.
+const raceDetector = false
