@@ -2,9 +2,9 @@
 # Runs librdkafka's share consumer (KIP-932; librdkafka 2.15.1, C API,
 # preview) against Rosetta: builds librdkafka from the source inside the npm
 # package @confluentinc/kafka-javascript 1.10.1 (once, into a cache
-# directory; several minutes), then test/kafka/interop/rdkafka-share's
-# program, then runs TestShareGroupLibrdkafka with it. Not part of
-# scripts/test.sh: the build would take CI past its time.
+# directory; about a minute on two cores), then test/kafka/interop/rdkafka-share's
+# program, then runs TestShareGroupLibrdkafka with it. scripts/test.sh runs
+# it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -27,6 +27,7 @@ need_apt=()
 command -v gcc >/dev/null 2>&1 || need_apt+=(gcc) # the race detector needs cgo
 command -v g++ >/dev/null 2>&1 || need_apt+=(g++) # node-rdkafka builds librdkafka from source
 command -v make >/dev/null 2>&1 || need_apt+=(make)
+[ -f /usr/include/zlib.h ] || need_apt+=(zlib1g-dev) # librdkafka 2.15's share consumer links zlib
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 /usr/bin/python3 -c "import kafka" >/dev/null 2>&1 || need_apt+=(python3-kafka)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
@@ -86,6 +87,8 @@ trap 'kill -- -"$cluster_pid" 2>/dev/null || kill "$cluster_pid" 2>/dev/null || 
 
 stage "node-rdkafka (librdkafka 2.12) tests, without -race"
 go test -count=1 -timeout 5m -run "$rdkafka_tests" ./test/kafka/
+stage "librdkafka 2.15's share consumer (built from the source in its npm package)"
+./scripts/rdkafka-share-tests.sh
 stage "go test (client code with known data races of its own, without -race)"
 go test -count=1 -timeout 5m -run 'TestOrderedConsumption|TestOrderedThroughConsumerRestart|TestGroupSplitsQueuesAndSurvivesAStop|TestOffsetsSurviveRestarts|TestStatsAndResetByTime|TestPullConsumerSeeks|TestTieredHistoryPullConsumer|TestDashboardRelaysToConsumers' ./test/rocketmq/
 go test -count=1 -timeout 5m -run 'TestPulsarToRocketMQ' ./test/pulsar/

@@ -15,9 +15,8 @@ import (
 // TestShareGroupLibrdkafka runs librdkafka 2.15's share consumer (the C
 // API, test/kafka/interop/rdkafka-share) against a node: three members of
 // one group on one partition accept, release and reject. The program is
-// built by scripts/rdkafka-share-tests.sh, which sets
-// ROSETTA_RDKAFKA_SHARE; without it the test is skipped (building
-// librdkafka takes minutes, so it is not part of the suite's run).
+// built by scripts/rdkafka-share-tests.sh (scripts/test.sh runs it), which
+// sets ROSETTA_RDKAFKA_SHARE; without it the test is skipped.
 func TestShareGroupLibrdkafka(t *testing.T) {
 	bin := os.Getenv("ROSETTA_RDKAFKA_SHARE")
 	if bin == "" {
