@@ -6,25 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-dir=$(mktemp -d)
-node=""
-cleanup() {
-  if [ -n "$node" ]; then kill "$node" 2>/dev/null || true; wait "$node" 2>/dev/null || true; fi
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-
-go build -o "$dir/rosetta" ./cmd/rosetta
-"$dir/rosetta" serve --data_dir "$dir/data" --log.level warn \
-  --listen.mqtt 127.0.0.1:1883 --listen.mqtt_ssl "" --listen.http 127.0.0.1:0 --listen.pulsar "" --listen.pulsar_ssl "" \
-  --listen.kafka 127.0.0.1:0 --listen.remoting 127.0.0.1:0 --listen.grpc 127.0.0.1:0 >"$dir/node.log" 2>&1 &
-node=$!
-for _ in $(seq 1 100); do
-  if (exec 3<>/dev/tcp/127.0.0.1/1883) 2>/dev/null; then break; fi
-  sleep 0.1
-done
+. scripts/lib/node.sh
+start_node --listen.mqtt 127.0.0.1:1883 --listen.mqtt_ssl "" --listen.http 127.0.0.1:0 --listen.pulsar "" --listen.pulsar_ssl "" \
+  --listen.kafka 127.0.0.1:0 --listen.remoting 127.0.0.1:0 --listen.grpc 127.0.0.1:0
+wait_ports 127.0.0.1:1883
 tests=${MQTT_TESTS:-$(grep -v '^#' test/mqtt/upstream-tests.txt | grep . | paste -sd'|')}
 if ! go test ${MQTT_TEST_FLAGS:-} -count=1 -timeout 10m -run "^(${tests})\$" github.com/eclipse/paho.mqtt.golang; then
-  echo "== the node's log"; cat "$dir/node.log"
+  node_log
   exit 1
 fi

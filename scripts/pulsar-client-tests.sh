@@ -7,25 +7,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-dir=$(mktemp -d)
-node=""
-cleanup() {
-  if [ -n "$node" ]; then kill "$node" 2>/dev/null || true; wait "$node" 2>/dev/null || true; fi
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-
-go build -o "$dir/rosetta" ./cmd/rosetta
-"$dir/rosetta" serve --data_dir "$dir/data" --log.level warn \
-  --listen.http 127.0.0.1:8080 --listen.pulsar 127.0.0.1:6650 --listen.pulsar_ssl 127.0.0.1:6651 \
-  --listen.kafka 127.0.0.1:0 --listen.remoting 127.0.0.1:0 --listen.grpc 127.0.0.1:0 --listen.mqtt "" --listen.mqtt_ssl "" >"$dir/node.log" 2>&1 &
-node=$!
-for _ in $(seq 1 100); do
-  if (exec 3<>/dev/tcp/127.0.0.1/6650) 2>/dev/null && (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null; then break; fi
-  sleep 0.1
-done
+. scripts/lib/node.sh
+start_node --listen.http 127.0.0.1:8080 --listen.pulsar 127.0.0.1:6650 --listen.pulsar_ssl 127.0.0.1:6651 \
+  --listen.kafka 127.0.0.1:0 --listen.remoting 127.0.0.1:0 --listen.grpc 127.0.0.1:0 --listen.mqtt "" --listen.mqtt_ssl ""
+wait_ports 127.0.0.1:6650 127.0.0.1:8080
 tests=${PULSAR_TESTS:-$(grep -v '^#' test/pulsar/upstream-tests.txt | grep . | paste -sd'|')}
 if ! go test ${PULSAR_TEST_FLAGS:-} -count=1 -timeout "${PULSAR_TEST_TIMEOUT:-10m}" -run "^(${tests})\$" github.com/apache/pulsar-client-go/pulsar; then
-  echo "== the node's log"; cat "$dir/node.log"
+  node_log
   exit 1
 fi

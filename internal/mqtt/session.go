@@ -393,7 +393,7 @@ func (ss *session) dispatch(ctx context.Context, c *conn) {
 	b := ss.s.b
 	defer ss.followRemote(ctx, nil)
 	for ctx.Err() == nil {
-		watched, subs, shared := ss.plan()
+		watched, subs, shared := ss.plan(ctx)
 		sent := 0
 		for _, w := range watched {
 			n, full := ss.deliverQueue(c, w, subs)
@@ -445,13 +445,14 @@ func (ss *session) dispatch(ctx context.Context, c *conn) {
 }
 
 // plan is the queues to read and the subscriptions, worked out again
-// when the subscriptions or the broker's topics changed.
-func (ss *session) plan() ([]watchedQueue, []*subscription, []*sharedSub) {
+// when the subscriptions or the broker's topics changed; a queue the
+// session has no place in yet gets one (its end, as of now).
+func (ss *session) plan(ctx context.Context) ([]watchedQueue, []*subscription, []*sharedSub) {
 	watched, subs, shared, unplaced := ss.planLocked()
 	// Where the session starts in other groups' queues: asked of their
 	// leaders outside the lock (tried again at the next plan on failure).
 	for _, w := range unplaced {
-		start, stable, err := ss.s.remote.offsets(context.Background(), w)
+		start, stable, err := ss.s.remote.offsets(ctx, w)
 		ss.mu.Lock()
 		if err != nil {
 			ss.refresh = true

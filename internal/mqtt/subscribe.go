@@ -38,6 +38,11 @@ func (c *conn) handleSubscribe(p *packet.Subscribe) error {
 		subs = append(subs, &subscription{Subscription: f, id: subID})
 	}
 	isNew := c.session.subscribe(subs)
+	// Placed in the queues the filters match before the SUBACK, not when
+	// the dispatcher next plans: a message published once the client holds
+	// its SUBACK (or published by another client after this SUBSCRIBE
+	// arrived) is past the session's place and reaches it.
+	c.session.plan(c.ctx)
 	if err := c.session.save(c.ctx, false); err != nil {
 		return err // (the client sees the connection end, not a SUBACK it could not rely on)
 	}
