@@ -90,7 +90,7 @@ go test -count=1 -timeout 5m -run "$rdkafka_tests" ./test/kafka/
 stage "librdkafka 2.15's share consumer (built from the source in its npm package)"
 ./scripts/rdkafka-share-tests.sh
 stage "go test (client code with known data races of its own, without -race)"
-go test -count=1 -timeout 5m -run 'TestOrderedConsumption|TestOrderedThroughConsumerRestart|TestGroupSplitsQueuesAndSurvivesAStop|TestOffsetsSurviveRestarts|TestStatsAndResetByTime|TestPullConsumerSeeks|TestTieredHistoryPullConsumer|TestDashboardRelaysToConsumers' ./test/rocketmq/
+go test -count=1 -timeout 5m -run 'TestOrderedConsumption|TestOrderedThroughConsumerRestart|TestGroupSplitsQueuesAndSurvivesAStop|TestOffsetsSurviveRestarts|TestStatsAndResetByTime|TestPullConsumerSeeks|TestTieredHistoryPullConsumer|TestDashboardRelaysToConsumers|TestRemotingTLS' ./test/rocketmq/
 go test -count=1 -timeout 5m -run 'TestPulsarToRocketMQ' ./test/pulsar/
 stage "pulsar-client-go's own tests against a node on localhost:6650 and :8080"
 ./scripts/pulsar-client-tests.sh
